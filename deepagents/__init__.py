@@ -1,0 +1,27 @@
+"""deepagents: schedules work for AI agents over sharded, priority-tiered Redis Streams."""
+
+from deepagents.config import Settings, load_config, load_settings
+from deepagents.contract import AgentContract, ErrorCode, Result, ResultStatus, Task
+from deepagents.errors import DeepAgentsError, InvalidInput, RetryableError
+from deepagents.orchestrator import Orchestrator, TaskHandle
+from deepagents.worker import Worker
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "AgentContract",
+    "DeepAgentsError",
+    "ErrorCode",
+    "InvalidInput",
+    "Orchestrator",
+    "Result",
+    "ResultStatus",
+    "RetryableError",
+    "Settings",
+    "Task",
+    "TaskHandle",
+    "Worker",
+    "__version__",
+    "load_config",
+    "load_settings",
+]

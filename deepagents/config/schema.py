@@ -1,0 +1,152 @@
+"""Models of the YAML configuration file: tiers, strategies and agent settings."""
+
+from __future__ import annotations
+
+import re
+from enum import StrEnum
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+
+from deepagents.contract.task import AGENT_NAME_RE
+
+TIER_NAME_PATTERN = r"^[a-z0-9][a-z0-9_-]{0,15}$"
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class OverdueAction(StrEnum):
+    ALERT = "alert"  # run it anyway, log and audit that it waited too long
+    DEGRADE = "degrade"  # move it to the next (lower) tier
+    DROP = "drop"  # answer failed/dropped without running it
+
+
+class TierConfig(_Strict):
+    concurrency: int = Field(ge=1, le=10_000, description="tasks of this tier run at once")
+    max_wait_ms: int = Field(default=60_000, ge=1, description="queue wait before on_overdue")
+    on_overdue: OverdueAction = OverdueAction.ALERT
+
+
+def default_tiers() -> dict[str, TierConfig]:
+    return {
+        "p0": TierConfig(concurrency=20, max_wait_ms=1_000),
+        "p1": TierConfig(concurrency=50, max_wait_ms=10_000),
+        "p2": TierConfig(concurrency=100, max_wait_ms=120_000),
+    }
+
+
+class RetryPolicy(_Strict):
+    """Exponential backoff with full jitter for failures that may pass."""
+
+    base_ms: int = Field(default=200, ge=1)
+    max_ms: int = Field(default=30_000, ge=1)
+    multiplier: float = Field(default=2.0, ge=1.0, le=10.0)
+    jitter: bool = True
+
+    @model_validator(mode="after")
+    def _bounds(self) -> RetryPolicy:
+        if self.max_ms < self.base_ms:
+            raise ValueError("max_ms must be >= base_ms")
+        return self
+
+
+class AgentSettings(_Strict):
+    """Per agent type; ``defaults`` in the file, overridden per agent."""
+
+    shards: int = Field(default=4, ge=1, le=1024)
+    max_deliveries: int = Field(default=5, ge=1, le=1000)
+    visibility_timeout_ms: int = Field(default=30_000, ge=100)
+    max_backlog: int = Field(default=100_000, ge=1, description="entries per stream before submit refuses")
+    retry: RetryPolicy = Field(default_factory=RetryPolicy)
+    batch_size: int = Field(default=100, ge=1, le=1000)
+    block_ms: int = Field(default=1_000, ge=1, le=60_000)
+    reclaim_interval_ms: int | None = Field(default=None, ge=10)
+    grace_period_s: float = Field(default=20.0, ge=0)
+    sync_threads: int = Field(default=32, ge=1, le=1024)
+
+
+class AgentEntry(_Strict):
+    """One agent type. ``class`` is ``module:Class``; ``intents`` may add to the class's own."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True, populate_by_name=True)
+
+    class_path: str | None = Field(default=None, alias="class")
+    intents: tuple[str, ...] = ()
+    settings: dict[str, Any] = Field(default_factory=dict)
+
+    @field_validator("class_path")
+    @classmethod
+    def _class_path(cls, value: str | None) -> str | None:
+        if value is not None and (value.count(":") != 1 or not all(value.split(":"))):
+            raise ValueError("must be 'module.path:ClassName'")
+        return value
+
+
+class Strategy(_Strict):
+    """A routing rule: when ``match`` holds, the task goes to ``tier``."""
+
+    name: str = Field(min_length=1, max_length=64)
+    match: dict[str, Any]
+    tier: str
+
+
+class FileConfig(_Strict):
+    tiers: dict[str, TierConfig] = Field(default_factory=default_tiers)
+    default_tier: str | None = None
+    defaults: AgentSettings = Field(default_factory=AgentSettings)
+    agents: dict[str, AgentEntry] = Field(default_factory=dict)
+    strategies: list[Strategy] = Field(default_factory=list)
+
+    @field_validator("tiers")
+    @classmethod
+    def _tier_names(cls, tiers: dict[str, TierConfig]) -> dict[str, TierConfig]:
+        if not tiers:
+            raise ValueError("at least one tier is needed")
+        for name in tiers:
+            if not re.match(TIER_NAME_PATTERN, name):
+                raise ValueError(f"tier name {name!r} must match {TIER_NAME_PATTERN}")
+        return tiers
+
+    @field_validator("agents")
+    @classmethod
+    def _agent_names(cls, agents: dict[str, AgentEntry]) -> dict[str, AgentEntry]:
+        for name in agents:
+            if not AGENT_NAME_RE.match(name):
+                raise ValueError(
+                    f"agent name {name!r} must be 1-64 of a-z 0-9 _ - (it becomes a Redis key)"
+                )
+        return agents
+
+    @model_validator(mode="after")
+    def _references(self) -> FileConfig:
+        if self.default_tier is not None and self.default_tier not in self.tiers:
+            raise ValueError(f"default_tier {self.default_tier!r} is not a configured tier")
+        for i, strategy in enumerate(self.strategies):
+            if strategy.tier not in self.tiers:
+                raise ValueError(f"strategies[{i}] ({strategy.name}): unknown tier {strategy.tier!r}")
+        names = [s.name for s in self.strategies]
+        dupes = sorted({n for n in names if names.count(n) > 1})
+        if dupes:
+            raise ValueError(f"duplicate strategy names: {', '.join(dupes)}")
+        for name, entry in self.agents.items():
+            try:
+                AgentSettings.model_validate({**self.defaults.model_dump(), **entry.settings})
+            except ValueError as exc:
+                raise ValueError(f"agents.{name}.settings: {exc}") from exc
+        return self
+
+    @property
+    def tier_names(self) -> tuple[str, ...]:
+        return tuple(self.tiers)
+
+    @property
+    def fallback_tier(self) -> str:
+        return self.default_tier or self.tier_names[-1]
+
+    def agent_settings(self, agent: str) -> AgentSettings:
+        entry = self.agents.get(agent)
+        if entry is None or not entry.settings:
+            return self.defaults
+        return AgentSettings.model_validate({**self.defaults.model_dump(), **entry.settings})

@@ -1,0 +1,53 @@
+"""Process settings from ``DEEPAGENTS_*`` environment variables (over the YAML file)."""
+
+from __future__ import annotations
+
+import os
+import socket
+from pathlib import Path
+
+from pydantic import Field, SecretStr, field_validator
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+DEFAULT_CONFIG_PATH = Path("config/deepagents.yaml")
+
+
+class Settings(BaseSettings):
+    """Environment settings. The YAML file (``config``) holds tiers, strategies and agents."""
+
+    model_config = SettingsConfigDict(env_prefix="DEEPAGENTS_", extra="ignore", frozen=True)
+
+    redis_url: SecretStr | None = Field(
+        default=None, description="redis://…; unset: the CLI starts an embedded Redis"
+    )
+    database_url: SecretStr | None = Field(default=None, description="PostgreSQL for the audit log")
+    config: Path | None = Field(default=None, description="YAML file with tiers/strategies/agents")
+    prefix: str = Field(default="da", pattern=r"^[A-Za-z0-9_-]{1,32}$")
+    outbox: bool = Field(
+        default=False,
+        description="append audit events to the per-shard outbox streams (needs an audit writer)",
+    )
+    allow_evicting_redis: bool = Field(
+        default=False, description="run even if Redis may evict keys (loses tasks; tests only)"
+    )
+    consumer: str | None = Field(default=None, max_length=128, pattern=r"^[A-Za-z0-9_.@-]+$")
+    max_payload_bytes: int = Field(default=1_048_576, ge=1024)
+    result_ttl_s: int = Field(default=86_400, ge=1)
+    idempotency_ttl_s: int = Field(default=86_400, ge=1)
+    log_level: str = Field(default="INFO")
+
+    @field_validator("log_level")
+    @classmethod
+    def _level(cls, value: str) -> str:
+        value = value.upper()
+        if value not in {"DEBUG", "INFO", "WARNING", "ERROR"}:
+            raise ValueError("one of DEBUG, INFO, WARNING, ERROR")
+        return value
+
+    def config_path(self) -> Path | None:
+        if self.config is not None:
+            return self.config
+        return DEFAULT_CONFIG_PATH if DEFAULT_CONFIG_PATH.is_file() else None
+
+    def consumer_name(self) -> str:
+        return self.consumer or f"{socket.gethostname()}-{os.getpid()}"

@@ -1,0 +1,50 @@
+"""The agent contract: four methods, each sync or async.
+
+The runtime calls ``can_handle`` → ``prepare_context`` → ``execute`` → ``post_process``.
+Sync methods run in a thread pool, so blocking work never stalls the event loop.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from collections.abc import Awaitable
+from typing import Any, ClassVar
+
+from pydantic import BaseModel
+
+from deepagents.contract.result import Result
+from deepagents.contract.task import Task
+
+Maybe = Any  # a value or an awaitable of it; the runtime adapts both
+
+
+class AgentContract(ABC):
+    """Subclass it, declare ``name``, ``version`` and ``intents``, implement ``execute``.
+
+    ``input_model`` (optional) is a pydantic model the payload must satisfy; the
+    orchestrator checks it before anything is enqueued.
+    """
+
+    name: ClassVar[str]
+    version: ClassVar[str] = "0"
+    intents: ClassVar[tuple[str, ...]] = ()
+    input_model: ClassVar[type[BaseModel] | None] = None
+
+    def can_handle(self, task: Task) -> bool | Awaitable[bool]:
+        return task.intent in self.intents
+
+    def prepare_context(self, task: Task) -> dict[str, Any] | Awaitable[dict[str, Any]]:
+        return {"task": task, "payload": task.payload}
+
+    @abstractmethod
+    def execute(self, context: dict[str, Any]) -> Result | Awaitable[Result]:
+        """Do the work. Return a Result; raise ``InvalidInput`` or ``RetryableError``."""
+
+    def post_process(
+        self, result: Result
+    ) -> Result | dict[str, Any] | Awaitable[Result | dict[str, Any]]:
+        """Return a Result to replace it, or a dict of agent-specific metrics to add."""
+        return result
+
+    def health_check(self) -> bool | Awaitable[bool]:
+        return True

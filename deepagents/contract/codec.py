@@ -1,0 +1,76 @@
+"""Wire format of stream entries: JSON (orjson), validated at the edges. Never pickle.
+
+An entry has the fields ``task`` (the Task as JSON), ``attempt`` (1-based),
+``enq`` (enqueue time, ms since the epoch) and ``reply`` (a channel to notify, or empty).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import orjson
+from pydantic import ValidationError
+
+from deepagents.contract.result import Result
+from deepagents.contract.task import Task
+
+
+class DecodeError(ValueError):
+    """A stream entry that is not a valid task envelope."""
+
+
+@dataclass(frozen=True, slots=True)
+class Envelope:
+    task: Task
+    attempt: int
+    enqueued_ms: int
+    reply: str = ""
+
+
+def encode_task(task: Task) -> bytes:
+    return orjson.dumps(task.model_dump(mode="json", exclude_none=True))
+
+
+def envelope_fields(task_json: bytes, attempt: int, enqueued_ms: int, reply: str) -> dict[str, Any]:
+    return {"task": task_json, "attempt": attempt, "enq": enqueued_ms, "reply": reply}
+
+
+def _field(fields: dict[Any, Any], name: str) -> Any:
+    value = fields.get(name.encode(), fields.get(name))
+    if value is None:
+        raise DecodeError(f"missing field {name!r}")
+    return value
+
+
+def decode_envelope(fields: dict[Any, Any] | None) -> Envelope:
+    """Decode a stream entry; raise DecodeError with the reason for anything malformed."""
+    if not fields:
+        raise DecodeError("entry has no fields")
+    try:
+        raw = _field(fields, "task")
+        task = Task.model_validate(orjson.loads(raw))
+        attempt = int(_field(fields, "attempt"))
+        enqueued = int(_field(fields, "enq"))
+        reply = fields.get(b"reply", fields.get("reply", b""))
+    except DecodeError:
+        raise
+    except (orjson.JSONDecodeError, ValidationError, ValueError, TypeError) as exc:
+        raise DecodeError(f"{type(exc).__name__}: {_short(exc)}") from exc
+    if attempt < 1:
+        raise DecodeError("attempt must be >= 1")
+    reply_s = reply.decode() if isinstance(reply, bytes) else str(reply)
+    return Envelope(task=task, attempt=attempt, enqueued_ms=enqueued, reply=reply_s)
+
+
+def encode_result(result: Result) -> bytes:
+    return orjson.dumps(result.model_dump(mode="json", exclude_none=True))
+
+
+def decode_result(raw: bytes | str) -> Result:
+    return Result.model_validate(orjson.loads(raw))
+
+
+def _short(exc: Exception, limit: int = 300) -> str:
+    text = str(exc).replace("\n", " ")
+    return text if len(text) <= limit else text[:limit] + "…"

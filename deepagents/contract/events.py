@@ -1,0 +1,55 @@
+"""Audit events: what the runtime appends to a shard's outbox stream.
+
+Each outbox entry has one field, ``events``: a JSON array of event objects. Every event
+has a unique ``event_id`` (UUIDv7) so the audit writer can de-duplicate redeliveries.
+"""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from typing import Any
+
+import orjson
+from uuid6 import uuid7
+
+EVENT_TYPES = frozenset(
+    {
+        "submitted",
+        "started",
+        "succeeded",
+        "failed",
+        "retried",
+        "dead_lettered",
+        "dropped",
+        "expired",
+        "degraded",
+        "overdue",
+        "replayed",
+        "payload_lost",
+        "model_call",
+    }
+)
+
+
+def audit_event(kind: str, task_id: str | None, **fields: Any) -> dict[str, Any]:
+    if kind not in EVENT_TYPES:
+        raise ValueError(f"unknown audit event type {kind!r}")
+    event = {
+        "event_id": str(uuid7()),
+        "type": kind,
+        "task_id": task_id,
+        "ts": datetime.now(UTC).isoformat(),
+    }
+    event.update({k: v for k, v in fields.items() if v is not None})
+    return event
+
+
+def encode_events(events: list[dict[str, Any]]) -> bytes:
+    return orjson.dumps(events) if events else b""
+
+
+def decode_events(raw: bytes | str) -> list[dict[str, Any]]:
+    data = orjson.loads(raw)
+    if not isinstance(data, list):
+        raise ValueError("events must be a JSON array")
+    return data

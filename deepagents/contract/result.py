@@ -1,0 +1,70 @@
+"""The Result: what an agent answers, with the runtime's bookkeeping filled in."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from enum import StrEnum
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field
+
+
+class ResultStatus(StrEnum):
+    SUCCESS = "success"  # the agent did what was asked
+    PARTIAL = "partial"  # some of it; output says what
+    FAILED = "failed"  # nothing usable; error says why
+
+
+class ErrorCode(StrEnum):
+    INVALID_INPUT = "invalid_input"
+    UNROUTABLE = "unroutable"
+    DEADLINE_EXCEEDED = "deadline_exceeded"
+    AGENT_ERROR = "agent_error"
+    MODEL_UNAVAILABLE = "model_unavailable"
+    DROPPED = "dropped"
+    CANCELLED = "cancelled"
+    REJECTED = "rejected"  # can_handle said no
+    DEAD_LETTERED = "dead_lettered"
+
+
+class ErrorInfo(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    code: str
+    message: str = ""
+
+
+class ResultMetrics(BaseModel):
+    """Runtime metrics; agents may add their own keys (for example ``risk_score``)."""
+
+    model_config = ConfigDict(frozen=True, extra="allow")
+
+    latency_ms: float | None = None
+    queue_ms: float | None = None
+    tokens_used: int = 0
+    cost_usd: float = 0.0
+    attempts: int = 1
+
+
+class Result(BaseModel):
+    """An agent's answer. ``execute`` may leave the ids out: the runtime fills them."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    task_id: str | None = None
+    status: ResultStatus = ResultStatus.SUCCESS
+    output: Any = None
+    error: ErrorInfo | None = None
+    degraded: bool = False
+    metrics: ResultMetrics = Field(default_factory=ResultMetrics)
+    agent: str | None = None
+    agent_version: str | None = None
+    finished_at: datetime | None = None
+
+    @classmethod
+    def failed(cls, code: str, message: str = "", **kwargs: Any) -> Result:
+        return cls(status=ResultStatus.FAILED, error=ErrorInfo(code=code, message=message), **kwargs)
+
+    @property
+    def ok(self) -> bool:
+        return self.status is ResultStatus.SUCCESS

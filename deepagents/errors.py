@@ -1,0 +1,138 @@
+"""The exception tree of deepagents.
+
+Every error carries a stable ``code`` (the ``Result.error.code`` values of the data
+contract) and says whether retrying can help::
+
+    DeepAgentsError
+    ├── ConfigError            bad configuration file or environment (names file, field, reason)
+    ├── SubmitError            the orchestrator refused a task; nothing was enqueued
+    │   ├── UnknownIntent
+    │   ├── InvalidPayload
+    │   ├── PayloadTooLarge
+    │   ├── DeadlinePassed
+    │   └── Overloaded         backlog over its limit; back off and retry (retryable)
+    ├── TransportError         the message bus failed (retryable unless stated)
+    │   ├── RedisNotSafe       e.g. an evicting maxmemory-policy; refuse to run
+    │   └── GroupVanished      NOGROUP: the stream lost its consumer group
+    ├── TaskError              raised by agents to steer the runtime
+    │   ├── InvalidInput       the task cannot succeed as given (not retried)
+    │   └── RetryableError     a failure that may pass (retried with backoff)
+    └── ResultTimeout          a handle's result did not arrive in time
+"""
+
+from __future__ import annotations
+
+
+class DeepAgentsError(Exception):
+    """Root of every error deepagents raises on purpose."""
+
+    code: str = "error"
+    retryable: bool = False
+
+    def __init__(self, message: str | None = None) -> None:
+        super().__init__(message or (self.__doc__ or self.code).strip())
+
+    @property
+    def message(self) -> str:
+        return str(self)
+
+
+class ConfigError(DeepAgentsError):
+    """The configuration is invalid."""
+
+    code = "config_error"
+
+    def __init__(self, reason: str, *, file: str | None = None, field: str | None = None) -> None:
+        self.file = file
+        self.field = field
+        self.reason = reason
+        where = ": ".join(part for part in (file, field) if part)
+        super().__init__(f"{where}: {reason}" if where else reason)
+
+
+class SubmitError(DeepAgentsError):
+    """The task was refused; nothing was enqueued."""
+
+    code = "invalid_input"
+
+
+class UnknownIntent(SubmitError):
+    """No agent type serves this intent."""
+
+    code = "unroutable"
+
+
+class InvalidPayload(SubmitError):
+    """The payload does not match what the agent accepts."""
+
+    code = "invalid_input"
+
+
+class PayloadTooLarge(SubmitError):
+    """The encoded task is larger than the configured limit."""
+
+    code = "payload_too_large"
+
+
+class DeadlinePassed(SubmitError):
+    """The task's deadline is already in the past."""
+
+    code = "deadline_exceeded"
+
+
+class Overloaded(SubmitError):
+    """The target stream's backlog is over its limit; retry later."""
+
+    code = "overloaded"
+    retryable = True
+
+    def __init__(self, message: str, *, retry_after_s: float = 1.0) -> None:
+        self.retry_after_s = retry_after_s
+        super().__init__(message)
+
+
+class TransportError(DeepAgentsError):
+    """The message bus failed."""
+
+    code = "transport_error"
+    retryable = True
+
+
+class RedisNotSafe(TransportError):
+    """Redis is configured in a way that can lose tasks."""
+
+    code = "redis_not_safe"
+    retryable = False
+
+
+class GroupVanished(TransportError):
+    """A stream's consumer group is gone (Redis restarted without persistence?)."""
+
+    code = "group_vanished"
+    retryable = False
+
+
+class TaskError(DeepAgentsError):
+    """Raised by agent code to tell the runtime how a task failed."""
+
+    code = "agent_error"
+
+
+class InvalidInput(TaskError):
+    """The task's input cannot succeed as given; it is answered failed, not retried."""
+
+    code = "invalid_input"
+
+
+class RetryableError(TaskError):
+    """A failure that may pass (a timeout, an unavailable model); retried with backoff."""
+
+    code = "agent_error"
+    retryable = True
+
+
+class ResultTimeout(DeepAgentsError):
+    """The result did not arrive within the timeout; the task may still complete."""
+
+    code = "result_timeout"
+    retryable = True

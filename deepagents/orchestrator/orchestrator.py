@@ -1,0 +1,306 @@
+"""The Orchestrator: the Python API upstream services submit tasks through.
+
+It validates and routes each task, enqueues it atomically (idempotent on ``task_id``),
+honours idempotency keys, refuses with ``Overloaded`` when a stream's backlog is over
+its limit, and delivers results to waiting handles through one reply channel per
+orchestrator (with a polling fallback, so a missed notification only costs latency).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import uuid
+from collections import OrderedDict
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any
+
+import orjson
+from pydantic import ValidationError
+from redis.asyncio import Redis
+from redis.asyncio.client import PubSub
+
+from deepagents.config.schema import FileConfig
+from deepagents.config.settings import Settings
+from deepagents.contract.agent import AgentContract
+from deepagents.contract.codec import decode_result, encode_task
+from deepagents.contract.events import audit_event, encode_events
+from deepagents.contract.result import Result
+from deepagents.contract.task import Task, utcnow
+from deepagents.errors import (
+    DeadlinePassed,
+    InvalidPayload,
+    Overloaded,
+    PayloadTooLarge,
+    ResultTimeout,
+    TransportError,
+)
+from deepagents.orchestrator.handle import TaskHandle
+from deepagents.orchestrator.routing import Route, Router, agent_specs
+from deepagents.transport.keys import Keys
+from deepagents.transport.redis_streams.bus import RedisStreamBus
+from deepagents.transport.redis_streams.errors import redis_errors
+
+log = logging.getLogger("deepagents.orchestrator")
+
+_ARRIVED_MAX = 100_000
+_TERMINAL = (b"done", b"dead")
+
+
+class Orchestrator:
+    """Use as ``async with Orchestrator(client, config=..., settings=...) as orch:``."""
+
+    def __init__(
+        self,
+        client: Redis,
+        *,
+        config: FileConfig,
+        settings: Settings,
+        agents: Iterable[type[AgentContract]] = (),
+    ) -> None:
+        self.client = client
+        self.config = config
+        self.settings = settings
+        self.keys = Keys(settings.prefix)
+        self.bus = RedisStreamBus(client, result_ttl_s=settings.result_ttl_s)
+        self.router = Router(config, agent_specs(config, agents), self.keys)
+        self.reply_channel = self.keys.reply_channel(uuid.uuid4().hex)
+        self._waiters: dict[str, asyncio.Future[Result]] = {}
+        self._arrived: OrderedDict[str, Result] = OrderedDict()
+        self._pubsub: PubSub | None = None
+        self._listener: asyncio.Task[None] | None = None
+
+    async def __aenter__(self) -> Orchestrator:
+        await self.start()
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.aclose()
+
+    async def start(self) -> None:
+        """Subscribe to this orchestrator's reply channel before anything is submitted."""
+        if self._pubsub is not None:
+            return
+        self._pubsub = self.client.pubsub(ignore_subscribe_messages=True)
+        with redis_errors("subscribe to replies"):
+            await self._pubsub.subscribe(self.reply_channel)
+        self._listener = asyncio.create_task(self._listen(), name="orchestrator-replies")
+
+    async def aclose(self) -> None:
+        if self._listener is not None:
+            self._listener.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._listener
+            self._listener = None
+        if self._pubsub is not None:
+            with contextlib.suppress(Exception):
+                await self._pubsub.aclose()
+            self._pubsub = None
+        for future in self._waiters.values():
+            future.cancel()
+        self._waiters.clear()
+
+    # submit -------------------------------------------------------------------------------
+
+    async def submit(self, task: Task | Mapping[str, Any]) -> TaskHandle:
+        """Validate, route and enqueue one task. Raises a SubmitError; nothing is enqueued then."""
+        (handle,) = await self.submit_many([task])
+        return handle
+
+    async def submit_many(self, tasks: Sequence[Task | Mapping[str, Any]]) -> list[TaskHandle]:
+        """Validate all first (one bad task enqueues none), then enqueue in one round trip."""
+        prepared = [self._prepare(t) for t in tasks]
+        prepared = await self._apply_idempotency(prepared)
+        items = []
+        for task, route, task_json, _ in prepared:
+            events = b""
+            if self.settings.outbox:
+                events = encode_events([_submitted_event(task, route)])
+            items.append((route.stream, task.task_id, task_json, self.reply_channel, events))
+        max_backlog = min((self.router.specs[r.agent].max_backlog for _, r, _, _ in prepared), default=0)
+        replies = await self.bus.enqueue_many(items, max_backlog=max_backlog)
+        handles: list[TaskHandle] = []
+        refused = []
+        for (task, route, _, duplicate), (status, _) in zip(prepared, replies, strict=True):
+            if status == "overloaded":
+                refused.append(route)
+                continue
+            handles.append(
+                TaskHandle(task.task_id, route.agent, route.tier, route.shard,
+                           duplicate or status == "exists", self)
+            )
+        await self._record_locations([(h.task_id, r) for h, (_, r, _, _) in zip(handles, prepared, strict=False)])
+        if refused:
+            route = refused[0]
+            error = Overloaded(
+                f"stream {route.stream.name} is over its backlog limit "
+                f"({self.router.specs[route.agent].max_backlog}); {len(refused)} task(s) refused",
+                retry_after_s=1.0,
+            )
+            error.accepted = handles  # type: ignore[attr-defined]
+            raise error
+        return handles
+
+    def _prepare(self, raw: Task | Mapping[str, Any]) -> tuple[Task, Route, bytes, bool]:
+        if isinstance(raw, Task):
+            task = raw
+        else:
+            try:
+                task = Task.model_validate(raw)
+            except ValidationError as exc:
+                first = exc.errors()[0]
+                where = ".".join(str(p) for p in first["loc"]) or "task"
+                raise InvalidPayload(f"invalid task: {where}: {first['msg']}") from exc
+        if task.deadline is not None and task.deadline <= utcnow():
+            raise DeadlinePassed(f"deadline {task.deadline.isoformat()} is in the past")
+        route = self.router.route(task)
+        task_json = encode_task(task)
+        if len(task_json) > self.settings.max_payload_bytes:
+            raise PayloadTooLarge(
+                f"task is {len(task_json)} bytes encoded; the limit is "
+                f"{self.settings.max_payload_bytes} (DEEPAGENTS_MAX_PAYLOAD_BYTES)"
+            )
+        return task, route, task_json, False
+
+    async def _apply_idempotency(
+        self, prepared: list[tuple[Task, Route, bytes, bool]]
+    ) -> list[tuple[Task, Route, bytes, bool]]:
+        keyed = [i for i, (t, _, _, _) in enumerate(prepared) if t.idempotency_key]
+        if not keyed:
+            return prepared
+        ttl = self.settings.idempotency_ttl_s
+        with redis_errors("idempotency keys"):
+            pipe = self.client.pipeline(transaction=False)
+            for i in keyed:
+                task = prepared[i][0]
+                key = self.keys.idempotency(task.idempotency_key or "", task.tenant)
+                pipe.set(key, task.task_id, nx=True, ex=ttl)
+                pipe.get(key)
+            replies = await pipe.execute()
+        out = list(prepared)
+        for n, i in enumerate(keyed):
+            owner = replies[2 * n + 1]
+            task = prepared[i][0]
+            if owner is not None and owner.decode() != task.task_id:
+                # An earlier submit won: enqueue under its task id. If that submit got as far
+                # as enqueueing, the enqueue script sees the task and adds nothing.
+                first = task.model_copy(update={"task_id": owner.decode()})
+                out[i] = (first, self.router.route(first), encode_task(first), True)
+        return out
+
+    async def _record_locations(self, located: list[tuple[str, Route]]) -> None:
+        if not located:
+            return
+        ttl = self.settings.result_ttl_s + 7 * 86_400
+        with redis_errors("record task locations"):
+            pipe = self.client.pipeline(transaction=False)
+            for task_id, route in located:
+                pipe.set(self.keys.location(task_id), f"{route.agent}|{route.shard}|{route.tier}", ex=ttl)
+            await pipe.execute()
+
+    # results ------------------------------------------------------------------------------
+
+    async def wait_result(self, handle: TaskHandle, timeout: float | None) -> Result:
+        arrived = self._arrived.pop(handle.task_id, None)
+        if arrived is not None:
+            return arrived
+        loop = asyncio.get_running_loop()
+        future = self._waiters.get(handle.task_id)
+        if future is None:
+            future = self._waiters[handle.task_id] = loop.create_future()
+        deadline = None if timeout is None else loop.time() + timeout
+        # The reply channel normally answers; reading the task hash now and then covers
+        # a notification lost to a reconnect.
+        poll = 0.5
+        try:
+            while True:
+                wait = poll if deadline is None else min(poll, deadline - loop.time())
+                if wait > 0:
+                    with contextlib.suppress(TimeoutError):
+                        return await asyncio.wait_for(asyncio.shield(future), wait)
+                stored = await self._stored_result(handle.agent, handle.shard, handle.task_id)
+                if stored is not None:
+                    return stored
+                if deadline is not None and loop.time() >= deadline:
+                    raise ResultTimeout(f"task {handle.task_id} has no result after {timeout} s")
+                poll = min(poll * 2, 2.0)
+        finally:
+            self._waiters.pop(handle.task_id, None)
+
+    async def _stored_result(self, agent: str, shard: int, task_id: str) -> Result | None:
+        key = self.keys.shard(agent, shard).task(task_id)
+        with redis_errors("read result"):
+            state, raw = await self.client.hmget(key, ["state", "result"])
+        if state in _TERMINAL and raw:
+            return decode_result(raw)
+        return None
+
+    async def get_result(self, task_id: str) -> Result | None:
+        info = await self.lookup(task_id)
+        if info is None or not info.get("result"):
+            return None
+        return decode_result(info["result"])
+
+    async def task_state(self, task_id: str) -> str | None:
+        info = await self.lookup(task_id)
+        return None if info is None else str(info.get("state") or "") or None
+
+    async def lookup(self, task_id: str) -> dict[str, Any] | None:
+        """The task hash (state, owner, attempt, result, …) found through its location key."""
+        with redis_errors("lookup"):
+            loc = await self.client.get(self.keys.location(task_id))
+            if loc is None:
+                return None
+            agent, shard, tier = loc.decode().split("|")
+            raw = await self.client.hgetall(self.keys.shard(agent, int(shard)).task(task_id))
+        info: dict[str, Any] = {k.decode(): v.decode() for k, v in raw.items()}
+        info.update(agent=agent, shard=int(shard), submitted_tier=tier)
+        return info
+
+    async def _listen(self) -> None:
+        assert self._pubsub is not None
+        while True:
+            try:
+                message = await self._pubsub.get_message(timeout=1.0)
+            except (TransportError, ConnectionError, OSError) as exc:
+                log.warning("reply channel failed (polling continues): %s", exc)
+                await asyncio.sleep(1)
+                continue
+            except Exception as exc:  # noqa: BLE001 - redis errors: fall back to polling
+                log.warning("reply channel failed (polling continues): %s", exc)
+                await asyncio.sleep(1)
+                continue
+            if message is None or message.get("type") != "message":
+                continue
+            try:
+                result = decode_result(message["data"])
+            except (ValueError, ValidationError, orjson.JSONDecodeError):
+                log.warning("undecodable reply ignored", extra={"action": "bad_reply"})
+                continue
+            self._deliver(result)
+
+    def _deliver(self, result: Result) -> None:
+        task_id = result.task_id or ""
+        future = self._waiters.get(task_id)
+        if future is not None:
+            if not future.done():
+                future.set_result(result)
+            return
+        self._arrived[task_id] = result
+        while len(self._arrived) > _ARRIVED_MAX:
+            self._arrived.popitem(last=False)
+
+
+def _submitted_event(task: Task, route: Route) -> dict[str, Any]:
+    return audit_event(
+        "submitted",
+        task.task_id,
+        agent=route.agent,
+        tier=route.tier,
+        shard=route.shard,
+        intent=task.intent,
+        tenant=task.tenant,
+        traceparent=task.traceparent,
+        payload=task.payload,
+    )

@@ -1,0 +1,108 @@
+"""Routing: intent → agent type, strategy rules → tier, stable hash of task_id → shard."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+from pydantic import BaseModel, ValidationError
+
+from deepagents._internal.imports import load_agent_class
+from deepagents.config.rules import Predicate, compile_match
+from deepagents.config.schema import FileConfig
+from deepagents.contract.agent import AgentContract
+from deepagents.contract.task import Task
+from deepagents.errors import ConfigError, InvalidPayload, UnknownIntent
+from deepagents.transport.base import StreamRef
+from deepagents.transport.keys import Keys, shard_of
+
+
+@dataclass(frozen=True, slots=True)
+class AgentSpec:
+    name: str
+    intents: tuple[str, ...]
+    shards: int
+    max_backlog: int
+    input_model: type[BaseModel] | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Route:
+    agent: str
+    tier: str
+    shard: int
+    stream: StreamRef
+
+
+def agent_specs(
+    config: FileConfig, classes: Iterable[type[AgentContract]] = ()
+) -> dict[str, AgentSpec]:
+    """Agent types from the config file (importing their ``class``) and from classes given."""
+    found: dict[str, tuple[tuple[str, ...], type[BaseModel] | None]] = {}
+    for cls in classes:
+        found[cls.name] = (tuple(cls.intents), cls.input_model)
+    for name, entry in config.agents.items():
+        intents, model = found.get(name, ((), None))
+        if entry.class_path:
+            cls = load_agent_class(entry.class_path)
+            if cls.name != name:
+                raise ConfigError(
+                    f"class {entry.class_path} is named {cls.name!r}", field=f"agents.{name}.class"
+                )
+            intents, model = tuple(cls.intents), cls.input_model
+        found[name] = (tuple(dict.fromkeys((*intents, *entry.intents))), model)
+    specs = {}
+    for name, (intents, model) in found.items():
+        settings = config.agent_settings(name)
+        specs[name] = AgentSpec(name, intents, settings.shards, settings.max_backlog, model)
+    return specs
+
+
+class Router:
+    def __init__(self, config: FileConfig, specs: dict[str, AgentSpec], keys: Keys) -> None:
+        self.config = config
+        self.specs = specs
+        self.keys = keys
+        self.by_intent: dict[str, AgentSpec] = {}
+        for spec in specs.values():
+            for intent in spec.intents:
+                other = self.by_intent.get(intent)
+                if other is not None and other.name != spec.name:
+                    raise ConfigError(
+                        f"intent {intent!r} is served by both {other.name!r} and {spec.name!r}"
+                    )
+                self.by_intent[intent] = spec
+        self.rules: list[tuple[Predicate, str]] = [
+            (compile_match(s.match), s.tier) for s in config.strategies
+        ]
+        self.tiers = config.tier_names
+
+    def route(self, task: Task) -> Route:
+        spec = self.by_intent.get(task.intent)
+        if spec is None:
+            known = ", ".join(sorted(self.by_intent)) or "none"
+            raise UnknownIntent(f"no agent serves intent {task.intent!r} (known: {known})")
+        if spec.input_model is not None:
+            try:
+                spec.input_model.model_validate(task.payload)
+            except ValidationError as exc:
+                raise InvalidPayload(_explain(task.intent, exc)) from exc
+        tier = self.tier_for(task)
+        shard = shard_of(task.task_id, spec.shards)
+        return Route(spec.name, tier, shard, StreamRef(self.keys.shard(spec.name, shard), tier))
+
+    def tier_for(self, task: Task) -> str:
+        for predicate, tier in self.rules:
+            if predicate(task):
+                return tier
+        if task.priority is not None:
+            return self.tiers[min(task.priority, len(self.tiers) - 1)]
+        return self.config.fallback_tier
+
+
+def _explain(intent: str, exc: ValidationError) -> str:
+    parts = []
+    for err in exc.errors()[:5]:
+        where = ".".join(str(p) for p in err["loc"]) or "payload"
+        parts.append(f"payload.{where}: {err['msg']}" if err["loc"] else f"payload: {err['msg']}")
+    return f"invalid payload for intent {intent!r}: " + "; ".join(parts)

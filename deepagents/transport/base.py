@@ -1,0 +1,148 @@
+"""The message-bus interface the scheduling layer is written against.
+
+Redis Streams is the first implementation (``transport.redis_streams``); another
+backend implements the same methods and nothing above this layer changes.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+from deepagents.transport.keys import ShardKeys
+
+
+@dataclass(frozen=True, slots=True)
+class StreamRef:
+    """One tier stream of one shard."""
+
+    keys: ShardKeys
+    tier: str
+
+    @property
+    def name(self) -> str:
+        return self.keys.stream(self.tier)
+
+
+@dataclass(frozen=True, slots=True)
+class RawEntry:
+    """An entry as read; ``fields`` is None when its body was deleted (payload lost)."""
+
+    entry_id: str
+    fields: dict[bytes, bytes] | None
+
+
+@dataclass(frozen=True, slots=True)
+class Claimed:
+    entries: list[RawEntry]
+    deleted: list[str]  # ids the server dropped from the PEL because the body is gone
+    cursor: str
+
+
+@dataclass(frozen=True, slots=True)
+class BeginItem:
+    entry_id: str
+    task_id: str
+    attempt: int
+
+
+@dataclass(frozen=True, slots=True)
+class Begun:
+    status: str  # ok | dup | lost | gone
+    deliveries: int
+
+
+@dataclass(frozen=True, slots=True)
+class CommitItem:
+    entry_id: str
+    task_id: str
+    result_json: bytes
+    reply: str = ""
+    events_json: bytes = b""
+
+
+@dataclass(frozen=True, slots=True)
+class DeadLetter:
+    entry_id: str
+    reason: str
+    error: str
+    task_id: str | None = None  # None: the entry could not be decoded
+    result_json: bytes = b""
+    reply: str = ""
+    events_json: bytes = b""
+    check_owner: bool = True
+
+
+@dataclass(frozen=True, slots=True)
+class Reschedule:
+    entry_id: str
+    task_id: str
+    due_ms: int
+    tier: str
+    task_json: bytes
+    attempt: int
+    reply: str = ""
+    events_json: bytes = b""
+
+
+@dataclass(slots=True)
+class StreamStats:
+    stream: str
+    length: int = 0
+    pending: int = 0
+    consumers: int = 0
+    oldest_pending_ms: int = 0
+    lag: int | None = None
+    dead_letters: int = 0
+    delayed: int = 0
+    extra: dict[str, Any] = field(default_factory=dict)
+
+
+class MessageBus(Protocol):
+    async def ensure_group(self, stream: StreamRef, group: str) -> None: ...
+
+    async def enqueue(
+        self,
+        stream: StreamRef,
+        task_id: str,
+        task_json: bytes,
+        *,
+        reply: str,
+        max_backlog: int,
+        events_json: bytes,
+    ) -> tuple[str, str]: ...
+
+    async def read(
+        self, stream: StreamRef, group: str, consumer: str, count: int, block_ms: int | None
+    ) -> list[RawEntry]: ...
+
+    async def read_own_pending(
+        self, stream: StreamRef, group: str, consumer: str, count: int, after: str
+    ) -> list[RawEntry]: ...
+
+    async def claim_stale(
+        self, stream: StreamRef, group: str, consumer: str, min_idle_ms: int, count: int, cursor: str
+    ) -> Claimed: ...
+
+    async def begin(
+        self, stream: StreamRef, group: str, consumer: str, items: Sequence[BeginItem]
+    ) -> list[Begun]: ...
+
+    async def commit(
+        self, stream: StreamRef, group: str, consumer: str, items: Sequence[CommitItem]
+    ) -> list[str]: ...
+
+    async def reschedule(
+        self, stream: StreamRef, group: str, consumer: str, item: Reschedule
+    ) -> str: ...
+
+    async def dead_letter(
+        self, stream: StreamRef, group: str, consumer: str, item: DeadLetter
+    ) -> str: ...
+
+    async def touch(
+        self, stream: StreamRef, group: str, consumer: str, entry_ids: Sequence[str], idle_ms: int
+    ) -> list[str]: ...
+
+    async def promote_due(self, keys: ShardKeys, tiers: Sequence[str], limit: int) -> int: ...

@@ -1,0 +1,80 @@
+"""The Redis key layout (DESIGN.md). Pure functions; everything of one shard shares a hash tag.
+
+Keys touched together in one script (a shard's tier streams, delayed set, dead-letter
+and outbox streams, task hashes) share the tag ``{<agent>:<shard>}``, so each script
+stays in one hash slot and the same code runs on Redis Cluster.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import zlib
+from dataclasses import dataclass
+
+
+def shard_of(task_id: str, shards: int) -> int:
+    """Stable across processes and versions (CRC-32, not Python's salted ``hash``)."""
+    return zlib.crc32(task_id.encode()) % shards
+
+
+@dataclass(frozen=True, slots=True)
+class ShardKeys:
+    """The keys of one shard of one agent type."""
+
+    prefix: str
+    agent: str
+    shard: int
+
+    @property
+    def tag(self) -> str:
+        return f"{self.prefix}:{{{self.agent}:{self.shard}}}"
+
+    def stream(self, tier: str) -> str:
+        return f"{self.tag}:{tier}"
+
+    @property
+    def delayed(self) -> str:
+        return f"{self.tag}:delayed"
+
+    @property
+    def dlq(self) -> str:
+        return f"{self.tag}:dlq"
+
+    @property
+    def outbox(self) -> str:
+        return f"{self.tag}:audit"
+
+    def task(self, task_id: str) -> str:
+        return f"{self.tag}:t:{task_id}"
+
+
+@dataclass(frozen=True, slots=True)
+class Keys:
+    """Key builder for one deployment (one prefix)."""
+
+    prefix: str = "da"
+
+    def shard(self, agent: str, shard: int) -> ShardKeys:
+        return ShardKeys(self.prefix, agent, shard)
+
+    def location(self, task_id: str) -> str:
+        return f"{self.prefix}:loc:{task_id}"
+
+    def idempotency(self, key: str, tenant: str | None) -> str:
+        # Hashed: user text never shapes a key name (no brace or length games), and
+        # the same key in two tenants never collides.
+        digest = hashlib.sha256(f"{tenant or ''}\0{key}".encode()).hexdigest()
+        return f"{self.prefix}:idem:{digest}"
+
+    def agent(self, name: str) -> str:
+        return f"{self.prefix}:agent:{name}"
+
+    def agent_instances(self, name: str) -> str:
+        return f"{self.prefix}:agent:{name}:instances"
+
+    def reply_channel(self, listener_id: str) -> str:
+        return f"{self.prefix}:reply:{listener_id}"
+
+    @property
+    def agents_index(self) -> str:
+        return f"{self.prefix}:agents"

@@ -1,0 +1,6 @@
+"""Redis Streams implementation of the message bus."""
+
+from deepagents.transport.redis_streams.bus import RedisStreamBus, now_ms
+from deepagents.transport.redis_streams.pool import check_server, connect
+
+__all__ = ["RedisStreamBus", "check_server", "connect", "now_ms"]

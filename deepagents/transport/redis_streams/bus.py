@@ -1,0 +1,233 @@
+"""RedisStreamBus: the MessageBus on Redis Streams (6.2 through 7.x, Cluster-safe keys)."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Sequence
+from typing import Any
+
+import orjson
+import redis.exceptions as rex
+from redis.asyncio import Redis
+
+from deepagents.transport.base import (
+    BeginItem,
+    Begun,
+    Claimed,
+    CommitItem,
+    DeadLetter,
+    RawEntry,
+    Reschedule,
+    StreamRef,
+    StreamStats,
+)
+from deepagents.transport.keys import ShardKeys
+from deepagents.transport.redis_streams.errors import redis_errors
+from deepagents.transport.redis_streams.scripts import Scripts
+
+
+def now_ms() -> int:
+    return time.time_ns() // 1_000_000
+
+
+def _s(value: bytes | str) -> str:
+    return value.decode() if isinstance(value, bytes) else value
+
+
+def _entries(raw: list[Any] | None) -> list[RawEntry]:
+    out: list[RawEntry] = []
+    for entry_id, fields in raw or ():
+        if entry_id is None:  # Redis < 7.0 XCLAIM: nil for an entry whose body is gone
+            continue
+        out.append(RawEntry(_s(entry_id), fields or None))
+    return out
+
+
+class RedisStreamBus:
+    """Owns no connection: it is given a client and never closes it."""
+
+    def __init__(self, client: Redis, *, result_ttl_s: int = 86_400) -> None:
+        self.client = client
+        self.result_ttl_s = result_ttl_s
+        self.scripts = Scripts.register(client)
+
+    async def ensure_group(self, stream: StreamRef, group: str) -> None:
+        """Create the group (and stream) at id 0, tolerating only BUSYGROUP."""
+        try:
+            await self.client.xgroup_create(stream.name, group, id="0", mkstream=True)
+        except rex.ResponseError as exc:
+            if not str(exc).startswith("BUSYGROUP"):
+                with redis_errors(f"XGROUP CREATE {stream.name}"):
+                    raise
+        except rex.RedisError as exc:
+            with redis_errors(f"XGROUP CREATE {stream.name}"):
+                raise exc
+
+    async def enqueue(
+        self,
+        stream: StreamRef,
+        task_id: str,
+        task_json: bytes,
+        *,
+        reply: str,
+        max_backlog: int,
+        events_json: bytes,
+    ) -> tuple[str, str]:
+        (result,) = await self.enqueue_many(
+            [(stream, task_id, task_json, reply, events_json)], max_backlog=max_backlog
+        )
+        return result
+
+    async def enqueue_many(
+        self, items: Sequence[tuple[StreamRef, str, bytes, str, bytes]], *, max_backlog: int
+    ) -> list[tuple[str, str]]:
+        """Enqueue a batch in one round trip; each item is (stream, task_id, json, reply, events)."""
+        pipe = self.client.pipeline(transaction=False)
+        at = now_ms()
+        for stream, task_id, task_json, reply, events in items:
+            keys = [stream.name, stream.keys.task(task_id), stream.keys.outbox]
+            args = [task_json, 1, at, reply, max_backlog, stream.tier, events]
+            await self.scripts.enqueue(keys=keys, args=args, client=pipe)
+        with redis_errors("enqueue"):
+            replies = await pipe.execute()
+        return [(_s(status), _s(entry)) for status, entry in replies]
+
+    async def read(
+        self, stream: StreamRef, group: str, consumer: str, count: int, block_ms: int | None
+    ) -> list[RawEntry]:
+        with redis_errors(f"XREADGROUP {stream.name}"):
+            reply = await self.client.xreadgroup(
+                group, consumer, {stream.name: ">"}, count=count, block=block_ms
+            )
+        return _entries(reply[0][1]) if reply else []
+
+    async def read_own_pending(
+        self, stream: StreamRef, group: str, consumer: str, count: int, after: str
+    ) -> list[RawEntry]:
+        """This consumer's own pending entries after ``after`` (history read, id 0)."""
+        with redis_errors(f"XREADGROUP {stream.name} (own pending)"):
+            reply = await self.client.xreadgroup(group, consumer, {stream.name: after}, count=count)
+        return _entries(reply[0][1]) if reply else []
+
+    async def claim_stale(
+        self, stream: StreamRef, group: str, consumer: str, min_idle_ms: int, count: int, cursor: str
+    ) -> Claimed:
+        with redis_errors(f"XAUTOCLAIM {stream.name}"):
+            reply = await self.client.xautoclaim(
+                stream.name, group, consumer, min_idle_ms, start_id=cursor, count=count
+            )
+        # 7.0+ adds a third element: ids whose bodies are gone (already removed from the PEL).
+        deleted = [_s(i) for i in reply[2]] if len(reply) > 2 else []
+        return Claimed(entries=_entries(reply[1]), deleted=deleted, cursor=_s(reply[0]))
+
+    async def begin(
+        self, stream: StreamRef, group: str, consumer: str, items: Sequence[BeginItem]
+    ) -> list[Begun]:
+        keys = [stream.name, *(stream.keys.task(i.task_id) for i in items)]
+        args: list[Any] = [group, consumer, now_ms()]
+        for item in items:
+            args += (item.entry_id, item.attempt)
+        with redis_errors(f"begin on {stream.name}"):
+            reply = await self.scripts.begin(keys=keys, args=args)
+        return [Begun(_s(status), int(n)) for status, n in reply]
+
+    async def commit(
+        self, stream: StreamRef, group: str, consumer: str, items: Sequence[CommitItem]
+    ) -> list[str]:
+        keys = [stream.name, stream.keys.outbox, *(stream.keys.task(i.task_id) for i in items)]
+        args: list[Any] = [group, consumer, now_ms(), self.result_ttl_s]
+        for item in items:
+            args += (item.entry_id, item.result_json, item.reply, item.events_json)
+        with redis_errors(f"commit on {stream.name}"):
+            reply = await self.scripts.commit(keys=keys, args=args)
+        return [_s(status) for status in reply]
+
+    async def reschedule(
+        self, stream: StreamRef, group: str, consumer: str, item: Reschedule
+    ) -> str:
+        member = orjson.dumps(
+            {
+                "tier": item.tier,
+                "task": item.task_json.decode(),
+                "attempt": item.attempt,
+                "reply": item.reply,
+                "entry": item.entry_id,  # keeps members unique
+            }
+        )
+        keys = [stream.name, stream.keys.task(item.task_id), stream.keys.delayed, stream.keys.outbox]
+        args = [group, consumer, item.entry_id, item.due_ms, member, item.events_json]
+        with redis_errors(f"reschedule on {stream.name}"):
+            return _s(await self.scripts.reschedule(keys=keys, args=args))
+
+    async def dead_letter(
+        self, stream: StreamRef, group: str, consumer: str, item: DeadLetter
+    ) -> str:
+        task_key = stream.keys.task(item.task_id or "-")
+        keys = [stream.name, task_key, stream.keys.dlq, stream.keys.outbox]
+        args = [
+            group,
+            consumer,
+            item.entry_id,
+            item.reason,
+            item.error,
+            now_ms(),
+            item.result_json if item.task_id else b"",
+            item.reply,
+            self.result_ttl_s,
+            item.events_json,
+            "1" if item.check_owner else "0",
+        ]
+        with redis_errors(f"dead-letter on {stream.name}"):
+            return _s(await self.scripts.dead_letter(keys=keys, args=args))
+
+    async def touch(
+        self, stream: StreamRef, group: str, consumer: str, entry_ids: Sequence[str], idle_ms: int
+    ) -> list[str]:
+        if not entry_ids:
+            return []
+        with redis_errors(f"heartbeat on {stream.name}"):
+            lost = await self.scripts.touch(
+                keys=[stream.name], args=[group, consumer, idle_ms, *entry_ids]
+            )
+        return [_s(i) for i in lost]
+
+    async def promote_due(self, keys: ShardKeys, tiers: Sequence[str], limit: int = 500) -> int:
+        with redis_errors(f"promote {keys.delayed}"):
+            moved = await self.scripts.promote(
+                keys=[keys.delayed, *(keys.stream(t) for t in tiers)],
+                args=[now_ms(), limit, *tiers],
+            )
+        return int(moved)
+
+    async def replay(
+        self, keys: ShardKeys, dlq_entry: str, tier: str, task_id: str, task_json: bytes, reply: str
+    ) -> tuple[str, str]:
+        with redis_errors(f"replay from {keys.dlq}"):
+            status, entry = await self.scripts.replay(
+                keys=[keys.dlq, keys.stream(tier), keys.task(task_id)],
+                args=[dlq_entry, task_json, now_ms(), reply],
+            )
+        return _s(status), _s(entry)
+
+    async def stream_stats(self, stream: StreamRef, group: str) -> StreamStats:
+        stats = StreamStats(stream=stream.name)
+        with redis_errors(f"stats of {stream.name}"):
+            pipe = self.client.pipeline(transaction=False)
+            pipe.xlen(stream.name)
+            pipe.xpending(stream.name, group)
+            pipe.xpending_range(stream.name, group, min="-", max="+", count=1)
+            pipe.xinfo_groups(stream.name)
+            try:
+                length, summary, oldest, groups = await pipe.execute()
+            except rex.ResponseError:
+                return stats  # no stream or group yet
+        stats.length = int(length)
+        stats.pending = int(summary["pending"])
+        stats.consumers = len(summary.get("consumers") or [])
+        if oldest:
+            stats.oldest_pending_ms = int(oldest[0]["time_since_delivered"])
+        for info in groups:
+            if _s(info["name"]) == group:
+                lag = info.get("lag")
+                stats.lag = int(lag) if lag is not None else None
+        return stats

@@ -1,0 +1,15 @@
+-- Heartbeat (idle ms = 0) or hand back (idle ms = visibility timeout) entries this
+-- consumer still owns; XCLAIM ... JUSTID resets idle without counting a delivery.
+-- Never takes an entry that another consumer owns now.
+-- KEYS[1] stream; ARGV[1] group, [2] consumer, [3] idle ms, [4..] entry ids
+-- Returns the ids this consumer no longer owns.
+local lost = {}
+for i = 4, #ARGV do
+  local p = redis.call('XPENDING', KEYS[1], ARGV[1], ARGV[i], ARGV[i], 1)
+  if #p > 0 and p[1][2] == ARGV[2] then
+    redis.call('XCLAIM', KEYS[1], ARGV[1], ARGV[2], 0, ARGV[i], 'IDLE', ARGV[3], 'JUSTID')
+  else
+    lost[#lost + 1] = ARGV[i]
+  end
+end
+return lost

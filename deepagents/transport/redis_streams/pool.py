@@ -1,0 +1,54 @@
+"""Build the Redis client for a process and check that the server is safe to run on."""
+
+from __future__ import annotations
+
+import redis.exceptions as rex
+from redis.asyncio import BlockingConnectionPool, Redis
+
+from deepagents.errors import RedisNotSafe, TransportError
+
+MIN_VERSION = (6, 2)
+
+
+def connect(url: str, *, max_connections: int = 64, block_ms: int = 1_000) -> Redis:
+    """One client (with its pool) per process and event loop; the caller closes it."""
+    pool = BlockingConnectionPool.from_url(
+        url,
+        max_connections=max_connections,
+        timeout=20,  # wait this long for a free connection rather than fail at once
+        # Reads block for block_ms at most; a socket silent for longer than that plus
+        # a margin is half-open, not idle.
+        socket_timeout=block_ms / 1000 + 10,
+        socket_connect_timeout=5,
+        socket_keepalive=True,
+        health_check_interval=30,
+        decode_responses=False,
+    )
+    return Redis(connection_pool=pool)
+
+
+async def check_server(client: Redis, *, allow_evicting: bool = False) -> str:
+    """Refuse a Redis that can lose tasks; return its version."""
+    try:
+        info = await client.info("server")
+        reply = await client.config_get("maxmemory-policy")
+        policy = reply.get("maxmemory-policy", reply.get(b"maxmemory-policy", b""))
+    except rex.ResponseError as exc:
+        # Managed Redis often disables CONFIG; INFO memory still reports the policy.
+        if "unknown command" not in str(exc).lower() and "NOPERM" not in str(exc):
+            raise TransportError(f"cannot inspect Redis: {exc}") from exc
+        memory = await client.info("memory")
+        policy = str(memory.get("maxmemory_policy", "")).encode()
+    except (rex.ConnectionError, rex.TimeoutError) as exc:
+        raise TransportError(f"cannot reach Redis: {exc}") from exc
+    version = str(info.get("redis_version", "0"))
+    parts = tuple(int(p) for p in version.split(".")[:2] if p.isdigit())
+    if parts < MIN_VERSION:
+        raise RedisNotSafe(f"Redis {version} is too old: deepagents needs 6.2 or newer (XAUTOCLAIM)")
+    policy_s = policy.decode() if isinstance(policy, bytes) else str(policy)
+    if policy_s != "noeviction" and not allow_evicting:
+        raise RedisNotSafe(
+            f"Redis maxmemory-policy is {policy_s!r}: an evicting Redis silently drops tasks. "
+            "Set 'maxmemory-policy noeviction' (or DEEPAGENTS_ALLOW_EVICTING_REDIS=true for tests)"
+        )
+    return version

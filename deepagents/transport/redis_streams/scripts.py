@@ -1,0 +1,39 @@
+"""The Lua scripts of the delivery protocol, loaded once per client.
+
+Every script touches the keys of one shard only (one hash tag) and receives every key
+in KEYS, so each runs in one hash slot on Redis Cluster.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from importlib import resources
+
+from redis.asyncio import Redis
+from redis.commands.core import AsyncScript
+
+_NAMES = ("enqueue", "begin", "commit", "reschedule", "promote", "dead_letter", "touch", "replay")
+
+
+def _source(name: str) -> str:
+    return (
+        resources.files("deepagents.transport.redis_streams")
+        .joinpath(f"lua/{name}.lua")
+        .read_text(encoding="utf-8")
+    )
+
+
+@dataclass(frozen=True, slots=True)
+class Scripts:
+    enqueue: AsyncScript
+    begin: AsyncScript
+    commit: AsyncScript
+    reschedule: AsyncScript
+    promote: AsyncScript
+    dead_letter: AsyncScript
+    touch: AsyncScript
+    replay: AsyncScript
+
+    @classmethod
+    def register(cls, client: Redis) -> Scripts:
+        return cls(**{name: client.register_script(_source(name)) for name in _NAMES})

@@ -1,0 +1,355 @@
+"""One delivery through the effectively-once protocol: decode, begin, run, commit.
+
+Every way out of a delivery ends in exactly one owner-checked script: commit (result),
+reschedule (retry or degrade), or dead-letter. Nothing is dropped silently.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from deepagents.contract.codec import DecodeError, Envelope, decode_envelope, encode_result, encode_task
+from deepagents.contract.events import audit_event, encode_events
+from deepagents.contract.result import ErrorCode, Result, ResultStatus
+from deepagents.contract.task import utcnow
+from deepagents.errors import TransportError
+from deepagents.transport.base import (
+    BeginItem,
+    CommitItem,
+    DeadLetter,
+    RawEntry,
+    Reschedule,
+    StreamRef,
+)
+from deepagents.transport.redis_streams.bus import now_ms
+from deepagents.worker.committer import Committer
+from deepagents.worker.retry import decide
+from deepagents.worker.runner import AgentRunner
+
+if TYPE_CHECKING:
+    from deepagents.worker.worker import Worker
+
+log = logging.getLogger("deepagents.worker")
+
+
+@dataclass(slots=True)
+class InFlight:
+    stream: StreamRef
+    entry_id: str
+    envelope: Envelope
+    deliveries: int
+    task: asyncio.Task[None] | None = None
+    lost: bool = False
+    committing: bool = False
+
+
+class DeliveryHandler:
+    def __init__(self, worker: Worker, runner: AgentRunner, committer: Committer) -> None:
+        self.w = worker
+        self.runner = runner
+        self.committer = committer
+        self.group = worker.name
+        self.outbox = worker.settings.outbox
+
+    # intake -------------------------------------------------------------------------------
+
+    async def dispatch(self, ref: StreamRef, entries: list[RawEntry], *, reclaimed: bool) -> None:
+        """Start every entry of a batch; each holds one slot of its tier's pool until done."""
+        pool = self.w.pools[ref.tier]
+        good: list[tuple[RawEntry, Envelope]] = []
+        for entry in entries:
+            reason, error, envelope = self._decode(entry)
+            if envelope is None:
+                await self._dead_letter_raw(ref, entry.entry_id, reason, error)
+                pool.release()
+            else:
+                good.append((entry, envelope))
+        if not good:
+            return
+        items = [BeginItem(e.entry_id, env.task.task_id, env.attempt) for e, env in good]
+        try:
+            begun = await self.w.bus.begin(ref, self.group, self.w.consumer, items)
+        except TransportError as exc:
+            # The entries stay pending under this consumer and are reclaimed later.
+            pool.release(len(good))
+            log.warning("begin failed: %s", exc, extra={"action": "begin_failed"})
+            return
+        max_deliveries = self.w.agent_settings.max_deliveries
+        for (entry, envelope), status in zip(good, begun, strict=True):
+            if status.status != "ok":
+                pool.release()
+                if status.status == "dup":
+                    self.w.stats.duplicates += 1
+                else:
+                    self.w.stats.lost_ownership += 1
+                continue
+            flight = InFlight(ref, entry.entry_id, envelope, status.deliveries)
+            self.w.inflight[(ref.name, entry.entry_id)] = flight
+            self.w.stats.started += 1
+            if status.deliveries > max_deliveries:
+                work = self._exhausted(flight)
+            else:
+                work = self._process(flight)
+            flight.task = asyncio.create_task(self._guard(flight, work))
+
+    @staticmethod
+    def _decode(entry: RawEntry) -> tuple[str, str, Envelope | None]:
+        if not entry.fields:
+            return "payload_lost", "the entry's body was deleted before it was processed", None
+        try:
+            return "", "", decode_envelope(entry.fields)
+        except DecodeError as exc:
+            return "decode_error", str(exc), None
+
+    async def _guard(self, flight: InFlight, work: Any) -> None:
+        try:
+            await work
+        except asyncio.CancelledError:
+            pass  # lost ownership or shutdown: the entry is someone else's, or handed back
+        except Exception:  # the entry stays pending and is reclaimed; never crash the worker
+            log.exception("delivery failed", extra={"action": "delivery_crashed"})
+        finally:
+            self.w.inflight.pop((flight.stream.name, flight.entry_id), None)
+            self.w.pools[flight.stream.tier].release()
+
+    # the contract -------------------------------------------------------------------------
+
+    async def _process(self, flight: InFlight) -> None:
+        env, ref = flight.envelope, flight.stream
+        task = env.task
+        started = time.monotonic()
+        queue_ms = max(0, now_ms() - env.enqueued_ms)
+        tier = self.w.config.tiers[ref.tier]
+        events: list[dict[str, Any]] = []
+        if task.expired():
+            result = Result.failed(ErrorCode.DEADLINE_EXCEEDED, "deadline passed before the task started")
+            await self._commit(flight, result, started, queue_ms, "expired", events)
+            return
+        if queue_ms > tier.max_wait_ms:
+            if await self._overdue(flight, queue_ms, started, events):
+                return
+        try:
+            result = await self._run_with_deadline(flight)
+        except TimeoutError:
+            result = Result.failed(ErrorCode.DEADLINE_EXCEEDED, "deadline passed while running")
+        except Exception as exc:
+            decision = decide(
+                exc,
+                deliveries=flight.deliveries,
+                max_deliveries=self.w.agent_settings.max_deliveries,
+                policy=self.w.agent_settings.retry,
+                time_left_ms=_time_left_ms(flight),
+            )
+            if decision.action == "retry":
+                await self._reschedule(flight, ref.tier, decision.delay_ms, "retried", decision.reason)
+                return
+            if decision.action == "dead_letter":
+                await self._dead_letter(flight, decision.code, decision.reason, started, queue_ms)
+                return
+            result = Result.failed(decision.code, decision.reason)
+        kind = "succeeded" if result.status is not ResultStatus.FAILED else "failed"
+        await self._commit(flight, result, started, queue_ms, kind, events)
+
+    async def _run_with_deadline(self, flight: InFlight) -> Result:
+        task = flight.envelope.task
+        if task.deadline is None:
+            return await self.runner.run(task)
+        remaining = (task.deadline - utcnow()).total_seconds()
+        async with asyncio.timeout(max(0.0, remaining)):
+            return await self.runner.run(task)
+
+    async def _overdue(
+        self, flight: InFlight, queue_ms: int, started: float, events: list[dict[str, Any]]
+    ) -> bool:
+        """Apply the tier's on_overdue action; True when the delivery was handled."""
+        ref = flight.stream
+        action = self.w.config.tiers[ref.tier].on_overdue
+        tiers = self.w.config.tier_names
+        log.warning(
+            "task waited %d ms in %s (max %d ms): %s",
+            queue_ms, ref.tier, self.w.config.tiers[ref.tier].max_wait_ms, action,
+            extra={"action": "overdue", "task_id": flight.envelope.task.task_id},
+        )
+        if action == "drop":
+            result = Result.failed(ErrorCode.DROPPED, f"waited {queue_ms} ms in {ref.tier}")
+            await self._commit(flight, result, started, queue_ms, "dropped", events)
+            return True
+        index = tiers.index(ref.tier)
+        if action == "degrade" and index + 1 < len(tiers):
+            await self._reschedule(flight, tiers[index + 1], 0, "degraded", f"waited {queue_ms} ms")
+            return True
+        if self.outbox:
+            events.append(self._event("overdue", flight, queue_ms=queue_ms))
+        return False
+
+    async def _exhausted(self, flight: InFlight) -> None:
+        """Delivered more than max_deliveries times (crashes or failures): dead-letter it."""
+        reason = f"delivered {flight.deliveries} times (max {self.w.agent_settings.max_deliveries})"
+        queue_ms = max(0, now_ms() - flight.envelope.enqueued_ms)
+        await self._dead_letter(flight, "max_deliveries", reason, time.monotonic(), queue_ms)
+
+    # outcomes -----------------------------------------------------------------------------
+
+    def _finish(self, flight: InFlight, result: Result, started: float, queue_ms: int) -> Result:
+        metrics = result.metrics.model_copy(
+            update={
+                "latency_ms": round((time.monotonic() - started) * 1000, 3),
+                "queue_ms": queue_ms,
+                "attempts": flight.deliveries,
+            }
+        )
+        return result.model_copy(
+            update={
+                "task_id": flight.envelope.task.task_id,
+                "agent": self.w.agent.name,
+                "agent_version": self.w.agent.version,
+                "finished_at": utcnow(),
+                "metrics": metrics,
+            }
+        )
+
+    def _event(self, kind: str, flight: InFlight, **fields: Any) -> dict[str, Any]:
+        task = flight.envelope.task
+        return audit_event(
+            kind,
+            task.task_id,
+            agent=self.w.agent.name,
+            agent_version=self.w.agent.version,
+            tier=flight.stream.tier,
+            shard=flight.stream.keys.shard,
+            attempt=flight.envelope.attempt,
+            deliveries=flight.deliveries,
+            consumer=self.w.consumer,
+            tenant=task.tenant,
+            traceparent=task.traceparent,
+            **fields,
+        )
+
+    async def _commit(
+        self,
+        flight: InFlight,
+        result: Result,
+        started: float,
+        queue_ms: int,
+        kind: str,
+        events: list[dict[str, Any]],
+    ) -> None:
+        result = self._finish(flight, result, started, queue_ms)
+        result_json = encode_result(result)
+        if self.outbox:
+            events = [
+                self._event("started", flight, queue_ms=queue_ms),
+                *events,
+                self._event(kind, flight, result=result.model_dump(mode="json", exclude_none=True)),
+            ]
+        flight.committing = True
+        status = await self.committer.commit(
+            flight.stream,
+            CommitItem(
+                flight.entry_id,
+                flight.envelope.task.task_id,
+                result_json,
+                flight.envelope.reply,
+                encode_events(events) if self.outbox else b"",
+            ),
+        )
+        self._count(status, "committed")
+        if status == "ok":
+            self.w.stats.by_status[result.status.value] += 1
+
+    async def _reschedule(
+        self, flight: InFlight, tier: str, delay_ms: int, kind: str, reason: str
+    ) -> None:
+        env = flight.envelope
+        events = [self._event(kind, flight, reason=reason, delay_ms=delay_ms, to_tier=tier)] if self.outbox else []
+        item = Reschedule(
+            entry_id=flight.entry_id,
+            task_id=env.task.task_id,
+            due_ms=now_ms() + delay_ms,
+            tier=tier,
+            task_json=encode_task(env.task),
+            attempt=env.attempt + 1,
+            reply=env.reply,
+            events_json=encode_events(events),
+        )
+        flight.committing = True
+        status = await self.w.bus.reschedule(flight.stream, self.group, self.w.consumer, item)
+        self._count(status, "retried")
+
+    async def _dead_letter(
+        self, flight: InFlight, reason: str, error: str, started: float, queue_ms: int
+    ) -> None:
+        result = self._finish(
+            flight, Result.failed(ErrorCode.DEAD_LETTERED, f"{reason}: {error}"), started, queue_ms
+        )
+        events = [self._event("dead_lettered", flight, reason=reason, error=error)] if self.outbox else []
+        item = DeadLetter(
+            entry_id=flight.entry_id,
+            reason=reason,
+            error=error,
+            task_id=flight.envelope.task.task_id,
+            result_json=encode_result(result),
+            reply=flight.envelope.reply,
+            events_json=encode_events(events),
+        )
+        flight.committing = True
+        status = await self.w.bus.dead_letter(flight.stream, self.group, self.w.consumer, item)
+        self._count(status, "dead_lettered")
+        log.warning(
+            "dead-lettered %s: %s", flight.envelope.task.task_id, reason,
+            extra={"action": "dead_lettered", "task_id": flight.envelope.task.task_id},
+        )
+
+    async def _dead_letter_raw(self, ref: StreamRef, entry_id: str, reason: str, error: str) -> None:
+        """An entry that is not a task (undecodable, or its body is gone)."""
+        events = [audit_event("payload_lost" if reason == "payload_lost" else "dead_lettered", None,
+                              agent=self.w.agent.name, entry=entry_id, reason=reason, error=error)]
+        item = DeadLetter(entry_id, reason, error, events_json=encode_events(events) if self.outbox else b"")
+        status = await self.w.bus.dead_letter(ref, self.group, self.w.consumer, item)
+        self._count(status, "dead_lettered")
+        log.warning("dead-lettered entry %s of %s: %s (%s)", entry_id, ref.name, reason, error,
+                    extra={"action": "dead_lettered"})
+
+    async def payload_lost(self, ref: StreamRef, entry_ids: list[str]) -> None:
+        """Ids XAUTOCLAIM reported deleted: already out of the PEL; record a tombstone each."""
+        for entry_id in entry_ids:
+            events = [audit_event("payload_lost", None, agent=self.w.agent.name, entry=entry_id)]
+            item = DeadLetter(
+                entry_id, "payload_lost", "the entry's body was deleted before it was processed",
+                events_json=encode_events(events) if self.outbox else b"", check_owner=False,
+            )
+            await self.w.bus.dead_letter(ref, self.group, self.w.consumer, item)
+            self.w.stats.dead_lettered += 1
+
+    async def hand_back(self, flights: list[InFlight]) -> None:
+        """Make unfinished entries claimable at once (idle = visibility timeout)."""
+        vis = self.w.agent_settings.visibility_timeout_ms
+        by_stream: dict[StreamRef, list[str]] = {}
+        for flight in flights:
+            if not flight.committing:
+                by_stream.setdefault(flight.stream, []).append(flight.entry_id)
+        for ref, ids in by_stream.items():
+            try:
+                await self.w.bus.touch(ref, self.group, self.w.consumer, ids, vis)
+            except TransportError as exc:
+                log.warning("hand back failed (reclaimed after the timeout): %s", exc)
+
+    def _count(self, status: str, what: str) -> None:
+        stats = self.w.stats
+        if status == "ok":
+            setattr(stats, what, getattr(stats, what) + 1)
+        elif status == "dup":
+            stats.duplicates += 1
+        else:
+            stats.lost_ownership += 1
+
+
+def _time_left_ms(flight: InFlight) -> float | None:
+    deadline = flight.envelope.task.deadline
+    if deadline is None:
+        return None
+    return (deadline - utcnow()).total_seconds() * 1000

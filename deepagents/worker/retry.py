@@ -1,0 +1,53 @@
+"""Retry decisions as pure functions; the worker only applies them."""
+
+from __future__ import annotations
+
+import random
+from dataclasses import dataclass
+
+from pydantic import ValidationError
+
+from deepagents.config.schema import RetryPolicy
+from deepagents.errors import DeepAgentsError, InvalidInput
+
+
+def backoff_ms(policy: RetryPolicy, attempt: int, rng: random.Random | None = None) -> int:
+    """Capped exponential backoff with equal jitter: half fixed, half random."""
+    ceiling = min(policy.max_ms, policy.base_ms * policy.multiplier ** max(0, attempt - 1))
+    if not policy.jitter:
+        return int(ceiling)
+    half = ceiling / 2
+    return int(half + (rng or random).uniform(0, half))
+
+
+@dataclass(frozen=True, slots=True)
+class Decision:
+    action: str  # "retry" | "fail" | "dead_letter"
+    code: str
+    reason: str
+    delay_ms: int = 0
+
+
+def decide(
+    exc: BaseException,
+    *,
+    deliveries: int,
+    max_deliveries: int,
+    policy: RetryPolicy,
+    time_left_ms: float | None,
+    rng: random.Random | None = None,
+) -> Decision:
+    """What to do with a task whose contract raised ``exc`` on its ``deliveries``-th run."""
+    message = f"{type(exc).__name__}: {exc}"[:2000]
+    if isinstance(exc, InvalidInput | ValidationError):
+        return Decision("fail", "invalid_input", message)
+    retryable = exc.retryable if isinstance(exc, DeepAgentsError) else True
+    code = exc.code if isinstance(exc, DeepAgentsError) else "agent_error"
+    if not retryable:
+        return Decision("fail", code, message)
+    if deliveries >= max_deliveries:
+        return Decision("dead_letter", "max_deliveries", f"failed {deliveries} times; last: {message}")
+    delay = backoff_ms(policy, deliveries, rng)
+    if time_left_ms is not None and delay >= time_left_ms:
+        return Decision("fail", "deadline_exceeded", f"no time left to retry; last: {message}")
+    return Decision("retry", code, message, delay)

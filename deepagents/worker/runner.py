@@ -1,0 +1,73 @@
+"""Run an agent's four-method contract, whatever mix of sync and async it uses.
+
+Sync methods run in the worker's thread pool so blocking work never stalls the loop;
+methods the agent did not override run inline (they are trivial and non-blocking).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextvars
+import functools
+import inspect
+from collections.abc import Callable
+from concurrent.futures import Executor
+from typing import Any
+
+from deepagents.contract.agent import AgentContract
+from deepagents.contract.result import ErrorCode, Result, ResultMetrics
+from deepagents.contract.task import Task
+
+_METHODS = ("can_handle", "prepare_context", "execute", "post_process", "health_check")
+
+
+class _Method:
+    __slots__ = ("fn", "inline", "is_async")
+
+    def __init__(self, agent: AgentContract, name: str) -> None:
+        self.fn: Callable[[Any], Any] = getattr(agent, name)
+        self.is_async = inspect.iscoroutinefunction(self.fn)
+        base = getattr(AgentContract, name, None)
+        self.inline = getattr(type(agent), name, None) is base
+
+
+class AgentRunner:
+    def __init__(self, agent: AgentContract, executor: Executor) -> None:
+        self.agent = agent
+        self._executor = executor
+        self._methods = {name: _Method(agent, name) for name in _METHODS}
+
+    async def _call(self, name: str, *args: Any) -> Any:
+        method = self._methods[name]
+        if method.is_async:
+            return await method.fn(*args)
+        if method.inline:
+            value = method.fn(*args)
+        else:
+            loop = asyncio.get_running_loop()
+            call = functools.partial(contextvars.copy_context().run, method.fn, *args)
+            value = await loop.run_in_executor(self._executor, call)
+        if inspect.isawaitable(value):
+            value = await value
+        return value
+
+    async def run(self, task: Task) -> Result:
+        """can_handle → prepare_context → execute → post_process; exceptions propagate."""
+        if not await self._call("can_handle", task):
+            return Result.failed(ErrorCode.REJECTED, f"{self.agent.name} cannot handle this task")
+        context = await self._call("prepare_context", task)
+        result = await self._call("execute", context)
+        if not isinstance(result, Result):
+            raise TypeError(f"execute() must return a Result, not {type(result).__name__}")
+        processed = await self._call("post_process", result)
+        if isinstance(processed, Result):
+            return processed
+        if isinstance(processed, dict):
+            merged = {**result.metrics.model_dump(), **processed}
+            return result.model_copy(update={"metrics": ResultMetrics.model_validate(merged)})
+        raise TypeError(
+            f"post_process() must return a Result or a dict, not {type(processed).__name__}"
+        )
+
+    async def health_check(self) -> bool:
+        return bool(await self._call("health_check"))

@@ -1,0 +1,302 @@
+"""The worker: one process serves one agent type across its shards and tiers.
+
+Side tasks, each supervised (if one dies, the worker stops rather than limp on):
+- a reader per (tier, shard): takes slots from its tier's pool, then reads that many;
+- the reclaimer: XAUTOCLAIM of entries idle past the visibility timeout (dead workers);
+- the heartbeat: keeps this worker's in-flight entries from going idle while they run;
+- the delayed pump: moves due retries from the delayed sets into their streams;
+- the committer: group commit of finished tasks.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections import defaultdict
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+
+from redis.asyncio import Redis
+
+from deepagents.config.schema import AgentSettings, FileConfig
+from deepagents.config.settings import Settings
+from deepagents.contract.agent import AgentContract
+from deepagents.errors import TransportError
+from deepagents.transport.base import StreamRef
+from deepagents.transport.keys import Keys
+from deepagents.transport.redis_streams.bus import RedisStreamBus
+from deepagents.transport.redis_streams.pool import check_server
+from deepagents.worker.committer import Committer
+from deepagents.worker.delivery import DeliveryHandler, InFlight
+from deepagents.worker.pools import TierPool
+from deepagents.store.registry import AgentRegistry
+from deepagents.worker.runner import AgentRunner
+
+log = logging.getLogger("deepagents.worker")
+
+
+@dataclass(slots=True)
+class WorkerStats:
+    started: int = 0
+    committed: int = 0
+    duplicates: int = 0
+    lost_ownership: int = 0
+    retried: int = 0
+    dead_lettered: int = 0
+    failed: int = 0
+    reclaimed: int = 0
+    by_status: dict[str, int] = field(default_factory=lambda: defaultdict(int))
+
+
+class Worker:
+    """Run with ``await worker.run()``; ``stop()`` (idempotent, thread-safe) ends it gracefully."""
+
+    def __init__(
+        self,
+        agent: AgentContract,
+        *,
+        client: Redis,
+        config: FileConfig,
+        settings: Settings,
+        consumer: str | None = None,
+        concurrency: dict[str, int] | None = None,
+    ) -> None:
+        self.agent = agent
+        self.name = agent.name
+        self.client = client
+        self.config = config
+        self.settings = settings
+        self.agent_settings: AgentSettings = config.agent_settings(agent.name)
+        self.consumer = consumer or settings.consumer_name()
+        self.keys = Keys(settings.prefix)
+        self.bus = RedisStreamBus(client, result_ttl_s=settings.result_ttl_s)
+        self.stats = WorkerStats()
+        sizes = {name: tier.concurrency for name, tier in config.tiers.items()}
+        sizes.update(concurrency or {})
+        self.pools = {name: TierPool(name, sizes[name]) for name in config.tier_names}
+        self.streams = [
+            StreamRef(self.keys.shard(self.name, shard), tier)
+            for tier in config.tier_names
+            for shard in range(self.agent_settings.shards)
+        ]
+        self.inflight: dict[tuple[str, str], InFlight] = {}
+        self._stopping = False
+        self._stop_event: asyncio.Event | None = None
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._executor: ThreadPoolExecutor | None = None
+        self.ready = asyncio.Event()
+
+    # lifecycle ----------------------------------------------------------------------------
+
+    def stop(self) -> None:
+        """Ask the worker to stop: stop reading, finish in-flight work within the grace period."""
+        if self._loop is not None and self._stop_event is not None:
+            self._loop.call_soon_threadsafe(self._stop_event.set)
+        else:
+            self._stopping = True
+
+    async def run(self) -> None:
+        self._loop = asyncio.get_running_loop()
+        self._stop_event = asyncio.Event()
+        if self._stopping:
+            return
+        await check_server(self.client, allow_evicting=self.settings.allow_evicting_redis)
+        for ref in self.streams:
+            await self.bus.ensure_group(ref, self.name)
+        self._executor = ThreadPoolExecutor(
+            max_workers=self.agent_settings.sync_threads, thread_name_prefix=f"da-{self.name}"
+        )
+        registry = AgentRegistry(self.client, self.keys)
+        committer = Committer(self.bus, self.name, self.consumer, self.agent_settings.batch_size * 2)
+        handler = DeliveryHandler(self, AgentRunner(self.agent, self._executor), committer)
+        try:
+            await registry.register(self.agent, self.consumer)
+            await self._supervise(handler, committer, registry)
+        finally:
+            self._executor.shutdown(wait=False, cancel_futures=True)
+            await registry.deregister(self.agent, self.consumer)
+            log.info(
+                "worker stopped",
+                extra={"action": "worker_stopped", "agent": self.name, "stats": self.stats},
+            )
+
+    async def _supervise(
+        self, handler: DeliveryHandler, committer: Committer, registry: AgentRegistry
+    ) -> None:
+        assert self._stop_event is not None
+        commit_task = asyncio.create_task(committer.run(), name="committer")
+        side = [
+            asyncio.create_task(self._reader(ref, handler), name=f"reader:{ref.name}")
+            for ref in self.streams
+        ]
+        side += [
+            asyncio.create_task(self._reclaimer(handler), name="reclaimer"),
+            asyncio.create_task(self._heartbeat(registry), name="heartbeat"),
+            asyncio.create_task(self._delayed_pump(), name="delayed-pump"),
+        ]
+        stop_wait = asyncio.create_task(self._stop_event.wait(), name="stop-wait")
+        self.ready.set()
+        log.info(
+            "worker started",
+            extra={"action": "worker_started", "agent": self.name, "consumer": self.consumer},
+        )
+        done, _ = await asyncio.wait([stop_wait, commit_task, *side], return_when="FIRST_COMPLETED")
+        failure = next((t for t in done if t is not stop_wait and not t.cancelled() and t.exception()), None)
+        self._stopping = True
+        try:
+            await self._drain(side, handler)
+        finally:
+            committer.close()
+            await asyncio.wait_for(commit_task, timeout=10) if not commit_task.done() else None
+            stop_wait.cancel()
+        if failure is not None:
+            raise failure.exception()  # type: ignore[misc]
+
+    async def _drain(self, side: list[asyncio.Task[None]], handler: DeliveryHandler) -> None:
+        """Graceful shutdown: readers finish their current block, in-flight work gets the
+        grace period, the rest is handed back so others claim it at once."""
+        readers = [t for t in side if t.get_name().startswith("reader:")]
+        others = [t for t in side if t not in readers]
+        for task in others:
+            task.cancel()
+        block = self.agent_settings.block_ms / 1000 + 2
+        await asyncio.wait(readers, timeout=block) if readers else None
+        for task in readers:
+            task.cancel()
+        running = [f.task for f in self.inflight.values() if f.task is not None]
+        if running:
+            await asyncio.wait(running, timeout=self.agent_settings.grace_period_s)
+        leftover = list(self.inflight.values())
+        for flight in leftover:
+            if flight.task is not None:
+                flight.task.cancel()
+        if leftover:
+            await handler.hand_back(leftover)
+        await asyncio.gather(*others, *readers, return_exceptions=True)
+
+    # side tasks ---------------------------------------------------------------------------
+
+    async def _reader(self, ref: StreamRef, handler: DeliveryHandler) -> None:
+        pool = self.pools[ref.tier]
+        # A reader holds its slots while it blocks, so it may hold only its share of the
+        # pool: the readers of the other shards of this tier must be able to read too.
+        share = -(-pool.capacity // self.agent_settings.shards)
+        batch = max(1, min(self.agent_settings.batch_size, share))
+        after: str | None = "0"  # first this consumer's own pending entries (a restart)
+        backoff = _Backoff()
+        while not self._stopping:
+            n = await pool.take(batch)
+            try:
+                if after is not None:
+                    entries = await self.bus.read_own_pending(ref, self.name, self.consumer, n, after)
+                    after = entries[-1].entry_id if entries else None
+                else:
+                    entries = await self.bus.read(
+                        ref, self.name, self.consumer, n, self.agent_settings.block_ms
+                    )
+            except TransportError as exc:
+                pool.release(n)
+                if not exc.retryable:
+                    raise
+                await backoff.wait(f"read {ref.name}", exc)
+                continue
+            backoff.reset()
+            pool.release(n - len(entries))
+            if entries:
+                await handler.dispatch(ref, entries, reclaimed=False)
+
+    async def _reclaimer(self, handler: DeliveryHandler) -> None:
+        vis = self.agent_settings.visibility_timeout_ms
+        interval = (self.agent_settings.reclaim_interval_ms or max(100, vis // 2)) / 1000
+        cursors = {ref: "0-0" for ref in self.streams}
+        backoff = _Backoff()
+        while not self._stopping:
+            await asyncio.sleep(interval)
+            try:
+                for ref in self.streams:
+                    cursors[ref] = await self._reclaim_one(ref, cursors[ref], vis, handler)
+                backoff.reset()
+            except TransportError as exc:
+                if not exc.retryable:
+                    raise
+                await backoff.wait("reclaim", exc)
+
+    async def _reclaim_one(
+        self, ref: StreamRef, cursor: str, vis: int, handler: DeliveryHandler
+    ) -> str:
+        pool = self.pools[ref.tier]
+        n = pool.try_take(self.agent_settings.batch_size)
+        if n == 0:
+            return cursor
+        try:
+            claimed = await self.bus.claim_stale(ref, self.name, self.consumer, vis, n, cursor)
+        except BaseException:
+            pool.release(n)
+            raise
+        pool.release(n - len(claimed.entries))
+        if claimed.deleted:
+            await handler.payload_lost(ref, claimed.deleted)
+        if claimed.entries:
+            self.stats.reclaimed += len(claimed.entries)
+            await handler.dispatch(ref, claimed.entries, reclaimed=True)
+        return claimed.cursor
+
+    async def _heartbeat(self, registry: AgentRegistry) -> None:
+        interval = max(0.05, self.agent_settings.visibility_timeout_ms / 3000)
+        while not self._stopping:
+            await asyncio.sleep(interval)
+            by_stream: dict[StreamRef, list[str]] = defaultdict(list)
+            for flight in list(self.inflight.values()):
+                by_stream[flight.stream].append(flight.entry_id)
+            try:
+                for ref, ids in by_stream.items():
+                    for entry_id in await self.bus.touch(ref, self.name, self.consumer, ids, 0):
+                        self._lost(ref, entry_id)
+                await registry.beat(self.agent, self.consumer)
+            except TransportError as exc:
+                log.warning("heartbeat failed: %s", exc, extra={"action": "heartbeat_failed"})
+
+    def _lost(self, ref: StreamRef, entry_id: str) -> None:
+        """Another consumer owns this entry now: stop working on it; its outcome stands."""
+        flight = self.inflight.get((ref.name, entry_id))
+        if flight is not None and not flight.lost:
+            flight.lost = True
+            self.stats.lost_ownership += 1
+            if flight.task is not None and not flight.committing:
+                flight.task.cancel()
+
+    async def _delayed_pump(self) -> None:
+        interval = min(0.2, self.agent_settings.retry.base_ms / 2000)
+        shards = [self.keys.shard(self.name, s) for s in range(self.agent_settings.shards)]
+        tiers = self.config.tier_names
+        backoff = _Backoff()
+        while not self._stopping:
+            await asyncio.sleep(interval)
+            try:
+                for keys in shards:
+                    await self.bus.promote_due(keys, tiers)
+                backoff.reset()
+            except TransportError as exc:
+                if not exc.retryable:
+                    raise
+                await backoff.wait("promote", exc)
+
+
+class _Backoff:
+    """Capped exponential backoff for loops that wait out a Redis outage (no hot loop)."""
+
+    def __init__(self, base: float = 0.05, cap: float = 2.0) -> None:
+        self.base, self.cap, self.delay = base, cap, base
+        self.last_log = 0.0
+
+    async def wait(self, what: str, exc: Exception) -> None:
+        now = time.monotonic()
+        if now - self.last_log > 5:
+            log.warning("%s failed, retrying: %s", what, exc, extra={"action": "transport_retry"})
+            self.last_log = now
+        await asyncio.sleep(self.delay)
+        self.delay = min(self.delay * 2, self.cap)
+
+    def reset(self) -> None:
+        self.delay = self.base
