@@ -24,7 +24,7 @@ from redis.asyncio.client import PubSub
 from deepagents.config.schema import FileConfig
 from deepagents.config.settings import Settings
 from deepagents.contract.agent import AgentContract
-from deepagents.contract.codec import decode_result, encode_task
+from deepagents.contract.codec import decode_result, encode_result, encode_task
 from deepagents.contract.events import audit_event, encode_events
 from deepagents.contract.result import Result
 from deepagents.contract.task import Task, utcnow
@@ -245,6 +245,25 @@ class Orchestrator:
     async def task_state(self, task_id: str) -> str | None:
         info = await self.lookup(task_id)
         return None if info is None else str(info.get("state") or "") or None
+
+    async def cancel(self, task_id: str) -> str:
+        """Cancel a task that has not started. Returns 'ok', 'missing', or the state
+        (running, done, dead) that made it too late."""
+        with redis_errors("cancel"):
+            loc = await self.client.get(self.keys.location(task_id))
+        if loc is None:
+            return "missing"
+        agent, shard, _ = loc.decode().split("|")
+        result = Result.failed(
+            "cancelled", "cancelled before it started", task_id=task_id, agent=agent,
+            finished_at=utcnow(),
+        )
+        events = b""
+        if self.settings.outbox:
+            events = encode_events([audit_event("failed", task_id, agent=agent, reason="cancelled")])
+        return await self.bus.cancel(
+            self.keys.shard(agent, int(shard)), task_id, encode_result(result), events
+        )
 
     async def lookup(self, task_id: str) -> dict[str, Any] | None:
         """The task hash (state, owner, attempt, result, …) found through its location key."""

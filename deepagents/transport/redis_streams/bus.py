@@ -209,6 +209,14 @@ class RedisStreamBus:
             )
         return _s(status), _s(entry)
 
+    async def cancel(self, keys: ShardKeys, task_id: str, result_json: bytes, events_json: bytes) -> str:
+        with redis_errors("cancel"):
+            status = await self.scripts.cancel(
+                keys=[keys.task(task_id), keys.outbox],
+                args=[result_json, now_ms(), self.result_ttl_s, events_json],
+            )
+        return _s(status)
+
     async def stream_stats(self, stream: StreamRef, group: str) -> StreamStats:
         stats = StreamStats(stream=stream.name)
         with redis_errors(f"stats of {stream.name}"):

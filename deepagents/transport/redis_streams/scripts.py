@@ -12,7 +12,7 @@ from importlib import resources
 from redis.asyncio import Redis
 from redis.commands.core import AsyncScript
 
-_NAMES = ("enqueue", "begin", "commit", "reschedule", "promote", "dead_letter", "touch", "replay")
+_NAMES = ("enqueue", "begin", "commit", "reschedule", "promote", "dead_letter", "touch", "replay", "cancel")
 
 
 def _source(name: str) -> str:
@@ -33,6 +33,7 @@ class Scripts:
     dead_letter: AsyncScript
     touch: AsyncScript
     replay: AsyncScript
+    cancel: AsyncScript
 
     @classmethod
     def register(cls, client: Redis) -> Scripts:

@@ -10,7 +10,7 @@ if redis.call('XLEN', KEYS[1]) >= tonumber(ARGV[5]) then
 end
 local id = redis.call('XADD', KEYS[1], '*', 'task', ARGV[1], 'attempt', ARGV[2],
                       'enq', ARGV[3], 'reply', ARGV[4])
-redis.call('HSET', KEYS[2], 'state', 'queued', 'entry', id, 'tier', ARGV[6],
+redis.call('HSET', KEYS[2], 'state', 'queued', 'entry', id, 'tier', ARGV[6], 'reply', ARGV[4],
            'enq_ms', ARGV[3], 'deliveries', 0)
 if ARGV[7] ~= '' then
   redis.call('XADD', KEYS[3], '*', 'events', ARGV[7])

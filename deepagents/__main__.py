@@ -1,0 +1,5 @@
+import sys
+
+from deepagents.cli.main import main
+
+sys.exit(main())

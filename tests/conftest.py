@@ -1,0 +1,56 @@
+"""Fixtures: a real Redis (DEEPAGENTS_TEST_REDIS_URL, else one started here), a unique key
+prefix per test whose keys are deleted afterwards, and a clean DEEPAGENTS_* environment."""
+
+from __future__ import annotations
+
+import os
+import uuid
+from collections.abc import AsyncIterator, Iterator
+
+import pytest
+from redis.asyncio import Redis
+
+from deepagents._internal.redis_server import EmbeddedRedis
+from deepagents.config import Settings
+from deepagents.transport.redis_streams import connect
+
+_SAVED_ENV = {k: v for k, v in os.environ.items() if k.startswith("DEEPAGENTS_")}
+
+
+@pytest.fixture(autouse=True)
+def clean_environ(monkeypatch: pytest.MonkeyPatch) -> None:
+    for key in _SAVED_ENV:
+        if not key.startswith("DEEPAGENTS_TEST_"):
+            monkeypatch.delenv(key, raising=False)
+
+
+@pytest.fixture(scope="session")
+def redis_url() -> Iterator[str]:
+    url = _SAVED_ENV.get("DEEPAGENTS_TEST_REDIS_URL")
+    if url:
+        yield url
+        return
+    with EmbeddedRedis() as server:
+        yield server.url
+
+
+@pytest.fixture
+def prefix() -> str:
+    return f"t{uuid.uuid4().hex[:10]}"
+
+
+@pytest.fixture
+async def client(redis_url: str, prefix: str) -> AsyncIterator[Redis]:
+    redis = connect(redis_url)
+    try:
+        yield redis
+    finally:
+        keys = [k async for k in redis.scan_iter(match=f"{prefix}:*", count=1000)]
+        for i in range(0, len(keys), 500):
+            await redis.delete(*keys[i : i + 500])
+        await redis.aclose()
+
+
+@pytest.fixture
+def settings(redis_url: str, prefix: str) -> Settings:
+    return Settings(redis_url=redis_url, prefix=prefix, outbox=True)
