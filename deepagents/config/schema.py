@@ -9,6 +9,7 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from deepagents.contract.task import AGENT_NAME_RE
+from deepagents.gateway.config import GatewayConfig
 
 TIER_NAME_PATTERN = r"^[a-z0-9][a-z0-9_-]{0,15}$"
 
@@ -98,6 +99,7 @@ class FileConfig(_Strict):
     defaults: AgentSettings = Field(default_factory=AgentSettings)
     agents: dict[str, AgentEntry] = Field(default_factory=dict)
     strategies: list[Strategy] = Field(default_factory=list)
+    gateway: GatewayConfig = Field(default_factory=GatewayConfig)
 
     @field_validator("tiers")
     @classmethod

@@ -1,0 +1,130 @@
+"""The gateway's ASGI app. ``create_app()`` is the factory uvicorn runs (``--factory``).
+
+The lifespan owns the Redis client and the Orchestrator: both are created on startup
+in the server's event loop (a redis-py client is bound to the loop it first runs in)
+and closed on shutdown.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+from collections.abc import AsyncIterator
+from typing import Any
+
+from fastapi import FastAPI
+from fastapi.exceptions import RequestValidationError
+from starlette.exceptions import HTTPException
+from starlette.requests import Request
+from starlette.responses import Response
+
+from deepagents.config.load import load_config, load_settings
+from deepagents.config.schema import FileConfig
+from deepagents.config.settings import Settings
+from deepagents.errors import ConfigError, DeepAgentsError
+from deepagents.gateway.auth import Authenticator
+from deepagents.gateway.health import FullCheck
+from deepagents.gateway.limits import Admission
+from deepagents.gateway.metrics import GatewayMetrics
+from deepagents.gateway.middleware import MetricsMiddleware
+from deepagents.gateway.openapi import build_openapi
+from deepagents.gateway.probe import ProbeAgent
+from deepagents.gateway.problems import FieldError, Problem, problem_response
+from deepagents.gateway.routes_ops import agents_router
+from deepagents.gateway.routes_ops import router as ops_router
+from deepagents.gateway.routes_tasks import router as tasks_router
+from deepagents.gateway.state import GatewayState
+from deepagents.orchestrator import Orchestrator
+from deepagents.store.registry import AgentRegistry
+from deepagents.transport.keys import Keys
+from deepagents.transport.redis_streams import connect
+from deepagents.transport.redis_streams.pool import check_server
+
+log = logging.getLogger("deepagents.gateway")
+
+TITLE = "deepagents gateway"
+VERSION = "1.0.0"
+
+
+def create_app(settings: Settings | None = None, config: FileConfig | None = None) -> FastAPI:
+    """The app; settings and config default to the environment (DEEPAGENTS_*) and its file."""
+    settings = settings or load_settings()
+    config = config or load_config(settings.config_path())
+    metrics = GatewayMetrics()
+
+    @contextlib.asynccontextmanager
+    async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+        if settings.redis_url is None:
+            raise ConfigError("DEEPAGENTS_REDIS_URL is not set", file="environment")
+        client = connect(settings.redis_url.get_secret_value(), max_connections=256)
+        try:
+            await check_server(client, allow_evicting=settings.allow_evicting_redis)
+            async with Orchestrator(client, config=config, settings=settings,
+                                    agents=[ProbeAgent]) as orchestrator:
+                app.state.gateway = GatewayState(
+                    settings=settings, config=config, client=client, orchestrator=orchestrator,
+                    auth=Authenticator(config.gateway.api_keys),
+                    admission=Admission(client, settings.prefix, config.gateway),
+                    registry=AgentRegistry(client, Keys(settings.prefix)),
+                    full_check=FullCheck(orchestrator, config.gateway.probe_timeout_s),
+                    metrics=metrics,
+                )
+                if not config.gateway.api_keys:
+                    log.warning("no gateway.api_keys configured: every /v1 request answers 401")
+                yield
+        finally:
+            await client.aclose()
+
+    app = FastAPI(title=TITLE, version=VERSION, lifespan=lifespan,
+                  description="Submit tasks to deepagents over HTTP. Errors are RFC 9457 "
+                  "problem documents with a stable `type` per `code`.")
+    app.include_router(tasks_router)
+    app.include_router(agents_router)
+    app.include_router(ops_router)
+    _install_handlers(app)
+    app.add_middleware(MetricsMiddleware, metrics=metrics)
+    app.openapi = lambda: build_openapi(app)  # type: ignore[method-assign]
+    return app
+
+
+def _install_handlers(app: FastAPI) -> None:
+    async def on_problem(request: Request, exc: Exception) -> Response:
+        assert isinstance(exc, Problem)
+        return problem_response(exc, request)
+
+    async def on_validation(request: Request, exc: Exception) -> Response:
+        assert isinstance(exc, RequestValidationError)
+        errors = [FieldError(field=".".join(str(p) for p in e["loc"]), message=str(e["msg"]))
+                  for e in exc.errors()[:20]]
+        detail = f"{errors[0].field}: {errors[0].message}" if errors else "invalid request"
+        return problem_response(Problem("validation_error", detail, errors=errors), request)
+
+    async def on_http(request: Request, exc: Exception) -> Response:
+        assert isinstance(exc, HTTPException)
+        if exc.status_code == 405:
+            problem = Problem("method_not_allowed", f"{request.method} is not allowed on this path",
+                              headers=dict(exc.headers or {}))
+        else:
+            problem = Problem("not_found", f"no endpoint {request.url.path}; see /docs")
+        return problem_response(problem, request)
+
+    async def on_deepagents(request: Request, exc: Exception) -> Response:
+        assert isinstance(exc, DeepAgentsError)
+        log.warning("dependency failed: %s", exc)
+        return problem_response(
+            Problem("unavailable", f"{exc.code}: retry shortly", retry_after_s=1), request
+        )
+
+    async def on_crash(request: Request, exc: Exception) -> Response:
+        log.exception("unhandled error on %s", request.url.path)
+        return problem_response(Problem("internal_error", "an unexpected error; it was logged"), request)
+
+    handlers: dict[Any, Any] = {
+        Problem: on_problem,
+        RequestValidationError: on_validation,
+        HTTPException: on_http,
+        DeepAgentsError: on_deepagents,
+        Exception: on_crash,
+    }
+    for exc_class, handler in handlers.items():
+        app.add_exception_handler(exc_class, handler)

@@ -1,0 +1,190 @@
+"""Read and parse a request body defensively (RELIABILITY.md C and E1).
+
+The size cap holds before anything is buffered: a declared ``Content-Length`` over the
+cap is refused at once, and a streaming byte counter stops chunked bodies (and bodies
+longer than declared) at the cap. Parsing is strict where Python's ``json`` is lax:
+duplicate keys (the last would silently win, a smuggling risk), NaN/Infinity, huge
+integers, deep nesting, and strings Redis or PostgreSQL cannot store are all refused.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any, NoReturn
+
+from starlette.requests import ClientDisconnect, Request
+
+from deepagents.gateway.config import BodyLimits
+from deepagents.gateway.problems import Problem
+
+JSON_TYPES = ("application/json",)
+
+
+class _Reject(ValueError):
+    """Raised inside json hooks; carries the problem code."""
+
+    def __init__(self, code: str, detail: str) -> None:
+        super().__init__(detail)
+        self.code = code
+
+
+async def read_body(request: Request, limits: BodyLimits) -> bytes:
+    _check_content_type(request.headers.get("content-type"))
+    cap = limits.max_body_bytes
+    declared = request.headers.get("content-length")
+    if declared is not None and declared.isdigit() and int(declared) > cap:
+        _too_large(cap)
+    chunks: list[bytes] = []
+    size = 0
+    try:
+        async for chunk in request.stream():
+            size += len(chunk)
+            if size > cap:
+                _too_large(cap)
+            chunks.append(chunk)
+    except ClientDisconnect as exc:
+        raise Problem("invalid_json", "the client closed the connection mid-body") from exc
+    return b"".join(chunks)
+
+
+def _too_large(cap: int) -> NoReturn:
+    raise Problem(
+        "body_too_large",
+        f"the body is over {cap} bytes; send less per request (split a batch) or store big "
+        "inputs elsewhere and pass a reference in the payload",
+    )
+
+
+def _check_content_type(value: str | None) -> None:
+    media = (value or "").split(";", 1)[0].strip().lower()
+    if media in JSON_TYPES or (media.startswith("application/") and media.endswith("+json")):
+        charset = (value or "").lower().partition("charset=")[2].strip().strip('"')
+        if charset and charset not in ("utf-8", "utf8"):
+            raise Problem("unsupported_media_type", f"charset {charset!r}: send UTF-8 JSON")
+        return
+    raise Problem(
+        "unsupported_media_type",
+        f"Content-Type is {value or 'missing'}; send the body as JSON with "
+        "'Content-Type: application/json'",
+    )
+
+
+def parse_json(body: bytes, limits: BodyLimits) -> Any:
+    if not body.strip():
+        raise Problem("empty_body", "the body is empty; send a JSON object")
+    try:
+        text = body.decode("utf-8")  # a BOM or UTF-16 fails here or in the parser below
+    except UnicodeDecodeError as exc:
+        raise Problem("invalid_json", f"the body is not UTF-8 ({exc.reason})") from exc
+    try:
+        value = json.loads(
+            text,
+            object_pairs_hook=_object_hook(limits),
+            parse_constant=_no_constants,
+            parse_int=_int_parser(limits),
+            parse_float=_float_parser(limits),
+        )
+    except _Reject as exc:
+        raise Problem(exc.code, str(exc)) from None
+    except RecursionError:
+        raise Problem("nesting_too_deep", _depth_detail(limits)) from None
+    except json.JSONDecodeError as exc:
+        raise Problem(
+            "invalid_json", f"not valid JSON at line {exc.lineno} column {exc.colno}: {exc.msg}"
+        ) from None
+    _check_tree(value, limits)
+    return value
+
+
+def _depth_detail(limits: BodyLimits) -> str:
+    return f"objects and arrays may nest at most {limits.max_depth} deep; flatten the payload"
+
+
+def _object_hook(limits: BodyLimits) -> Any:
+    def hook(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+        if len(pairs) > limits.max_keys:
+            raise _Reject("too_many_keys", f"an object has {len(pairs)} keys; at most {limits.max_keys}")
+        out = dict(pairs)
+        if len(out) != len(pairs):
+            raise _Reject(
+                "duplicate_key",
+                f"key {_first_duplicate(pairs)[:64]!r} appears twice in one object; send it once",
+            )
+        return out
+
+    return hook
+
+
+def _first_duplicate(pairs: list[tuple[str, Any]]) -> str:
+    seen: set[str] = set()
+    for key, _ in pairs:
+        if key in seen:
+            return key
+        seen.add(key)
+    return ""
+
+
+def _no_constants(name: str) -> NoReturn:
+    raise _Reject("non_finite_number", f"{name} is not valid JSON; send a finite number or null")
+
+
+def _int_parser(limits: BodyLimits) -> Any:
+    def parse(text: str) -> int:
+        if len(text.lstrip("-")) > limits.max_number_digits:
+            raise _Reject(
+                "number_too_long",
+                f"an integer has {len(text)} digits; at most {limits.max_number_digits} "
+                "(send big numbers as strings)",
+            )
+        return int(text)
+
+    return parse
+
+
+def _float_parser(limits: BodyLimits) -> Any:
+    def parse(text: str) -> float:
+        if len(text) > limits.max_number_digits + 8:
+            raise _Reject("number_too_long", f"a number is {len(text)} characters long")
+        value = float(text)
+        if value in (float("inf"), float("-inf")):
+            raise _Reject("non_finite_number", f"{text} overflows a double; send a smaller number")
+        return value
+
+    return parse
+
+
+def _check_tree(root: Any, limits: BodyLimits) -> None:
+    """Depth and string checks, iteratively (no recursion on hostile input)."""
+    stack: list[tuple[Any, int]] = [(root, 1)]
+    while stack:
+        value, depth = stack.pop()
+        if isinstance(value, dict):
+            _check_depth(depth, limits)
+            for key, item in value.items():
+                _check_string(key, limits)
+                stack.append((item, depth + 1))
+        elif isinstance(value, list):
+            _check_depth(depth, limits)
+            stack.extend((item, depth + 1) for item in value)
+        elif isinstance(value, str):
+            _check_string(value, limits)
+
+
+def _check_depth(depth: int, limits: BodyLimits) -> None:
+    if depth > limits.max_depth:
+        raise Problem("nesting_too_deep", _depth_detail(limits))
+
+
+def _check_string(value: str, limits: BodyLimits) -> None:
+    if len(value) > limits.max_string_chars:
+        raise Problem(
+            "bad_string", f"a string is {len(value)} characters; at most {limits.max_string_chars}"
+        )
+    if "\x00" in value:
+        raise Problem("bad_string", "a string holds \\u0000, which storage rejects; remove it")
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError:
+        raise Problem(
+            "bad_string", "a string holds a lone surrogate (e.g. \\ud800); send valid Unicode"
+        ) from None

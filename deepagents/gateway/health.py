@@ -1,0 +1,134 @@
+"""Health: liveness (process up, Redis answers) and the end-to-end probe.
+
+The full check submits a probe task and waits for it within ``probe_timeout_s``. On a
+timeout it names the hop that did not happen by looking at where the task got to:
+still ``queued`` means no probe worker took it (hop ``queue``), ``running`` means the
+worker did not finish (hop ``worker``), ``done`` means the result never came back (hop
+``reply``). Concurrent full checks share one probe, so the endpoint cannot be used to
+flood the queue.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+import uuid
+from datetime import timedelta
+
+from redis.asyncio import Redis
+
+from deepagents.contract.result import Result
+from deepagents.contract.task import utcnow
+from deepagents.errors import DeepAgentsError, ResultTimeout
+from deepagents.gateway.probe import PROBE_INTENT
+from deepagents.gateway.schemas import Health, Hop
+from deepagents.orchestrator import Orchestrator
+
+_STUCK_AT = {"queued": "queue", "retrying": "queue", "running": "worker"}
+
+
+async def redis_latency_ms(client: Redis, timeout: float = 2.0) -> float | None:
+    start = time.perf_counter()
+    try:
+        async with asyncio.timeout(timeout):
+            await client.ping()
+    except (TimeoutError, OSError, Exception):  # noqa: BLE001 - any failure means "not reachable"
+        return None
+    return _ms_since(start)
+
+
+def _ms_since(start: float) -> float:
+    return round((time.perf_counter() - start) * 1000, 3)
+
+
+async def liveness(client: Redis) -> Health:
+    redis_ms = await redis_latency_ms(client)
+    if redis_ms is None:
+        return Health(status="fail", failed_hop="redis",
+                      hops=[Hop(name="redis", ok=False, detail="Redis did not answer PING")])
+    return Health(status="ok", redis_ms=redis_ms)
+
+
+class FullCheck:
+    """Single-flight end-to-end probe."""
+
+    def __init__(self, orchestrator: Orchestrator, timeout_s: float) -> None:
+        self.orchestrator = orchestrator
+        self.timeout_s = timeout_s
+        self._running: asyncio.Future[Health] | None = None
+
+    async def run(self) -> Health:
+        if self._running is None or self._running.done():
+            self._running = asyncio.ensure_future(self._probe())
+        return await asyncio.shield(self._running)
+
+    async def _probe(self) -> Health:
+        live = await liveness(self.orchestrator.client)
+        if live.status != "ok":
+            return live
+        hops = [Hop(name="redis", ok=True, latency_ms=live.redis_ms)]
+        start = time.perf_counter()
+        task = {
+            "intent": PROBE_INTENT,
+            "payload": {"nonce": uuid.uuid4().hex},
+            "priority": 0,
+            # A probe nobody took in time is worthless later: let the worker drop it.
+            "deadline": utcnow() + timedelta(seconds=self.timeout_s),
+        }
+        try:
+            handle = await self.orchestrator.submit(task)
+        except DeepAgentsError as exc:
+            hops.append(Hop(name="enqueue", ok=False, detail=f"{exc.code}: {exc}"))
+            return Health(status="fail", redis_ms=live.redis_ms, hops=hops, failed_hop="enqueue")
+        enqueued = time.perf_counter()
+        hops.append(Hop(name="enqueue", ok=True, latency_ms=_ms_since(start)))
+        try:
+            result = await handle.result(timeout=self.timeout_s)
+        except ResultTimeout:
+            return await self._timed_out(handle.task_id, hops, live.redis_ms)
+        received_ms = time.time() * 1000
+        hops += _result_hops(result, enqueued, received_ms)
+        bad = next((h.name for h in hops if not h.ok), None)
+        return Health(status="fail" if bad else "ok", redis_ms=live.redis_ms, hops=hops, failed_hop=bad)
+
+    async def _timed_out(self, task_id: str, hops: list[Hop], redis_ms: float | None) -> Health:
+        state = "unknown"
+        try:
+            outcome = await self.orchestrator.cancel(task_id)
+            state = "queued" if outcome == "ok" else outcome
+        except DeepAgentsError:
+            pass
+        hop = _STUCK_AT.get(state, "reply")
+        detail = {
+            "queue": "no probe worker took the task (is `deepagents worker "
+            "deepagents.gateway.probe:ProbeAgent` running?)",
+            "worker": "the probe worker took the task but did not finish it",
+            "reply": f"the task is {state} but its result did not reach the gateway",
+        }[hop]
+        hops.append(Hop(name=hop, ok=False, detail=f"{detail} within {self.timeout_s:g} s"))
+        return Health(status="fail", redis_ms=redis_ms, hops=hops, failed_hop=hop)
+
+
+def _result_hops(result: Result, enqueued: float, received_ms: float) -> list[Hop]:
+    metrics = result.metrics
+    queue_ms = metrics.queue_ms
+    worker_ms = metrics.latency_ms
+    total_ms = (time.perf_counter() - enqueued) * 1000
+    ran_at = result.output.get("ran_at_ms") if isinstance(result.output, dict) else None
+    reply_ms = None
+    if result.finished_at is not None:
+        reply_ms = max(0.0, received_ms - result.finished_at.timestamp() * 1000)
+    elif isinstance(ran_at, float | int):
+        reply_ms = max(0.0, received_ms - float(ran_at))
+    ok = result.ok
+    detail = "" if ok else f"probe answered {result.status.value}: {result.error}"
+    return [
+        Hop(name="queue", ok=True, latency_ms=_round(queue_ms)),
+        Hop(name="worker", ok=ok, latency_ms=_round(worker_ms), detail=detail),
+        Hop(name="reply", ok=True, latency_ms=_round(reply_ms),
+            detail=f"end to end {total_ms:.1f} ms after enqueue"),
+    ]
+
+
+def _round(value: float | None) -> float | None:
+    return None if value is None else round(value, 3)

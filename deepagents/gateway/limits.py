@@ -1,0 +1,104 @@
+"""Per-tenant admission, fleet-wide: a token bucket and an in-flight cap in Redis.
+
+One script per request does both, on Redis's clock (``TIME``), so every gateway process
+shares one bucket and one in-flight set per tenant and no process's clock skew matters.
+An in-flight slot is a sorted-set member scored by its lease expiry: a gateway killed
+mid-request leaks nothing for longer than the lease.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import uuid
+from collections.abc import AsyncIterator
+from dataclasses import dataclass
+
+import redis.exceptions as rex
+from redis.asyncio import Redis
+
+from deepagents.gateway.config import GatewayConfig
+from deepagents.gateway.problems import Problem
+
+# KEYS[1] bucket hash, KEYS[2] in-flight zset
+# ARGV[1] rate/s, [2] burst, [3] cost, [4] max in flight, [5] slot id, [6] lease ms
+# Returns {1, 0} admitted, {0, retry_ms} out of tokens, {-1, retry_ms} too many in flight.
+_ADMIT = """
+local t = redis.call('TIME')
+local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+local rate, burst, cost = tonumber(ARGV[1]), tonumber(ARGV[2]), tonumber(ARGV[3])
+local b = redis.call('HMGET', KEYS[1], 'tokens', 'ts')
+local tokens = tonumber(b[1]) or burst
+local ts = tonumber(b[2]) or now
+tokens = math.min(burst, tokens + math.max(0, now - ts) * rate / 1000)
+if tokens < cost then
+  return {0, math.ceil((cost - tokens) * 1000 / rate)}
+end
+redis.call('ZREMRANGEBYSCORE', KEYS[2], '-inf', now)
+if redis.call('ZCARD', KEYS[2]) >= tonumber(ARGV[4]) then
+  local first = redis.call('ZRANGE', KEYS[2], 0, 0, 'WITHSCORES')
+  return {-1, math.min(1000, tonumber(first[2]) - now)}
+end
+redis.call('HSET', KEYS[1], 'tokens', tostring(tokens - cost), 'ts', now)
+redis.call('PEXPIRE', KEYS[1], math.ceil(burst * 1000 / rate) + 1000)
+redis.call('ZADD', KEYS[2], now + tonumber(ARGV[6]), ARGV[5])
+redis.call('PEXPIRE', KEYS[2], tonumber(ARGV[6]) + 1000)
+return {1, 0}
+"""
+
+
+@dataclass(frozen=True, slots=True)
+class TenantKeys:
+    bucket: str
+    inflight: str
+
+
+class Admission:
+    def __init__(self, client: Redis, prefix: str, config: GatewayConfig) -> None:
+        self.client = client
+        self.prefix = prefix
+        self.config = config
+        self._script = client.register_script(_ADMIT)
+
+    def keys(self, tenant: str) -> TenantKeys:
+        # One hash tag per tenant: both keys in one slot on Redis Cluster. Tenant names are
+        # validated by the config (no braces), so they cannot reshape the tag.
+        tag = f"{self.prefix}:gw:{{tenant:{tenant}}}"
+        return TenantKeys(f"{tag}:bucket", f"{tag}:inflight")
+
+    @contextlib.asynccontextmanager
+    async def admit(self, tenant: str, cost: int = 1) -> AsyncIterator[None]:
+        """Hold an in-flight slot for the body of the ``async with``; 429 when refused."""
+        limits = self.config.limits_for(tenant)
+        if cost > limits.burst:
+            raise Problem(
+                "batch_too_large",
+                f"this request needs {cost} tokens but your burst is {limits.burst}; "
+                "send smaller batches",
+            )
+        keys = self.keys(tenant)
+        slot = uuid.uuid4().hex
+        lease_ms = int(self.config.request_lease_s * 1000)
+        args = [limits.rate_per_s, limits.burst, cost, limits.max_in_flight, slot, lease_ms]
+        try:
+            verdict, retry_ms = await self._script(keys=[keys.bucket, keys.inflight], args=args)
+        except (rex.ConnectionError, rex.TimeoutError) as exc:
+            raise Problem("unavailable", "Redis is unreachable; retry shortly", retry_after_s=1) from exc
+        if verdict == 0:
+            raise Problem(
+                "rate_limited",
+                f"tenant {tenant!r} is over {limits.rate_per_s:g} tasks/s (burst {limits.burst}); "
+                "wait Retry-After seconds",
+                retry_after_s=max(int(retry_ms), 1) / 1000,
+            )
+        if verdict == -1:
+            raise Problem(
+                "too_many_in_flight",
+                f"tenant {tenant!r} already has {limits.max_in_flight} requests in flight; "
+                "wait for some to finish",
+                retry_after_s=max(int(retry_ms), 1) / 1000,
+            )
+        try:
+            yield
+        finally:
+            with contextlib.suppress(rex.RedisError):
+                await self.client.zrem(keys.inflight, slot)

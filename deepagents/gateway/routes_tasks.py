@@ -1,0 +1,188 @@
+"""/v1/tasks: submit one or a batch, read state and result (long-poll), cancel."""
+
+from __future__ import annotations
+
+from typing import Annotated, Any
+
+import orjson
+from fastapi import APIRouter, Depends, Path, Query
+from fastapi.security import HTTPBearer
+from starlette.requests import Request
+from starlette.responses import Response
+
+from deepagents.contract.codec import decode_result
+from deepagents.contract.result import Result
+from deepagents.contract.task import Task
+from deepagents.errors import DeepAgentsError, Overloaded, ResultTimeout
+from deepagents.gateway.auth import Principal
+from deepagents.gateway.body import parse_json, read_body
+from deepagents.gateway.problems import Problem, responses_for
+from deepagents.gateway.schemas import (
+    Accepted,
+    BatchAccepted,
+    BatchRequest,
+    Cancelled,
+    ResultView,
+    SubmitRequest,
+    TaskView,
+)
+from deepagents.gateway.state import GatewayState, get_principal, get_state
+from deepagents.gateway.submit import build_tasks, submit_problem, validate_body
+from deepagents.orchestrator import TaskHandle
+
+bearer = HTTPBearer(auto_error=False, description="an API key issued per tenant")
+router = APIRouter(prefix="/v1", dependencies=[Depends(bearer)], tags=["tasks"])
+
+StateDep = Annotated[GatewayState, Depends(get_state)]
+PrincipalDep = Annotated[Principal, Depends(get_principal)]
+TaskId = Annotated[str, Path(pattern=r"^[A-Za-z0-9_.-]{1,64}$", description="the task's id")]
+Wait = Annotated[
+    float | None,
+    Query(ge=0, le=300, description="seconds to wait for the result (capped by the gateway)"),
+]
+
+_AUTH = ("unauthorized", "rate_limited", "too_many_in_flight", "unavailable", "validation_error")
+_BODY = ("empty_body", "invalid_json", "duplicate_key", "non_finite_number", "number_too_long",
+         "nesting_too_deep", "too_many_keys", "bad_string", "body_too_large",
+         "unsupported_media_type", "unknown_intent", "invalid_payload", "deadline_passed",
+         "payload_too_large", "overloaded", "batch_too_large")
+
+
+def _body_doc(model: str) -> dict[str, Any]:
+    schema = {"$ref": f"#/components/schemas/{model}"}
+    return {"requestBody": {"required": True, "content": {"application/json": {"schema": schema}}}}
+
+
+def _json(model: Any, status: int = 200, headers: dict[str, str] | None = None) -> Response:
+    return Response(orjson.dumps(model.model_dump(mode="json")), status_code=status,
+                    media_type="application/json", headers=headers)
+
+
+def _accepted(handle: TaskHandle) -> Accepted:
+    return Accepted(task_id=handle.task_id, agent=handle.agent, tier=handle.tier,
+                    duplicate=handle.duplicate, href=f"/v1/tasks/{handle.task_id}")
+
+
+def _result_view(result: Result) -> ResultView:
+    data = result.model_dump(mode="json")
+    data["metrics"] = data.get("metrics") or {}
+    return ResultView.model_validate(data)
+
+
+def _done_state(result: Result) -> str:
+    return "dead" if result.error is not None and result.error.code == "dead_lettered" else "done"
+
+
+async def _submit(state: GatewayState, tasks: list[Task], tenant: str) -> list[TaskHandle]:
+    owner_keys = [state.owner_key(t.task_id) for t in tasks]
+    pipe = state.client.pipeline(transaction=False)
+    for key in owner_keys:
+        pipe.set(key, tenant, ex=state.owner_ttl_s)
+    await pipe.execute()
+    try:
+        handles = await state.orchestrator.submit_many(tasks)
+    except DeepAgentsError as exc:
+        accepted: list[TaskHandle] = getattr(exc, "accepted", []) if isinstance(exc, Overloaded) else []
+        kept = {state.owner_key(h.task_id) for h in accepted}
+        stale = [k for k in owner_keys if k not in kept]
+        if stale:
+            await state.client.delete(*stale)
+        raise submit_problem(exc, [h.task_id for h in accepted]) from exc
+    for handle in handles:
+        state.metrics.submitted.labels(tenant, handle.agent).inc()
+    # A duplicate (idempotency key) returns the first task's id; its owner key was written then.
+    unused = [state.owner_key(t.task_id) for t, h in zip(tasks, handles, strict=True) if h.duplicate]
+    if unused:
+        await state.client.delete(*unused)
+    return handles
+
+
+@router.post(
+    "/tasks", status_code=202, response_model=Accepted, openapi_extra=_body_doc("SubmitRequest"),
+    responses={200: {"model": TaskView, "description": "finished within ?wait"},
+               **responses_for(*_AUTH, *_BODY)},
+    summary="Submit one task",
+)
+async def submit_one(request: Request, state: StateDep, principal: PrincipalDep,
+                     wait: Wait = None) -> Response:
+    body = validate_body(SubmitRequest, parse_json(await read_body(request, state.config.gateway.body), state.config.gateway.body))
+    tasks = build_tasks([body], principal.tenant, state.orchestrator, batch=False)
+    async with state.admission.admit(principal.tenant, 1):
+        (handle,) = await _submit(state, tasks, principal.tenant)
+        if wait:
+            try:
+                result = await handle.result(timeout=min(wait, state.config.gateway.long_poll_max_s))
+            except ResultTimeout:
+                pass
+            else:
+                return _json(TaskView(task_id=handle.task_id, state=_done_state(result),  # type: ignore[arg-type]
+                                      agent=handle.agent, tier=handle.tier, result=_result_view(result)))
+    return _json(_accepted(handle), 202, {"Location": f"/v1/tasks/{handle.task_id}"})
+
+
+@router.post(
+    "/tasks/batch", status_code=202, response_model=BatchAccepted,
+    openapi_extra=_body_doc("BatchRequest"), responses=responses_for(*_AUTH, *_BODY),
+    summary="Submit a batch of tasks (all or none are validated before any is enqueued)",
+)
+async def submit_batch(request: Request, state: StateDep, principal: PrincipalDep) -> Response:
+    limits = state.config.gateway
+    body = validate_body(BatchRequest, parse_json(await read_body(request, limits.body), limits.body))
+    if len(body.tasks) > limits.max_batch:
+        raise Problem("batch_too_large",
+                      f"the batch holds {len(body.tasks)} tasks; at most {limits.max_batch}")
+    tasks = build_tasks(body.tasks, principal.tenant, state.orchestrator, batch=True)
+    async with state.admission.admit(principal.tenant, len(tasks)):
+        handles = await _submit(state, tasks, principal.tenant)
+    return _json(BatchAccepted(tasks=[_accepted(h) for h in handles]), 202)
+
+
+async def _owned(state: GatewayState, task_id: str, tenant: str) -> dict[str, Any]:
+    """The task's hash, or 404 when it does not exist *or belongs to another tenant*."""
+    owner = await state.client.get(state.owner_key(task_id))
+    info = await state.orchestrator.lookup(task_id) if owner == tenant.encode() else None
+    if info is None:
+        raise Problem("not_found", f"no task {task_id} for your tenant (ids expire after "
+                      f"{state.settings.result_ttl_s} s)")
+    return info
+
+
+def _view(task_id: str, info: dict[str, Any]) -> TaskView:
+    raw = info.get("result")
+    result = _result_view(decode_result(raw)) if raw else None
+    state = info.get("state") or "unknown"
+    if state not in ("queued", "running", "retrying", "done", "dead"):
+        state = "unknown"
+    return TaskView(task_id=task_id, state=state, agent=info["agent"],
+                    tier=info.get("tier") or info.get("submitted_tier"), result=result)
+
+
+@router.get("/tasks/{task_id}", response_model=TaskView,
+            responses=responses_for("not_found", *_AUTH), summary="A task's state and result")
+async def get_task(task_id: TaskId, state: StateDep, principal: PrincipalDep,
+                   wait: Wait = None) -> Response:
+    async with state.admission.admit(principal.tenant, 1):
+        info = await _owned(state, task_id, principal.tenant)
+        if wait and info.get("state") not in ("done", "dead"):
+            handle = TaskHandle(task_id, info["agent"], info.get("submitted_tier", ""),
+                                int(info["shard"]), False, state.orchestrator)
+            try:
+                await handle.result(timeout=min(wait, state.config.gateway.long_poll_max_s))
+            except ResultTimeout:
+                pass
+            info = await _owned(state, task_id, principal.tenant)
+    return _json(_view(task_id, info))
+
+
+@router.post("/tasks/{task_id}/cancel", response_model=Cancelled,
+             responses=responses_for("not_found", "too_late", *_AUTH),
+             summary="Cancel a task that has not started")
+async def cancel_task(task_id: TaskId, state: StateDep, principal: PrincipalDep) -> Response:
+    async with state.admission.admit(principal.tenant, 1):
+        await _owned(state, task_id, principal.tenant)
+        outcome = await state.orchestrator.cancel(task_id)
+    if outcome == "ok":
+        return _json(Cancelled(task_id=task_id, state="done"))
+    if outcome == "missing":
+        raise Problem("not_found", f"no task {task_id} for your tenant")
+    raise Problem("too_late", f"the task is {outcome}; only a queued task can be cancelled")

@@ -1,0 +1,107 @@
+"""Request and response bodies of the HTTP API (the OpenAPI document is built from these)."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any, Literal
+
+from pydantic import AwareDatetime, BaseModel, ConfigDict, Field
+
+from deepagents.contract.task import INTENT_RE
+
+
+class _Body(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class SubmitRequest(_Body):
+    """One task. There is no ``tenant`` (it comes from your API key) and no ``task_id``
+    (the gateway assigns one; use ``idempotency_key`` to make retries safe)."""
+
+    intent: str = Field(pattern=INTENT_RE.pattern, examples=["echo"])
+    payload: dict[str, Any] = Field(default_factory=dict)
+    deadline: AwareDatetime | None = Field(
+        default=None, description="RFC 3339 with a zone, e.g. 2030-01-01T00:00:00Z"
+    )
+    priority: int | None = Field(default=None, ge=0, le=9, description="tier hint: 0 = most urgent")
+    idempotency_key: str | None = Field(
+        default=None, min_length=1, max_length=256,
+        description="the same key (per tenant) returns the first task instead of a new one",
+    )
+    traceparent: str | None = Field(
+        default=None, pattern=r"^[0-9a-f]{2}-[0-9a-f]{32}-[0-9a-f]{16}-[0-9a-f]{2}$",
+        description="W3C trace context",
+    )
+
+
+class BatchRequest(_Body):
+    tasks: list[SubmitRequest] = Field(min_length=1, description="at most `max_batch` (100)")
+
+
+class Accepted(BaseModel):
+    task_id: str
+    agent: str
+    tier: str
+    duplicate: bool = Field(description="true: an earlier task with this idempotency key")
+    href: str = Field(description="where to read the task's state and result")
+
+
+class BatchAccepted(BaseModel):
+    tasks: list[Accepted]
+
+
+class ErrorView(BaseModel):
+    code: str
+    message: str = ""
+
+
+class ResultView(BaseModel):
+    status: Literal["success", "partial", "failed"]
+    output: Any = None
+    error: ErrorView | None = None
+    degraded: bool = False
+    metrics: dict[str, Any] = Field(default_factory=dict)
+    agent: str | None = None
+    agent_version: str | None = None
+    finished_at: datetime | None = None
+
+
+class TaskView(BaseModel):
+    task_id: str
+    state: Literal["queued", "running", "retrying", "done", "dead", "unknown"]
+    agent: str
+    tier: str | None = None
+    result: ResultView | None = Field(default=None, description="set when state is done or dead")
+
+
+class Cancelled(BaseModel):
+    task_id: str
+    state: Literal["done"] = Field(description="a cancelled task is done with error `cancelled`")
+    cancelled: Literal[True] = True
+
+
+class AgentView(BaseModel):
+    name: str
+    version: str
+    intents: list[str]
+    instances: int = Field(description="instances seen within the liveness window")
+    healthy: bool = Field(description="at least one live instance")
+    last_seen_ms: int | None = Field(default=None, description="Unix ms of the latest heartbeat")
+
+
+class AgentList(BaseModel):
+    agents: list[AgentView]
+
+
+class Hop(BaseModel):
+    name: Literal["redis", "enqueue", "queue", "worker", "reply"]
+    ok: bool
+    latency_ms: float | None = None
+    detail: str = ""
+
+
+class Health(BaseModel):
+    status: Literal["ok", "fail"]
+    redis_ms: float | None = None
+    hops: list[Hop] = Field(default_factory=list, description="set by ?full=true")
+    failed_hop: str | None = None

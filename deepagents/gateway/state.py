@@ -1,0 +1,48 @@
+"""What the routes share: built once per app in the lifespan."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from redis.asyncio import Redis
+from starlette.requests import Request
+
+from deepagents.config.schema import FileConfig
+from deepagents.config.settings import Settings
+from deepagents.gateway.auth import Authenticator, Principal
+from deepagents.gateway.health import FullCheck
+from deepagents.gateway.limits import Admission
+from deepagents.gateway.metrics import GatewayMetrics
+from deepagents.orchestrator import Orchestrator
+from deepagents.store.registry import AgentRegistry
+
+
+@dataclass(slots=True)
+class GatewayState:
+    settings: Settings
+    config: FileConfig
+    client: Redis
+    orchestrator: Orchestrator
+    auth: Authenticator
+    admission: Admission
+    registry: AgentRegistry
+    full_check: FullCheck
+    metrics: GatewayMetrics
+
+    def owner_key(self, task_id: str) -> str:
+        # The tenant that submitted a task; reads by another tenant answer 404.
+        return f"{self.settings.prefix}:gw:owner:{task_id}"
+
+    @property
+    def owner_ttl_s(self) -> int:
+        # As long as the orchestrator keeps the task's location key.
+        return self.settings.result_ttl_s + 7 * 86_400
+
+
+def get_state(request: Request) -> GatewayState:
+    state: GatewayState = request.app.state.gateway
+    return state
+
+
+def get_principal(request: Request) -> Principal:
+    return get_state(request).auth.authenticate(request.headers.get("authorization"))

@@ -1,0 +1,99 @@
+"""Turning request bodies into Tasks, and orchestrator refusals into problems."""
+
+from __future__ import annotations
+
+from typing import Any, TypeVar
+
+from pydantic import BaseModel, ValidationError
+
+from deepagents.contract.task import Task, utcnow
+from deepagents.errors import (
+    DeadlinePassed,
+    DeepAgentsError,
+    InvalidPayload,
+    Overloaded,
+    PayloadTooLarge,
+    SubmitError,
+    UnknownIntent,
+)
+from deepagents.gateway.problems import FieldError, Problem
+from deepagents.gateway.schemas import SubmitRequest
+from deepagents.orchestrator import Orchestrator
+
+M = TypeVar("M", bound=BaseModel)
+
+_SUBMIT_CODES: tuple[tuple[type[SubmitError], str], ...] = (
+    (UnknownIntent, "unknown_intent"),
+    (InvalidPayload, "invalid_payload"),
+    (PayloadTooLarge, "payload_too_large"),
+    (DeadlinePassed, "deadline_passed"),
+)
+
+
+def validate_body(model: type[M], value: Any) -> M:
+    if not isinstance(value, dict):
+        raise Problem(
+            "validation_error", f"the body must be a JSON object, not {_json_type(value)}"
+        )
+    try:
+        return model.model_validate(value)
+    except ValidationError as exc:
+        errors = [FieldError(field=_loc(e["loc"]), message=_message(e)) for e in exc.errors()[:20]]
+        first = errors[0]
+        raise Problem(
+            "validation_error", f"{first.field}: {first.message}", errors=errors
+        ) from None
+
+
+def _json_type(value: Any) -> str:
+    names = {list: "an array", str: "a string", bool: "a boolean", int: "a number",
+             float: "a number", type(None): "null"}
+    return names.get(type(value), type(value).__name__)
+
+
+def _loc(loc: tuple[int | str, ...]) -> str:
+    return ".".join(str(p) for p in loc) or "body"
+
+
+def _message(error: Any) -> str:
+    if error["type"] == "extra_forbidden" and error["loc"][-1:] == ("tenant",):
+        return "not allowed: the tenant comes from your API key"
+    if error["type"] == "extra_forbidden":
+        return "unknown field; remove it (see the API's schema for the fields)"
+    return str(error["msg"])
+
+
+def build_tasks(
+    requests: list[SubmitRequest], tenant: str, orchestrator: Orchestrator, *, batch: bool
+) -> list[Task]:
+    """Tasks for the orchestrator; unknown intents and past deadlines are named per field."""
+    now = utcnow()
+    errors: list[FieldError] = []
+    where = "tasks.{}." if batch else ""
+    for i, req in enumerate(requests):
+        if req.intent not in orchestrator.router.by_intent:
+            known = ", ".join(sorted(orchestrator.router.by_intent)) or "none"
+            errors.append(FieldError(field=where.format(i) + "intent",
+                                     message=f"no agent serves {req.intent!r} (known: {known})"))
+        if req.deadline is not None and req.deadline <= now:
+            errors.append(FieldError(field=where.format(i) + "deadline",
+                                     message=f"{req.deadline.isoformat()} is in the past; "
+                                     "send a future time or none"))
+    if errors:
+        code = "unknown_intent" if errors[0].field.endswith("intent") else "deadline_passed"
+        raise Problem(code, f"{errors[0].field}: {errors[0].message}", errors=errors)
+    return [Task(**req.model_dump(exclude_none=True), tenant=tenant) for req in requests]
+
+
+def submit_problem(exc: DeepAgentsError, accepted: list[str] | None = None) -> Problem:
+    if isinstance(exc, Overloaded):
+        detail = f"{exc}; back off for Retry-After seconds"
+        if accepted:
+            detail += f". Accepted before the refusal (do not resend): {', '.join(accepted)}"
+        return Problem("overloaded", detail, retry_after_s=exc.retry_after_s)
+    for cls, code in _SUBMIT_CODES:
+        if isinstance(exc, cls):
+            return Problem(code, str(exc))
+    if isinstance(exc, SubmitError):
+        return Problem("validation_error", str(exc))
+    return Problem("unavailable", f"{exc.code}: {exc}; retry shortly", retry_after_s=1)
