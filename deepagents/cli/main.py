@@ -14,7 +14,7 @@ from collections.abc import Sequence
 
 from deepagents.errors import DeepAgentsError
 
-COMMANDS = ("demo", "worker", "publish", "status", "dlq", "gateway")
+COMMANDS = ("demo", "worker", "publish", "status", "dlq", "gateway", "db", "audit", "audit-writer")
 
 EXIT_USAGE = 2
 EXIT_ERROR = 1
