@@ -20,8 +20,11 @@ def register(sub: Any) -> None:
     p.add_argument("--port", type=int, default=8080)
     p.add_argument("--workers", type=int, default=1, help="uvicorn worker processes")
     p.add_argument("--log-level", default="warning", choices=["debug", "info", "warning", "error"])
-    p.add_argument("--new-key", metavar="TENANT",
-                   help="print a new API key for TENANT and its config entry, then exit")
+    p.add_argument(
+        "--new-key",
+        metavar="TENANT",
+        help="print a new API key for TENANT and its config entry, then exit",
+    )
     p.set_defaults(func=main)
 
 
@@ -35,22 +38,31 @@ def main(args: argparse.Namespace) -> int:
     if args.config:
         # uvicorn's worker processes build the app from the environment.
         os.environ["DEEPAGENTS_CONFIG"] = args.config
-    import uvicorn  # noqa: PLC0415 - only this command needs it
+    import uvicorn
 
     uvicorn.run(
-        "deepagents.gateway.app:create_app", factory=True, host=args.host, port=args.port,
-        workers=args.workers, log_level=args.log_level, access_log=False,
-        timeout_keep_alive=5, timeout_graceful_shutdown=10, server_header=False,
+        "deepagents.gateway.app:create_app",
+        factory=True,
+        host=args.host,
+        port=args.port,
+        workers=args.workers,
+        log_level=args.log_level,
+        access_log=False,
+        timeout_keep_alive=5,
+        timeout_graceful_shutdown=10,
+        server_header=False,
     )
     return 0
 
 
 def _new_key(tenant: str) -> int:
-    from deepagents.gateway.auth import hash_key, new_key  # noqa: PLC0415
-    from deepagents.gateway.config import ApiKey  # noqa: PLC0415
+    from deepagents.gateway.auth import hash_key, new_key
+    from deepagents.gateway.config import ApiKey
 
     key = new_key()
     entry = ApiKey(tenant=tenant, sha256=hash_key(key))
     sys.stdout.write(f"key (give it to the client, store it nowhere else): {key}\n")
-    sys.stdout.write(f"config (under gateway.api_keys): - {{tenant: {entry.tenant}, sha256: {entry.sha256}}}\n")
+    sys.stdout.write(
+        f"config (under gateway.api_keys): - {{tenant: {entry.tenant}, sha256: {entry.sha256}}}\n"
+    )
     return 0

@@ -59,10 +59,14 @@ def create_app(settings: Settings | None = None, config: FileConfig | None = Non
         client = connect(settings.redis_url.get_secret_value(), max_connections=256)
         try:
             await check_server(client, allow_evicting=settings.allow_evicting_redis)
-            async with Orchestrator(client, config=config, settings=settings,
-                                    agents=[ProbeAgent]) as orchestrator:
+            async with Orchestrator(
+                client, config=config, settings=settings, agents=[ProbeAgent]
+            ) as orchestrator:
                 app.state.gateway = GatewayState(
-                    settings=settings, config=config, client=client, orchestrator=orchestrator,
+                    settings=settings,
+                    config=config,
+                    client=client,
+                    orchestrator=orchestrator,
                     auth=Authenticator(config.gateway.api_keys),
                     admission=Admission(client, settings.prefix, config.gateway),
                     registry=AgentRegistry(client, Keys(settings.prefix)),
@@ -75,9 +79,13 @@ def create_app(settings: Settings | None = None, config: FileConfig | None = Non
         finally:
             await client.aclose()
 
-    app = FastAPI(title=TITLE, version=VERSION, lifespan=lifespan,
-                  description="Submit tasks to deepagents over HTTP. Errors are RFC 9457 "
-                  "problem documents with a stable `type` per `code`.")
+    app = FastAPI(
+        title=TITLE,
+        version=VERSION,
+        lifespan=lifespan,
+        description="Submit tasks to deepagents over HTTP. Errors are RFC 9457 "
+        "problem documents with a stable `type` per `code`.",
+    )
     app.include_router(tasks_router)
     app.include_router(agents_router)
     app.include_router(ops_router)
@@ -94,16 +102,21 @@ def _install_handlers(app: FastAPI) -> None:
 
     async def on_validation(request: Request, exc: Exception) -> Response:
         assert isinstance(exc, RequestValidationError)
-        errors = [FieldError(field=".".join(str(p) for p in e["loc"]), message=str(e["msg"]))
-                  for e in exc.errors()[:20]]
+        errors = [
+            FieldError(field=".".join(str(p) for p in e["loc"]), message=str(e["msg"]))
+            for e in exc.errors()[:20]
+        ]
         detail = f"{errors[0].field}: {errors[0].message}" if errors else "invalid request"
         return problem_response(Problem("validation_error", detail, errors=errors), request)
 
     async def on_http(request: Request, exc: Exception) -> Response:
         assert isinstance(exc, HTTPException)
         if exc.status_code == 405:
-            problem = Problem("method_not_allowed", f"{request.method} is not allowed on this path",
-                              headers=dict(exc.headers or {}))
+            problem = Problem(
+                "method_not_allowed",
+                f"{request.method} is not allowed on this path",
+                headers=dict(exc.headers or {}),
+            )
         else:
             problem = Problem("not_found", f"no endpoint {request.url.path}; see /docs")
         return problem_response(problem, request)
@@ -117,7 +130,9 @@ def _install_handlers(app: FastAPI) -> None:
 
     async def on_crash(request: Request, exc: Exception) -> Response:
         log.exception("unhandled error on %s", request.url.path)
-        return problem_response(Problem("internal_error", "an unexpected error; it was logged"), request)
+        return problem_response(
+            Problem("internal_error", "an unexpected error; it was logged"), request
+        )
 
     handlers: dict[Any, Any] = {
         Problem: on_problem,

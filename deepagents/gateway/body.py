@@ -103,7 +103,9 @@ def _depth_detail(limits: BodyLimits) -> str:
 def _object_hook(limits: BodyLimits) -> Any:
     def hook(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
         if len(pairs) > limits.max_keys:
-            raise _Reject("too_many_keys", f"an object has {len(pairs)} keys; at most {limits.max_keys}")
+            raise _Reject(
+                "too_many_keys", f"an object has {len(pairs)} keys; at most {limits.max_keys}"
+            )
         out = dict(pairs)
         if len(out) != len(pairs):
             raise _Reject(

@@ -60,8 +60,9 @@ class GatewayConfig(_Strict):
     long_poll_max_s: float = Field(default=30.0, gt=0, le=300)
     probe_timeout_s: float = Field(default=5.0, gt=0, le=60)
     request_lease_s: float = Field(
-        default=120.0, gt=0, description="an in-flight slot is freed after this even if a "
-        "gateway died holding it",
+        default=120.0,
+        gt=0,
+        description="an in-flight slot is freed after this even if a gateway died holding it",
     )
 
     @model_validator(mode="after")

@@ -27,12 +27,12 @@ from deepagents.orchestrator import Orchestrator
 _STUCK_AT = {"queued": "queue", "retrying": "queue", "running": "worker"}
 
 
-async def redis_latency_ms(client: Redis, timeout: float = 2.0) -> float | None:
+async def redis_latency_ms(client: Redis, limit_s: float = 2.0) -> float | None:
     start = time.perf_counter()
     try:
-        async with asyncio.timeout(timeout):
+        async with asyncio.timeout(limit_s):
             await client.ping()
-    except (TimeoutError, OSError, Exception):  # noqa: BLE001 - any failure means "not reachable"
+    except (TimeoutError, OSError, Exception):
         return None
     return _ms_since(start)
 
@@ -44,8 +44,11 @@ def _ms_since(start: float) -> float:
 async def liveness(client: Redis) -> Health:
     redis_ms = await redis_latency_ms(client)
     if redis_ms is None:
-        return Health(status="fail", failed_hop="redis",
-                      hops=[Hop(name="redis", ok=False, detail="Redis did not answer PING")])
+        return Health(
+            status="fail",
+            failed_hop="redis",
+            hops=[Hop(name="redis", ok=False, detail="Redis did not answer PING")],
+        )
     return Health(status="ok", redis_ms=redis_ms)
 
 
@@ -89,7 +92,9 @@ class FullCheck:
         received_ms = time.time() * 1000
         hops += _result_hops(result, enqueued, received_ms)
         bad = next((h.name for h in hops if not h.ok), None)
-        return Health(status="fail" if bad else "ok", redis_ms=live.redis_ms, hops=hops, failed_hop=bad)
+        return Health(
+            status="fail" if bad else "ok", redis_ms=live.redis_ms, hops=hops, failed_hop=bad
+        )
 
     async def _timed_out(self, task_id: str, hops: list[Hop], redis_ms: float | None) -> Health:
         state = "unknown"
@@ -125,8 +130,12 @@ def _result_hops(result: Result, enqueued: float, received_ms: float) -> list[Ho
     return [
         Hop(name="queue", ok=True, latency_ms=_round(queue_ms)),
         Hop(name="worker", ok=ok, latency_ms=_round(worker_ms), detail=detail),
-        Hop(name="reply", ok=True, latency_ms=_round(reply_ms),
-            detail=f"end to end {total_ms:.1f} ms after enqueue"),
+        Hop(
+            name="reply",
+            ok=True,
+            latency_ms=_round(reply_ms),
+            detail=f"end to end {total_ms:.1f} ms after enqueue",
+        ),
     ]
 
 

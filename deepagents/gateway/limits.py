@@ -78,11 +78,20 @@ class Admission:
         keys = self.keys(tenant)
         slot = uuid.uuid4().hex
         lease_ms = int(self.config.request_lease_s * 1000)
-        args = [limits.rate_per_s, limits.burst, cost, limits.max_in_flight, slot, lease_ms]
+        args: list[float | int | str] = [
+            limits.rate_per_s,
+            limits.burst,
+            cost,
+            limits.max_in_flight,
+            slot,
+            lease_ms,
+        ]
         try:
             verdict, retry_ms = await self._script(keys=[keys.bucket, keys.inflight], args=args)
         except (rex.ConnectionError, rex.TimeoutError) as exc:
-            raise Problem("unavailable", "Redis is unreachable; retry shortly", retry_after_s=1) from exc
+            raise Problem(
+                "unavailable", "Redis is unreachable; retry shortly", retry_after_s=1
+            ) from exc
         if verdict == 0:
             raise Problem(
                 "rate_limited",

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import time
+from collections.abc import MutableMapping
 from typing import Any
 
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
@@ -36,7 +37,7 @@ class MetricsMiddleware:
             self.metrics.latency.labels(route).observe(time.perf_counter() - start)
 
 
-def _route(scope: dict[str, Any]) -> str:
+def _route(scope: MutableMapping[str, Any]) -> str:
     # The template (/v1/tasks/{task_id}), never the raw path: ids would explode cardinality.
     route = scope.get("route")
     path = getattr(route, "path", None)

@@ -26,11 +26,15 @@ _REF = "#/components/schemas/{model}"
 def build_openapi(app: FastAPI) -> dict[str, Any]:
     if app.openapi_schema is not None:
         return app.openapi_schema
-    doc = get_openapi(title=app.title, version=app.version, description=app.description,
-                      routes=app.routes)
+    doc = get_openapi(
+        title=app.title, version=app.version, description=app.description, routes=app.routes
+    )
     _, extra = models_json_schema(
-        [(SubmitRequest, "validation"), (BatchRequest, "validation"),
-         (ProblemDocument, "serialization")],
+        [
+            (SubmitRequest, "validation"),
+            (BatchRequest, "validation"),
+            (ProblemDocument, "serialization"),
+        ],
         ref_template=_REF,
     )
     schemas = doc.setdefault("components", {}).setdefault("schemas", {})
@@ -45,9 +49,9 @@ def render(app: FastAPI) -> bytes:
 
 def offline_app() -> FastAPI:
     """An app built with defaults only (no Redis needed: nothing runs the lifespan)."""
-    from deepagents.config.schema import FileConfig  # noqa: PLC0415
-    from deepagents.config.settings import Settings  # noqa: PLC0415
-    from deepagents.gateway.app import create_app  # noqa: PLC0415 - app imports this module
+    from deepagents.config.schema import FileConfig
+    from deepagents.config.settings import Settings
+    from deepagents.gateway.app import create_app
 
     return create_app(Settings(), FileConfig())
 

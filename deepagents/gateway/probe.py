@@ -23,4 +23,6 @@ class ProbeAgent(AgentContract):
     intents = (PROBE_INTENT,)
 
     async def execute(self, context: dict[str, Any]) -> Result:
-        return Result(output={"ran_at_ms": time.time() * 1000, "nonce": context["payload"].get("nonce")})
+        return Result(
+            output={"ran_at_ms": time.time() * 1000, "nonce": context["payload"].get("nonce")}
+        )

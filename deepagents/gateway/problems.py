@@ -65,7 +65,7 @@ class ProblemDocument(BaseModel):
     retry_after_s: float | None = None
 
 
-class Problem(Exception):  # noqa: N818 - it is the response, not a failure of the gateway
+class Problem(Exception):
     def __init__(
         self,
         code: str,
@@ -119,7 +119,12 @@ def responses_for(*codes: str) -> dict[int | str, dict[str, Any]]:
         status, _ = CODES[code]
         entry = out.setdefault(
             status,
-            {"description": "", "content": {MEDIA_TYPE: {"schema": {"$ref": "#/components/schemas/ProblemDocument"}}}},
+            {
+                "description": "",
+                "content": {
+                    MEDIA_TYPE: {"schema": {"$ref": "#/components/schemas/ProblemDocument"}}
+                },
+            },
         )
         entry["description"] = ", ".join(filter(None, [entry["description"], code]))
     return out

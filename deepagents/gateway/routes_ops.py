@@ -24,7 +24,8 @@ StateDep = Annotated[GatewayState, Depends(get_state)]
 
 
 @router.get(
-    "/health", response_model=Health,
+    "/health",
+    response_model=Health,
     responses={503: {"model": Health, "description": "unhealthy; `failed_hop` names the hop"}},
     summary="Liveness (Redis answers); with full=true, a probe task end to end",
 )
@@ -32,25 +33,37 @@ async def health(state: StateDep, full: Annotated[bool, Query()] = False) -> Res
     report = await (state.full_check.run() if full else liveness(state.client))
     status = 200 if report.status == "ok" else 503
     headers = {"Retry-After": "1"} if status == 503 else None
-    return Response(orjson.dumps(report.model_dump(mode="json")), status_code=status,
-                    media_type="application/json", headers=headers)
+    return Response(
+        orjson.dumps(report.model_dump(mode="json")),
+        status_code=status,
+        media_type="application/json",
+        headers=headers,
+    )
 
 
 @router.get(
-    "/metrics", summary="Prometheus metrics",
-    responses={200: {"content": {"text/plain": {"schema": {"type": "string"}}},
-                     "description": "Prometheus text exposition format"}},
+    "/metrics",
+    summary="Prometheus metrics",
+    responses={
+        200: {
+            "content": {"text/plain": {"schema": {"type": "string"}}},
+            "description": "Prometheus text exposition format",
+        }
+    },
 )
 async def metrics(state: StateDep) -> Response:
     return Response(generate_latest(state.metrics.registry), media_type=CONTENT_TYPE_LATEST)
 
 
 @agents_router.get(
-    "/agents", response_model=AgentList,
+    "/agents",
+    response_model=AgentList,
     responses=responses_for("unauthorized", "rate_limited", "too_many_in_flight", "unavailable"),
     summary="Agent types with versions, intents and live instances",
 )
-async def list_agents(state: StateDep, principal: Annotated[Principal, Depends(get_principal)]) -> Response:
+async def list_agents(
+    state: StateDep, principal: Annotated[Principal, Depends(get_principal)]
+) -> Response:
     async with state.admission.admit(principal.tenant, 1):
         with redis_errors("list agents"):
             found = await state.registry.agents()
@@ -61,9 +74,15 @@ async def list_agents(state: StateDep, principal: Annotated[Principal, Depends(g
         window = state.config.agent_settings(name).visibility_timeout_ms
         seen = [int(ms) for ms in dict(info["instances"]).values()]  # type: ignore[call-overload]
         live = sum(1 for ms in seen if now_ms - ms <= window)
-        views.append(AgentView(
-            name=name, version=str(info["version"]), intents=list(info["intents"]),  # type: ignore[call-overload]
-            instances=live, healthy=live > 0, last_seen_ms=max(seen) if seen else None,
-        ))
+        views.append(
+            AgentView(
+                name=name,
+                version=str(info["version"]),
+                intents=list(info["intents"]),  # type: ignore[call-overload]
+                instances=live,
+                healthy=live > 0,
+                last_seen_ms=max(seen) if seen else None,
+            )
+        )
     body = AgentList(agents=views)
     return Response(orjson.dumps(body.model_dump(mode="json")), media_type="application/json")

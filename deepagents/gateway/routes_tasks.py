@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from typing import Annotated, Any
+import contextlib
+from typing import Annotated, Any, Literal
 
 import orjson
 from fastapi import APIRouter, Depends, Path, Query
@@ -42,10 +43,24 @@ Wait = Annotated[
 ]
 
 _AUTH = ("unauthorized", "rate_limited", "too_many_in_flight", "unavailable", "validation_error")
-_BODY = ("empty_body", "invalid_json", "duplicate_key", "non_finite_number", "number_too_long",
-         "nesting_too_deep", "too_many_keys", "bad_string", "body_too_large",
-         "unsupported_media_type", "unknown_intent", "invalid_payload", "deadline_passed",
-         "payload_too_large", "overloaded", "batch_too_large")
+_BODY = (
+    "empty_body",
+    "invalid_json",
+    "duplicate_key",
+    "non_finite_number",
+    "number_too_long",
+    "nesting_too_deep",
+    "too_many_keys",
+    "bad_string",
+    "body_too_large",
+    "unsupported_media_type",
+    "unknown_intent",
+    "invalid_payload",
+    "deadline_passed",
+    "payload_too_large",
+    "overloaded",
+    "batch_too_large",
+)
 
 
 def _body_doc(model: str) -> dict[str, Any]:
@@ -54,13 +69,22 @@ def _body_doc(model: str) -> dict[str, Any]:
 
 
 def _json(model: Any, status: int = 200, headers: dict[str, str] | None = None) -> Response:
-    return Response(orjson.dumps(model.model_dump(mode="json")), status_code=status,
-                    media_type="application/json", headers=headers)
+    return Response(
+        orjson.dumps(model.model_dump(mode="json")),
+        status_code=status,
+        media_type="application/json",
+        headers=headers,
+    )
 
 
 def _accepted(handle: TaskHandle) -> Accepted:
-    return Accepted(task_id=handle.task_id, agent=handle.agent, tier=handle.tier,
-                    duplicate=handle.duplicate, href=f"/v1/tasks/{handle.task_id}")
+    return Accepted(
+        task_id=handle.task_id,
+        agent=handle.agent,
+        tier=handle.tier,
+        duplicate=handle.duplicate,
+        href=f"/v1/tasks/{handle.task_id}",
+    )
 
 
 def _result_view(result: Result) -> ResultView:
@@ -69,7 +93,21 @@ def _result_view(result: Result) -> ResultView:
     return ResultView.model_validate(data)
 
 
-def _done_state(result: Result) -> str:
+async def _finished_view(state: GatewayState, handle: TaskHandle, wait: float) -> TaskView | None:
+    try:
+        result = await handle.result(timeout=min(wait, state.config.gateway.long_poll_max_s))
+    except ResultTimeout:
+        return None
+    return TaskView(
+        task_id=handle.task_id,
+        state=_done_state(result),
+        agent=handle.agent,
+        tier=handle.tier,
+        result=_result_view(result),
+    )
+
+
+def _done_state(result: Result) -> Literal["done", "dead"]:
     return "dead" if result.error is not None and result.error.code == "dead_lettered" else "done"
 
 
@@ -82,7 +120,9 @@ async def _submit(state: GatewayState, tasks: list[Task], tenant: str) -> list[T
     try:
         handles = await state.orchestrator.submit_many(tasks)
     except DeepAgentsError as exc:
-        accepted: list[TaskHandle] = getattr(exc, "accepted", []) if isinstance(exc, Overloaded) else []
+        accepted: list[TaskHandle] = (
+            getattr(exc, "accepted", []) if isinstance(exc, Overloaded) else []
+        )
         kept = {state.owner_key(h.task_id) for h in accepted}
         stale = [k for k in owner_keys if k not in kept]
         if stale:
@@ -91,46 +131,60 @@ async def _submit(state: GatewayState, tasks: list[Task], tenant: str) -> list[T
     for handle in handles:
         state.metrics.submitted.labels(tenant, handle.agent).inc()
     # A duplicate (idempotency key) returns the first task's id; its owner key was written then.
-    unused = [state.owner_key(t.task_id) for t, h in zip(tasks, handles, strict=True) if h.duplicate]
+    unused = [
+        state.owner_key(t.task_id) for t, h in zip(tasks, handles, strict=True) if h.duplicate
+    ]
     if unused:
         await state.client.delete(*unused)
     return handles
 
 
 @router.post(
-    "/tasks", status_code=202, response_model=Accepted, openapi_extra=_body_doc("SubmitRequest"),
-    responses={200: {"model": TaskView, "description": "finished within ?wait"},
-               **responses_for(*_AUTH, *_BODY)},
+    "/tasks",
+    status_code=202,
+    response_model=Accepted,
+    openapi_extra=_body_doc("SubmitRequest"),
+    responses={
+        200: {"model": TaskView, "description": "finished within ?wait"},
+        **responses_for(*_AUTH, *_BODY),
+    },
     summary="Submit one task",
 )
-async def submit_one(request: Request, state: StateDep, principal: PrincipalDep,
-                     wait: Wait = None) -> Response:
-    body = validate_body(SubmitRequest, parse_json(await read_body(request, state.config.gateway.body), state.config.gateway.body))
+async def submit_one(
+    request: Request, state: StateDep, principal: PrincipalDep, wait: Wait = None
+) -> Response:
+    body = validate_body(
+        SubmitRequest,
+        parse_json(await read_body(request, state.config.gateway.body), state.config.gateway.body),
+    )
     tasks = build_tasks([body], principal.tenant, state.orchestrator, batch=False)
     async with state.admission.admit(principal.tenant, 1):
         (handle,) = await _submit(state, tasks, principal.tenant)
         if wait:
-            try:
-                result = await handle.result(timeout=min(wait, state.config.gateway.long_poll_max_s))
-            except ResultTimeout:
-                pass
-            else:
-                return _json(TaskView(task_id=handle.task_id, state=_done_state(result),  # type: ignore[arg-type]
-                                      agent=handle.agent, tier=handle.tier, result=_result_view(result)))
+            view = await _finished_view(state, handle, wait)
+            if view is not None:
+                return _json(view)
     return _json(_accepted(handle), 202, {"Location": f"/v1/tasks/{handle.task_id}"})
 
 
 @router.post(
-    "/tasks/batch", status_code=202, response_model=BatchAccepted,
-    openapi_extra=_body_doc("BatchRequest"), responses=responses_for(*_AUTH, *_BODY),
+    "/tasks/batch",
+    status_code=202,
+    response_model=BatchAccepted,
+    openapi_extra=_body_doc("BatchRequest"),
+    responses=responses_for(*_AUTH, *_BODY),
     summary="Submit a batch of tasks (all or none are validated before any is enqueued)",
 )
 async def submit_batch(request: Request, state: StateDep, principal: PrincipalDep) -> Response:
     limits = state.config.gateway
-    body = validate_body(BatchRequest, parse_json(await read_body(request, limits.body), limits.body))
+    body = validate_body(
+        BatchRequest, parse_json(await read_body(request, limits.body), limits.body)
+    )
     if len(body.tasks) > limits.max_batch:
-        raise Problem("batch_too_large",
-                      f"the batch holds {len(body.tasks)} tasks; at most {limits.max_batch}")
+        raise Problem(
+            "batch_too_large",
+            f"the batch holds {len(body.tasks)} tasks; at most {limits.max_batch}",
+        )
     tasks = build_tasks(body.tasks, principal.tenant, state.orchestrator, batch=True)
     async with state.admission.admit(principal.tenant, len(tasks)):
         handles = await _submit(state, tasks, principal.tenant)
@@ -142,8 +196,10 @@ async def _owned(state: GatewayState, task_id: str, tenant: str) -> dict[str, An
     owner = await state.client.get(state.owner_key(task_id))
     info = await state.orchestrator.lookup(task_id) if owner == tenant.encode() else None
     if info is None:
-        raise Problem("not_found", f"no task {task_id} for your tenant (ids expire after "
-                      f"{state.settings.result_ttl_s} s)")
+        raise Problem(
+            "not_found",
+            f"no task {task_id} for your tenant (ids expire after {state.settings.result_ttl_s} s)",
+        )
     return info
 
 
@@ -153,30 +209,47 @@ def _view(task_id: str, info: dict[str, Any]) -> TaskView:
     state = info.get("state") or "unknown"
     if state not in ("queued", "running", "retrying", "done", "dead"):
         state = "unknown"
-    return TaskView(task_id=task_id, state=state, agent=info["agent"],
-                    tier=info.get("tier") or info.get("submitted_tier"), result=result)
+    return TaskView(
+        task_id=task_id,
+        state=state,
+        agent=info["agent"],
+        tier=info.get("tier") or info.get("submitted_tier"),
+        result=result,
+    )
 
 
-@router.get("/tasks/{task_id}", response_model=TaskView,
-            responses=responses_for("not_found", *_AUTH), summary="A task's state and result")
-async def get_task(task_id: TaskId, state: StateDep, principal: PrincipalDep,
-                   wait: Wait = None) -> Response:
+@router.get(
+    "/tasks/{task_id}",
+    response_model=TaskView,
+    responses=responses_for("not_found", *_AUTH),
+    summary="A task's state and result",
+)
+async def get_task(
+    task_id: TaskId, state: StateDep, principal: PrincipalDep, wait: Wait = None
+) -> Response:
     async with state.admission.admit(principal.tenant, 1):
         info = await _owned(state, task_id, principal.tenant)
         if wait and info.get("state") not in ("done", "dead"):
-            handle = TaskHandle(task_id, info["agent"], info.get("submitted_tier", ""),
-                                int(info["shard"]), False, state.orchestrator)
-            try:
+            handle = TaskHandle(
+                task_id,
+                info["agent"],
+                info.get("submitted_tier", ""),
+                int(info["shard"]),
+                False,
+                state.orchestrator,
+            )
+            with contextlib.suppress(ResultTimeout):
                 await handle.result(timeout=min(wait, state.config.gateway.long_poll_max_s))
-            except ResultTimeout:
-                pass
             info = await _owned(state, task_id, principal.tenant)
     return _json(_view(task_id, info))
 
 
-@router.post("/tasks/{task_id}/cancel", response_model=Cancelled,
-             responses=responses_for("not_found", "too_late", *_AUTH),
-             summary="Cancel a task that has not started")
+@router.post(
+    "/tasks/{task_id}/cancel",
+    response_model=Cancelled,
+    responses=responses_for("not_found", "too_late", *_AUTH),
+    summary="Cancel a task that has not started",
+)
 async def cancel_task(task_id: TaskId, state: StateDep, principal: PrincipalDep) -> Response:
     async with state.admission.admit(principal.tenant, 1):
         await _owned(state, task_id, principal.tenant)

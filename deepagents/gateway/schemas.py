@@ -25,11 +25,14 @@ class SubmitRequest(_Body):
     )
     priority: int | None = Field(default=None, ge=0, le=9, description="tier hint: 0 = most urgent")
     idempotency_key: str | None = Field(
-        default=None, min_length=1, max_length=256,
+        default=None,
+        min_length=1,
+        max_length=256,
         description="the same key (per tenant) returns the first task instead of a new one",
     )
     traceparent: str | None = Field(
-        default=None, pattern=r"^[0-9a-f]{2}-[0-9a-f]{32}-[0-9a-f]{16}-[0-9a-f]{2}$",
+        default=None,
+        pattern=r"^[0-9a-f]{2}-[0-9a-f]{32}-[0-9a-f]{16}-[0-9a-f]{2}$",
         description="W3C trace context",
     )
 

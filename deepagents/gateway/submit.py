@@ -46,8 +46,14 @@ def validate_body(model: type[M], value: Any) -> M:
 
 
 def _json_type(value: Any) -> str:
-    names = {list: "an array", str: "a string", bool: "a boolean", int: "a number",
-             float: "a number", type(None): "null"}
+    names = {
+        list: "an array",
+        str: "a string",
+        bool: "a boolean",
+        int: "a number",
+        float: "a number",
+        type(None): "null",
+    }
     return names.get(type(value), type(value).__name__)
 
 
@@ -73,12 +79,20 @@ def build_tasks(
     for i, req in enumerate(requests):
         if req.intent not in orchestrator.router.by_intent:
             known = ", ".join(sorted(orchestrator.router.by_intent)) or "none"
-            errors.append(FieldError(field=where.format(i) + "intent",
-                                     message=f"no agent serves {req.intent!r} (known: {known})"))
+            errors.append(
+                FieldError(
+                    field=where.format(i) + "intent",
+                    message=f"no agent serves {req.intent!r} (known: {known})",
+                )
+            )
         if req.deadline is not None and req.deadline <= now:
-            errors.append(FieldError(field=where.format(i) + "deadline",
-                                     message=f"{req.deadline.isoformat()} is in the past; "
-                                     "send a future time or none"))
+            errors.append(
+                FieldError(
+                    field=where.format(i) + "deadline",
+                    message=f"{req.deadline.isoformat()} is in the past; "
+                    "send a future time or none",
+                )
+            )
     if errors:
         code = "unknown_intent" if errors[0].field.endswith("intent") else "deadline_passed"
         raise Problem(code, f"{errors[0].field}: {errors[0].message}", errors=errors)

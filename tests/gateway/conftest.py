@@ -30,7 +30,9 @@ class Deployment:
         return out
 
     def queued_entries(self) -> int:
-        return sum(n for k, n in self.stream_lengths().items() if k.rsplit(":", 1)[-1].startswith("p"))
+        return sum(
+            n for k, n in self.stream_lengths().items() if k.rsplit(":", 1)[-1].startswith("p")
+        )
 
 
 def make_deployment(redis_url: str, config_text: str) -> Iterator[Deployment]:
@@ -66,6 +68,15 @@ def gateway(deployment: Deployment) -> Iterator[Gateway]:
 @pytest.fixture(scope="module")
 def echo_worker(deployment: Deployment) -> Iterator[Proc]:
     proc = start_worker(deployment.env, "agents.echo:EchoAgent")
+    try:
+        yield proc
+    finally:
+        proc.stop()
+
+
+@pytest.fixture(scope="module")
+def probe_worker(deployment: Deployment) -> Iterator[Proc]:
+    proc = start_worker(deployment.env, "deepagents.gateway.probe:ProbeAgent")
     try:
         yield proc
     finally:

@@ -22,8 +22,12 @@ ROOT = Path(__file__).resolve().parents[2]
 KEYS = {"alpha": "dak_test_alpha_key_0123456789", "beta": "dak_test_beta_key_9876543210"}
 
 
-def config_yaml(*, tenants: str = "", probe_timeout_s: float = 3.0, max_body: int = 1_048_576) -> str:
-    keys = "\n".join(f"    - {{tenant: {t}, sha256: {hash_key(k)}, name: {t}-test}}" for t, k in KEYS.items())
+def config_yaml(
+    *, tenants: str = "", probe_timeout_s: float = 3.0, max_body: int = 1_048_576
+) -> str:
+    keys = "\n".join(
+        f"    - {{tenant: {t}, sha256: {hash_key(k)}, name: {t}-test}}" for t, k in KEYS.items()
+    )
     return f"""
 tiers:
   p0: {{concurrency: 20, max_wait_ms: 1000}}
@@ -54,8 +58,12 @@ def write_config(text: str) -> Path:
 
 def env_for(redis_url: str, prefix: str, config: Path) -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith("DEEPAGENTS_")}
-    env.update(DEEPAGENTS_REDIS_URL=redis_url, DEEPAGENTS_PREFIX=prefix,
-               DEEPAGENTS_CONFIG=str(config), PYTHONUNBUFFERED="1")
+    env.update(
+        DEEPAGENTS_REDIS_URL=redis_url,
+        DEEPAGENTS_PREFIX=prefix,
+        DEEPAGENTS_CONFIG=str(config),
+        PYTHONUNBUFFERED="1",
+    )
     return env
 
 
@@ -63,13 +71,16 @@ def env_for(redis_url: str, prefix: str, config: Path) -> dict[str, str]:
 class Proc:
     args: list[str]
     env: dict[str, str]
-    log: Path = field(default_factory=lambda: Path(tempfile.mkstemp(prefix="deepagents-gw-", suffix=".log")[1]))
+    log: Path = field(
+        default_factory=lambda: Path(tempfile.mkstemp(prefix="deepagents-gw-", suffix=".log")[1])
+    )
     process: subprocess.Popen[bytes] | None = None
 
     def start(self) -> Proc:
         with self.log.open("ab") as out:
-            self.process = subprocess.Popen(self.args, env=self.env, cwd=ROOT, stdout=out,
-                                            stderr=subprocess.STDOUT)
+            self.process = subprocess.Popen(
+                self.args, env=self.env, cwd=ROOT, stdout=out, stderr=subprocess.STDOUT
+            )
         return self
 
     def stop(self, timeout: float = 10.0) -> None:
@@ -108,8 +119,16 @@ class Gateway(Proc):
 
 def start_gateway(env: dict[str, str]) -> Gateway:
     port = free_port()
-    args = [sys.executable, "-m", "deepagents", "gateway", "--host", "127.0.0.1",
-            "--port", str(port)]
+    args = [
+        sys.executable,
+        "-m",
+        "deepagents",
+        "gateway",
+        "--host",
+        "127.0.0.1",
+        "--port",
+        str(port),
+    ]
     gw = Gateway(args=args, env=env, port=port)
     gw.start()
     return gw.wait_ready()

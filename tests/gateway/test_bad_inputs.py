@@ -1,0 +1,203 @@
+"""RELIABILITY.md E1 against a real gateway process: every bad input is a 4xx problem
+document that says what to fix, nothing reaches a stream, and the gateway keeps serving."""
+
+from __future__ import annotations
+
+import socket
+from collections.abc import Iterator
+from datetime import UTC, datetime, timedelta
+
+import httpx
+import pytest
+
+from tests.gateway.conftest import Deployment
+from tests.gateway.procs import Gateway, auth
+
+JSON = {"Content-Type": "application/json"}
+PAST = (datetime.now(UTC) - timedelta(hours=1)).isoformat()
+MIB = 1_048_576
+
+# (name, raw body, headers on top of a valid key, expected status, expected code)
+CASES: list[tuple[str, bytes, dict[str, str], int, str]] = [
+    ("empty body", b"", JSON, 400, "empty_body"),
+    ("null", b"null", JSON, 422, "validation_error"),
+    ("array", b"[]", JSON, 422, "validation_error"),
+    ("string", b'"s"', JSON, 422, "validation_error"),
+    ("number", b"123", JSON, 422, "validation_error"),
+    ("truncated", b'{"intent":"echo"', JSON, 400, "invalid_json"),
+    ("trailing garbage", b"{} {}", JSON, 400, "invalid_json"),
+    ("BOM", b'\xef\xbb\xbf{"intent":"echo"}', JSON, 400, "invalid_json"),
+    ("UTF-16", '{"intent":"echo"}'.encode("utf-16"), JSON, 400, "invalid_json"),
+    (
+        "text/plain",
+        b'{"intent":"echo"}',
+        {"Content-Type": "text/plain"},
+        415,
+        "unsupported_media_type",
+    ),
+    (
+        "form",
+        b"intent=echo",
+        {"Content-Type": "application/x-www-form-urlencoded"},
+        415,
+        "unsupported_media_type",
+    ),
+    ("no content type", b'{"intent":"echo"}', {}, 415, "unsupported_media_type"),
+    ("duplicate intent", b'{"intent":"echo","intent":"risk_check"}', JSON, 400, "duplicate_key"),
+    ("duplicate nested", b'{"intent":"echo","payload":{"a":1,"a":2}}', JSON, 400, "duplicate_key"),
+    ("NaN", b'{"intent":"echo","payload":{"x":NaN}}', JSON, 400, "non_finite_number"),
+    ("Infinity", b'{"intent":"echo","payload":{"x":-Infinity}}', JSON, 400, "non_finite_number"),
+    ("1e400", b'{"intent":"echo","payload":{"x":1e400}}', JSON, 400, "non_finite_number"),
+    (
+        "5000 digits",
+        b'{"intent":"echo","payload":{"x":' + b"9" * 5000 + b"}}",
+        JSON,
+        400,
+        "number_too_long",
+    ),
+    (
+        "10,000 deep",
+        b'{"intent":"echo","payload":{"x":' + b"[" * 10_000 + b"]" * 10_000 + b"}}",
+        JSON,
+        400,
+        "nesting_too_deep",
+    ),
+    (
+        "40 deep",
+        b'{"intent":"echo","payload":{"x":' + b"[" * 40 + b"]" * 40 + b"}}",
+        JSON,
+        400,
+        "nesting_too_deep",
+    ),
+    ("NUL in string", b'{"intent":"echo","payload":{"x":"a\\u0000b"}}', JSON, 400, "bad_string"),
+    ("lone surrogate", b'{"intent":"echo","payload":{"x":"\\ud800"}}', JSON, 400, "bad_string"),
+    ("intent wrong type", b'{"intent":5}', JSON, 422, "validation_error"),
+    ("payload wrong type", b'{"intent":"echo","payload":"x"}', JSON, 422, "validation_error"),
+    ("priority out of range", b'{"intent":"echo","priority":10}', JSON, 422, "validation_error"),
+    ("priority float", b'{"intent":"echo","priority":1.5}', JSON, 422, "validation_error"),
+    ("hash-tag intent", b'{"intent":"echo:{0}"}', JSON, 422, "validation_error"),
+    ("path intent", b'{"intent":"../../etc"}', JSON, 422, "validation_error"),
+    ("unknown intent", b'{"intent":"does.not.exist"}', JSON, 422, "unknown_intent"),
+    ("unknown field", b'{"intent":"echo","shard":3}', JSON, 422, "validation_error"),
+    ("tenant in body", b'{"intent":"echo","tenant":"beta"}', JSON, 422, "validation_error"),
+    ("task_id forged", b'{"intent":"echo","task_id":"x"}', JSON, 422, "validation_error"),
+    (
+        "deadline past",
+        b'{"intent":"echo","deadline":"' + PAST.encode() + b'"}',
+        JSON,
+        422,
+        "deadline_passed",
+    ),
+    (
+        "deadline naive",
+        b'{"intent":"echo","deadline":"2030-01-01T00:00:00"}',
+        JSON,
+        422,
+        "validation_error",
+    ),
+    (
+        "deadline Feb 30",
+        b'{"intent":"echo","deadline":"2030-02-30T00:00:00Z"}',
+        JSON,
+        422,
+        "validation_error",
+    ),
+    ("batch empty", b'{"tasks":[]}', JSON, 422, "validation_error"),
+]
+
+
+def _check_problem(r: httpx.Response, status: int, code: str) -> None:
+    assert r.status_code == status, (r.status_code, r.text[:500])
+    assert r.headers["content-type"] == "application/problem+json"
+    doc = r.json()
+    assert doc["code"] == code and doc["type"] == f"urn:deepagents:problem:{code}"
+    assert doc["status"] == status and doc["title"]
+    assert len(doc["detail"]) > 10, "a 4xx must say what to fix"
+
+
+@pytest.fixture(scope="module")
+def http(gateway: Gateway) -> Iterator[httpx.Client]:
+    with httpx.Client(base_url=gateway.url, timeout=30) as client:
+        yield client
+
+
+@pytest.fixture(autouse=True)
+def nothing_enqueued(deployment: Deployment, http: httpx.Client) -> Iterator[None]:
+    before = deployment.stream_lengths()
+    yield
+    assert deployment.stream_lengths() == before, "a refused request reached a stream"
+    assert http.get("/health").status_code == 200, "the gateway stopped serving"
+
+
+@pytest.mark.parametrize(
+    ("name", "body", "headers", "status", "code"), CASES, ids=[c[0] for c in CASES]
+)
+def test_bad_body(
+    http: httpx.Client, name: str, body: bytes, headers: dict[str, str], status: int, code: str
+) -> None:
+    path = "/v1/tasks/batch" if name.startswith("batch") else "/v1/tasks"
+    r = http.post(path, content=body, headers={**auth(), **headers})
+    _check_problem(r, status, code)
+
+
+def test_batch_names_the_bad_task(http: httpx.Client) -> None:
+    body = {"tasks": [{"intent": "echo"}, {"intent": "echo", "deadline": PAST}, {"intent": "nope"}]}
+    r = http.post("/v1/tasks/batch", json=body, headers=auth())
+    _check_problem(r, 422, "deadline_passed")
+    fields = {e["field"] for e in r.json()["errors"]}
+    assert fields == {"tasks.1.deadline", "tasks.2.intent"}
+
+
+def test_ten_mib_body_is_refused_by_length(http: httpx.Client) -> None:
+    r = http.post("/v1/tasks", content=b"x" * (10 * MIB), headers={**auth(), **JSON})
+    _check_problem(r, 413, "body_too_large")
+
+
+def test_ten_mib_chunked_body_is_refused_while_streaming(http: httpx.Client) -> None:
+    sent = 0
+
+    def chunks() -> Iterator[bytes]:
+        nonlocal sent
+        for _ in range(160):  # 10 MiB in 64 KiB chunks, no Content-Length
+            sent += 65_536
+            yield b"[" * 65_536
+
+    try:
+        r = http.post("/v1/tasks", content=chunks(), headers={**auth(), **JSON})
+    except httpx.HTTPError:
+        return  # the server may close the connection mid-upload: refused either way
+    _check_problem(r, 413, "body_too_large")
+
+
+def test_lying_content_length_does_not_hang_or_crash(gateway: Gateway) -> None:
+    # Says 10 bytes, sends 1 MiB: the gateway reads 10, answers, and the rest is garbage.
+    port = int(gateway.url.rsplit(":", 1)[1])
+    with socket.create_connection(("127.0.0.1", port), timeout=10) as s:
+        s.sendall(
+            b"POST /v1/tasks HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+            b"Authorization: "
+            + auth()["Authorization"].encode()
+            + b"\r\nContent-Length: 10\r\n\r\n"
+            + b"{" * MIB
+        )
+        first = s.recv(4096)
+    assert first.startswith(b"HTTP/1.1 400"), first[:200]
+
+
+@pytest.mark.parametrize(
+    "header",
+    [None, "Bearer", "Bearer wrong-key", "Basic dXNlcjpwYXNz", "bearer x", "Token " + "x" * 40],
+)
+def test_missing_or_wrong_key(http: httpx.Client, header: str | None) -> None:
+    headers = {**JSON} if header is None else {**JSON, "Authorization": header}
+    r = http.post("/v1/tasks", json={"intent": "echo"}, headers=headers)
+    _check_problem(r, 401, "unauthorized")
+    assert r.headers["www-authenticate"].startswith("Bearer")
+    _check_problem(http.get("/v1/agents", headers=headers), 401, "unauthorized")
+
+
+def test_unknown_path_and_method(http: httpx.Client) -> None:
+    _check_problem(http.get("/v1/nothing", headers=auth()), 404, "not_found")
+    _check_problem(http.delete("/v1/tasks", headers=auth()), 405, "method_not_allowed")
+    _check_problem(http.get("/v1/tasks/a{b}", headers=auth()), 422, "validation_error")
+    _check_problem(http.get("/v1/tasks/x?wait=abc", headers=auth()), 422, "validation_error")

@@ -1,0 +1,110 @@
+"""Submit, read, long-poll, cancel, batch, agents, metrics; tenancy (404 across tenants)."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator
+
+import httpx
+import pytest
+
+from tests.gateway.conftest import Deployment
+from tests.gateway.procs import Gateway, Proc, auth
+
+
+@pytest.fixture(scope="module")
+def http(gateway: Gateway) -> Iterator[httpx.Client]:
+    with httpx.Client(base_url=gateway.url, timeout=30) as client:
+        yield client
+
+
+def submit(http: httpx.Client, tenant: str = "alpha", **body: object) -> dict[str, object]:
+    r = http.post("/v1/tasks", json={"intent": "echo", **body}, headers=auth(tenant))
+    assert r.status_code == 202, r.text
+    return dict(r.json())
+
+
+def test_submit_is_queued_until_a_worker_runs_it(
+    http: httpx.Client, deployment: Deployment
+) -> None:
+    before = deployment.queued_entries()
+    accepted = submit(http, payload={"n": 1})
+    assert accepted["agent"] == "echo" and accepted["tier"] == "p2" and not accepted["duplicate"]
+    assert deployment.queued_entries() == before + 1
+    r = http.get(str(accepted["href"]), headers=auth())
+    assert r.status_code == 200 and r.json()["state"] == "queued" and r.json()["result"] is None
+    # A short long-poll on a task nobody runs returns its current state after the wait.
+    start = time.monotonic()
+    r = http.get(str(accepted["href"]) + "?wait=0.5", headers=auth())
+    assert r.json()["state"] == "queued" and 0.4 < time.monotonic() - start < 5
+
+
+def test_urgent_strategy_routes_to_p0(http: httpx.Client) -> None:
+    assert submit(http, payload={"urgent": True})["tier"] == "p0"
+    assert submit(http, priority=1)["tier"] == "p1"
+
+
+def test_another_tenants_task_is_not_found(http: httpx.Client, deployment: Deployment) -> None:
+    accepted = submit(http, tenant="alpha")
+    task = str(accepted["href"])
+    for path, method in ((task, "GET"), (task + "?wait=1", "GET"), (task + "/cancel", "POST")):
+        r = http.request(method, path, headers=auth("beta"))
+        assert r.status_code == 404, r.text
+        assert r.json()["code"] == "not_found"
+    # The same answer as for an id that never existed: nothing tells the two apart.
+    missing = http.get("/v1/tasks/0190f0f0-0000-7000-8000-000000000000", headers=auth("beta"))
+    assert missing.status_code == 404
+    assert r.json()["title"] == missing.json()["title"]
+    assert http.get(task, headers=auth("alpha")).status_code == 200
+
+
+def test_cancel_a_queued_task(http: httpx.Client) -> None:
+    accepted = submit(http)
+    r = http.post(f"{accepted['href']}/cancel", headers=auth())
+    assert r.status_code == 200 and r.json() == {
+        "task_id": accepted["task_id"],
+        "state": "done",
+        "cancelled": True,
+    }
+    view = http.get(str(accepted["href"]), headers=auth()).json()
+    assert view["state"] == "done" and view["result"]["error"]["code"] == "cancelled"
+    again = http.post(f"{accepted['href']}/cancel", headers=auth())
+    assert again.status_code == 409 and again.json()["code"] == "too_late"
+
+
+def test_idempotency_key_is_scoped_by_tenant(http: httpx.Client, deployment: Deployment) -> None:
+    before = deployment.queued_entries()
+    first = submit(http, tenant="alpha", idempotency_key="order-42")
+    again = submit(http, tenant="alpha", idempotency_key="order-42")
+    other = submit(http, tenant="beta", idempotency_key="order-42")
+    assert again["task_id"] == first["task_id"] and again["duplicate"]
+    assert other["task_id"] != first["task_id"] and not other["duplicate"]
+    assert deployment.queued_entries() == before + 2
+    assert http.get(str(other["href"]), headers=auth("alpha")).status_code == 404
+
+
+def test_batch_then_results_with_a_worker(http: httpx.Client, echo_worker: Proc) -> None:
+    body = {"tasks": [{"intent": "echo", "payload": {"i": i}} for i in range(20)]}
+    r = http.post("/v1/tasks/batch", json=body, headers=auth())
+    assert r.status_code == 202, r.text
+    tasks = r.json()["tasks"]
+    assert len({t["task_id"] for t in tasks}) == 20
+    for i, t in enumerate(tasks):
+        view = http.get(f"{t['href']}?wait=10", headers=auth()).json()
+        assert view["state"] == "done" and view["result"]["output"] == {"i": i}
+    r = http.post(f"{tasks[0]['href']}/cancel", headers=auth())
+    assert r.status_code == 409 and "done" in r.json()["detail"]
+
+
+def test_agents_lists_live_workers(http: httpx.Client, echo_worker: Proc) -> None:
+    r = http.get("/v1/agents", headers=auth())
+    assert r.status_code == 200
+    echo = next(a for a in r.json()["agents"] if a["name"] == "echo")
+    assert echo["version"] == "1.0.0" and echo["intents"] == ["echo"]
+    assert echo["healthy"] and echo["instances"] >= 1
+
+
+def test_metrics_count_requests(http: httpx.Client) -> None:
+    text = http.get("/metrics").text
+    assert 'deepagents_gateway_requests_total{method="POST",route="/v1/tasks",status="202"}' in text
+    assert "deepagents_gateway_request_seconds_bucket" in text
