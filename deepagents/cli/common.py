@@ -62,7 +62,7 @@ def embedded_redis_if_needed(settings: Settings) -> Any:
 
 def run(coro: Coroutine[Any, Any, T]) -> T:
     try:
-        import uvloop  # noqa: PLC0415 - optional speed-up
+        import uvloop
 
         return uvloop.run(coro)
     except ImportError:

@@ -25,7 +25,9 @@ def build_parser() -> argparse.ArgumentParser:
         prog="deepagents",
         description="Schedule work for AI agents over sharded, priority-tiered Redis Streams.",
     )
-    parser.add_argument("--config", help="YAML config file (default: $DEEPAGENTS_CONFIG or config/deepagents.yaml)")
+    parser.add_argument(
+        "--config", help="YAML config file (default: $DEEPAGENTS_CONFIG or config/deepagents.yaml)"
+    )
     parser.add_argument("-v", "--verbose", action="store_true", help="log at DEBUG level")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     for name in COMMANDS:

@@ -1,7 +1,13 @@
 """Configuration: environment settings over a validated YAML file."""
 
 from deepagents.config.load import load_config, load_settings, parse_config
-from deepagents.config.schema import AgentSettings, FileConfig, OverdueAction, RetryPolicy, TierConfig
+from deepagents.config.schema import (
+    AgentSettings,
+    FileConfig,
+    OverdueAction,
+    RetryPolicy,
+    TierConfig,
+)
 from deepagents.config.settings import Settings
 
 __all__ = [

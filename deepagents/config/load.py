@@ -21,7 +21,7 @@ class _StrictLoader(yaml.SafeLoader):
 
     def compose_node(self, parent: Any, index: Any) -> Any:
         if self.check_event(yaml.AliasEvent):
-            event = self.peek_event()
+            event = self.peek_event()  # type: ignore[no-untyped-call]
             raise yaml.constructor.ConstructorError(
                 None, None, "anchors and aliases are not allowed", event.start_mark
             )

@@ -47,9 +47,7 @@ def _getter(path: str) -> Callable[[Task], Any]:
         name = parts[0]
         return lambda task: getattr(task, name)
     if parts[0] != "payload" or len(parts) < 2 or not all(parts):
-        raise RuleError(
-            f"{path!r}: a path is intent, tenant, priority or payload.<key>[.<key>...]"
-        )
+        raise RuleError(f"{path!r}: a path is intent, tenant, priority or payload.<key>[.<key>...]")
     if len(parts) - 1 > _MAX_PATH_DEPTH:
         raise RuleError(f"{path!r}: at most {_MAX_PATH_DEPTH} keys deep")
     keys = parts[1:]
@@ -69,7 +67,9 @@ def _getter(path: str) -> Callable[[Task], Any]:
 
 def _scalar(path: str, value: Any) -> Any:
     if not isinstance(value, _Scalar):
-        raise RuleError(f"{path}: expected a number, string, boolean or null, got {type(value).__name__}")
+        raise RuleError(
+            f"{path}: expected a number, string, boolean or null, got {type(value).__name__}"
+        )
     return value
 
 
@@ -84,13 +84,13 @@ def _ordered(left: Any, right: Any, op: Callable[[Any, Any], bool]) -> bool:
     return False
 
 
-def _condition(path: str, spec: Any) -> Callable[[Any], bool]:  # noqa: C901 - one branch per operator
+def _condition(path: str, spec: Any) -> Callable[[Any], bool]:
     if not isinstance(spec, Mapping):
         expected = _scalar(path, spec)
         return lambda value: value is not _MISSING and value == expected
     if len(spec) != 1:
         raise RuleError(f"{path}: a condition has exactly one operator, got {sorted(spec)}")
-    (op, arg), = spec.items()
+    ((op, arg),) = spec.items()
     if op in ("eq", "ne"):
         expected = _scalar(f"{path}.{op}", arg)
         if op == "eq":

@@ -59,11 +59,18 @@ class AgentSettings(_Strict):
     shards: int = Field(default=4, ge=1, le=1024)
     max_deliveries: int = Field(default=5, ge=1, le=1000)
     visibility_timeout_ms: int = Field(default=30_000, ge=100)
-    max_backlog: int = Field(default=100_000, ge=1, description="entries per stream before submit refuses")
+    max_backlog: int = Field(
+        default=100_000, ge=1, description="entries per stream before submit refuses"
+    )
     retry: RetryPolicy = Field(default_factory=RetryPolicy)
     batch_size: int = Field(default=100, ge=1, le=1000)
     block_ms: int = Field(default=1_000, ge=1, le=60_000)
-    reclaim_interval_ms: int | None = Field(default=None, ge=10)
+    reclaim_interval_ms: int | None = Field(
+        default=None, ge=10, description="default: half the visibility timeout"
+    )
+    heartbeat_ms: int | None = Field(
+        default=None, ge=10, description="default: a third of the visibility timeout"
+    )
     grace_period_s: float = Field(default=20.0, ge=0)
     sync_threads: int = Field(default=32, ge=1, le=1024)
 
@@ -127,7 +134,9 @@ class FileConfig(_Strict):
             raise ValueError(f"default_tier {self.default_tier!r} is not a configured tier")
         for i, strategy in enumerate(self.strategies):
             if strategy.tier not in self.tiers:
-                raise ValueError(f"strategies[{i}] ({strategy.name}): unknown tier {strategy.tier!r}")
+                raise ValueError(
+                    f"strategies[{i}] ({strategy.name}): unknown tier {strategy.tier!r}"
+                )
         names = [s.name for s in self.strategies]
         dupes = sorted({n for n in names if names.count(n) > 1})
         if dupes:

@@ -40,8 +40,12 @@ class Settings(BaseSettings):
     audit_batch_size: int = Field(default=5_000, ge=1, le=100_000, description="events per COPY")
     audit_batch_wait_ms: int = Field(default=200, ge=1, description="max wait to fill a batch")
     audit_claim_idle_ms: int = Field(default=30_000, ge=100, description="reclaim after this idle")
-    audit_retention_days: int | None = Field(default=None, ge=1, description="drop older partitions")
-    audit_redact_keys: str = Field(default="", description="extra secret key names, comma-separated")
+    audit_retention_days: int | None = Field(
+        default=None, ge=1, description="drop older partitions"
+    )
+    audit_redact_keys: str = Field(
+        default="", description="extra secret key names, comma-separated"
+    )
     audit_max_string: int = Field(default=2_048, ge=64, description="longer strings are truncated")
     audit_max_snapshot_bytes: int = Field(default=16_384, ge=256, description="per payload/output")
     audit_hash_key: SecretStr | None = Field(default=None, description="HMAC key for prompt hashes")

@@ -63,7 +63,9 @@ class Result(BaseModel):
 
     @classmethod
     def failed(cls, code: str, message: str = "", **kwargs: Any) -> Result:
-        return cls(status=ResultStatus.FAILED, error=ErrorInfo(code=code, message=message), **kwargs)
+        return cls(
+            status=ResultStatus.FAILED, error=ErrorInfo(code=code, message=message), **kwargs
+        )
 
     @property
     def ok(self) -> bool:

@@ -19,7 +19,6 @@ from typing import Any
 import orjson
 from pydantic import ValidationError
 from redis.asyncio import Redis
-from redis.asyncio.client import PubSub
 
 from deepagents.config.schema import FileConfig
 from deepagents.config.settings import Settings
@@ -59,7 +58,7 @@ class Orchestrator:
         settings: Settings,
         agents: Iterable[type[AgentContract]] = (),
     ) -> None:
-        self.client = client
+        self.client: Any = client  # replies are bytes (decode_responses=False)
         self.config = config
         self.settings = settings
         self.keys = Keys(settings.prefix)
@@ -68,7 +67,7 @@ class Orchestrator:
         self.reply_channel = self.keys.reply_channel(uuid.uuid4().hex)
         self._waiters: dict[str, asyncio.Future[Result]] = {}
         self._arrived: OrderedDict[str, Result] = OrderedDict()
-        self._pubsub: PubSub | None = None
+        self._pubsub: Any = None
         self._listener: asyncio.Task[None] | None = None
 
     async def __aenter__(self) -> Orchestrator:
@@ -118,7 +117,9 @@ class Orchestrator:
             if self.settings.outbox:
                 events = encode_events([_submitted_event(task, route)])
             items.append((route.stream, task.task_id, task_json, self.reply_channel, events))
-        max_backlog = min((self.router.specs[r.agent].max_backlog for _, r, _, _ in prepared), default=0)
+        max_backlog = min(
+            (self.router.specs[r.agent].max_backlog for _, r, _, _ in prepared), default=0
+        )
         replies = await self.bus.enqueue_many(items, max_backlog=max_backlog)
         handles: list[TaskHandle] = []
         refused = []
@@ -127,10 +128,18 @@ class Orchestrator:
                 refused.append(route)
                 continue
             handles.append(
-                TaskHandle(task.task_id, route.agent, route.tier, route.shard,
-                           duplicate or status == "exists", self)
+                TaskHandle(
+                    task.task_id,
+                    route.agent,
+                    route.tier,
+                    route.shard,
+                    duplicate or status == "exists",
+                    self,
+                )
             )
-        await self._record_locations([(h.task_id, r) for h, (_, r, _, _) in zip(handles, prepared, strict=False)])
+        await self._record_locations(
+            [(h.task_id, r) for h, (_, r, _, _) in zip(handles, prepared, strict=False)]
+        )
         if refused:
             route = refused[0]
             error = Overloaded(
@@ -196,7 +205,9 @@ class Orchestrator:
         with redis_errors("record task locations"):
             pipe = self.client.pipeline(transaction=False)
             for task_id, route in located:
-                pipe.set(self.keys.location(task_id), f"{route.agent}|{route.shard}|{route.tier}", ex=ttl)
+                pipe.set(
+                    self.keys.location(task_id), f"{route.agent}|{route.shard}|{route.tier}", ex=ttl
+                )
             await pipe.execute()
 
     # results ------------------------------------------------------------------------------
@@ -255,12 +266,17 @@ class Orchestrator:
             return "missing"
         agent, shard, _ = loc.decode().split("|")
         result = Result.failed(
-            "cancelled", "cancelled before it started", task_id=task_id, agent=agent,
+            "cancelled",
+            "cancelled before it started",
+            task_id=task_id,
+            agent=agent,
             finished_at=utcnow(),
         )
         events = b""
         if self.settings.outbox:
-            events = encode_events([audit_event("failed", task_id, agent=agent, reason="cancelled")])
+            events = encode_events(
+                [audit_event("failed", task_id, agent=agent, reason="cancelled")]
+            )
         return await self.bus.cancel(
             self.keys.shard(agent, int(shard)), task_id, encode_result(result), events
         )
@@ -286,7 +302,7 @@ class Orchestrator:
                 log.warning("reply channel failed (polling continues): %s", exc)
                 await asyncio.sleep(1)
                 continue
-            except Exception as exc:  # noqa: BLE001 - redis errors: fall back to polling
+            except Exception as exc:
                 log.warning("reply channel failed (polling continues): %s", exc)
                 await asyncio.sleep(1)
                 continue

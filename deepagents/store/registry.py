@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import contextlib
 import time
+from typing import Any
 
 import orjson
 from redis.asyncio import Redis
@@ -14,7 +16,7 @@ from deepagents.transport.redis_streams.errors import redis_errors
 
 class AgentRegistry:
     def __init__(self, client: Redis, keys: Keys) -> None:
-        self.client = client
+        self.client: Any = client  # replies are bytes (decode_responses=False)
         self.keys = keys
 
     async def register(self, agent: AgentContract, instance: str) -> None:
@@ -39,10 +41,9 @@ class AgentRegistry:
         )
 
     async def deregister(self, agent: AgentContract, instance: str) -> None:
-        try:
+        # Best effort on the way out: a stale instance entry ages out by its timestamp.
+        with contextlib.suppress(Exception):
             await self.client.hdel(self.keys.agent_instances(agent.name), instance)
-        except Exception:  # noqa: BLE001, S110 - best effort on the way out; the entry ages out
-            pass
 
     async def agents(self) -> dict[str, dict[str, object]]:
         names = sorted(n.decode() for n in await self.client.smembers(self.keys.agents_index))

@@ -122,7 +122,13 @@ class MessageBus(Protocol):
     ) -> list[RawEntry]: ...
 
     async def claim_stale(
-        self, stream: StreamRef, group: str, consumer: str, min_idle_ms: int, count: int, cursor: str
+        self,
+        stream: StreamRef,
+        group: str,
+        consumer: str,
+        min_idle_ms: int,
+        count: int,
+        cursor: str,
     ) -> Claimed: ...
 
     async def begin(

@@ -45,7 +45,9 @@ class Committer:
                     del self._queues[stream][: self._batch_size]
                     await self._flush(stream, batch)
 
-    async def _flush(self, stream: StreamRef, batch: list[tuple[CommitItem, asyncio.Future[str]]]) -> None:
+    async def _flush(
+        self, stream: StreamRef, batch: list[tuple[CommitItem, asyncio.Future[str]]]
+    ) -> None:
         delay = 0.05
         while True:
             try:

@@ -12,7 +12,13 @@ import time
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from deepagents.contract.codec import DecodeError, Envelope, decode_envelope, encode_result, encode_task
+from deepagents.contract.codec import (
+    DecodeError,
+    Envelope,
+    decode_envelope,
+    encode_result,
+    encode_task,
+)
 from deepagents.contract.events import audit_event, encode_events
 from deepagents.contract.result import ErrorCode, Result, ResultStatus
 from deepagents.contract.task import utcnow
@@ -57,7 +63,7 @@ class DeliveryHandler:
 
     # intake -------------------------------------------------------------------------------
 
-    async def dispatch(self, ref: StreamRef, entries: list[RawEntry], *, reclaimed: bool) -> None:
+    async def dispatch(self, ref: StreamRef, entries: list[RawEntry]) -> None:
         """Start every entry of a batch; each holds one slot of its tier's pool until done."""
         pool = self.w.pools[ref.tier]
         good: list[tuple[RawEntry, Envelope]] = []
@@ -126,12 +132,13 @@ class DeliveryHandler:
         tier = self.w.config.tiers[ref.tier]
         events: list[dict[str, Any]] = []
         if task.expired():
-            result = Result.failed(ErrorCode.DEADLINE_EXCEEDED, "deadline passed before the task started")
+            result = Result.failed(
+                ErrorCode.DEADLINE_EXCEEDED, "deadline passed before the task started"
+            )
             await self._commit(flight, result, started, queue_ms, "expired", events)
             return
-        if queue_ms > tier.max_wait_ms:
-            if await self._overdue(flight, queue_ms, started, events):
-                return
+        if queue_ms > tier.max_wait_ms and await self._overdue(flight, queue_ms, started, events):
+            return
         try:
             result = await self._run_with_deadline(flight)
         except TimeoutError:
@@ -145,7 +152,9 @@ class DeliveryHandler:
                 time_left_ms=_time_left_ms(flight),
             )
             if decision.action == "retry":
-                await self._reschedule(flight, ref.tier, decision.delay_ms, "retried", decision.reason)
+                await self._reschedule(
+                    flight, ref.tier, decision.delay_ms, "retried", decision.reason
+                )
                 return
             if decision.action == "dead_letter":
                 await self._dead_letter(flight, decision.code, decision.reason, started, queue_ms)
@@ -171,7 +180,10 @@ class DeliveryHandler:
         tiers = self.w.config.tier_names
         log.warning(
             "task waited %d ms in %s (max %d ms): %s",
-            queue_ms, ref.tier, self.w.config.tiers[ref.tier].max_wait_ms, action,
+            queue_ms,
+            ref.tier,
+            self.w.config.tiers[ref.tier].max_wait_ms,
+            action,
             extra={"action": "overdue", "task_id": flight.envelope.task.task_id},
         )
         if action == "drop":
@@ -265,7 +277,11 @@ class DeliveryHandler:
         self, flight: InFlight, tier: str, delay_ms: int, kind: str, reason: str
     ) -> None:
         env = flight.envelope
-        events = [self._event(kind, flight, reason=reason, delay_ms=delay_ms, to_tier=tier)] if self.outbox else []
+        events = (
+            [self._event(kind, flight, reason=reason, delay_ms=delay_ms, to_tier=tier)]
+            if self.outbox
+            else []
+        )
         item = Reschedule(
             entry_id=flight.entry_id,
             task_id=env.task.task_id,
@@ -286,7 +302,11 @@ class DeliveryHandler:
         result = self._finish(
             flight, Result.failed(ErrorCode.DEAD_LETTERED, f"{reason}: {error}"), started, queue_ms
         )
-        events = [self._event("dead_lettered", flight, reason=reason, error=error)] if self.outbox else []
+        events = (
+            [self._event("dead_lettered", flight, reason=reason, error=error)]
+            if self.outbox
+            else []
+        )
         item = DeadLetter(
             entry_id=flight.entry_id,
             reason=reason,
@@ -300,27 +320,50 @@ class DeliveryHandler:
         status = await self.w.bus.dead_letter(flight.stream, self.group, self.w.consumer, item)
         self._count(status, "dead_lettered")
         log.warning(
-            "dead-lettered %s: %s", flight.envelope.task.task_id, reason,
+            "dead-lettered %s: %s",
+            flight.envelope.task.task_id,
+            reason,
             extra={"action": "dead_lettered", "task_id": flight.envelope.task.task_id},
         )
 
-    async def _dead_letter_raw(self, ref: StreamRef, entry_id: str, reason: str, error: str) -> None:
+    async def _dead_letter_raw(
+        self, ref: StreamRef, entry_id: str, reason: str, error: str
+    ) -> None:
         """An entry that is not a task (undecodable, or its body is gone)."""
-        events = [audit_event("payload_lost" if reason == "payload_lost" else "dead_lettered", None,
-                              agent=self.w.agent.name, entry=entry_id, reason=reason, error=error)]
-        item = DeadLetter(entry_id, reason, error, events_json=encode_events(events) if self.outbox else b"")
+        events = [
+            audit_event(
+                "payload_lost" if reason == "payload_lost" else "dead_lettered",
+                None,
+                agent=self.w.agent.name,
+                entry=entry_id,
+                reason=reason,
+                error=error,
+            )
+        ]
+        item = DeadLetter(
+            entry_id, reason, error, events_json=encode_events(events) if self.outbox else b""
+        )
         status = await self.w.bus.dead_letter(ref, self.group, self.w.consumer, item)
         self._count(status, "dead_lettered")
-        log.warning("dead-lettered entry %s of %s: %s (%s)", entry_id, ref.name, reason, error,
-                    extra={"action": "dead_lettered"})
+        log.warning(
+            "dead-lettered entry %s of %s: %s (%s)",
+            entry_id,
+            ref.name,
+            reason,
+            error,
+            extra={"action": "dead_lettered"},
+        )
 
     async def payload_lost(self, ref: StreamRef, entry_ids: list[str]) -> None:
         """Ids XAUTOCLAIM reported deleted: already out of the PEL; record a tombstone each."""
         for entry_id in entry_ids:
             events = [audit_event("payload_lost", None, agent=self.w.agent.name, entry=entry_id)]
             item = DeadLetter(
-                entry_id, "payload_lost", "the entry's body was deleted before it was processed",
-                events_json=encode_events(events) if self.outbox else b"", check_owner=False,
+                entry_id,
+                "payload_lost",
+                "the entry's body was deleted before it was processed",
+                events_json=encode_events(events) if self.outbox else b"",
+                check_owner=False,
             )
             await self.w.bus.dead_letter(ref, self.group, self.w.consumer, item)
             self.w.stats.dead_lettered += 1

@@ -46,7 +46,9 @@ def decide(
     if not retryable:
         return Decision("fail", code, message)
     if deliveries >= max_deliveries:
-        return Decision("dead_letter", "max_deliveries", f"failed {deliveries} times; last: {message}")
+        return Decision(
+            "dead_letter", "max_deliveries", f"failed {deliveries} times; last: {message}"
+        )
     delay = backoff_ms(policy, deliveries, rng)
     if time_left_ms is not None and delay >= time_left_ms:
         return Decision("fail", "deadline_exceeded", f"no time left to retry; last: {message}")

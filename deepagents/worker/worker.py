@@ -1,8 +1,8 @@
 """The worker: one process serves one agent type across its shards and tiers.
 
 Side tasks, each supervised (if one dies, the worker stops rather than limp on):
-- a reader per (tier, shard): takes slots from its tier's pool, then reads that many;
-- the reclaimer: XAUTOCLAIM of entries idle past the visibility timeout (dead workers);
+- a reader per (tier, shard): takes slots from its tier's pool, then reads that many, and
+  now and then reclaims entries idle past the visibility timeout (XAUTOCLAIM: dead workers);
 - the heartbeat: keeps this worker's in-flight entries from going idle while they run;
 - the delayed pump: moves due retries from the delayed sets into their streams;
 - the committer: group commit of finished tasks.
@@ -23,6 +23,7 @@ from deepagents.config.schema import AgentSettings, FileConfig
 from deepagents.config.settings import Settings
 from deepagents.contract.agent import AgentContract
 from deepagents.errors import TransportError
+from deepagents.store.registry import AgentRegistry
 from deepagents.transport.base import StreamRef
 from deepagents.transport.keys import Keys
 from deepagents.transport.redis_streams.bus import RedisStreamBus
@@ -30,7 +31,6 @@ from deepagents.transport.redis_streams.pool import check_server
 from deepagents.worker.committer import Committer
 from deepagents.worker.delivery import DeliveryHandler, InFlight
 from deepagents.worker.pools import TierPool
-from deepagents.store.registry import AgentRegistry
 from deepagents.worker.runner import AgentRunner
 
 log = logging.getLogger("deepagents.worker")
@@ -108,7 +108,9 @@ class Worker:
             max_workers=self.agent_settings.sync_threads, thread_name_prefix=f"da-{self.name}"
         )
         registry = AgentRegistry(self.client, self.keys)
-        committer = Committer(self.bus, self.name, self.consumer, self.agent_settings.batch_size * 2)
+        committer = Committer(
+            self.bus, self.name, self.consumer, self.agent_settings.batch_size * 2
+        )
         handler = DeliveryHandler(self, AgentRunner(self.agent, self._executor), committer)
         try:
             await registry.register(self.agent, self.consumer)
@@ -131,7 +133,6 @@ class Worker:
             for ref in self.streams
         ]
         side += [
-            asyncio.create_task(self._reclaimer(handler), name="reclaimer"),
             asyncio.create_task(self._heartbeat(registry), name="heartbeat"),
             asyncio.create_task(self._delayed_pump(), name="delayed-pump"),
         ]
@@ -142,7 +143,9 @@ class Worker:
             extra={"action": "worker_started", "agent": self.name, "consumer": self.consumer},
         )
         done, _ = await asyncio.wait([stop_wait, commit_task, *side], return_when="FIRST_COMPLETED")
-        failure = next((t for t in done if t is not stop_wait and not t.cancelled() and t.exception()), None)
+        failure = next(
+            (t for t in done if t is not stop_wait and not t.cancelled() and t.exception()), None
+        )
         self._stopping = True
         try:
             await self._drain(side, handler)
@@ -178,19 +181,39 @@ class Worker:
     # side tasks ---------------------------------------------------------------------------
 
     async def _reader(self, ref: StreamRef, handler: DeliveryHandler) -> None:
+        """Owns one stream: this consumer's own pending entries first (a restart), then, in
+        turn, stale entries of dead consumers (when due) and new entries. Reclaiming here,
+        with the slots the reader holds, means a busy tier can never starve recovery."""
         pool = self.pools[ref.tier]
         # A reader holds its slots while it blocks, so it may hold only its share of the
         # pool: the readers of the other shards of this tier must be able to read too.
         share = -(-pool.capacity // self.agent_settings.shards)
         batch = max(1, min(self.agent_settings.batch_size, share))
-        after: str | None = "0"  # first this consumer's own pending entries (a restart)
+        vis = self.agent_settings.visibility_timeout_ms
+        interval = (self.agent_settings.reclaim_interval_ms or max(100, vis // 2)) / 1000
+        next_reclaim = time.monotonic() + interval
+        cursor = "0-0"
+        after: str | None = "0"
         backoff = _Backoff()
         while not self._stopping:
             n = await pool.take(batch)
             try:
                 if after is not None:
-                    entries = await self.bus.read_own_pending(ref, self.name, self.consumer, n, after)
+                    entries = await self.bus.read_own_pending(
+                        ref, self.name, self.consumer, n, after
+                    )
                     after = entries[-1].entry_id if entries else None
+                elif time.monotonic() >= next_reclaim:
+                    claimed = await self.bus.claim_stale(
+                        ref, self.name, self.consumer, vis, n, cursor
+                    )
+                    cursor = claimed.cursor
+                    if cursor == "0-0":  # a full pass over the PEL: rest until the next one
+                        next_reclaim = time.monotonic() + interval
+                    if claimed.deleted:
+                        await handler.payload_lost(ref, claimed.deleted)
+                    entries = claimed.entries
+                    self.stats.reclaimed += len(entries)
                 else:
                     entries = await self.bus.read(
                         ref, self.name, self.consumer, n, self.agent_settings.block_ms
@@ -204,46 +227,11 @@ class Worker:
             backoff.reset()
             pool.release(n - len(entries))
             if entries:
-                await handler.dispatch(ref, entries, reclaimed=False)
-
-    async def _reclaimer(self, handler: DeliveryHandler) -> None:
-        vis = self.agent_settings.visibility_timeout_ms
-        interval = (self.agent_settings.reclaim_interval_ms or max(100, vis // 2)) / 1000
-        cursors = {ref: "0-0" for ref in self.streams}
-        backoff = _Backoff()
-        while not self._stopping:
-            await asyncio.sleep(interval)
-            try:
-                for ref in self.streams:
-                    cursors[ref] = await self._reclaim_one(ref, cursors[ref], vis, handler)
-                backoff.reset()
-            except TransportError as exc:
-                if not exc.retryable:
-                    raise
-                await backoff.wait("reclaim", exc)
-
-    async def _reclaim_one(
-        self, ref: StreamRef, cursor: str, vis: int, handler: DeliveryHandler
-    ) -> str:
-        pool = self.pools[ref.tier]
-        n = pool.try_take(self.agent_settings.batch_size)
-        if n == 0:
-            return cursor
-        try:
-            claimed = await self.bus.claim_stale(ref, self.name, self.consumer, vis, n, cursor)
-        except BaseException:
-            pool.release(n)
-            raise
-        pool.release(n - len(claimed.entries))
-        if claimed.deleted:
-            await handler.payload_lost(ref, claimed.deleted)
-        if claimed.entries:
-            self.stats.reclaimed += len(claimed.entries)
-            await handler.dispatch(ref, claimed.entries, reclaimed=True)
-        return claimed.cursor
+                await handler.dispatch(ref, entries)
 
     async def _heartbeat(self, registry: AgentRegistry) -> None:
-        interval = max(0.05, self.agent_settings.visibility_timeout_ms / 3000)
+        beat_ms = self.agent_settings.heartbeat_ms or self.agent_settings.visibility_timeout_ms / 3
+        interval = max(0.01, beat_ms / 1000)
         while not self._stopping:
             await asyncio.sleep(interval)
             by_stream: dict[StreamRef, list[str]] = defaultdict(list)

@@ -11,7 +11,10 @@ T = TypeVar("T")
 
 
 async def eventually(
-    check: Callable[[], Awaitable[T]], *, timeout: float = 30.0, interval: float = 0.05,
+    check: Callable[[], Awaitable[T]],
+    *,
+    timeout: float = 30.0,
+    interval: float = 0.05,
     what: str = "condition",
 ) -> T:
     """Poll ``check`` until it returns a truthy value; fail after ``timeout`` seconds."""
@@ -26,7 +29,11 @@ async def eventually(
 
 
 def eventually_sync(
-    check: Callable[[], T], *, timeout: float = 30.0, interval: float = 0.05, what: str = "condition"
+    check: Callable[[], T],
+    *,
+    timeout: float = 30.0,
+    interval: float = 0.05,
+    what: str = "condition",
 ) -> T:
     deadline = time.monotonic() + timeout
     last: T | None = None

@@ -47,7 +47,8 @@ class RedisStreamBus:
     """Owns no connection: it is given a client and never closes it."""
 
     def __init__(self, client: Redis, *, result_ttl_s: int = 86_400) -> None:
-        self.client = client
+        # redis-py types replies for str clients; ours speaks bytes (decode_responses=False).
+        self.client: Any = client
         self.result_ttl_s = result_ttl_s
         self.scripts = Scripts.register(client)
 
@@ -81,12 +82,12 @@ class RedisStreamBus:
     async def enqueue_many(
         self, items: Sequence[tuple[StreamRef, str, bytes, str, bytes]], *, max_backlog: int
     ) -> list[tuple[str, str]]:
-        """Enqueue a batch in one round trip; each item is (stream, task_id, json, reply, events)."""
+        """Enqueue a batch in one round trip; items are (stream, task_id, json, reply, events)."""
         pipe = self.client.pipeline(transaction=False)
         at = now_ms()
         for stream, task_id, task_json, reply, events in items:
             keys = [stream.name, stream.keys.task(task_id), stream.keys.outbox]
-            args = [task_json, 1, at, reply, max_backlog, stream.tier, events]
+            args: list[Any] = [task_json, 1, at, reply, max_backlog, stream.tier, events]
             await self.scripts.enqueue(keys=keys, args=args, client=pipe)
         with redis_errors("enqueue"):
             replies = await pipe.execute()
@@ -110,7 +111,13 @@ class RedisStreamBus:
         return _entries(reply[0][1]) if reply else []
 
     async def claim_stale(
-        self, stream: StreamRef, group: str, consumer: str, min_idle_ms: int, count: int, cursor: str
+        self,
+        stream: StreamRef,
+        group: str,
+        consumer: str,
+        min_idle_ms: int,
+        count: int,
+        cursor: str,
     ) -> Claimed:
         with redis_errors(f"XAUTOCLAIM {stream.name}"):
             reply = await self.client.xautoclaim(
@@ -154,8 +161,13 @@ class RedisStreamBus:
                 "entry": item.entry_id,  # keeps members unique
             }
         )
-        keys = [stream.name, stream.keys.task(item.task_id), stream.keys.delayed, stream.keys.outbox]
-        args = [group, consumer, item.entry_id, item.due_ms, member, item.events_json]
+        keys = [
+            stream.name,
+            stream.keys.task(item.task_id),
+            stream.keys.delayed,
+            stream.keys.outbox,
+        ]
+        args: list[Any] = [group, consumer, item.entry_id, item.due_ms, member, item.events_json]
         with redis_errors(f"reschedule on {stream.name}"):
             return _s(await self.scripts.reschedule(keys=keys, args=args))
 
@@ -164,7 +176,7 @@ class RedisStreamBus:
     ) -> str:
         task_key = stream.keys.task(item.task_id or "-")
         keys = [stream.name, task_key, stream.keys.dlq, stream.keys.outbox]
-        args = [
+        args: list[Any] = [
             group,
             consumer,
             item.entry_id,
@@ -209,7 +221,9 @@ class RedisStreamBus:
             )
         return _s(status), _s(entry)
 
-    async def cancel(self, keys: ShardKeys, task_id: str, result_json: bytes, events_json: bytes) -> str:
+    async def cancel(
+        self, keys: ShardKeys, task_id: str, result_json: bytes, events_json: bytes
+    ) -> str:
         with redis_errors("cancel"):
             status = await self.scripts.cancel(
                 keys=[keys.task(task_id), keys.outbox],

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import redis.exceptions as rex
 from redis.asyncio import BlockingConnectionPool, Redis
 
@@ -24,10 +26,10 @@ def connect(url: str, *, max_connections: int = 64, block_ms: int = 1_000) -> Re
         health_check_interval=30,
         decode_responses=False,
     )
-    return Redis(connection_pool=pool)
+    return Redis.from_pool(pool)  # the client owns the pool: aclose() closes both
 
 
-async def check_server(client: Redis, *, allow_evicting: bool = False) -> str:
+async def check_server(client: Any, *, allow_evicting: bool = False) -> str:
     """Refuse a Redis that can lose tasks; return its version."""
     try:
         info = await client.info("server")
@@ -44,7 +46,9 @@ async def check_server(client: Redis, *, allow_evicting: bool = False) -> str:
     version = str(info.get("redis_version", "0"))
     parts = tuple(int(p) for p in version.split(".")[:2] if p.isdigit())
     if parts < MIN_VERSION:
-        raise RedisNotSafe(f"Redis {version} is too old: deepagents needs 6.2 or newer (XAUTOCLAIM)")
+        raise RedisNotSafe(
+            f"Redis {version} is too old: deepagents needs 6.2 or newer (XAUTOCLAIM)"
+        )
     policy_s = policy.decode() if isinstance(policy, bytes) else str(policy)
     if policy_s != "noeviction" and not allow_evicting:
         raise RedisNotSafe(

@@ -12,7 +12,17 @@ from importlib import resources
 from redis.asyncio import Redis
 from redis.commands.core import AsyncScript
 
-_NAMES = ("enqueue", "begin", "commit", "reschedule", "promote", "dead_letter", "touch", "replay", "cancel")
+_NAMES = (
+    "enqueue",
+    "begin",
+    "commit",
+    "reschedule",
+    "promote",
+    "dead_letter",
+    "touch",
+    "replay",
+    "cancel",
+)
 
 
 def _source(name: str) -> str:

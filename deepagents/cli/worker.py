@@ -1,0 +1,75 @@
+"""``deepagents worker MODULE:CLASS``: run a worker for one agent type."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+from typing import Any
+
+from deepagents._internal.imports import load_agent_class
+from deepagents.cli.common import load_runtime, redis_client, require_redis_url, run
+from deepagents.cli.signals import on_stop
+from deepagents.errors import ConfigError
+from deepagents.worker import Worker
+
+
+def register(sub: Any) -> None:
+    p = sub.add_parser("worker", help="run a worker for one agent type")
+    p.add_argument(
+        "agent", metavar="MODULE:CLASS", help="the agent class, e.g. agents.risk:RiskAgent"
+    )
+    p.add_argument(
+        "--concurrency",
+        default="",
+        metavar="TIER=N,...",
+        help="override tier pool sizes, e.g. p0=20,p1=50,p2=100",
+    )
+    p.add_argument(
+        "--consumer",
+        help="consumer name (default: host-pid); reuse it across restarts "
+        "to re-read this consumer's pending entries at once",
+    )
+    p.set_defaults(func=main)
+
+
+def parse_concurrency(text: str, tiers: tuple[str, ...]) -> dict[str, int]:
+    out: dict[str, int] = {}
+    for part in filter(None, (p.strip() for p in text.split(","))):
+        name, sep, value = part.partition("=")
+        if not sep or name not in tiers or not value.isdigit() or int(value) < 1:
+            raise ConfigError(
+                f"--concurrency: {part!r} must be TIER=N with TIER in {', '.join(tiers)} and N >= 1"
+            )
+        out[name] = int(value)
+    return out
+
+
+def main(args: argparse.Namespace) -> int:
+    runtime = load_runtime(args.config)
+    cls = load_agent_class(args.agent)
+    concurrency = parse_concurrency(args.concurrency, runtime.config.tier_names)
+    url = require_redis_url(runtime.settings)
+    settings = runtime.settings
+    if args.consumer:
+        settings = settings.model_copy(update={"consumer": args.consumer})
+
+    async def serve() -> None:
+        readers = len(runtime.config.tier_names) * runtime.config.agent_settings(cls.name).shards
+        async with redis_client(url, max_connections=readers + 32) as client:
+            worker = Worker(
+                cls(),
+                client=client,
+                config=runtime.config,
+                settings=settings,
+                concurrency=concurrency,
+            )
+            task = asyncio.ensure_future(worker.run())
+            with on_stop(asyncio.get_running_loop(), worker.stop, lambda: _cancel(task)):
+                await task
+
+    run(serve())
+    return 0
+
+
+def _cancel(task: asyncio.Future[None]) -> None:
+    task.cancel()

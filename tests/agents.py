@@ -1,0 +1,62 @@
+"""Agents for the tests. LabAgent records every execution in Redis so tests can count runs."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import time
+from typing import Any
+
+from redis.asyncio import Redis
+
+from deepagents import AgentContract, InvalidInput, Result
+from deepagents.transport.redis_streams import connect
+
+
+class LabAgent(AgentContract):
+    """Payload directives: sleep (s, async), fail (always raise), fail_until_fixed (raise until
+    the key <prefix>:fixed exists), invalid (raise InvalidInput)."""
+
+    name = "lab"
+    version = "1.0.0"
+    intents = ("lab",)
+
+    def __init__(self, client: Redis | None = None, prefix: str | None = None) -> None:
+        self._client = client
+        self.prefix = prefix or os.environ.get("DEEPAGENTS_PREFIX", "da")
+
+    @property
+    def client(self) -> Redis:
+        if self._client is None:
+            self._client = connect(os.environ["DEEPAGENTS_REDIS_URL"])
+        return self._client
+
+    async def execute(self, context: dict[str, Any]) -> Result:
+        task, payload = context["task"], context["payload"]
+        pipe = self.client.pipeline(transaction=False)
+        pipe.incr(f"{self.prefix}:exec:{task.task_id}")
+        pipe.rpush(f"{self.prefix}:runs", f"{task.task_id}|{os.getpid()}")
+        await pipe.execute()
+        if payload.get("sleep"):
+            await asyncio.sleep(float(payload["sleep"]))
+        if payload.get("invalid"):
+            raise InvalidInput("the payload asked to be invalid")
+        if payload.get("fail"):
+            raise RuntimeError("this task always fails")
+        if payload.get("fail_until_fixed") and not await self.client.exists(f"{self.prefix}:fixed"):
+            raise RuntimeError("poison: fails until fixed")
+        return Result(output={"pid": os.getpid(), "n": payload.get("n")})
+
+
+class BlockingAgent(AgentContract):
+    """All-sync agent; ``block`` in the payload blocks its thread with time.sleep."""
+
+    name = "blocking"
+    version = "1.0.0"
+    intents = ("block",)
+
+    def execute(self, context: dict[str, Any]) -> Result:
+        seconds = float(context["payload"].get("block", 0))
+        if seconds:
+            time.sleep(seconds)
+        return Result(output={"finished": time.monotonic()})

@@ -1,0 +1,239 @@
+"""Effectively once: worker crashes, pauses and redeliveries never lose or double-commit."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import signal
+import time
+from collections import Counter
+
+import pytest
+from redis.asyncio import Redis
+
+from deepagents.config import FileConfig, Settings
+from deepagents.contract import ResultStatus, Task
+from deepagents.orchestrator import Orchestrator
+from deepagents.worker import Worker
+from tests.agents import LabAgent
+from tests.e2e.conftest import committed_events, runs
+from tests.support.procs import Procs
+from tests.support.wait import eventually
+
+pytestmark = pytest.mark.slow
+
+
+async def _registered(client: Redis, prefix: str, agent: str, n: int) -> None:
+    async def count() -> int:
+        return int(await client.hlen(f"{prefix}:agent:{agent}:instances")) >= n
+
+    await eventually(count, timeout=30, what=f"{n} {agent} worker(s) registered")
+
+
+def _assert_once(committed: dict[str, list[dict]], task_ids: list[str]) -> None:
+    missing = [t for t in task_ids if t not in committed]
+    doubled = {t: len(v) for t, v in committed.items() if len(v) != 1}
+    assert not missing, f"{len(missing)} tasks have no committed result, e.g. {missing[:3]}"
+    assert not doubled, f"tasks committed more than once: {list(doubled.items())[:3]}"
+
+
+async def test_10k_tasks_two_worker_processes_commit_exactly_once(
+    client: Redis, orch: Orchestrator, procs: Procs, prefix: str
+) -> None:
+    procs.worker("tests.agents:LabAgent")
+    procs.worker("tests.agents:LabAgent")
+    await _registered(client, prefix, "lab", 2)
+    handles = []
+    for start in range(0, 10_000, 500):
+        batch = [Task(intent="lab", payload={"n": i}) for i in range(start, start + 500)]
+        handles += await orch.submit_many(batch)
+    results = await asyncio.gather(*(h.result(timeout=120) for h in handles))
+
+    assert all(r.status is ResultStatus.SUCCESS for r in results)
+    assert sorted(r.output["n"] for r in results) == list(range(10_000))
+    pids = Counter(r.output["pid"] for r in results)
+    assert len(pids) == 2, f"both worker processes should have worked: {pids}"
+    committed = await committed_events(client, prefix, "lab", 2)
+    _assert_once(committed, [h.task_id for h in handles])
+    assert len(committed) == 10_000
+
+
+async def test_kill_9_mid_run_reclaims_in_flight_tasks(
+    client: Redis, orch: Orchestrator, procs: Procs, prefix: str
+) -> None:
+    victim = procs.worker("tests.agents:LabAgent")
+    await _registered(client, prefix, "lab", 1)
+    handles = await orch.submit_many(
+        [Task(intent="lab", payload={"sleep": 0.3}) for _ in range(300)]
+    )
+
+    async def started() -> bool:
+        return await client.llen(f"{prefix}:runs") >= 60
+
+    await eventually(started, timeout=30, what="the first worker to be mid-run")
+    victim.send_signal(signal.SIGKILL)
+    victim.wait(10)
+    before = {t for t, _ in await runs(client, prefix)}
+    procs.worker("tests.agents:LabAgent")
+    results = await asyncio.gather(*(h.result(timeout=120) for h in handles))
+
+    assert all(r.status is ResultStatus.SUCCESS for r in results)
+    committed = await committed_events(client, prefix, "lab", 2)
+    _assert_once(committed, [h.task_id for h in handles])
+    executions = Counter(t for t, _ in await runs(client, prefix))
+    rerun = [t for t, n in executions.items() if n > 1]
+    assert rerun, "some in-flight tasks of the killed worker must have been run again"
+    assert set(rerun) <= before, "only tasks the killed worker had started run twice"
+    by_id = {r.task_id: r for r in results}
+    assert all(by_id[t].metrics.attempts == 2 for t in rerun)
+    assert all(by_id[t].output["pid"] != victim.pid for t in rerun)
+
+
+async def test_redelivered_message_is_not_committed_twice(
+    client: Redis, config: FileConfig, settings: Settings, orch: Orchestrator, prefix: str
+) -> None:
+    agent = LabAgent(client, prefix)
+    worker = Worker(agent, client=client, config=config, settings=settings)
+    running = asyncio.create_task(worker.run())
+    await worker.ready.wait()
+    try:
+        handle = await orch.submit(Task(intent="lab", payload={"n": 1}))
+        await handle.result(timeout=30)
+        # Simulate a redelivery: the same message body appears on the stream again.
+        stream = f"{prefix}:{{lab:{handle.shard}}}:{handle.tier}"
+        first = await client.xrange(f"{prefix}:{{lab:{handle.shard}}}:audit")
+        assert first
+        task = Task(intent="lab", payload={"n": 1}, task_id=handle.task_id)
+        from deepagents.contract.codec import encode_task
+
+        body = {"task": encode_task(task), "attempt": 1, "enq": 0, "reply": ""}
+        await client.xadd(stream, body)
+        await client.xadd(stream, body)
+
+        async def acked() -> bool:
+            return worker.stats.duplicates >= 2 and await client.xlen(stream) == 0
+
+        await eventually(acked, timeout=30, what="the copies to be acked as duplicates")
+    finally:
+        worker.stop()
+        await running
+    committed = await committed_events(client, prefix, "lab", 2)
+    _assert_once(committed, [handle.task_id])
+    assert [t for t, _ in await runs(client, prefix)] == [handle.task_id], "ran exactly once"
+    assert worker.stats.committed == 1
+
+
+async def test_concurrent_duplicate_deliveries_commit_once(
+    client: Redis, config: FileConfig, settings: Settings, prefix: str
+) -> None:
+    """Two copies read in one batch both run (at least once), but only one commits."""
+    from deepagents.contract.codec import encode_task
+
+    task = Task(intent="lab", payload={"sleep": 0.2})
+    orch = Orchestrator(client, config=config, settings=settings)
+    shard = orch.router.route(task).shard
+    stream = f"{prefix}:{{lab:{shard}}}:p2"
+    body = {"task": encode_task(task), "attempt": 1, "enq": 0, "reply": ""}
+    await client.xadd(stream, body)
+    await client.xadd(stream, body)
+    worker = Worker(LabAgent(client, prefix), client=client, config=config, settings=settings)
+    running = asyncio.create_task(worker.run())
+    try:
+
+        async def settled() -> bool:
+            return worker.stats.committed + worker.stats.duplicates >= 2
+
+        await eventually(settled, timeout=30, what="both copies to settle")
+    finally:
+        worker.stop()
+        await running
+    assert worker.stats.committed == 1
+    assert worker.stats.duplicates == 1
+    assert await client.xlen(stream) == 0
+    assert (await client.xpending(stream, "lab"))["pending"] == 0
+    _assert_once(await committed_events(client, prefix, "lab", 2), [task.task_id])
+
+
+@pytest.mark.parametrize("heartbeat", [True, False], ids=["heartbeat", "no-heartbeat-control"])
+async def test_long_task_on_live_worker_is_not_reclaimed(
+    client: Redis,
+    orch: Orchestrator,
+    procs: Procs,
+    prefix: str,
+    heartbeat: bool,
+    tmp_path: object,
+    config_path: object,
+) -> None:
+    """3x the visibility timeout: the heartbeat keeps it; without it, a peer steals it."""
+    if not heartbeat:
+        from pathlib import Path
+
+        path = Path(str(config_path))
+        path.write_text(
+            path.read_text().replace(
+                "grace_period_s: 5", "grace_period_s: 5\n  heartbeat_ms: 60000"
+            )
+        )
+    procs.worker("tests.agents:LabAgent")
+    procs.worker("tests.agents:LabAgent")
+    await _registered(client, prefix, "lab", 2)
+    handle = await orch.submit(Task(intent="lab", payload={"sleep": 3.0}))
+    result = await handle.result(timeout=60)
+    assert result.status is ResultStatus.SUCCESS
+    executions = [t for t, _ in await runs(client, prefix)]
+    committed = await committed_events(client, prefix, "lab", 2)
+    _assert_once(committed, [handle.task_id])
+    if heartbeat:
+        assert executions == [handle.task_id], "ran once"
+        assert result.metrics.attempts == 1
+    else:
+        assert len(executions) >= 2, "without the heartbeat the peer reclaims and runs it again"
+
+
+async def test_paused_worker_cannot_ack_or_overwrite_after_reclaim(
+    client: Redis, orch: Orchestrator, procs: Procs, prefix: str
+) -> None:
+    """SIGSTOP past the visibility timeout; a peer reclaims; SIGCONT: the paused worker's late
+    commit is refused and it does not ack the peer's entry — killing the peer mid-task
+    leaves the entry pending, and a third worker finishes it."""
+    paused = procs.worker("tests.agents:LabAgent", "--consumer", "paused")
+    await _registered(client, prefix, "lab", 1)
+    handle = await orch.submit(Task(intent="lab", payload={"sleep": 2.0}))
+
+    async def run_count(n: int) -> bool:
+        return len(await runs(client, prefix)) >= n
+
+    await eventually(lambda: run_count(1), timeout=30, what="the first run")
+    paused.send_signal(signal.SIGSTOP)
+    peer = procs.worker("tests.agents:LabAgent", "--consumer", "peer")
+    await eventually(lambda: run_count(2), timeout=30, what="the peer to reclaim and start")
+    assert (await runs(client, prefix))[1][1] == peer.pid
+    resumed_ms = time.time() * 1000
+    paused.send_signal(signal.SIGCONT)  # its sleep is over: it tries to commit now
+
+    stream = f"{prefix}:{{lab:{handle.shard}}}:{handle.tier}"
+
+    async def owned_by_peer() -> bool:
+        entries = await client.xpending_range(stream, "lab", min="-", max="+", count=10)
+        return len(entries) == 1 and entries[0]["consumer"] == b"peer"
+
+    # Wait until the woken worker has run its heartbeat twice (it beats after checking its
+    # entries, and its commit ran as soon as it woke).
+    async def paused_awake() -> bool:
+        seen = await client.hget(f"{prefix}:agent:lab:instances", "paused")
+        return seen is not None and int(seen) > resumed_ms + 500
+
+    await eventually(paused_awake, timeout=15, what="the paused worker to run again")
+    state = await client.hget(f"{prefix}:{{lab:{handle.shard}}}:t:{handle.task_id}", "state")
+    assert state == b"running", "the woken worker must not have committed its stale result"
+    assert await owned_by_peer(), "the woken worker must not have acked the peer's entry"
+    os.kill(peer.pid, signal.SIGKILL)
+    peer.wait(10)
+    assert await owned_by_peer(), "killing the peer leaves its entry pending"
+    finisher = procs.worker("tests.agents:LabAgent", "--consumer", "finisher")
+    result = await handle.result(timeout=60)
+    assert result.status is ResultStatus.SUCCESS
+    assert result.output["pid"] in (finisher.pid, paused.pid)
+    committed = await committed_events(client, prefix, "lab", 2)
+    _assert_once(committed, [handle.task_id])
+    assert committed[handle.task_id][0]["consumer"] != "peer"

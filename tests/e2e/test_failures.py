@@ -1,0 +1,190 @@
+"""Poison and undecodable messages, unsafe Redis, blocking agents, replay from the DLQ."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import subprocess
+import sys
+
+import pytest
+from redis.asyncio import Redis
+
+from deepagents._internal.redis_server import EmbeddedRedis
+from deepagents.config import FileConfig, Settings
+from deepagents.contract import ResultStatus, Task
+from deepagents.errors import RedisNotSafe
+from deepagents.orchestrator import Orchestrator
+from deepagents.transport.redis_streams import connect
+from deepagents.worker import Worker
+from tests.agents import BlockingAgent, LabAgent
+from tests.e2e.conftest import committed_events
+from tests.support.procs import REPO, Procs
+from tests.support.wait import eventually
+
+
+async def _run_worker(worker: Worker) -> asyncio.Task[None]:
+    task = asyncio.create_task(worker.run())
+    await asyncio.wait(
+        [task, asyncio.create_task(worker.ready.wait())], return_when="FIRST_COMPLETED"
+    )
+    if task.done():
+        task.result()
+    return task
+
+
+async def test_undecodable_and_poison_messages_are_dead_lettered_then_replayed(
+    client: Redis,
+    config: FileConfig,
+    settings: Settings,
+    orch: Orchestrator,
+    procs: Procs,
+    prefix: str,
+) -> None:
+    worker = Worker(LabAgent(client, prefix), client=client, config=config, settings=settings)
+    running = await _run_worker(worker)
+    try:
+        garbage_stream = f"{prefix}:{{lab:0}}:p2"
+        await client.xadd(garbage_stream, {"task": b"{not json", "attempt": 1, "enq": 0})
+        poison = await orch.submit(Task(intent="lab", payload={"fail_until_fixed": True}))
+        result = await poison.result(timeout=30)
+        assert result.status is ResultStatus.FAILED
+        assert result.error is not None and result.error.code == "dead_lettered"
+        assert "max_deliveries" in result.error.message
+
+        async def two_dead() -> bool:
+            return sum([await client.xlen(f"{prefix}:{{lab:{s}}}:dlq") for s in (0, 1)]) == 2
+
+        await eventually(two_dead, timeout=30, what="both messages in the dead-letter streams")
+    finally:
+        worker.stop()
+        await running
+    listing = procs.run("dlq", "list", "--json")
+    assert listing.returncode == 0, listing.stderr
+    dead = {d["reason"]: d for d in json.loads(listing.stdout)}
+    assert set(dead) == {"decode_error", "max_deliveries"}
+    assert "JSONDecodeError" in dead["decode_error"]["error"]
+    assert dead["max_deliveries"]["task_id"] == poison.task_id
+    assert dead["max_deliveries"]["deliveries"] == 3
+    assert int(await client.get(f"{prefix}:exec:{poison.task_id}")) == 3
+
+    # The fix ships; replay the poison message and it completes.
+    await client.set(f"{prefix}:fixed", 1)
+    replay = procs.run("dlq", "replay", dead["max_deliveries"]["entry_id"], "--json")
+    assert replay.returncode == 0, replay.stderr
+    worker = Worker(LabAgent(client, prefix), client=client, config=config, settings=settings)
+    running = await _run_worker(worker)
+    try:
+
+        async def done() -> bool:
+            info = await orch.lookup(poison.task_id)
+            return info is not None and info["state"] == "done"
+
+        await eventually(done, timeout=30, what="the replayed task to complete")
+    finally:
+        worker.stop()
+        await running
+    final = await orch.get_result(poison.task_id)
+    assert final is not None and final.status is ResultStatus.SUCCESS
+    remaining = json.loads(procs.run("dlq", "list", "--json").stdout)
+    assert [d["reason"] for d in remaining] == ["decode_error"]
+
+
+async def test_replay_of_unknown_id_is_a_clear_error(procs: Procs, client: Redis) -> None:
+    out = procs.run("dlq", "replay", "1-0")
+    assert out.returncode != 0
+    assert out.stderr.strip() == "deepagents: error: no dead letter '1-0'"
+
+
+async def test_evicting_redis_is_refused_with_a_clear_message(
+    config: FileConfig, settings: Settings
+) -> None:
+    with EmbeddedRedis(extra_args=("--maxmemory-policy", "allkeys-lru")) as server:
+        client = connect(server.url)
+        try:
+            worker = Worker(
+                LabAgent(client, "x"),
+                client=client,
+                config=config,
+                settings=settings.model_copy(update={"redis_url": None}),
+            )
+            with pytest.raises(RedisNotSafe, match="maxmemory-policy is 'allkeys-lru'"):
+                await worker.run()
+        finally:
+            await client.aclose()
+        cli = subprocess.run(
+            [sys.executable, "-m", "deepagents", "worker", "agents.echo:EchoAgent"],
+            cwd=REPO,
+            capture_output=True,
+            text=True,
+            timeout=60,
+            check=False,
+            env={"PATH": "/usr/bin:/bin", "DEEPAGENTS_REDIS_URL": server.url},
+        )
+    assert cli.returncode == 1
+    assert "maxmemory-policy is 'allkeys-lru'" in cli.stderr
+    assert "Traceback" not in cli.stderr
+
+
+async def test_blocking_sync_agent_does_not_stall_other_tasks(
+    client: Redis, config: FileConfig, settings: Settings, prefix: str
+) -> None:
+    async with Orchestrator(
+        client, config=config, settings=settings, agents=[BlockingAgent]
+    ) as orch:
+        worker = Worker(BlockingAgent(), client=client, config=config, settings=settings)
+        running = await _run_worker(worker)
+        try:
+            slow = await orch.submit(Task(intent="block", payload={"block": 2.0}))
+
+            async def slow_started() -> bool:
+                return await orch.task_state(slow.task_id) == "running"
+
+            await eventually(slow_started, timeout=30, what="the blocking task to start")
+            quick = await orch.submit_many([Task(intent="block", payload={}) for _ in range(30)])
+            quick_results = await asyncio.gather(*(h.result(timeout=30) for h in quick))
+            assert await orch.task_state(slow.task_id) == "running", (
+                "all quick tasks finished while the blocking one still ran"
+            )
+            slow_result = await slow.result(timeout=30)
+        finally:
+            worker.stop()
+            await running
+    assert all(r.status is ResultStatus.SUCCESS for r in quick_results)
+    assert max(r.output["finished"] for r in quick_results) < slow_result.output["finished"]
+
+
+async def test_deadlines_expired_in_queue_and_while_running(
+    client: Redis, config: FileConfig, settings: Settings, orch: Orchestrator, prefix: str
+) -> None:
+    from datetime import timedelta
+
+    from deepagents.contract.task import utcnow
+
+    soon = utcnow() + timedelta(milliseconds=300)
+    expiring = await orch.submit(Task(intent="lab", payload={}, deadline=soon))
+    running_over = await orch.submit(
+        Task(intent="lab", payload={"sleep": 5}, deadline=utcnow() + timedelta(seconds=2))
+    )
+
+    async def passed() -> bool:
+        return utcnow() > soon
+
+    await eventually(passed, timeout=5, what="the first deadline to pass in the queue")
+    worker = Worker(LabAgent(client, prefix), client=client, config=config, settings=settings)
+    running = await _run_worker(worker)
+    try:
+        first = await expiring.result(timeout=30)
+        second = await running_over.result(timeout=30)
+    finally:
+        worker.stop()
+        await running
+    assert first.error is not None and first.error.code == "deadline_exceeded"
+    assert await client.get(f"{prefix}:exec:{expiring.task_id}") is None, (
+        "an expired task never runs"
+    )
+    assert second.error is not None and second.error.code == "deadline_exceeded"
+    assert second.metrics.latency_ms is not None and second.metrics.latency_ms < 4000
+    committed = await committed_events(client, prefix, "lab", 2)
+    assert committed[expiring.task_id][0]["type"] == "expired"
+    assert committed[running_over.task_id][0]["type"] == "failed"
