@@ -55,6 +55,9 @@ async def connect(
                 "statement_timeout": str(statement_timeout_ms),
                 "lock_timeout": str(lock_timeout_ms),
                 "timezone": "UTC",
+                # The writer acks Redis after COMMIT returns: that must mean durable, even
+                # on a server configured with asynchronous commit.
+                "synchronous_commit": "on",
             },
         )
     except Exception as exc:

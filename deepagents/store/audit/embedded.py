@@ -25,8 +25,9 @@ from types import TracebackType
 from deepagents.errors import ConfigError
 
 _SYSTEM_BINS = Path("/usr/lib/postgresql")
-# Durability is not the point of a throwaway cluster; speed is.
-_FAST = ("-c", "fsync=off", "-c", "synchronous_commit=off", "-c", "full_page_writes=off")
+# A throwaway cluster need not survive an OS crash (fsync off), but it must survive its
+# own crash: never synchronous_commit=off, which acks commits a server crash then loses.
+_FAST = ("-c", "fsync=off", "-c", "full_page_writes=off")
 
 
 def postgres_bin_dir() -> Path:
