@@ -29,7 +29,13 @@ def task_events(agent: str, shard: int, base: datetime, *, fail: bool = False) -
     """One task's outbox entries, as the runtime writes them: the submit entry, then the
     commit entry (started + outcome); a failing task has a retry in between."""
     task_id = str(uuid7())
-    common = {"agent": agent, "shard": shard, "tier": "p2", "tenant": "acme", "traceparent": traceparent()}
+    common = {
+        "agent": agent,
+        "shard": shard,
+        "tier": "p2",
+        "tenant": "acme",
+        "traceparent": traceparent(),
+    }
     payload = {"text": "x" * 200, "customer": {"id": 42, "country": "FR"}, "amount": 12.5}
     ts = [base + timedelta(milliseconds=i) for i in range(5)]
 
@@ -49,8 +55,12 @@ def task_events(agent: str, shard: int, base: datetime, *, fail: bool = False) -
     if fail:
         result["error"] = {"code": "agent_error", "message": "boom"}
     kind = "failed" if fail else "succeeded"
-    entries.append([ev("started", 2, attempt=2 if fail else 1, agent_version="1.0.0", queue_ms=1.0),
-                    ev(kind, 3, attempt=2 if fail else 1, agent_version="1.0.0", result=result)])
+    entries.append(
+        [
+            ev("started", 2, attempt=2 if fail else 1, agent_version="1.0.0", queue_ms=1.0),
+            ev(kind, 3, attempt=2 if fail else 1, agent_version="1.0.0", result=result),
+        ]
+    )
     return entries
 
 

@@ -59,4 +59,8 @@ async def test_rows_carry_trace_metrics_and_hash(
     assert succeeded["status"] == "success" and succeeded["tokens_used"] == 120
     assert succeeded["cost_usd"] == 0.0012 and succeeded["latency_ms"] == 3.2
     assert started["queue_ms"] == 1.0 and succeeded["agent_version"] == "1.0.0"
-    assert (await db.fetchval("SELECT count(*) FROM pg_inherits WHERE inhparent = 'audit_log'::regclass")) >= 8
+    assert (
+        await db.fetchval(
+            "SELECT count(*) FROM pg_inherits WHERE inhparent = 'audit_log'::regclass"
+        )
+    ) >= 8

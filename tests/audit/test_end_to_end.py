@@ -25,7 +25,9 @@ SECRET_PASSWORD = "hunter2-correct-horse-battery"
 
 
 @contextlib.asynccontextmanager
-async def running_worker(client: Redis, settings: Settings, config: FileConfig) -> AsyncIterator[Worker]:
+async def running_worker(
+    client: Redis, settings: Settings, config: FileConfig
+) -> AsyncIterator[Worker]:
     worker = Worker(EchoAgent(), client=client, config=config, settings=settings)
     task = asyncio.create_task(worker.run())
     try:
@@ -36,7 +38,9 @@ async def running_worker(client: Redis, settings: Settings, config: FileConfig) 
         await asyncio.wait_for(task, 30)
 
 
-async def run_tasks(client: Redis, settings: Settings, config: FileConfig, payloads: list[dict]) -> list[str]:
+async def run_tasks(
+    client: Redis, settings: Settings, config: FileConfig, payloads: list[dict]
+) -> list[str]:
     async with Orchestrator(client, config=config, settings=settings, agents=[EchoAgent]) as orch:
         handles = await orch.submit_many(
             [{"intent": "echo", "payload": p, "tenant": "acme"} for p in payloads]
@@ -70,7 +74,9 @@ async def test_real_runtime_events_land_once_in_order_and_redacted(
         task_ids[-1],
     )
     assert orjson.loads(row["output"])["output"] == {
-        "api_key": "[REDACTED]", "nested": {"password": "[REDACTED]"}, "note": "hello"
+        "api_key": "[REDACTED]",
+        "nested": {"password": "[REDACTED]"},
+        "note": "hello",
     }
 
     # The CLI answers from the same table (in a thread: it runs its own event loop).
@@ -86,6 +92,9 @@ async def test_real_runtime_events_land_once_in_order_and_redacted(
     if row["trace_id"]:
         assert await asyncio.to_thread(cli, ["audit", "trace", row["trace_id"], "--json"]) == 0
         assert {e["task_id"] for e in orjson.loads(capsys.readouterr().out)} == {task_ids[-1]}
-    assert await asyncio.to_thread(cli, ["audit", "cost", "--since", "1h", "--by", "tenant", "--json"]) == 0
+    assert (
+        await asyncio.to_thread(cli, ["audit", "cost", "--since", "1h", "--by", "tenant", "--json"])
+        == 0
+    )
     cost = orjson.loads(capsys.readouterr().out)
     assert cost["rows"][0]["key"] == "acme" and cost["rows"][0]["tasks"] == 200

@@ -33,9 +33,9 @@ async def test_postgres_outage_loses_nothing_and_does_not_slow_tasks(
     settings = audit_settings.model_copy(update={"database_url": SecretStr(private_pg.url)})
     rates: list[float] = []
     task_ids: list[str] = []
+    orchestrator = Orchestrator(client, config=config, settings=settings, agents=[EchoAgent])
     async with running_worker(client, settings, config), \
-            running_writer(client, settings, config) as writer, \
-            Orchestrator(client, config=config, settings=settings, agents=[EchoAgent]) as orch:  # fmt: skip
+            running_writer(client, settings, config) as writer, orchestrator as orch:  # fmt: skip
         for i in range(CHUNKS):
             if i == DOWN.start:
                 await asyncio.to_thread(private_pg.stop, "immediate")
@@ -60,7 +60,9 @@ async def test_postgres_outage_loses_nothing_and_does_not_slow_tasks(
     # is generous here; the measured figures are recorded in docs/benchmarks.md.
     assert outage >= 0.5 * normal
 
-    conn = await asyncpg.connect(private_pg.url, server_settings={"search_path": settings.audit_schema})
+    conn = await asyncpg.connect(
+        private_pg.url, server_settings={"search_path": settings.audit_schema}
+    )
     try:
         seqs = await eventually(lambda: sequences(conn), what="rows readable")
         assert await duplicates(conn) == 0

@@ -51,14 +51,19 @@ class BatchDecoder:
             if problem:
                 out.append(self.mapper.unreadable(raw, source, entry_id, problem))
                 continue
-            for i, event in enumerate(events):
-                if isinstance(event, dict):
-                    out.append(self.mapper.row(event, f"{source}#{i}", entry_id))
-                else:
-                    raw_event = orjson.dumps(event, default=str)
-                    out.append(self.mapper.unreadable(raw_event, f"{source}#{i}", entry_id,
-                                                      "event is not a JSON object"))  # fmt: skip
+            out.extend(self._row(e, f"{source}#{i}", entry_id) for i, e in enumerate(events))
         return out
+
+    def _row(self, event: Any, source: str, entry_id: str) -> Row:
+        """Never raises: whatever cannot be mapped is kept as an ``unreadable`` row."""
+        problem = "event is not a JSON object"
+        if isinstance(event, dict):
+            try:
+                return self.mapper.row(event, source, entry_id)
+            except (TypeError, ValueError, OverflowError) as exc:  # e.g. a >64-bit integer
+                problem = f"cannot map event: {type(exc).__name__}: {exc}"
+        raw = json.dumps(event, default=str).encode()
+        return self.mapper.unreadable(raw, source, entry_id, problem)
 
     async def store(self, sink: PgSink, rows: list[Row]) -> int:
         """Write ``rows``; AuditUnavailable propagates (retry), data errors do not."""

@@ -212,7 +212,7 @@ class AuditWriter:
                 log.warning("%s failed, retrying in %.1f s: %s", what, delay, exc)
             if self.stopping or await self._sleep(delay):
                 return None
-            delay = min(BACKOFF_MAX_S, delay * 2) * random.uniform(0.8, 1.0)  # noqa: S311
+            delay = min(BACKOFF_MAX_S, delay * 2) * random.uniform(0.8, 1.0)
 
     async def _sleep(self, seconds: float) -> bool:
         """Sleep unless stopped; True when stopped."""
