@@ -9,8 +9,9 @@ mid-request leaks nothing for longer than the lease.
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import uuid
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass
 
 import redis.exceptions as rex
@@ -57,7 +58,7 @@ class Admission:
         self.client = client
         self.prefix = prefix
         self.config = config
-        self._script = client.register_script(_ADMIT)
+        self._sha = hashlib.sha1(_ADMIT.encode()).hexdigest()  # noqa: S324 - Redis names scripts by SHA-1
 
     def keys(self, tenant: str) -> TenantKeys:
         # One hash tag per tenant: both keys in one slot on Redis Cluster. Tenant names are
@@ -65,9 +66,43 @@ class Admission:
         tag = f"{self.prefix}:gw:{{tenant:{tenant}}}"
         return TenantKeys(f"{tag}:bucket", f"{tag}:inflight")
 
+    async def _run(
+        self,
+        keys: TenantKeys,
+        args: list[float | int | str],
+        claims: Sequence[str],
+        tenant: str,
+        ttl_s: int,
+    ) -> tuple[int, int]:
+        # EVALSHA in a plain pipeline: a registered Script object would make redis-py send
+        # SCRIPT EXISTS before every pipeline (one more round trip per request).
+        for attempt in range(2):
+            pipe = self.client.pipeline(transaction=False)
+            pipe.evalsha(self._sha, 2, keys.bucket, keys.inflight, *args)
+            for key in claims:
+                pipe.set(key, tenant, ex=ttl_s)
+            replies = await pipe.execute(raise_on_error=False)
+            first = replies[0]
+            if isinstance(first, rex.NoScriptError) and attempt == 0:
+                await self.client.script_load(_ADMIT)  # first use, or Redis restarted
+                continue
+            if isinstance(first, Exception):
+                raise first
+            verdict, retry_ms = int(first[0]), int(first[1])
+            if verdict != 1 and claims:
+                await self.client.delete(*claims)
+            return verdict, retry_ms
+        raise AssertionError("unreachable")  # pragma: no cover
+
     @contextlib.asynccontextmanager
-    async def admit(self, tenant: str, cost: int = 1) -> AsyncIterator[None]:
-        """Hold an in-flight slot for the body of the ``async with``; 429 when refused."""
+    async def admit(
+        self, tenant: str, cost: int = 1, *, claims: Sequence[str] = (), claim_ttl_s: int = 0
+    ) -> AsyncIterator[None]:
+        """Hold an in-flight slot for the body of the ``async with``; 429 when refused.
+
+        ``claims`` are keys set to the tenant in the same round trip (the owner records
+        of tasks about to be submitted); they are removed again if admission is refused.
+        """
         limits = self.config.limits_for(tenant)
         if cost > limits.burst:
             raise Problem(
@@ -87,7 +122,7 @@ class Admission:
             lease_ms,
         ]
         try:
-            verdict, retry_ms = await self._script(keys=[keys.bucket, keys.inflight], args=args)
+            verdict, retry_ms = await self._run(keys, args, claims, tenant, claim_ttl_s)
         except (rex.ConnectionError, rex.TimeoutError) as exc:
             raise Problem(
                 "unavailable", "Redis is unreachable; retry shortly", retry_after_s=1

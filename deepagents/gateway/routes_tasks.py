@@ -63,6 +63,11 @@ _BODY = (
 )
 
 
+def _claims(state: GatewayState, tasks: list[Task]) -> dict[str, Any]:
+    # Owner records go with admission, in one round trip with the token bucket.
+    return {"claims": [state.owner_key(t.task_id) for t in tasks], "claim_ttl_s": state.owner_ttl_s}
+
+
 def _body_doc(model: str) -> dict[str, Any]:
     schema = {"$ref": f"#/components/schemas/{model}"}
     return {"requestBody": {"required": True, "content": {"application/json": {"schema": schema}}}}
@@ -112,11 +117,8 @@ def _done_state(result: Result) -> Literal["done", "dead"]:
 
 
 async def _submit(state: GatewayState, tasks: list[Task], tenant: str) -> list[TaskHandle]:
+    """Submit tasks whose owner keys the admission step has written."""
     owner_keys = [state.owner_key(t.task_id) for t in tasks]
-    pipe = state.client.pipeline(transaction=False)
-    for key in owner_keys:
-        pipe.set(key, tenant, ex=state.owner_ttl_s)
-    await pipe.execute()
     try:
         handles = await state.orchestrator.submit_many(tasks)
     except DeepAgentsError as exc:
@@ -158,7 +160,7 @@ async def submit_one(
         parse_json(await read_body(request, state.config.gateway.body), state.config.gateway.body),
     )
     tasks = build_tasks([body], principal.tenant, state.orchestrator, batch=False)
-    async with state.admission.admit(principal.tenant, 1):
+    async with state.admission.admit(principal.tenant, 1, **_claims(state, tasks)):
         (handle,) = await _submit(state, tasks, principal.tenant)
         if wait:
             view = await _finished_view(state, handle, wait)
@@ -186,7 +188,7 @@ async def submit_batch(request: Request, state: StateDep, principal: PrincipalDe
             f"the batch holds {len(body.tasks)} tasks; at most {limits.max_batch}",
         )
     tasks = build_tasks(body.tasks, principal.tenant, state.orchestrator, batch=True)
-    async with state.admission.admit(principal.tenant, len(tasks)):
+    async with state.admission.admit(principal.tenant, len(tasks), **_claims(state, tasks)):
         handles = await _submit(state, tasks, principal.tenant)
     return _json(BatchAccepted(tasks=[_accepted(h) for h in handles]), 202)
 

@@ -1,0 +1,42 @@
+#!/usr/bin/env bash
+# Gateway benchmark: locust (headless) -> one gateway process -> Redis -> worker(s).
+#   loadtests/run_gateway_bench.sh [echo|mixed] [USERS] [SECONDS]
+# Everything runs on loopback on free ports and is stopped at exit (by pid).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+MIX=${1:-echo}; USERS=${2:-64}; SECONDS_=${3:-30}
+PY=${PYTHON:-.venv/bin/python}
+WORK=$(mktemp -d /tmp/deepagents-bench.XXXXXX)
+PIDS=()
+cleanup() { for p in "${PIDS[@]}"; do kill "$p" 2>/dev/null || true; done; wait 2>/dev/null || true; }
+trap cleanup EXIT
+
+port() { "$PY" -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
+REDIS_PORT=$(port); GW_PORT=$(port)
+redis-server --port "$REDIS_PORT" --bind 127.0.0.1 --save '' --appendonly no \
+  --maxmemory-policy noeviction --dir "$WORK" --logfile "$WORK/redis.log" & PIDS+=($!)
+
+KEY=$("$PY" -c 'from deepagents.gateway.auth import new_key; print(new_key())')
+HASH=$("$PY" -c "from deepagents.gateway.auth import hash_key; print(hash_key('$KEY'))")
+sed -n '/^gateway:/q;p' config/deepagents.yaml > "$WORK/config.yaml"
+cat >> "$WORK/config.yaml" <<YAML
+gateway:
+  api_keys: [{tenant: bench, sha256: $HASH, name: bench}]
+  defaults: {rate_per_s: 1000000, burst: 1000000, max_in_flight: 100000}
+YAML
+export DEEPAGENTS_REDIS_URL="redis://127.0.0.1:$REDIS_PORT/0" DEEPAGENTS_CONFIG="$WORK/config.yaml"
+export DEEPAGENTS_PREFIX=bench DEEPAGENTS_BENCH_KEY="$KEY" DEEPAGENTS_BENCH_MIX="$MIX"
+for _ in $(seq 50); do redis-cli -p "$REDIS_PORT" ping >/dev/null 2>&1 && break; sleep 0.1; done
+
+"$PY" -m deepagents gateway --port "$GW_PORT" > "$WORK/gateway.log" 2>&1 & PIDS+=($!)
+AGENTS="agents.echo:EchoAgent"
+[ "$MIX" = mixed ] && AGENTS="agents.risk:RiskAgent agents.research:ResearchAgent"
+for a in $AGENTS; do "$PY" -m deepagents worker "$a" > "$WORK/worker-${a##*:}.log" 2>&1 & PIDS+=($!); done
+for _ in $(seq 100); do curl -sf "http://127.0.0.1:$GW_PORT/health" >/dev/null && break; sleep 0.1; done
+
+echo "locust: $USERS users, ${SECONDS_}s, mix=$MIX, gateway :$GW_PORT" >&2
+timeout $((SECONDS_ + 60)) .venv/bin/locust -f loadtests/locustfile.py --headless \
+  -H "http://127.0.0.1:$GW_PORT" -u "$USERS" -r "$USERS" -t "${SECONDS_}s" --only-summary \
+  --csv "$WORK/bench" > "$WORK/locust.log" 2>&1 || true
+"$PY" loadtests/summarize.py "$WORK/bench_stats.csv"
+echo "logs: $WORK" >&2
