@@ -14,7 +14,18 @@ from collections.abc import Sequence
 
 from deepagents.errors import DeepAgentsError
 
-COMMANDS = ("demo", "worker", "publish", "status", "dlq", "gateway", "db", "audit", "audit-writer")
+COMMANDS = (
+    "demo",
+    "worker",
+    "publish",
+    "status",
+    "dlq",
+    "gateway",
+    "db",
+    "audit",
+    "audit-writer",
+    "sim-model",
+)
 
 EXIT_USAGE = 2
 EXIT_ERROR = 1

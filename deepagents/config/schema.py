@@ -10,6 +10,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator, model_valida
 
 from deepagents.contract.task import AGENT_NAME_RE
 from deepagents.gateway.config import GatewayConfig
+from deepagents.modelcall.config import ModelsSection
 
 TIER_NAME_PATTERN = r"^[a-z0-9][a-z0-9_-]{0,15}$"
 
@@ -106,6 +107,7 @@ class FileConfig(_Strict):
     defaults: AgentSettings = Field(default_factory=AgentSettings)
     agents: dict[str, AgentEntry] = Field(default_factory=dict)
     strategies: list[Strategy] = Field(default_factory=list)
+    models: ModelsSection = Field(default_factory=dict)
     gateway: GatewayConfig = Field(default_factory=GatewayConfig)
 
     @field_validator("tiers")

@@ -1,0 +1,97 @@
+"""Model calls: ``wrap_model_call`` makes every LLM call reliable, bounded, metered, traced.
+
+Typical use, once per event loop (the worker's bootstrap)::
+
+    async with ModelCalls(config.models, redis, prefix=settings.prefix) as calls:
+        with use_model_calls(calls):
+            reply = await wrap_model_call("research", prompt="...", task=task)
+
+Names are imported lazily: ``deepagents.config`` imports ``modelcall.config`` (pure
+pydantic) and must not pull in httpx, hvac and redis on the way.
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from deepagents.modelcall.calls import ModelCalls
+    from deepagents.modelcall.config import ModelConfig
+    from deepagents.modelcall.errors import (
+        ContentFiltered,
+        ContextLengthExceeded,
+        CredentialError,
+        InputTooLong,
+        InvalidRequest,
+        ModelCallError,
+        ModelDeadlineExceeded,
+        ModelRequestRejected,
+        ModelUnavailable,
+    )
+    from deepagents.modelcall.record import AttemptRecord, ModelReply
+    from deepagents.modelcall.usage import (
+        UsageLedger,
+        current_model_calls,
+        current_usage,
+        usage_scope,
+        use_model_calls,
+    )
+    from deepagents.modelcall.wrap import FallbackInfo, wrap_model_call
+
+_WHERE = {
+    "ModelCalls": "calls",
+    "ModelConfig": "config",
+    "AttemptRecord": "record",
+    "ModelReply": "record",
+    "FallbackInfo": "wrap",
+    "wrap_model_call": "wrap",
+    **dict.fromkeys(
+        ("UsageLedger", "current_model_calls", "current_usage", "usage_scope", "use_model_calls"),
+        "usage",
+    ),
+    **dict.fromkeys(
+        (
+            "ContentFiltered",
+            "ContextLengthExceeded",
+            "CredentialError",
+            "InputTooLong",
+            "InvalidRequest",
+            "ModelCallError",
+            "ModelDeadlineExceeded",
+            "ModelRequestRejected",
+            "ModelUnavailable",
+        ),
+        "errors",
+    ),
+}
+
+__all__ = [
+    "AttemptRecord",
+    "ContentFiltered",
+    "ContextLengthExceeded",
+    "CredentialError",
+    "FallbackInfo",
+    "InputTooLong",
+    "InvalidRequest",
+    "ModelCallError",
+    "ModelCalls",
+    "ModelConfig",
+    "ModelDeadlineExceeded",
+    "ModelReply",
+    "ModelRequestRejected",
+    "ModelUnavailable",
+    "UsageLedger",
+    "current_model_calls",
+    "current_usage",
+    "usage_scope",
+    "use_model_calls",
+    "wrap_model_call",
+]
+
+
+def __getattr__(name: str) -> Any:
+    module = _WHERE.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    return getattr(importlib.import_module(f"{__name__}.{module}"), name)

@@ -1,0 +1,387 @@
+"""The attempts against one model: gates, admission, the retry loop and the records.
+
+``ModelAttempts.run`` returns the answer's text, raises ``Refused`` when this model cannot
+answer now (the caller moves down the fallback chain), or raises a terminal
+``ModelCallError`` (an over-long input, a request the provider rejects for good).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import random
+import uuid
+from collections.abc import AsyncIterator, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from deepagents.modelcall.admission import RateLimiter, Reservation
+from deepagents.modelcall.calls import ModelCalls, ModelRuntime
+from deepagents.modelcall.credentials import Credential
+from deepagents.modelcall.errors import (
+    ContentFiltered,
+    ContextLengthExceeded,
+    CredentialError,
+    InputTooLong,
+    InvalidRequest,
+    ModelCallError,
+)
+from deepagents.modelcall.gates import Permit
+from deepagents.modelcall.pricing import cost_usd, estimate_input_tokens, estimate_tokens
+from deepagents.modelcall.providers.base import AttemptSpec, Completion
+from deepagents.modelcall.record import AttemptRecord
+from deepagents.modelcall.retrying import Decision, ErrorKind, ProviderError, retrying
+
+log = logging.getLogger("deepagents.modelcall")
+
+_TERMINAL: dict[ErrorKind, type[ModelCallError]] = {
+    ErrorKind.CONTEXT_LENGTH: ContextLengthExceeded,
+    ErrorKind.CONTENT_FILTER: ContentFiltered,
+    ErrorKind.INVALID: InvalidRequest,
+}
+# Classes after which another model (or the declared fallback) may still answer.
+_MOVE_ON = {ErrorKind.SPEND_LIMIT: "provider_spend_limit", ErrorKind.AUTH: "auth_failed"}
+
+
+class Refused(Exception):
+    """This model cannot answer now; ``reason`` says why (circuit_open, budget_exhausted…)."""
+
+    def __init__(self, reason: str) -> None:
+        super().__init__(reason)
+        self.reason = reason
+
+
+@dataclass
+class CallContext:
+    """One ``wrap_model_call``: shared by every model of the chain."""
+
+    calls: ModelCalls
+    requested: str
+    messages: Sequence[dict[str, Any]]
+    digest: str
+    deadline: float  # loop.time()
+    loop: asyncio.AbstractEventLoop
+    max_tokens: int | None = None
+    stream: bool | None = None
+    tenant: str | None = None
+    agent: str = "unknown"
+    params: dict[str, Any] = field(default_factory=dict)
+    records: list[AttemptRecord] = field(default_factory=list)
+
+    def time_left(self) -> float:
+        return self.deadline - self.loop.time()
+
+    def add(self, record: AttemptRecord) -> None:
+        self.records.append(record)
+        self.calls.metrics.observe(record, self.agent)
+        if self.calls.on_record is not None:
+            self.calls.on_record(record)
+        # The log line names the prompt by its hash only.
+        log.info(
+            "model_call model=%s attempt=%d outcome=%s status=%s detail=%s request_id=%s "
+            "prompt=%s tokens_in=%d tokens_out=%d total_ms=%s",
+            record.model,
+            record.attempt,
+            record.outcome,
+            record.status_code,
+            record.detail,
+            record.request_id,
+            record.prompt_sha256,
+            record.tokens_in,
+            record.tokens_out,
+            None if record.total_ms is None else round(record.total_ms, 1),
+            extra={"action": "model_call", "model": record.model, "outcome": record.outcome},
+        )
+
+
+class ModelAttempts:
+    def __init__(self, ctx: CallContext, runtime: ModelRuntime) -> None:
+        self.ctx = ctx
+        self.rt = runtime
+        cfg = runtime.config
+        self.est_in = estimate_input_tokens(ctx.messages, cfg.chars_per_token)
+        self.max_out = max(
+            1,
+            min(ctx.max_tokens or cfg.max_tokens, cfg.max_tokens, cfg.context_tokens - self.est_in),
+        )
+        self.refreshed = False
+        self.last: Decision | None = None
+
+    async def run(self) -> str:
+        cfg = self.rt.config
+        if self.est_in >= cfg.context_tokens:
+            raise InputTooLong(
+                f"input of about {self.est_in} tokens does not fit model {self.rt.name!r} "
+                f"(context limit {cfg.context_tokens} tokens); no call was made"
+            )
+        self._need_time()
+        reason = await self.rt.budget.admit(self.ctx.tenant)
+        if reason != "ok":
+            self._refuse(reason)
+        policy = retrying(
+            cfg.retry,
+            time_left_s=self.ctx.time_left,
+            min_attempt_s=cfg.timeouts.min_attempt_s,
+            on_decision=self._decided,
+        )
+        try:
+            async for attempt in policy:
+                with attempt:
+                    return await self._attempt(attempt.retry_state.attempt_number)
+        except ProviderError as error:
+            raise self._final(error) from None
+        raise AssertionError("tenacity stopped without an outcome")  # pragma: no cover
+
+    def _decided(self, decision: Decision) -> None:
+        self.last = decision
+
+    def _final(self, error: ProviderError) -> Exception:
+        terminal = _TERMINAL.get(error.kind)
+        if terminal is not None:
+            return terminal(
+                f"model {self.rt.name!r} rejected the request: {error.detail}",
+                reason=error.kind.value,
+            )
+        if error.kind in _MOVE_ON:
+            return Refused(_MOVE_ON[error.kind])
+        reason = self.last.reason if self.last is not None else "retries_exhausted"
+        return Refused(
+            reason if reason in ("deadline", "retry_after_too_long") else "retries_exhausted"
+        )
+
+    def _need_time(self) -> None:
+        """No attempt starts that cannot finish before the deadline."""
+        if self.ctx.time_left() <= max(self.rt.config.timeouts.min_attempt_s, 0.001):
+            self._refuse("deadline")
+
+    def _refuse(self, reason: str) -> None:
+        self.ctx.add(
+            AttemptRecord(
+                model=self.rt.name,
+                attempt=0,
+                outcome="refused",
+                prompt_sha256=self.ctx.digest,
+                detail=reason,
+                started_at=self.ctx.loop.time(),
+            )
+        )
+        raise Refused(reason)
+
+    async def _attempt(self, number: int) -> str:
+        self._need_time()
+        credential = await self._credential()
+        async with self._admitted(credential) as reservations:
+            permit = await self.rt.breaker.allow(probe_ttl_s=max(self.ctx.time_left(), 0.001))
+            if not permit.allowed:
+                await self._undo(reservations)
+                self._refuse("circuit_open")
+            return await self._send(number, permit, credential, reservations)
+
+    async def _credential(self) -> Credential | None:
+        if self.rt.credentials is None:
+            return None
+        try:
+            return await self.rt.credentials.current()
+        except CredentialError:
+            self._refuse("credential_error")
+            raise  # unreachable: _refuse raised
+
+    @contextlib.asynccontextmanager
+    async def _admitted(
+        self, credential: Credential | None
+    ) -> AsyncIterator[list[tuple[RateLimiter, Reservation]]]:
+        """Process semaphore, then the fleet lease, then rate reservations (in that order,
+        so a call waiting for the provider's rate holds no fleet slot it cannot use)."""
+        try:
+            async with asyncio.timeout_at(self.ctx.deadline):
+                await self.rt.semaphore.acquire()
+        except TimeoutError:
+            self._refuse("deadline")
+        lease: str | None = None
+        try:
+            lease = await self._fleet_lease()
+            yield await self._reserve_all(credential)
+        finally:
+            if lease is not None and self.rt.fleet is not None:
+                await self.rt.fleet.release(lease)
+            self.rt.semaphore.release()
+
+    async def _fleet_lease(self) -> str | None:
+        if self.rt.fleet is None:
+            return None
+        while True:
+            lease = await self.rt.fleet.try_acquire(ttl_s=self.ctx.time_left() + 1)
+            if lease is not None:
+                return lease
+            await self._pause(0.01 + random.random() * 0.02, "concurrency")
+
+    async def _reserve_all(
+        self, credential: Credential | None
+    ) -> list[tuple[RateLimiter, Reservation]]:
+        limiters = [
+            self.rt.limiter,
+            self.rt.key_limiter(
+                self.ctx.calls.redis,
+                self.ctx.calls.prefix,
+                credential.secret if credential else None,
+            ),
+        ]
+        reservations: list[tuple[RateLimiter, Reservation]] = []
+        try:
+            for limiter in limiters:
+                if limiter is not None and limiter.active:
+                    reservations.append((limiter, await self._reserve(limiter)))
+        except BaseException:
+            await self._undo(reservations)
+            raise
+        return reservations
+
+    async def _reserve(self, limiter: RateLimiter) -> Reservation:
+        want = self.est_in + self.max_out  # an upper bound, corrected after the answer
+        while True:
+            admission = await limiter.try_admit(want)
+            if admission.reservation is not None:
+                return admission.reservation
+            if admission.wait_s < 0:
+                self._refuse("exceeds_rate_limit")
+            # Jitter spreads the waiters so they do not all retry at the same instant.
+            jitter = random.random() * 0.1
+            await self._pause(admission.wait_s + jitter, "rate_limited")
+
+    async def _pause(self, seconds: float, reason: str) -> None:
+        if seconds + self.rt.config.timeouts.min_attempt_s >= self.ctx.time_left():
+            self._refuse(reason)
+        await asyncio.sleep(seconds)
+
+    @staticmethod
+    async def _undo(reservations: list[tuple[RateLimiter, Reservation]]) -> None:
+        for limiter, reservation in reservations:
+            await limiter.correct(reservation, 0)
+
+    def _spec(self, credential: Credential | None) -> AttemptSpec:
+        cfg = self.rt.config
+        return AttemptSpec(
+            url=self.rt.url,
+            model_id=cfg.model_id(self.rt.name),
+            messages=self.ctx.messages,
+            max_tokens=self.max_out,
+            stream=cfg.stream if self.ctx.stream is None else self.ctx.stream,
+            api_key=credential.secret if credential else None,
+            request_id=uuid.uuid4().hex,  # fresh on every attempt: retries are distinct requests
+            deadline=self.ctx.deadline,
+            connect_s=cfg.timeouts.connect_s,
+            first_token_s=cfg.timeouts.first_token_s,
+            per_token_s=cfg.timeouts.per_token_s,
+            extra=self.ctx.params,
+        )
+
+    async def _send(
+        self,
+        number: int,
+        permit: Permit,
+        credential: Credential | None,
+        reservations: list[tuple[RateLimiter, Reservation]],
+    ) -> str:
+        spec = self._spec(credential)
+        started = self.ctx.loop.time()
+        try:
+            done = await self.ctx.calls.provider.complete(self.ctx.calls.client(), spec)
+        except ProviderError as error:
+            error.request_id = spec.request_id
+            await self._failed(number, error, permit, credential, started)
+            raise
+        await self._succeeded(number, done, permit, spec, started, reservations)
+        return done.text
+
+    def _base(self, number: int, request_id: str, started: float) -> dict[str, Any]:
+        return {
+            "model": self.rt.name,
+            "attempt": number,
+            "prompt_sha256": self.ctx.digest,
+            "request_id": request_id,
+            "retries": number - 1,
+            "started_at": started,
+            "wait_before_s": self.last.delay_s if self.last and number > 1 else 0.0,
+        }
+
+    async def _succeeded(
+        self,
+        number: int,
+        done: Completion,
+        permit: Permit,
+        spec: AttemptSpec,
+        started: float,
+        reservations: list[tuple[RateLimiter, Reservation]],
+    ) -> None:
+        cfg = self.rt.config
+        estimated = done.tokens_in is None or done.tokens_out is None
+        tokens_in = self.est_in if done.tokens_in is None else done.tokens_in
+        tokens_out = (
+            estimate_tokens(done.text, cfg.chars_per_token)
+            if done.tokens_out is None
+            else done.tokens_out
+        )
+        cost = cost_usd(cfg, tokens_in, tokens_out)
+        self.ctx.add(
+            AttemptRecord(
+                **self._base(number, spec.request_id, started),
+                outcome="ok",
+                status_code=done.status_code,
+                tokens_in=tokens_in,
+                tokens_out=tokens_out,
+                tokens_estimated=estimated,
+                model_version=done.model_version,
+                connect_ms=done.connect_ms,
+                first_token_ms=done.first_token_ms,
+                total_ms=done.total_ms,
+                cost_usd=cost,
+                detail=done.finish_reason,
+            )
+        )
+        for limiter, reservation in reservations:
+            await limiter.correct(reservation, tokens_in + tokens_out)
+        await self.rt.budget.spend(self.ctx.tenant, cost)
+        await self.rt.breaker.record(True, probe=permit.probe)
+
+    async def _failed(
+        self,
+        number: int,
+        error: ProviderError,
+        permit: Permit,
+        credential: Credential | None,
+        started: float,
+    ) -> None:
+        timing = error.timing
+        self.ctx.add(
+            AttemptRecord(
+                **self._base(number, error.request_id or "", started),
+                outcome=error.kind.value,
+                status_code=error.status,
+                detail=error.detail,
+                connect_ms=timing.get("connect_ms"),
+                first_token_ms=timing.get("first_token_ms"),
+                total_ms=timing.get("total_ms"),
+            )
+        )
+        # Only failures that say the model is unwell feed the breaker; a probe is always
+        # resolved, since any answer from the server ends the half-open state.
+        unwell = error.kind is ErrorKind.TRANSIENT
+        if unwell or permit.probe:
+            await self.rt.breaker.record(not unwell, probe=permit.probe)
+        if error.kind is ErrorKind.AUTH:
+            await self._refresh(error, credential)
+
+    async def _refresh(self, error: ProviderError, credential: Credential | None) -> None:
+        """A 401 earns one credential refresh (fleet-wide, under a lock) and one retry."""
+        if self.refreshed or credential is None or self.rt.credentials is None:
+            return  # the 401 stands: _final moves on to the next model
+        self.refreshed = True
+        try:
+            await self.rt.credentials.refresh(
+                credential.version, timeout_s=max(0.1, self.ctx.time_left())
+            )
+        except CredentialError:
+            # Bounded: one refresh per call, no 401 -> refresh -> 401 loop.
+            self._refuse("credential_refresh_failed")
+        raise ProviderError(ErrorKind.AUTH, "credential_refreshed", status=401) from error

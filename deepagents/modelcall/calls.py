@@ -1,0 +1,185 @@
+"""``ModelCalls``: the resources behind ``wrap_model_call``, one instance per event loop.
+
+It owns one ``httpx.AsyncClient`` (one connection pool) created on first use in its loop
+and closed by ``aclose()``; it refuses to be used from another loop, because an httpx
+client (like the Redis client it is given) is bound to the loop it first ran in. The Redis
+client is given, so it is not closed here.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+
+import httpx
+from redis.asyncio import Redis
+
+from deepagents.modelcall.admission import FleetConcurrency, RateLimiter
+from deepagents.modelcall.config import ModelConfig
+from deepagents.modelcall.credentials import CredentialSource, CredentialStore, source_for
+from deepagents.modelcall.errors import InvalidRequest
+from deepagents.modelcall.gates import Budget, CircuitBreaker
+from deepagents.modelcall.keys import ModelKeys, api_key_rate_key, key_fingerprint
+from deepagents.modelcall.metrics import ModelMetrics
+from deepagents.modelcall.providers.base import Provider
+from deepagents.modelcall.providers.openai import OpenAIProvider
+from deepagents.modelcall.record import AttemptRecord
+
+log = logging.getLogger("deepagents.modelcall")
+
+RecordHook = Callable[[AttemptRecord], None]
+
+
+@dataclass
+class ModelRuntime:
+    """One model's gates and credential store (shared state in Redis, local semaphore)."""
+
+    name: str
+    config: ModelConfig
+    keys: ModelKeys
+    breaker: CircuitBreaker
+    budget: Budget
+    limiter: RateLimiter
+    fleet: FleetConcurrency | None
+    credentials: CredentialStore | None
+    semaphore: asyncio.Semaphore
+    url: str
+    _key_limiters: dict[str, RateLimiter] = field(default_factory=dict)
+
+    def key_limiter(self, redis: Redis, prefix: str, secret: str | None) -> RateLimiter | None:
+        """The per-API-key limiter, when configured (shared by models using the same key)."""
+        limits = self.config.limits
+        if secret is None or (limits.key_rpm is None and limits.key_tpm is None):
+            return None
+        fingerprint = key_fingerprint(secret)
+        if fingerprint not in self._key_limiters:
+            self._key_limiters[fingerprint] = RateLimiter(
+                redis,
+                api_key_rate_key(prefix, fingerprint),
+                rpm=limits.key_rpm,
+                tpm=limits.key_tpm,
+                window_s=limits.window_s,
+            )
+        return self._key_limiters[fingerprint]
+
+
+class ModelCalls:
+    """Everything ``wrap_model_call`` needs, for one event loop. Use ``async with``."""
+
+    def __init__(
+        self,
+        models: Mapping[str, ModelConfig],
+        redis: Redis,
+        *,
+        prefix: str,
+        sources: Mapping[str, CredentialSource | None] | None = None,
+        provider: Provider | None = None,
+        metrics: ModelMetrics | None = None,
+        prompt_hash_key: bytes | None = None,
+        on_record: RecordHook | None = None,
+    ) -> None:
+        self.models = dict(models)
+        self.redis = redis
+        self.prefix = prefix
+        self.provider: Provider = provider or OpenAIProvider()
+        self.metrics = metrics or ModelMetrics()
+        self.prompt_hash_key = prompt_hash_key
+        self.on_record = on_record
+        # Sources given by the caller are the caller's to close; those built here are ours.
+        self._given_sources = sources is not None
+        self._sources = (
+            dict(sources)
+            if sources is not None
+            else {name: source_for(cfg) for name, cfg in self.models.items()}
+        )
+        self._runtimes: dict[str, ModelRuntime] = {}
+        self._client: httpx.AsyncClient | None = None
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._closed = False
+        self.clients_created = 0
+
+    async def __aenter__(self) -> ModelCalls:
+        # Build the pool now: creating an httpx client loads the CA bundle, which blocks the
+        # loop for a while; better at start-up than inside the first admitted call.
+        self.client()
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.aclose()
+
+    async def aclose(self) -> None:
+        """Close the connection pool and the credential sources built here. Idempotent."""
+        if self._closed:
+            return
+        self._closed = True
+        if self._client is not None:
+            await self._client.aclose()
+        if not self._given_sources:
+            for source in self._sources.values():
+                if source is not None:
+                    await source.aclose()
+
+    @property
+    def closed(self) -> bool:
+        return self._closed
+
+    def client(self) -> httpx.AsyncClient:
+        self._bind_loop()
+        if self._client is None:
+            self._client = httpx.AsyncClient(
+                limits=httpx.Limits(
+                    max_connections=self._pool_size(), max_keepalive_connections=self._pool_size()
+                ),
+                timeout=httpx.Timeout(30.0),
+                follow_redirects=False,  # a redirect could carry the key to another host
+            )
+            self.clients_created += 1
+        return self._client
+
+    def runtime(self, name: str) -> ModelRuntime:
+        self._bind_loop()
+        if name not in self._runtimes:
+            self._runtimes[name] = self._build_runtime(name)
+        return self._runtimes[name]
+
+    def _bind_loop(self) -> asyncio.AbstractEventLoop:
+        if self._closed:
+            raise RuntimeError("ModelCalls is closed")
+        loop = asyncio.get_running_loop()
+        if self._loop is None:
+            self._loop = loop
+        elif self._loop is not loop:
+            raise RuntimeError("ModelCalls belongs to another event loop: make one per loop")
+        return loop
+
+    def _pool_size(self) -> int:
+        # Enough connections for every model's concurrency limit, and no more.
+        return max(1, sum(cfg.limits.concurrency for cfg in self.models.values()))
+
+    def _build_runtime(self, name: str) -> ModelRuntime:
+        config = self.models.get(name)
+        if config is None:
+            raise InvalidRequest(f"model {name!r} is not configured (models: section)")
+        keys = ModelKeys(self.prefix, name)
+        limits = config.limits
+        source = self._sources.get(name)
+        return ModelRuntime(
+            name=name,
+            config=config,
+            keys=keys,
+            breaker=CircuitBreaker(self.redis, keys, config.breaker),
+            budget=Budget(self.redis, keys, limits),
+            limiter=RateLimiter(
+                self.redis, keys.rate, rpm=limits.rpm, tpm=limits.tpm, window_s=limits.window_s
+            ),
+            fleet=(
+                FleetConcurrency(self.redis, keys.inflight, limits.fleet_concurrency)
+                if limits.fleet_concurrency
+                else None
+            ),
+            credentials=CredentialStore(self.redis, keys, source) if source else None,
+            semaphore=asyncio.Semaphore(limits.concurrency),
+            url=str(config.base_url).rstrip("/") + "/chat/completions",
+        )

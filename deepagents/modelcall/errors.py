@@ -1,0 +1,90 @@
+"""Errors of the model-call layer, classified by what retrying can change::
+
+DeepAgentsError
+└── ModelCallError                 code, retryable, the attempt records so far
+    ├── InputTooLong               over the context limit; failed fast, no call (invalid_input)
+    ├── ModelRequestRejected       the provider said no for good: never retried
+    │   ├── ContextLengthExceeded
+    │   ├── ContentFiltered
+    │   ├── InvalidRequest         other 4xx (400, 403, 404, 422, ...)
+    │   ├── SpendLimitReached      429 that waiting cannot fix (quota, billing)
+    │   └── AuthenticationFailed   401 again after one credential refresh
+    ├── ModelUnavailable           gates refused or retries exhausted (retryable later)
+    ├── ModelDeadlineExceeded      no time left for an attempt (deadline_exceeded)
+    └── CredentialError            no key: Vault/env missing or refused (fail closed)
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from deepagents.errors import DeepAgentsError
+
+if TYPE_CHECKING:
+    from deepagents.modelcall.record import AttemptRecord
+
+
+class ModelCallError(DeepAgentsError):
+    """A model call did not produce an answer."""
+
+    code = "model_unavailable"
+
+    def __init__(self, message: str | None = None, *, reason: str | None = None) -> None:
+        super().__init__(message)
+        self.reason = reason or self.code
+        self.attempts: tuple[AttemptRecord, ...] = ()
+
+
+class InputTooLong(ModelCallError):
+    """The input does not fit the model's context limit."""
+
+    code = "invalid_input"
+
+
+class ModelRequestRejected(ModelCallError):
+    """The provider rejected the request; retrying cannot change that."""
+
+    code = "invalid_input"
+
+
+class ContextLengthExceeded(ModelRequestRejected):
+    """The provider says the request exceeds the model's context length."""
+
+
+class ContentFiltered(ModelRequestRejected):
+    """The provider's content filter refused the request."""
+
+
+class InvalidRequest(ModelRequestRejected):
+    """The provider refused the request as invalid."""
+
+
+class SpendLimitReached(ModelRequestRejected):
+    """The provider's quota or spend limit is exhausted; waiting does not help."""
+
+    code = "model_unavailable"
+
+
+class AuthenticationFailed(ModelRequestRejected):
+    """The provider refused the credential, even after one refresh."""
+
+    code = "model_unavailable"
+
+
+class ModelUnavailable(ModelCallError):
+    """No model in the chain answered (gates refused or retries were exhausted)."""
+
+    code = "model_unavailable"
+    retryable = True
+
+
+class ModelDeadlineExceeded(ModelCallError):
+    """Not enough time is left before the deadline for an attempt."""
+
+    code = "deadline_exceeded"
+
+
+class CredentialError(ModelCallError):
+    """No usable API key (Vault or the environment failed); fail closed."""
+
+    code = "model_unavailable"

@@ -1,0 +1,225 @@
+"""Pre-call gates kept in Redis, shared by every worker: circuit breaker, budget and quota.
+
+Each gate is one Lua script on the model's hash slot, timed by Redis ``TIME`` so workers
+with skewed clocks still agree on windows and cool-downs.
+"""
+
+from __future__ import annotations
+
+import uuid
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from enum import StrEnum
+
+from redis.asyncio import Redis
+
+from deepagents.modelcall.config import BreakerConfig, LimitsConfig
+from deepagents.modelcall.keys import ModelKeys, safe_part
+from deepagents.modelcall.pricing import micro_usd
+
+_NOW_MS = "local t = redis.call('TIME') local now = t[1] * 1000 + math.floor(t[2] / 1000)\n"
+
+# KEYS: state hash. ARGV: cooldown_ms, probe_ttl_ms. Returns {allowed, probe_or_wait_ms}.
+_ALLOW = (
+    _NOW_MS
+    + """
+local state = redis.call('HGET', KEYS[1], 'state') or 'closed'
+if state == 'closed' then return {1, 0} end
+if state == 'open' then
+  local opened = tonumber(redis.call('HGET', KEYS[1], 'opened_at') or '0')
+  local reopen = opened + tonumber(ARGV[1])
+  if now < reopen then return {0, reopen - now} end
+  redis.call('HSET', KEYS[1], 'state', 'half_open')
+end
+local probe_until = tonumber(redis.call('HGET', KEYS[1], 'probe_until') or '0')
+if now < probe_until then return {0, probe_until - now} end
+redis.call('HSET', KEYS[1], 'probe_until', now + tonumber(ARGV[2]))
+return {1, 1}
+"""
+)
+
+# KEYS: state, ok zset, fail zset. ARGV: ok(1/0), probe(1/0), window_ms, min_calls,
+# failure_rate, member. Returns the state after recording.
+_RECORD = (
+    _NOW_MS
+    + """
+local state = redis.call('HGET', KEYS[1], 'state') or 'closed'
+local ok = ARGV[1] == '1'
+if state == 'half_open' then
+  if ARGV[2] ~= '1' then return state end
+  redis.call('HDEL', KEYS[1], 'probe_until')
+  if ok then
+    redis.call('HSET', KEYS[1], 'state', 'closed')
+    redis.call('DEL', KEYS[2], KEYS[3])
+    return 'closed'
+  end
+  redis.call('HSET', KEYS[1], 'state', 'open', 'opened_at', now)
+  return 'open'
+end
+if state == 'open' then return state end
+local window = tonumber(ARGV[3])
+local target = ok and KEYS[2] or KEYS[3]
+redis.call('ZADD', target, now, ARGV[6])
+redis.call('ZREMRANGEBYSCORE', KEYS[2], '-inf', now - window)
+redis.call('ZREMRANGEBYSCORE', KEYS[3], '-inf', now - window)
+redis.call('PEXPIRE', KEYS[2], window * 2)
+redis.call('PEXPIRE', KEYS[3], window * 2)
+local fails = redis.call('ZCARD', KEYS[3])
+local total = fails + redis.call('ZCARD', KEYS[2])
+if total >= tonumber(ARGV[4]) and fails / total >= tonumber(ARGV[5]) then
+  redis.call('HSET', KEYS[1], 'state', 'open', 'opened_at', now)
+  redis.call('DEL', KEYS[2], KEYS[3])
+  return 'open'
+end
+return 'closed'
+"""
+)
+
+
+def _text(value: bytes | str) -> str:
+    return value.decode() if isinstance(value, bytes) else value
+
+
+class BreakerState(StrEnum):
+    CLOSED = "closed"
+    OPEN = "open"
+    HALF_OPEN = "half_open"
+
+
+@dataclass(frozen=True, slots=True)
+class Permit:
+    allowed: bool
+    probe: bool = False
+    retry_in_s: float = 0.0
+
+
+class CircuitBreaker:
+    """Closed → open when the failure rate over the window passes the threshold; open →
+    half-open after the cool-down, where a single probe decides: success closes it."""
+
+    def __init__(self, redis: Redis, keys: ModelKeys, config: BreakerConfig) -> None:
+        self._redis = redis
+        self._keys = keys
+        self._config = config
+        self._allow = redis.register_script(_ALLOW)
+        self._record = redis.register_script(_RECORD)
+
+    async def allow(self, probe_ttl_s: float) -> Permit:
+        allowed, extra = await self._allow(
+            keys=[self._keys.breaker],
+            args=[int(self._config.cooldown_s * 1000), max(1, int(probe_ttl_s * 1000))],
+        )
+        if allowed:
+            return Permit(True, probe=bool(extra))
+        return Permit(False, retry_in_s=int(extra) / 1000)
+
+    async def record(self, ok: bool, *, probe: bool) -> BreakerState:
+        state = await self._record(
+            keys=[self._keys.breaker, self._keys.breaker_ok, self._keys.breaker_fail],
+            args=[
+                int(ok),
+                int(probe),
+                int(self._config.window_s * 1000),
+                self._config.min_calls,
+                self._config.failure_rate,
+                uuid.uuid4().hex,
+            ],
+        )
+        return BreakerState(state.decode() if isinstance(state, bytes) else state)
+
+    async def state(self) -> BreakerState:
+        raw = await self._redis.hget(self._keys.breaker, "state")
+        return BreakerState(_text(raw)) if raw else BreakerState.CLOSED
+
+
+# KEYS: the model's day hash. ARGV: tenant field prefix ('' = none), model budget µUSD,
+# model requests, tenant budget µUSD, tenant requests (-1 = unlimited), ttl_s.
+# Checks every limit, then counts the request; returns 'ok' or the refusal reason.
+_RESERVE = """
+local function used(field) return tonumber(redis.call('HGET', KEYS[1], field) or '0') end
+local function spent(field, limit)
+  return tonumber(limit) >= 0 and used(field) >= tonumber(limit)
+end
+local function full(field, limit)
+  return tonumber(limit) >= 0 and used(field) + 1 > tonumber(limit)
+end
+local t = ARGV[1]
+if spent('spend', ARGV[2]) then return 'budget_exhausted' end
+if full('req', ARGV[3]) then return 'quota_exhausted' end
+if t ~= '' then
+  if spent(t .. 'spend', ARGV[4]) then return 'tenant_budget_exhausted' end
+  if full(t .. 'req', ARGV[5]) then return 'tenant_quota_exhausted' end
+  redis.call('HINCRBY', KEYS[1], t .. 'req', 1)
+end
+redis.call('HINCRBY', KEYS[1], 'req', 1)
+redis.call('EXPIRE', KEYS[1], tonumber(ARGV[6]))
+return 'ok'
+"""
+
+_DAY_TTL_S = 2 * 86_400
+
+
+def _limit(value: float | int | None, scale: int = 1) -> int:
+    return -1 if value is None else round(value * scale)
+
+
+class Budget:
+    """Daily cost budget and request quota, per model and per tenant (UTC days)."""
+
+    def __init__(self, redis: Redis, keys: ModelKeys, limits: LimitsConfig) -> None:
+        self._redis = redis
+        self._keys = keys
+        self._limits = limits
+        self._reserve = redis.register_script(_RESERVE)
+
+    @staticmethod
+    def today() -> str:
+        return datetime.now(UTC).strftime("%Y%m%d")
+
+    @property
+    def active(self) -> bool:
+        lim = self._limits
+        return any(
+            v is not None
+            for v in (
+                lim.daily_budget_usd,
+                lim.daily_requests,
+                lim.tenant_daily_budget_usd,
+                lim.tenant_daily_requests,
+            )
+        )
+
+    async def admit(self, tenant: str | None) -> str:
+        """Count one request if every limit allows it; else return why not."""
+        if not self.active:
+            return "ok"
+        lim = self._limits
+        reason = await self._reserve(
+            keys=[self._keys.day(self.today())],
+            args=[
+                f"t:{safe_part(tenant)}:" if tenant else "",
+                _limit(lim.daily_budget_usd, 1_000_000),
+                _limit(lim.daily_requests),
+                _limit(lim.tenant_daily_budget_usd, 1_000_000),
+                _limit(lim.tenant_daily_requests),
+                _DAY_TTL_S,
+            ],
+        )
+        return reason.decode() if isinstance(reason, bytes) else str(reason)
+
+    async def spend(self, tenant: str | None, cost_usd: float) -> None:
+        amount = micro_usd(cost_usd)
+        if amount <= 0 or not self.active:
+            return
+        key = self._keys.day(self.today())
+        async with self._redis.pipeline(transaction=True) as pipe:
+            pipe.hincrby(key, "spend", amount)
+            if tenant:
+                pipe.hincrby(key, f"t:{safe_part(tenant)}:spend", amount)
+            pipe.expire(key, _DAY_TTL_S)
+            await pipe.execute()
+
+    async def spent_usd(self, tenant: str | None = None) -> float:
+        field = f"t:{safe_part(tenant)}:spend" if tenant else "spend"
+        raw = await self._redis.hget(self._keys.day(self.today()), field)
+        return int(raw or 0) / 1_000_000

@@ -1,0 +1,35 @@
+"""Cost from the price table (USD per 1,000 tokens) and the token estimate used before a call."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from typing import Any
+
+from deepagents.modelcall.config import ModelConfig
+
+# Chat formats add a few tokens of framing per message (role, separators).
+TOKENS_PER_MESSAGE = 4
+
+
+def cost_usd(model: ModelConfig, tokens_in: int, tokens_out: int) -> float:
+    cost = tokens_in * model.price_in_per_1k / 1000 + tokens_out * model.price_out_per_1k / 1000
+    # Rounded to a micro-dollar: the unit the Redis budget counters use.
+    return round(cost, 6)
+
+
+def micro_usd(cost: float) -> int:
+    return round(cost * 1_000_000)
+
+
+def estimate_tokens(text: str, chars_per_token: float) -> int:
+    return math.ceil(len(text) / chars_per_token) if text else 0
+
+
+def estimate_input_tokens(messages: Sequence[dict[str, Any]], chars_per_token: float) -> int:
+    total = 0
+    for message in messages:
+        content = message.get("content")
+        text = content if isinstance(content, str) else str(content or "")
+        total += estimate_tokens(text, chars_per_token) + TOKENS_PER_MESSAGE
+    return total

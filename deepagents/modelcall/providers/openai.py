@@ -1,0 +1,272 @@
+"""OpenAI-compatible chat completions (OpenAI, vLLM, Ollama, DashScope-compatible gateways).
+
+Streaming (SSE) and plain. Each phase of an attempt has its own deadline, never later than
+the attempt's: response headers, the first token (streams) and every next token (the stall
+guard). Only content tokens move the stall deadline, so keep-alive comments cannot hide a
+stalled generation.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator, Awaitable
+from typing import Any, TypeVar
+
+import httpx
+import orjson
+
+from deepagents.modelcall.providers.base import AttemptSpec, Completion
+from deepagents.modelcall.retrying import ErrorKind, ProviderError, classify, parse_retry_after
+
+T = TypeVar("T")
+
+MAX_ERROR_BODY = 65_536
+
+# Every exception httpx can raise, by what retrying can change (a test checks completeness).
+_HTTPX_TRANSIENT: tuple[type[Exception], ...] = (
+    httpx.TimeoutException,
+    httpx.NetworkError,
+    httpx.RemoteProtocolError,
+    httpx.ProxyError,
+    httpx.DecodingError,
+)
+_HTTPX_INVALID: tuple[type[Exception], ...] = (
+    httpx.LocalProtocolError,
+    httpx.UnsupportedProtocol,
+    httpx.TooManyRedirects,
+    httpx.InvalidURL,
+    httpx.CookieConflict,
+    httpx.StreamError,
+)
+
+
+def map_httpx_error(exc: Exception) -> ProviderError:
+    if isinstance(exc, httpx.HTTPStatusError):
+        return ProviderError(
+            classify(exc.response.status_code, None), "http_status", status=exc.response.status_code
+        )
+    if isinstance(exc, _HTTPX_TRANSIENT):
+        return ProviderError(ErrorKind.TRANSIENT, type(exc).__name__)
+    if isinstance(exc, _HTTPX_INVALID):
+        return ProviderError(ErrorKind.INVALID, type(exc).__name__)
+    if isinstance(exc, httpx.HTTPError):  # a class added by a future httpx: assume it may pass
+        return ProviderError(ErrorKind.TRANSIENT, type(exc).__name__)
+    raise TypeError(f"not an httpx error: {type(exc).__name__}")
+
+
+class _Clock:
+    """Attempt timing; also the httpx trace hook that sees the TCP connect (0 when reused)."""
+
+    def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
+        self.loop = loop
+        self.start = loop.time()
+        self.connect_started: float | None = None
+        self.connect_ms: float | None = None
+        self.first_token_ms: float | None = None
+
+    async def trace(self, event: str, info: dict[str, Any]) -> None:
+        if event == "connection.connect_tcp.started":
+            self.connect_started = self.loop.time()
+        elif event == "connection.connect_tcp.complete" and self.connect_started is not None:
+            self.connect_ms = (self.loop.time() - self.connect_started) * 1000
+
+    def since_start_ms(self) -> float:
+        return (self.loop.time() - self.start) * 1000
+
+    def timing(self) -> dict[str, float | None]:
+        return {
+            "connect_ms": self.connect_ms,
+            "first_token_ms": self.first_token_ms,
+            "total_ms": self.since_start_ms(),
+        }
+
+
+async def _within(step: Awaitable[T], deadline: float, spec: AttemptSpec, phase: str) -> T:
+    try:
+        async with asyncio.timeout_at(min(deadline, spec.deadline)):
+            return await step
+    except TimeoutError:
+        name = "attempt_timeout" if spec.deadline <= deadline else phase
+        raise ProviderError(ErrorKind.TRANSIENT, name) from None
+
+
+class OpenAIProvider:
+    name = "openai"
+
+    async def complete(self, client: httpx.AsyncClient, spec: AttemptSpec) -> Completion:
+        clock = _Clock(asyncio.get_running_loop())
+        try:
+            return await self._exchange(client, spec, clock)
+        except httpx.HTTPError as exc:
+            error = map_httpx_error(exc)
+            error.timing = clock.timing()
+            raise error from None
+        except ProviderError as error:
+            error.timing = clock.timing()
+            raise
+
+    def _request(
+        self, client: httpx.AsyncClient, spec: AttemptSpec, clock: _Clock
+    ) -> httpx.Request:
+        payload: dict[str, Any] = {
+            **spec.extra,
+            "model": spec.model_id,
+            "messages": list(spec.messages),
+            "max_tokens": spec.max_tokens,
+            "stream": spec.stream,
+        }
+        if spec.stream:
+            payload["stream_options"] = {"include_usage": True}
+        headers = {"content-type": "application/json", "x-request-id": spec.request_id}
+        if spec.api_key:
+            headers["authorization"] = f"Bearer {spec.api_key}"
+        # Reads are bounded by our phase deadlines, not by httpx's per-read timeout.
+        timeout = httpx.Timeout(spec.connect_s, read=None)
+        return client.build_request(
+            "POST",
+            spec.url,
+            content=orjson.dumps(payload),
+            headers=headers,
+            timeout=timeout,
+            extensions={"trace": clock.trace},
+        )
+
+    async def _exchange(
+        self, client: httpx.AsyncClient, spec: AttemptSpec, clock: _Clock
+    ) -> Completion:
+        request = self._request(client, spec, clock)
+        # A stream must start within first_token_s; a plain answer only arrives when the
+        # whole generation is done, so only the attempt deadline bounds it.
+        headers_by = clock.start + spec.first_token_s if spec.stream else spec.deadline
+        response = await _within(
+            client.send(request, stream=True), headers_by, spec, "first_token_timeout"
+        )
+        try:
+            if response.status_code >= 400:
+                raise await self._error(response, spec)
+            if spec.stream:
+                return await self._read_stream(response, spec, clock)
+            return await self._read_plain(response, spec, clock)
+        finally:
+            await response.aclose()
+
+    async def _error(self, response: httpx.Response, spec: AttemptSpec) -> ProviderError:
+        body: Any = None
+        try:
+            raw = await _within(response.aread(), spec.deadline, spec, "error_body")
+            body = orjson.loads(raw[:MAX_ERROR_BODY])
+        except (orjson.JSONDecodeError, ProviderError, httpx.HTTPError):
+            pass
+        kind = classify(response.status_code, body)
+        error = body.get("error") if isinstance(body, dict) else None
+        code = str(error.get("code") or error.get("type") or "") if isinstance(error, dict) else ""
+        return ProviderError(
+            kind,
+            code or f"http_{response.status_code}",
+            status=response.status_code,
+            retry_after_s=parse_retry_after(response.headers),
+        )
+
+    async def _read_plain(
+        self, response: httpx.Response, spec: AttemptSpec, clock: _Clock
+    ) -> Completion:
+        clock.first_token_ms = clock.since_start_ms()
+        raw = await _within(response.aread(), spec.deadline, spec, "attempt_timeout")
+        try:
+            body = orjson.loads(raw)
+            message = body["choices"][0]["message"]
+            text = message.get("content") or ""
+        except (orjson.JSONDecodeError, KeyError, IndexError, TypeError, AttributeError):
+            raise ProviderError(
+                ErrorKind.TRANSIENT, "bad_response", status=response.status_code
+            ) from None
+        usage = body.get("usage") or {}
+        return Completion(
+            text=text,
+            tokens_in=usage.get("prompt_tokens"),
+            tokens_out=usage.get("completion_tokens"),
+            model_version=response.headers.get("x-model-version") or body.get("model"),
+            status_code=response.status_code,
+            connect_ms=clock.connect_ms,
+            first_token_ms=clock.first_token_ms,
+            total_ms=clock.since_start_ms(),
+            finish_reason=body["choices"][0].get("finish_reason"),
+        )
+
+    async def _read_stream(
+        self, response: httpx.Response, spec: AttemptSpec, clock: _Clock
+    ) -> Completion:
+        state = _StreamState()
+        lines: AsyncIterator[str] = response.aiter_lines()
+        next_by, phase = clock.start + spec.first_token_s, "first_token_timeout"
+        while True:
+            try:
+                line = await _within(anext(lines), next_by, spec, phase)
+            except StopAsyncIteration:
+                break
+            if state.feed(line):
+                break
+            if state.tokens and phase != "stall":
+                clock.first_token_ms = clock.since_start_ms()
+            if state.moved:
+                next_by, phase = clock.loop.time() + spec.per_token_s, "stall"
+        if not state.done:
+            raise ProviderError(ErrorKind.TRANSIENT, "stream_truncated", status=200)
+        # Read to the end of the body so the connection goes back to the pool.
+        await _within(_drain(lines), spec.deadline, spec, "attempt_timeout")
+        usage = state.usage or {}
+        return Completion(
+            text="".join(state.parts),
+            tokens_in=usage.get("prompt_tokens"),
+            tokens_out=usage.get("completion_tokens"),
+            model_version=response.headers.get("x-model-version") or state.model,
+            status_code=response.status_code,
+            connect_ms=clock.connect_ms,
+            first_token_ms=clock.first_token_ms,
+            total_ms=clock.since_start_ms(),
+            finish_reason=state.finish_reason,
+        )
+
+
+async def _drain(lines: AsyncIterator[str]) -> None:
+    async for _ in lines:
+        pass
+
+
+class _StreamState:
+    """Accumulates SSE ``data:`` events of a chat-completions stream."""
+
+    def __init__(self) -> None:
+        self.parts: list[str] = []
+        self.tokens = 0
+        self.moved = False  # the last line carried content
+        self.done = False
+        self.usage: dict[str, Any] | None = None
+        self.model: str | None = None
+        self.finish_reason: str | None = None
+
+    def feed(self, line: str) -> bool:
+        """Take one line; True at ``[DONE]``."""
+        self.moved = False
+        if not line.startswith("data:"):
+            return False  # blank separators, comments, event names
+        data = line[5:].strip()
+        if data == "[DONE]":
+            self.done = True
+            return True
+        try:
+            event = orjson.loads(data)
+        except orjson.JSONDecodeError:
+            raise ProviderError(ErrorKind.TRANSIENT, "bad_stream_event") from None
+        if not isinstance(event, dict) or "error" in event:
+            raise ProviderError(ErrorKind.TRANSIENT, "stream_error")
+        self.model = event.get("model") or self.model
+        self.usage = event.get("usage") or self.usage
+        for choice in event.get("choices") or ():
+            content = (choice.get("delta") or {}).get("content")
+            if content:
+                self.parts.append(content)
+                self.tokens += 1
+                self.moved = True
+            self.finish_reason = choice.get("finish_reason") or self.finish_reason
+        return False

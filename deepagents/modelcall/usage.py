@@ -1,0 +1,95 @@
+"""Context for the task being run: which ``ModelCalls`` to use and where usage adds up.
+
+The worker (or a test, or the agent itself) opens a ``usage_scope()`` around a task; every
+``wrap_model_call`` inside it adds its reply there, so the runtime can fill
+``Result.metrics`` (tokens_used, cost_usd), ``Result.degraded`` and the ``model_call`` audit
+events without the agent passing anything back.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Iterator
+from contextvars import ContextVar
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from deepagents.contract.events import audit_event
+from deepagents.contract.result import Result, ResultMetrics
+from deepagents.modelcall.record import AttemptRecord
+
+if TYPE_CHECKING:
+    from deepagents.modelcall.calls import ModelCalls
+
+_calls: ContextVar[ModelCalls | None] = ContextVar("deepagents_model_calls", default=None)
+_ledger: ContextVar[UsageLedger | None] = ContextVar("deepagents_model_usage", default=None)
+
+
+@dataclass
+class UsageLedger:
+    """Model usage of one task: every attempt, and whether any answer was degraded."""
+
+    attempts: list[AttemptRecord] = field(default_factory=list)
+    requested: list[str] = field(default_factory=list)
+    degraded: bool = False
+
+    def add(
+        self, requested_model: str, attempts: tuple[AttemptRecord, ...], degraded: bool
+    ) -> None:
+        self.attempts.extend(attempts)
+        self.requested.extend(requested_model for _ in attempts)
+        self.degraded = self.degraded or degraded
+
+    @property
+    def tokens_used(self) -> int:
+        return sum(a.tokens_in + a.tokens_out for a in self.attempts)
+
+    @property
+    def cost_usd(self) -> float:
+        return round(sum(a.cost_usd for a in self.attempts), 6)
+
+    def audit_events(self, task_id: str | None) -> list[dict[str, Any]]:
+        return [
+            audit_event("model_call", task_id, requested_model=req, **a.as_event_fields())
+            for req, a in zip(self.requested, self.attempts, strict=True)
+        ]
+
+    def apply(self, result: Result) -> Result:
+        """``result`` with this task's model tokens and cost, and degraded if any answer was."""
+        metrics = result.metrics.model_dump()
+        metrics["tokens_used"] = max(metrics.get("tokens_used", 0), self.tokens_used)
+        metrics["cost_usd"] = max(metrics.get("cost_usd", 0.0), self.cost_usd)
+        return result.model_copy(
+            update={
+                "metrics": ResultMetrics.model_validate(metrics),
+                "degraded": result.degraded or self.degraded,
+            }
+        )
+
+
+@contextlib.contextmanager
+def usage_scope() -> Iterator[UsageLedger]:
+    ledger = UsageLedger()
+    token = _ledger.set(ledger)
+    try:
+        yield ledger
+    finally:
+        _ledger.reset(token)
+
+
+def current_usage() -> UsageLedger | None:
+    return _ledger.get()
+
+
+@contextlib.contextmanager
+def use_model_calls(calls: ModelCalls) -> Iterator[ModelCalls]:
+    """Make ``calls`` the one ``wrap_model_call`` uses in this context (set per loop)."""
+    token = _calls.set(calls)
+    try:
+        yield calls
+    finally:
+        _calls.reset(token)
+
+
+def current_model_calls() -> ModelCalls | None:
+    return _calls.get()
