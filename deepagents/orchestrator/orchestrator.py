@@ -133,7 +133,9 @@ class Orchestrator:
                     route.agent,
                     route.tier,
                     route.shard,
-                    duplicate or status == "exists",
+                    # With a key, the SET NX decided who was first (the first submit's own
+                    # enqueue may land after a duplicate's); without one, the task hash did.
+                    duplicate if task.idempotency_key else status == "exists",
                     self,
                 )
             )

@@ -14,8 +14,14 @@ class Committer:
     """Collects commits and flushes them per stream; each caller awaits its own status."""
 
     def __init__(
-        self, bus: RedisStreamBus, group: str, consumer: str, batch_size: int = 200
+        self,
+        bus: RedisStreamBus,
+        group: str,
+        consumer: str,
+        batch_size: int = 200,
+        tier_rank: dict[str, int] | None = None,
     ) -> None:
+        self._rank = tier_rank or {}
         self._bus = bus
         self._group = group
         self._consumer = consumer
@@ -39,11 +45,15 @@ class Committer:
             self._wake.clear()
             # Let every task that finished in this loop iteration join the batch.
             await asyncio.sleep(0)
-            for stream in list(self._queues):
-                while self._queues[stream]:
-                    batch = self._queues[stream][: self._batch_size]
-                    del self._queues[stream][: self._batch_size]
-                    await self._flush(stream, batch)
+            while (stream := self._most_urgent()) is not None:
+                batch = self._queues[stream][: self._batch_size]
+                del self._queues[stream][: self._batch_size]
+                await self._flush(stream, batch)
+
+    def _most_urgent(self) -> StreamRef | None:
+        """The waiting stream of the highest tier: urgent commits never queue behind a flood."""
+        waiting = [s for s, q in self._queues.items() if q]
+        return min(waiting, key=lambda s: self._rank.get(s.tier, 0), default=None)
 
     async def _flush(
         self, stream: StreamRef, batch: list[tuple[CommitItem, asyncio.Future[str]]]

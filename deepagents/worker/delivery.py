@@ -95,6 +95,7 @@ class DeliveryHandler:
                 continue
             flight = InFlight(ref, entry.entry_id, envelope, status.deliveries)
             self.w.inflight[(ref.name, entry.entry_id)] = flight
+            pool.started()
             self.w.stats.started += 1
             if status.deliveries > max_deliveries:
                 work = self._exhausted(flight)
@@ -120,7 +121,9 @@ class DeliveryHandler:
             log.exception("delivery failed", extra={"action": "delivery_crashed"})
         finally:
             self.w.inflight.pop((flight.stream.name, flight.entry_id), None)
-            self.w.pools[flight.stream.tier].release()
+            pool = self.w.pools[flight.stream.tier]
+            pool.finished()
+            pool.release()
 
     # the contract -------------------------------------------------------------------------
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 
 
 class TierPool:
@@ -11,8 +12,26 @@ class TierPool:
     def __init__(self, name: str, capacity: int) -> None:
         self.name = name
         self.capacity = capacity
-        self.in_use = 0
+        self.in_use = 0  # slots taken: running tasks plus what readers hold while they read
+        self.active = 0  # tasks of this tier running now
         self._freed = asyncio.Event()
+        self._idle = asyncio.Event()
+        self._idle.set()
+
+    def started(self) -> None:
+        self.active += 1
+        self._idle.clear()
+
+    def finished(self) -> None:
+        self.active -= 1
+        if self.active == 0:
+            self._idle.set()
+
+    async def wait_idle(self, timeout: float) -> None:
+        """Until no task of this tier runs, or ``timeout`` passes."""
+        if self.active:
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._idle.wait(), timeout)
 
     @property
     def free(self) -> int:

@@ -35,6 +35,10 @@ from deepagents.worker.runner import AgentRunner
 
 log = logging.getLogger("deepagents.worker")
 
+# How long a lower tier's reader waits for a higher tier's running tasks before reading
+# anyway: strict priority under contention, without starving the lower tier.
+YIELD_TO_HIGHER_S = 0.05
+
 
 @dataclass(slots=True)
 class WorkerStats:
@@ -109,7 +113,11 @@ class Worker:
         )
         registry = AgentRegistry(self.client, self.keys)
         committer = Committer(
-            self.bus, self.name, self.consumer, self.agent_settings.batch_size * 2
+            self.bus,
+            self.name,
+            self.consumer,
+            self.agent_settings.batch_size * 2,
+            tier_rank={name: i for i, name in enumerate(self.config.tier_names)},
         )
         handler = DeliveryHandler(self, AgentRunner(self.agent, self._executor), committer)
         try:
@@ -195,7 +203,12 @@ class Worker:
         cursor = "0-0"
         after: str | None = "0"
         backoff = _Backoff()
+        higher = [
+            self.pools[t] for t in self.config.tier_names[: self.config.tier_names.index(ref.tier)]
+        ]
         while not self._stopping:
+            for urgent in higher:  # tiers are read in priority order: let urgent work run first
+                await urgent.wait_idle(YIELD_TO_HIGHER_S)
             n = await pool.take(batch)
             try:
                 if after is not None:

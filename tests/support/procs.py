@@ -20,8 +20,13 @@ class Procs:
         self.procs: list[subprocess.Popen[bytes]] = []
 
     def cli(self, *args: str, env: dict[str, str] | None = None) -> subprocess.Popen[bytes]:
+        return self.cli_module("deepagents", *args, env=env)
+
+    def cli_module(
+        self, module: str, *args: str, env: dict[str, str] | None = None
+    ) -> subprocess.Popen[bytes]:
         proc = subprocess.Popen(
-            [sys.executable, "-m", "deepagents", *args],
+            [sys.executable, "-m", module, *args],
             cwd=REPO,
             env={**os.environ, **self.env, **(env or {})},
             stdout=subprocess.PIPE,

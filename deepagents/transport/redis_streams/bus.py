@@ -83,14 +83,24 @@ class RedisStreamBus:
         self, items: Sequence[tuple[StreamRef, str, bytes, str, bytes]], *, max_backlog: int
     ) -> list[tuple[str, str]]:
         """Enqueue a batch in one round trip; items are (stream, task_id, json, reply, events)."""
-        pipe = self.client.pipeline(transaction=False)
+        script = self.scripts.enqueue
         at = now_ms()
-        for stream, task_id, task_json, reply, events in items:
-            keys = [stream.name, stream.keys.task(task_id), stream.keys.outbox]
-            args: list[Any] = [task_json, 1, at, reply, max_backlog, stream.tier, events]
-            await self.scripts.enqueue(keys=keys, args=args, client=pipe)
         with redis_errors("enqueue"):
-            replies = await pipe.execute()
+            # EVALSHA directly: a pipeline given Script objects asks SCRIPT EXISTS first on
+            # every execute, an extra round trip per submit.
+            for _ in range(2):
+                pipe = self.client.pipeline(transaction=False)
+                for stream, task_id, task_json, reply, events in items:
+                    keys = [stream.name, stream.keys.task(task_id), stream.keys.outbox]
+                    args = [task_json, 1, at, reply, max_backlog, stream.tier, events]
+                    pipe.evalsha(script.sha, len(keys), *keys, *args)
+                try:
+                    replies = await pipe.execute()
+                    break
+                except rex.NoScriptError:
+                    # The server lost its scripts (restart, SCRIPT FLUSH). Running the batch
+                    # again is safe: the script adds nothing for a task that already exists.
+                    await self.client.script_load(script.script)
         return [(_s(status), _s(entry)) for status, entry in replies]
 
     async def read(
@@ -125,7 +135,21 @@ class RedisStreamBus:
             )
         # 7.0+ adds a third element: ids whose bodies are gone (already removed from the PEL).
         deleted = [_s(i) for i in reply[2]] if len(reply) > 2 else []
+        if any(entry_id is None for entry_id, _ in reply[1]):
+            # 6.2 claims such an entry but answers nil in its place: find it among our own
+            # pending entries, where it shows with an empty body.
+            deleted += await self._own_bodiless(stream, group, consumer)
         return Claimed(entries=_entries(reply[1]), deleted=deleted, cursor=_s(reply[0]))
+
+    async def _own_bodiless(self, stream: StreamRef, group: str, consumer: str) -> list[str]:
+        found: list[str] = []
+        after = "0"
+        while True:
+            page = await self.read_own_pending(stream, group, consumer, 1000, after)
+            if not page:
+                return found
+            found += [e.entry_id for e in page if e.fields is None]
+            after = page[-1].entry_id
 
     async def begin(
         self, stream: StreamRef, group: str, consumer: str, items: Sequence[BeginItem]

@@ -1,0 +1,192 @@
+"""Benchmark of the stream path end to end with the EchoAgent.
+
+    .venv/bin/python loadtests/bench_core.py --tasks 20000 --runs 3
+
+Per run, against a fresh embedded Redis (or --redis-url):
+1. submit N tasks with ``submit_many`` (batches of 500): submit tasks/s;
+2. drain them with one worker process (``deepagents worker agents.echo:EchoAgent``, full
+   protocol: begin, result write, owner-checked ack + delete, outbox event): drain tasks/s,
+   worker CPU µs per task, worker peak RSS;
+3. a fixed offered load (default 500 tasks/s) submitted one by one while the worker runs:
+   end-to-end latency p50/p95/p99 (submit → result in the submitter);
+4. baseline in the same run: a bare redis-py loop (XREADGROUP COUNT 100 + pipelined XACK,
+   no result, no audit) draining the same number of entries.
+Prints a JSON line per run and the medians.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+import orjson
+import psutil
+
+from deepagents._internal.redis_server import EmbeddedRedis
+from deepagents.config import Settings, parse_config
+from deepagents.contract import Task
+from deepagents.orchestrator import Orchestrator
+from deepagents.transport.redis_streams import connect
+
+CONFIG = """
+defaults: {shards: 4, max_backlog: 10000000, batch_size: 100}
+agents: {echo: {class: "agents.echo:EchoAgent"}}
+"""
+REPO = Path(__file__).resolve().parents[1]
+
+
+def pct(values: list[float], q: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, round(q * (len(ordered) - 1)))]
+
+
+def start_worker(url: str, prefix: str, config_path: str) -> subprocess.Popen[bytes]:
+    env = {
+        **os.environ,
+        "DEEPAGENTS_REDIS_URL": url,
+        "DEEPAGENTS_PREFIX": prefix,
+        "DEEPAGENTS_CONFIG": config_path,
+        "DEEPAGENTS_OUTBOX": "true",
+    }
+    return subprocess.Popen(
+        [sys.executable, "-m", "deepagents", "worker", "agents.echo:EchoAgent"],
+        env=env,
+        cwd=REPO,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+
+
+async def wait_registered(client: Any, prefix: str) -> None:
+    while not await client.hlen(f"{prefix}:agent:echo:instances"):
+        await asyncio.sleep(0.05)
+
+
+async def backlog(client: Any, prefix: str) -> int:
+    total = 0
+    for shard in range(4):
+        total += await client.xlen(f"{prefix}:{{echo:{shard}}}:p2")
+    return total
+
+
+def peak_rss_mb(pid: int) -> float:
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmHWM:"):
+            return int(line.split()[1]) / 1024
+    return float("nan")
+
+
+async def one_run(url: str, n: int, rate: float, seconds: float, run: int) -> dict[str, Any]:
+    prefix = f"bench{run}-{os.getpid()}"
+    config = parse_config(CONFIG)
+    settings = Settings(prefix=prefix, outbox=True)
+    client = connect(url)
+    with tempfile.NamedTemporaryFile("w", suffix=".yaml", delete=False) as f:
+        f.write(CONFIG)
+    out: dict[str, Any] = {"run": run, "tasks": n}
+    async with Orchestrator(client, config=config, settings=settings) as orch:
+        # 1. submit
+        start = time.perf_counter()
+        for i in range(0, n, 500):
+            await orch.submit_many(
+                [Task(intent="echo", payload={"i": j}) for j in range(i, min(n, i + 500))]
+            )
+        out["submit_per_s"] = round(n / (time.perf_counter() - start))
+        # 2. drain with one worker process
+        worker = start_worker(url, prefix, f.name)
+        proc = psutil.Process(worker.pid)
+        await wait_registered(client, prefix)
+        cpu0 = proc.cpu_times()
+        start = time.perf_counter()
+        while await backlog(client, prefix):
+            await asyncio.sleep(0.01)
+        drain_s = time.perf_counter() - start
+        cpu1 = proc.cpu_times()
+        out["drain_per_s"] = round(n / drain_s)
+        out["worker_cpu_us_per_task"] = round(
+            ((cpu1.user - cpu0.user) + (cpu1.system - cpu0.system)) / n * 1e6, 1
+        )
+        # 3. latency at a fixed offered load
+        latencies: list[float] = []
+
+        async def timed() -> None:
+            t0 = time.perf_counter()
+            handle = await orch.submit(Task(intent="echo", payload={}))
+            await handle.result(timeout=60)
+            latencies.append((time.perf_counter() - t0) * 1000)
+
+        pending = []
+        begin = time.perf_counter()
+        for i in range(int(rate * seconds)):
+            delay = begin + i / rate - time.perf_counter()
+            if delay > 0:
+                await asyncio.sleep(delay)
+            pending.append(asyncio.create_task(timed()))
+        await asyncio.gather(*pending)
+        out.update({f"p{q}_ms": round(pct(latencies, q / 100), 2) for q in (50, 95, 99)})
+        out["offered_per_s"] = rate
+        out["worker_peak_rss_mb"] = round(peak_rss_mb(worker.pid), 1)
+        worker.terminate()
+        worker.wait(30)
+    # 4. baseline: bare XREADGROUP + XACK loop over the same number of entries
+    out["baseline_bare_drain_per_s"] = await bare_drain(client, f"{prefix}:bare", n)
+    keys = [k async for k in client.scan_iter(match=f"{prefix}*", count=1000)]
+    for i in range(0, len(keys), 500):
+        await client.delete(*keys[i : i + 500])
+    await client.aclose()
+    os.unlink(f.name)
+    return out
+
+
+async def bare_drain(client: Any, stream: str, n: int) -> int:
+    await client.xgroup_create(stream, "g", id="0", mkstream=True)
+    for i in range(0, n, 1000):
+        pipe = client.pipeline(transaction=False)
+        for j in range(i, min(n, i + 1000)):
+            pipe.xadd(stream, {"task": orjson.dumps({"i": j})})
+        await pipe.execute()
+    start = time.perf_counter()
+    done = 0
+    while done < n:
+        reply = await client.xreadgroup("g", "c", {stream: ">"}, count=100)
+        ids = [entry_id for entry_id, _ in reply[0][1]] if reply else []
+        if ids:
+            await client.xack(stream, "g", *ids)
+        done += len(ids)
+    return round(n / (time.perf_counter() - start))
+
+
+async def main(args: argparse.Namespace) -> None:
+    runs = []
+    for run in range(args.runs):
+        if args.redis_url:
+            runs.append(await one_run(args.redis_url, args.tasks, args.rate, args.seconds, run))
+        else:
+            with EmbeddedRedis() as server:
+                runs.append(await one_run(server.url, args.tasks, args.rate, args.seconds, run))
+        print(orjson.dumps(runs[-1]).decode(), flush=True)
+    keys = [k for k in runs[0] if k != "run"]
+    medians = {k: statistics.median(r[k] for r in runs) for k in keys}
+    print("median " + orjson.dumps(medians).decode())
+
+
+if __name__ == "__main__":
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("--tasks", type=int, default=20_000)
+    parser.add_argument("--runs", type=int, default=3)
+    parser.add_argument(
+        "--rate", type=float, default=500.0, help="offered load for the latency phase"
+    )
+    parser.add_argument("--seconds", type=float, default=10.0, help="length of the latency phase")
+    parser.add_argument("--redis-url", help="default: a fresh embedded Redis per run")
+    asyncio.run(main(parser.parse_args()))

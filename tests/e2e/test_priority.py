@@ -1,0 +1,55 @@
+"""An urgent task never queues behind a flood of routine work."""
+
+from __future__ import annotations
+
+import asyncio
+import statistics
+import time
+
+import orjson
+import pytest
+from redis.asyncio import Redis
+
+from deepagents.contract import Task
+from deepagents.orchestrator import Orchestrator
+from tests.support.procs import Procs
+from tests.support.wait import eventually
+
+pytestmark = pytest.mark.slow
+
+
+def p95(values: list[float]) -> float:
+    return sorted(values)[int(0.95 * (len(values) - 1))]
+
+
+async def test_p0_latency_during_a_20k_p2_flood(
+    client: Redis, orch: Orchestrator, procs: Procs, prefix: str
+) -> None:
+    procs.worker("agents.echo:EchoAgent")
+
+    async def registered() -> bool:
+        return bool(await client.hlen(f"{prefix}:agent:echo:instances"))
+
+    await eventually(registered, timeout=30, what="the echo worker")
+    flooder = procs.cli_module("tests.support.flood", "20000", "echo")
+    assert flooder.stdout is not None
+    assert flooder.stdout.readline().strip() == b"started"
+    urgent: list[float] = []
+    for _ in range(100):  # an upstream service submitting urgent work during the flood
+        start = time.monotonic()
+        handle = await orch.submit(Task(intent="echo", payload={"urgent": True}))
+        assert handle.tier == "p0"
+        await handle.result(timeout=60)
+        urgent.append(time.monotonic() - start)
+        await asyncio.sleep(0.02)
+    out, err = flooder.communicate(timeout=300)
+    assert flooder.returncode == 0, err.decode()[-2000:]
+    flood = orjson.loads(out.splitlines()[-1])["latencies"]
+    p0_p95, p2_p50 = p95(urgent), statistics.median(flood)
+    print(
+        f"\np0 p95 {p0_p95 * 1000:.1f} ms (n={len(urgent)}), p2 p50 {p2_p50 * 1000:.1f} ms "
+        f"p95 {p95(flood) * 1000:.1f} ms (n={len(flood)})"
+    )
+    assert len(flood) == 20_000
+    assert p0_p95 < 0.5, f"p0 p95 {p0_p95:.3f} s"
+    assert p0_p95 < p2_p50 / 3, "urgent work must not wait behind the flood"

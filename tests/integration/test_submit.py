@@ -1,0 +1,165 @@
+"""Submitting: routing, idempotency, admission control, and clear errors with nothing enqueued."""
+
+from __future__ import annotations
+
+import asyncio
+from datetime import timedelta
+from pathlib import Path
+
+import pytest
+from redis.asyncio import Redis
+
+from agents.echo import EchoAgent
+from agents.risk import RiskAgent
+from deepagents.config import FileConfig, Settings, load_config, parse_config
+from deepagents.contract import Task
+from deepagents.contract.task import utcnow
+from deepagents.errors import (
+    DeadlinePassed,
+    InvalidPayload,
+    Overloaded,
+    PayloadTooLarge,
+    UnknownIntent,
+)
+from deepagents.orchestrator import Orchestrator
+
+REPO = Path(__file__).resolve().parents[2]
+ORDER = {"symbol": "IF", "side": "buy", "quantity": 2, "price": 3800, "available_funds": 1_000_000}
+
+
+@pytest.fixture
+def config() -> FileConfig:
+    return load_config(REPO / "config" / "deepagents.yaml")
+
+
+async def _keys(client: Redis, prefix: str) -> list[bytes]:
+    return [k async for k in client.scan_iter(match=f"{prefix}:*")]
+
+
+async def test_routing_intent_tier_shard(
+    client: Redis, config: FileConfig, settings: Settings
+) -> None:
+    async with Orchestrator(client, config=config, settings=settings) as orch:
+        urgent = await orch.submit({"intent": "trade", "payload": {**ORDER, "urgent": True}})
+        normal = await orch.submit({"intent": "trade", "payload": ORDER})
+        check = await orch.submit({"intent": "risk_check", "payload": ORDER})
+        research = await orch.submit({"intent": "research", "payload": {"topic": "x"}})
+        hinted = await orch.submit({"intent": "echo", "payload": {}, "priority": 0})
+    assert (urgent.agent, urgent.tier) == ("risk", "p0")
+    assert (normal.agent, normal.tier) == ("risk", "p1")
+    assert (check.agent, check.tier) == ("risk", "p2")
+    assert (research.agent, research.tier) == ("research", "p2")
+    assert (hinted.agent, hinted.tier) == ("echo", "p0")
+    assert 0 <= urgent.shard < 4 and 0 <= research.shard < 2
+    stream = f"{settings.prefix}:{{risk:{urgent.shard}}}:p0"
+    assert await client.xlen(stream) >= 1
+
+
+@pytest.mark.parametrize(
+    ("task", "error", "message"),
+    [
+        ({"intent": "nope", "payload": {}}, UnknownIntent, "no agent serves intent 'nope'"),
+        (
+            {"intent": "trade", "payload": {**ORDER, "quantity": -1}},
+            InvalidPayload,
+            "payload.quantity: Input should be greater than 0",
+        ),
+        (
+            {"intent": "trade", "payload": {"symbol": "IF"}},
+            InvalidPayload,
+            "payload.side: Field required",
+        ),
+        ({"intent": "echo", "payload": "not an object"}, InvalidPayload, "invalid task: payload"),
+        ({"intent": "echo", "payload": {}, "tenant": ""}, InvalidPayload, "invalid task: tenant"),
+        ({"intent": "has space"}, InvalidPayload, "invalid task: intent"),
+        (
+            {"intent": "echo", "payload": {}, "deadline": "2020-01-01T00:00:00"},
+            InvalidPayload,
+            "timezone-aware",
+        ),
+        (
+            {"intent": "echo", "payload": {}, "deadline": "2020-01-01T00:00:00Z"},
+            DeadlinePassed,
+            "is in the past",
+        ),
+        (
+            {"intent": "echo", "payload": {"blob": "x" * 1_100_000}},
+            PayloadTooLarge,
+            "the limit is 1048576",
+        ),
+        ({"intent": "echo", "surprise": 1}, InvalidPayload, "Extra inputs are not permitted"),
+    ],
+)
+async def test_bad_submissions_fail_clearly_and_enqueue_nothing(
+    client: Redis,
+    config: FileConfig,
+    settings: Settings,
+    prefix: str,
+    task: dict[str, object],
+    error: type[Exception],
+    message: str,
+) -> None:
+    async with Orchestrator(client, config=config, settings=settings) as orch:
+        with pytest.raises(error, match=message.replace("(", r"\(").replace(")", r"\)")):
+            await orch.submit(task)
+        # One bad task in a batch enqueues none of the batch.
+        with pytest.raises(error):
+            await orch.submit_many([{"intent": "echo", "payload": {}}, task])
+    assert await _keys(client, prefix) == []
+
+
+async def test_payload_limit_is_configurable(
+    client: Redis, config: FileConfig, settings: Settings
+) -> None:
+    small = settings.model_copy(update={"max_payload_bytes": 2048})
+    async with Orchestrator(client, config=config, settings=small) as orch:
+        with pytest.raises(PayloadTooLarge, match="the limit is 2048"):
+            await orch.submit({"intent": "echo", "payload": {"blob": "x" * 3000}})
+
+
+async def test_idempotent_submit_returns_the_first_task(
+    client: Redis, config: FileConfig, settings: Settings, prefix: str
+) -> None:
+    async with Orchestrator(client, config=config, settings=settings) as orch:
+        spec = {
+            "intent": "echo",
+            "payload": {"a": 1},
+            "idempotency_key": "order-42",
+            "tenant": "acme",
+        }
+        handles = await asyncio.gather(*(orch.submit(spec) for _ in range(10)))
+        other_tenant = await orch.submit({**spec, "tenant": "globex"})
+    first = {h.task_id for h in handles}
+    assert len(first) == 1
+    assert sum(not h.duplicate for h in handles) == 1
+    assert other_tenant.task_id not in first
+    total = 0
+    for shard in range(4):
+        total += await client.xlen(f"{prefix}:{{echo:{shard}}}:p2")
+    assert total == 2, "one stream entry per (tenant, key)"
+
+
+async def test_overloaded_stream_refuses_with_retry_after(
+    client: Redis, settings: Settings, prefix: str
+) -> None:
+    config = parse_config(
+        "defaults: {shards: 1, max_backlog: 5}\nagents: {echo: {class: 'agents.echo:EchoAgent'}}"
+    )
+    async with Orchestrator(client, config=config, settings=settings) as orch:
+        await orch.submit_many([Task(intent="echo") for _ in range(5)])
+        with pytest.raises(Overloaded, match="over its backlog limit") as info:
+            await orch.submit(Task(intent="echo"))
+    assert info.value.retry_after_s > 0
+    assert await client.xlen(f"{prefix}:{{echo:0}}:p2") == 5
+
+
+async def test_cancel_before_start(client: Redis, config: FileConfig, settings: Settings) -> None:
+    async with Orchestrator(
+        client, config=config, settings=settings, agents=[EchoAgent, RiskAgent]
+    ) as orch:
+        handle = await orch.submit(Task(intent="echo", deadline=utcnow() + timedelta(minutes=5)))
+        assert await orch.cancel(handle.task_id) == "ok"
+        result = await handle.result(timeout=5)
+        assert result.error is not None and result.error.code == "cancelled"
+        assert await orch.cancel(handle.task_id) == "done"
+        assert await orch.cancel("unknown-id") == "missing"
