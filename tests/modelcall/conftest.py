@@ -12,8 +12,10 @@ from redis.asyncio import Redis
 from deepagents.modelcall import ModelCalls, ModelConfig
 from deepagents.modelcall.simulator import SimSettings, SimulatorThread
 
-FAST = {"timeouts": {"total_s": 20, "first_token_s": 5, "per_token_s": 0.5},
-        "retry": {"max_retries": 3, "base_s": 0.05, "max_backoff_s": 0.5}}
+FAST = {
+    "timeouts": {"total_s": 20, "first_token_s": 5, "per_token_s": 0.5},
+    "retry": {"max_retries": 3, "base_s": 0.05, "max_backoff_s": 0.5},
+}
 
 
 @pytest.fixture

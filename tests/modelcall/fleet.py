@@ -25,19 +25,23 @@ async def run_fleet(
     procs = [
         subprocess.Popen(
             [sys.executable, "-m", "tests.modelcall.proc_calls", orjson.dumps(spec).decode()],
-            cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+            cwd=ROOT,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
             env={**os.environ, **(env or {})},
         )
         for _ in range(processes)
     ]
     try:
+
         async def ready() -> bool:
             return int(await client.get(spec["ready_key"]) or 0) >= processes
 
         await eventually(ready, timeout=60, what="worker processes ready")
         await client.set(spec["go_key"], 1)
-        outputs = await asyncio.gather(*(asyncio.to_thread(p.communicate, timeout=120)
-                                         for p in procs))
+        outputs = await asyncio.gather(
+            *(asyncio.to_thread(p.communicate, timeout=120) for p in procs)
+        )
     finally:
         for proc in procs:
             if proc.poll() is None:

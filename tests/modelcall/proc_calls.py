@@ -19,13 +19,18 @@ from deepagents.transport.redis_streams import connect
 
 async def _one(calls: ModelCalls, spec: dict[str, Any]) -> dict[str, Any]:
     try:
-        reply = await wrap_model_call(spec["model"], prompt=spec["prompt"], calls=calls,
-                                      fallback=spec.get("fallback"))
+        reply = await wrap_model_call(
+            spec["model"], prompt=spec["prompt"], calls=calls, fallback=spec.get("fallback")
+        )
     except ModelCallError as exc:
         return {"ok": False, "error": exc.reason, "outcomes": [a.outcome for a in exc.attempts]}
-    return {"ok": not reply.degraded, "model": reply.model, "reason": reply.reason,
-            "outcomes": [a.outcome for a in reply.attempts],
-            "sent": {a.request_id: a.started_at for a in reply.attempts if a.request_id}}
+    return {
+        "ok": not reply.degraded,
+        "model": reply.model,
+        "reason": reply.reason,
+        "outcomes": [a.outcome for a in reply.attempts],
+        "sent": {a.request_id: a.started_at for a in reply.attempts if a.request_id},
+    }
 
 
 async def main(spec: dict[str, Any]) -> None:

@@ -9,7 +9,6 @@ from redis.asyncio import Redis
 from deepagents.modelcall import wrap_model_call
 from deepagents.modelcall.admission import RateLimiter
 from deepagents.modelcall.simulator import SimulatorThread, count_tokens
-
 from tests.modelcall.conftest import FAST, MakeCalls, model_config
 from tests.modelcall.fleet import run_fleet
 
@@ -32,11 +31,21 @@ async def test_two_processes_share_a_tokens_per_window_limit(
     sim.call(lambda: sim.sim.configure(tpm=tpm, window_s=window_s, completion_tokens=300))
     prompt = "word " * 560  # 2,800 characters: about 700 tokens in, 300 out
     # The last calls wait about five windows for their turn: allow them the time.
-    model = {"base_url": sim.url, **FAST, "max_tokens": 300,
-             "timeouts": {**FAST["timeouts"], "total_s": 90},
-             "limits": {"tpm": tpm, "window_s": window_s}}
-    spec = {"redis_url": redis_url, "prefix": prefix, "models": {"m": model}, "model": "m",
-            "prompt": prompt, "calls": 25}
+    model = {
+        "base_url": sim.url,
+        **FAST,
+        "max_tokens": 300,
+        "timeouts": {**FAST["timeouts"], "total_s": 90},
+        "limits": {"tpm": tpm, "window_s": window_s},
+    }
+    spec = {
+        "redis_url": redis_url,
+        "prefix": prefix,
+        "models": {"m": model},
+        "model": "m",
+        "prompt": prompt,
+        "calls": 25,
+    }
     summaries = await run_fleet(client, spec, processes=2)
     results = [r for s in summaries for r in s["results"]]
     assert len(results) == 50
@@ -45,7 +54,8 @@ async def test_two_processes_share_a_tokens_per_window_limit(
     t0 = log[0].arrived
     # No 429 was provoked: the fleet stayed under the provider's limit.
     assert {e.status for e in log} == {200}, " ".join(
-        f"{e.arrived - t0:.3f}:{e.status}" for e in log)
+        f"{e.arrived - t0:.3f}:{e.status}" for e in log
+    )
     per_call = count_tokens([{"role": "user", "content": prompt}]) + 300
     assert 900 <= per_call <= 1100
     arrivals = sorted((e.arrived, e.prompt_tokens + e.completion_tokens) for e in log)
@@ -56,8 +66,9 @@ async def test_reservation_is_corrected_to_the_reported_usage(
     sim: SimulatorThread, make_calls: MakeCalls, client: Redis
 ) -> None:
     # max_tokens 500 is reserved, the answer uses 12: the window keeps only what was used.
-    calls = make_calls({"m": model_config(sim.url, max_tokens=500,
-                                          limits={"tpm": 100_000, "rpm": 100})})
+    calls = make_calls(
+        {"m": model_config(sim.url, max_tokens=500, limits={"tpm": 100_000, "rpm": 100})}
+    )
     reply = await wrap_model_call("m", prompt="hello", calls=calls)
     buckets = await client.hgetall(calls.runtime("m").keys.rate)
     tokens = sum(int(v) for k, v in buckets.items() if k.startswith(b"t:"))
@@ -79,8 +90,9 @@ async def test_fleet_concurrency_limit(sim: SimulatorThread, make_calls: MakeCal
     sim.call(lambda: sim.sim.configure(latency_s=0.2))
     models = {"m": model_config(sim.url, limits={"fleet_concurrency": 3})}
     worker_a, worker_b = make_calls(models), make_calls(models)
-    replies = await asyncio.gather(*(
-        wrap_model_call("m", prompt="q", calls=w) for w in [worker_a, worker_b] * 6))
+    replies = await asyncio.gather(
+        *(wrap_model_call("m", prompt="q", calls=w) for w in [worker_a, worker_b] * 6)
+    )
     assert all(not r.degraded for r in replies)
     stats = sim.call(sim.sim.stats)
     assert stats["requests"] == 12 and stats["max_inflight"] <= 3

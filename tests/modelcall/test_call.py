@@ -38,7 +38,9 @@ async def test_503_twice_then_200(sim: SimulatorThread, make_calls: MakeCalls) -
     ids = [a.request_id for a in reply.attempts]
     assert len(set(ids)) == 3
     assert [e.request_id for e in sim.log()] == ids  # the server saw each fresh id
-    for n, (before, after) in enumerate(zip(reply.attempts, reply.attempts[1:]), start=1):
+    for n, (before, after) in enumerate(
+        zip(reply.attempts, reply.attempts[1:], strict=False), start=1
+    ):
         ceiling = base * 2 ** (n - 1)
         assert ceiling / 2 <= after.wait_before_s <= ceiling  # the decided backoff
         gap = after.started_at - before.started_at
@@ -86,7 +88,10 @@ async def test_spend_limit_429_is_not_retried_and_falls_back(
     reply = await wrap_model_call("m", PROMPT, calls=calls, fallback="cached answer")
     assert _requests(sim) == 1
     assert (reply.text, reply.degraded, reply.reason) == (
-        "cached answer", True, "provider_spend_limit")
+        "cached answer",
+        True,
+        "provider_spend_limit",
+    )
 
 
 async def test_stall_mid_stream_is_aborted_and_retried(
@@ -108,7 +113,9 @@ async def test_first_token_timeout(sim: SimulatorThread, make_calls: MakeCalls) 
     sim.call(lambda: sim.sim.push(Action(latency_s=5)))
     reply = await wrap_model_call("m", PROMPT, calls=calls)
     assert [(a.outcome, a.detail) for a in reply.attempts] == [
-        ("transient", "first_token_timeout"), ("ok", "stop")]
+        ("transient", "first_token_timeout"),
+        ("ok", "stop"),
+    ]
 
 
 async def test_max_tokens_is_capped(sim: SimulatorThread, make_calls: MakeCalls) -> None:
@@ -121,8 +128,13 @@ async def test_max_tokens_is_capped(sim: SimulatorThread, make_calls: MakeCalls)
 async def test_over_long_input_fails_fast_without_a_call(
     sim: SimulatorThread, make_calls: MakeCalls
 ) -> None:
-    calls = make_calls({"m": model_config(sim.url, context_tokens=100, chars_per_token=4,
-                                          fallback={"text": "unused"})})
+    calls = make_calls(
+        {
+            "m": model_config(
+                sim.url, context_tokens=100, chars_per_token=4, fallback={"text": "unused"}
+            )
+        }
+    )
     started = time.monotonic()
     with pytest.raises(InputTooLong, match="context limit 100 tokens"):
         await wrap_model_call("m", prompt="x" * 1000, calls=calls)
@@ -180,8 +192,10 @@ async def test_tokens_and_cost_follow_the_price_table(
     registry = calls.metrics.registry
     labels = {"model": "m", "agent": "research"}
     assert registry.get_sample_value("deepagents_model_cost_usd_total", labels) == expected
-    assert registry.get_sample_value(
-        "deepagents_model_tokens_total", {**labels, "direction": "out"}) == tokens_out
+    assert (
+        registry.get_sample_value("deepagents_model_tokens_total", {**labels, "direction": "out"})
+        == tokens_out
+    )
 
 
 async def test_tokens_are_estimated_when_usage_is_absent(

@@ -15,7 +15,6 @@ from deepagents.modelcall.config import VaultConfig
 from deepagents.modelcall.credentials import CredentialStore, EnvSource, VaultSource
 from deepagents.modelcall.keys import ModelKeys
 from deepagents.modelcall.simulator import SimulatorThread
-
 from tests.modelcall.conftest import FAST, MakeCalls, model_config
 from tests.modelcall.fleet import run_fleet
 from tests.modelcall.vault_standin import VaultStandIn
@@ -140,16 +139,15 @@ async def test_401_in_one_process_refreshes_once(
     calls = make_calls({"m": model_config(sim.url)}, sources={"m": source})
     await wrap_model_call("m", prompt="q", calls=calls)
     sim.call(lambda: sim.sim.issue_key("sk-new", revoke_others=True))  # the key is rotated
-    replies = await asyncio.gather(*(wrap_model_call("m", prompt="q", calls=calls)
-                                     for _ in range(20)))
+    replies = await asyncio.gather(
+        *(wrap_model_call("m", prompt="q", calls=calls) for _ in range(20))
+    )
     assert all(not r.degraded for r in replies)
     assert source.fetches == 2  # the first key, then exactly one refresh
     assert all([a.status_code for a in r.attempts] in ([401, 200], [200]) for r in replies)
 
 
-async def test_refresh_that_fails_is_bounded(
-    sim: SimulatorThread, make_calls: MakeCalls
-) -> None:
+async def test_refresh_that_fails_is_bounded(sim: SimulatorThread, make_calls: MakeCalls) -> None:
     source = CountingSource(["sk-old"])  # the store keeps serving the revoked key
     sim.call(lambda: sim.sim.configure(require_key=True))
     calls = make_calls({"m": model_config(sim.url)}, sources={"m": source})
@@ -196,14 +194,22 @@ async def test_a_paused_lock_holder_cannot_overwrite_a_newer_key(
 
 
 async def test_401_storm_across_two_processes_refreshes_once(
-    sim: SimulatorThread, vault: VaultStandIn, make_calls: MakeCalls, client: Redis,
-    redis_url: str, prefix: str, monkeypatch: pytest.MonkeyPatch,
+    sim: SimulatorThread,
+    vault: VaultStandIn,
+    make_calls: MakeCalls,
+    client: Redis,
+    redis_url: str,
+    prefix: str,
+    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     sim.call(lambda: sim.sim.configure(require_key=True))
     sim.call(lambda: sim.sim.issue_key("sk-old"))
     vault.put("llm/sim", {"api_key": "sk-old"})
-    model: dict[str, Any] = {"base_url": sim.url, **FAST,
-                             "vault": {"url": vault.url, "path": "llm/sim"}}
+    model: dict[str, Any] = {
+        "base_url": sim.url,
+        **FAST,
+        "vault": {"url": vault.url, "path": "llm/sim"},
+    }
     monkeypatch.setenv("VAULT_TOKEN", TOKEN)
     # The fleet has been running with the old key (published in Redis, version 1).
     warm = make_calls({"m": ModelConfig.model_validate(model)})
@@ -212,8 +218,14 @@ async def test_401_storm_across_two_processes_refreshes_once(
     vault.put("llm/sim", {"api_key": "sk-new"})
     sim.call(lambda: sim.sim.issue_key("sk-new", revoke_others=True))
     reads_before = vault.counts["read"]
-    spec = {"redis_url": redis_url, "prefix": prefix, "models": {"m": model}, "model": "m",
-            "prompt": "q", "calls": 10}
+    spec = {
+        "redis_url": redis_url,
+        "prefix": prefix,
+        "models": {"m": model},
+        "model": "m",
+        "prompt": "q",
+        "calls": 10,
+    }
     summaries = await run_fleet(client, spec, processes=2, env={"VAULT_TOKEN": TOKEN})
     results = [r for s in summaries for r in s["results"]]
     assert len(results) == 20 and all(r["ok"] for r in results), results

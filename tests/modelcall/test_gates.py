@@ -11,12 +11,13 @@ from deepagents.contract.result import Result
 from deepagents.modelcall import ModelCalls, ModelUnavailable, wrap_model_call
 from deepagents.modelcall.gates import BreakerState
 from deepagents.modelcall.simulator import SimulatorThread
-
 from tests.modelcall.conftest import MakeCalls, model_config
 from tests.support.wait import eventually
 
-BREAKER = {"breaker": {"min_calls": 4, "failure_rate": 0.5, "window_s": 30, "cooldown_s": 1.0},
-           "retry": {"max_retries": 0}}
+BREAKER = {
+    "breaker": {"min_calls": 4, "failure_rate": 0.5, "window_s": 30, "cooldown_s": 1.0},
+    "retry": {"max_retries": 0},
+}
 
 
 async def _cooled_down(client: Redis, calls: ModelCalls, name: str) -> None:
@@ -50,8 +51,9 @@ async def test_breaker_opens_then_one_probe_closes_it(
     await _cooled_down(client, calls, "m")
     # Half-open: of ten concurrent calls exactly one (the probe) goes through.
     sim.call(lambda: sim.sim.configure(latency_s=0.5))
-    replies = await asyncio.gather(*(
-        wrap_model_call("m", prompt="q", calls=calls, fallback="fb") for _ in range(10)))
+    replies = await asyncio.gather(
+        *(wrap_model_call("m", prompt="q", calls=calls, fallback="fb") for _ in range(10))
+    )
     answered = [r for r in replies if not r.degraded]
     assert len(answered) == 1 and len(sim.log()) == 5
     assert {r.reason for r in replies if r.degraded} == {"circuit_open"}
@@ -77,9 +79,7 @@ async def test_failed_probe_reopens(
     assert refused.reason == "circuit_open" and len(sim.log()) == 5
 
 
-async def test_breaker_is_shared_by_the_fleet(
-    sim: SimulatorThread, make_calls: MakeCalls
-) -> None:
+async def test_breaker_is_shared_by_the_fleet(sim: SimulatorThread, make_calls: MakeCalls) -> None:
     worker_a = make_calls({"m": model_config(sim.url, **BREAKER)})
     worker_b = make_calls({"m": model_config(sim.url, **BREAKER)})
     sim.call(lambda: sim.sim.burst(503, 4))
@@ -93,15 +93,23 @@ async def test_budget_exhausted_uses_the_fallback(
     sim: SimulatorThread, make_calls: MakeCalls
 ) -> None:
     # Each call costs about 0.03 USD; the daily budget is 0.02 USD.
-    model = model_config(sim.url, price_in_per_1k=1.0, price_out_per_1k=2.0,
-                         limits={"daily_budget_usd": 0.02},
-                         fallback={"text": "budget spent: cached summary"})
+    model = model_config(
+        sim.url,
+        price_in_per_1k=1.0,
+        price_out_per_1k=2.0,
+        limits={"daily_budget_usd": 0.02},
+        fallback={"text": "budget spent: cached summary"},
+    )
     calls = make_calls({"m": model})
     first = await wrap_model_call("m", prompt="hello there", calls=calls)
     assert not first.degraded and first.cost_usd > 0.02
     second = await wrap_model_call("m", prompt="hello there", calls=calls)
     assert (second.text, second.degraded, second.reason, second.model) == (
-        "budget spent: cached summary", True, "budget_exhausted", None)
+        "budget spent: cached summary",
+        True,
+        "budget_exhausted",
+        None,
+    )
     assert second.attempts[0].detail == "budget_exhausted" and second.calls == 0
     assert len(sim.log()) == 1
     result = second.apply(Result(output=second.text))
@@ -119,11 +127,13 @@ async def test_budget_refusal_without_fallback_is_a_clear_error(
 
 
 async def test_request_quota_per_tenant(sim: SimulatorThread, make_calls: MakeCalls) -> None:
-    calls = make_calls({"m": model_config(sim.url, limits={"tenant_daily_requests": 2,
-                                                          "daily_requests": 4})})
+    calls = make_calls(
+        {"m": model_config(sim.url, limits={"tenant_daily_requests": 2, "daily_requests": 4})}
+    )
     for _ in range(2):
-        assert not (await wrap_model_call("m", prompt="q", calls=calls, tenant="acme",
-                                          fallback="fb")).degraded
+        assert not (
+            await wrap_model_call("m", prompt="q", calls=calls, tenant="acme", fallback="fb")
+        ).degraded
     third = await wrap_model_call("m", prompt="q", calls=calls, tenant="acme", fallback="fb")
     assert third.reason == "tenant_quota_exhausted"
     other = await wrap_model_call("m", prompt="q", calls=calls, tenant="globex", fallback="fb")
@@ -137,12 +147,17 @@ async def test_request_quota_per_tenant(sim: SimulatorThread, make_calls: MakeCa
 async def test_open_circuit_falls_back_down_the_chain(
     sim: SimulatorThread, make_calls: MakeCalls
 ) -> None:
-    primary = model_config(sim.url, model="model-a", fallbacks=("backup",),
-                           breaker={"min_calls": 2, "failure_rate": 0.5, "cooldown_s": 60},
-                           retry={"max_retries": 0})
+    primary = model_config(
+        sim.url,
+        model="model-a",
+        fallbacks=("backup",),
+        breaker={"min_calls": 2, "failure_rate": 0.5, "cooldown_s": 60},
+        retry={"max_retries": 0},
+    )
     with SimulatorThread() as backup_sim:
-        calls = make_calls({"primary": primary,
-                            "backup": model_config(backup_sim.url, model="model-b")})
+        calls = make_calls(
+            {"primary": primary, "backup": model_config(backup_sim.url, model="model-b")}
+        )
         sim.call(lambda: sim.sim.configure(error_rate=1.0))  # the primary is down
         for _ in range(2):  # primary fails; the backup answers each time
             reply = await wrap_model_call("primary", prompt="q", calls=calls)
@@ -150,7 +165,10 @@ async def test_open_circuit_falls_back_down_the_chain(
         assert len(sim.log()) == 2
         reply = await wrap_model_call("primary", prompt="q", calls=calls)
         assert (reply.model, reply.requested_model, reply.reason) == (
-            "backup", "primary", "circuit_open")
+            "backup",
+            "primary",
+            "circuit_open",
+        )
         assert reply.degraded and len(sim.log()) == 2  # the primary was not called again
         assert [e.model for e in backup_sim.log()] == ["model-b"] * 3
     result = reply.apply(Result(output=reply.text))

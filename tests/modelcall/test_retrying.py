@@ -37,9 +37,16 @@ def _err(code: str) -> dict[str, object]:
         (429, _err("rate_limit_exceeded"), ErrorKind.RATE_LIMITED),
         (429, None, ErrorKind.RATE_LIMITED),
         (429, _err("insufficient_quota"), ErrorKind.SPEND_LIMIT),
-        (429, {"error": {"type": "rate_limit_error",
-                         "details": {"error_code": "enforced_spend_limit_reached"}}},
-         ErrorKind.SPEND_LIMIT),
+        (
+            429,
+            {
+                "error": {
+                    "type": "rate_limit_error",
+                    "details": {"error_code": "enforced_spend_limit_reached"},
+                }
+            },
+            ErrorKind.SPEND_LIMIT,
+        ),
         (401, _err("invalid_api_key"), ErrorKind.AUTH),
         (400, _err("context_length_exceeded"), ErrorKind.CONTEXT_LENGTH),
         (400, _err("content_filter"), ErrorKind.CONTENT_FILTER),
@@ -58,8 +65,14 @@ POLICY = RetryConfig(max_retries=3, base_s=0.1, max_backoff_s=5.0, max_retry_aft
 
 
 @pytest.mark.parametrize(
-    "kind", [ErrorKind.CONTEXT_LENGTH, ErrorKind.CONTENT_FILTER, ErrorKind.INVALID,
-             ErrorKind.SPEND_LIMIT, ErrorKind.AUTH],
+    "kind",
+    [
+        ErrorKind.CONTEXT_LENGTH,
+        ErrorKind.CONTENT_FILTER,
+        ErrorKind.INVALID,
+        ErrorKind.SPEND_LIMIT,
+        ErrorKind.AUTH,
+    ],
 )
 def test_never_retried(kind: ErrorKind) -> None:
     decision = should_retry(ProviderError(kind, "x"), 0, POLICY, time_left_s=100)
@@ -70,8 +83,13 @@ def test_never_retried(kind: ErrorKind) -> None:
 def test_transient_backoff_is_bounded(retries_done: int) -> None:
     ceiling = 0.1 * 2**retries_done
     for rand in (0.0, 0.5, 0.999):
-        decision = should_retry(ProviderError(ErrorKind.TRANSIENT, "x"), retries_done, POLICY,
-                                time_left_s=100, rand=lambda r=rand: r)
+        decision = should_retry(
+            ProviderError(ErrorKind.TRANSIENT, "x"),
+            retries_done,
+            POLICY,
+            time_left_s=100,
+            rand=lambda r=rand: r,
+        )
         assert decision.retry
         assert ceiling / 2 <= decision.delay_s <= ceiling
 
@@ -121,21 +139,33 @@ def test_parse_retry_after() -> None:
 
 
 def _httpx_exceptions() -> list[type[Exception]]:
-    return [obj for _, obj in inspect.getmembers(httpx, inspect.isclass)
-            if issubclass(obj, Exception) and obj.__module__.startswith("httpx")]
+    return [
+        obj
+        for _, obj in inspect.getmembers(httpx, inspect.isclass)
+        if issubclass(obj, Exception) and obj.__module__.startswith("httpx")
+    ]
 
 
 @pytest.mark.parametrize("cls", _httpx_exceptions(), ids=lambda c: c.__name__)
 def test_every_httpx_exception_is_mapped(cls: type[Exception]) -> None:
     if cls is httpx.HTTPStatusError:
         request = httpx.Request("POST", "http://127.0.0.1/")
-        exc: Exception = cls("SECRET-MSG", request=request, response=httpx.Response(503, request=request))
+        exc: Exception = cls(
+            "SECRET-MSG", request=request, response=httpx.Response(503, request=request)
+        )
     else:
         exc = cls.__new__(cls)  # constructors differ; the mapping looks only at the class
         Exception.__init__(exc, "SECRET-MSG")
     mapped = map_httpx_error(exc)
-    expected_transient = isinstance(exc, (httpx.TimeoutException, httpx.NetworkError,
-                                          httpx.RemoteProtocolError, httpx.HTTPStatusError))
+    expected_transient = isinstance(
+        exc,
+        (
+            httpx.TimeoutException,
+            httpx.NetworkError,
+            httpx.RemoteProtocolError,
+            httpx.HTTPStatusError,
+        ),
+    )
     if expected_transient:
         assert mapped.kind is ErrorKind.TRANSIENT
     assert "SECRET-MSG" not in str(mapped)  # class names only: messages may hold URLs

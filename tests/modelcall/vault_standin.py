@@ -16,8 +16,14 @@ from typing import Any
 
 
 class VaultStandIn:
-    def __init__(self, *, token: str = "hvs.standin-token", ttl_s: int = 3600,
-                 renewable: bool = True, mount: str = "secret") -> None:
+    def __init__(
+        self,
+        *,
+        token: str = "hvs.standin-token",
+        ttl_s: int = 3600,
+        renewable: bool = True,
+        mount: str = "secret",
+    ) -> None:
         self.token = token
         self.ttl_s = ttl_s
         self.renewable = renewable
@@ -56,26 +62,49 @@ class VaultStandIn:
             return 403, {"errors": ["permission denied"]}
         if method == "GET" and path == "/v1/auth/token/lookup-self":
             self.counts["lookup"] += 1
-            return 200, {"data": {"id": self.token, "ttl": self.ttl_s, "renewable": self.renewable,
-                                  "policies": ["default"], "type": "service"}}
+            return 200, {
+                "data": {
+                    "id": self.token,
+                    "ttl": self.ttl_s,
+                    "renewable": self.renewable,
+                    "policies": ["default"],
+                    "type": "service",
+                }
+            }
         if method == "POST" and path == "/v1/auth/token/renew-self":
             self.counts["renew"] += 1
             if not self.renewable:
                 return 400, {"errors": ["lease is not renewable"]}
-            return 200, {"auth": {"client_token": self.token, "lease_duration": self.ttl_s,
-                                  "renewable": True, "policies": ["default"]}}
+            return 200, {
+                "auth": {
+                    "client_token": self.token,
+                    "lease_duration": self.ttl_s,
+                    "renewable": True,
+                    "policies": ["default"],
+                }
+            }
         prefix = f"/v1/{self.mount}/data/"
         if method == "GET" and path.startswith(prefix):
             self.counts["read"] += 1
-            versions = self.secrets.get(path[len(prefix):].split("?", 1)[0])
+            versions = self.secrets.get(path[len(prefix) :].split("?", 1)[0])
             if not versions:
                 return 404, {"errors": []}
-            return 200, {"request_id": "standin", "lease_id": "", "renewable": False,
-                         "lease_duration": 0, "data": {
-                             "data": versions[-1],
-                             "metadata": {"version": len(versions), "deletion_time": "",
-                                          "destroyed": False, "created_time": "2026-01-01T00:00:00Z",
-                                          "custom_metadata": None}}}
+            return 200, {
+                "request_id": "standin",
+                "lease_id": "",
+                "renewable": False,
+                "lease_duration": 0,
+                "data": {
+                    "data": versions[-1],
+                    "metadata": {
+                        "version": len(versions),
+                        "deletion_time": "",
+                        "destroyed": False,
+                        "created_time": "2026-01-01T00:00:00Z",
+                        "custom_metadata": None,
+                    },
+                },
+            }
         return 404, {"errors": []}
 
     def _handler(self) -> type[BaseHTTPRequestHandler]:
@@ -88,7 +117,8 @@ class VaultStandIn:
                     self.rfile.read(length)
                 with standin.lock:
                     status, body = standin._answer(
-                        self.command, self.path, self.headers.get("X-Vault-Token"))
+                        self.command, self.path, self.headers.get("X-Vault-Token")
+                    )
                 payload = json.dumps(body).encode()
                 self.send_response(status)
                 self.send_header("Content-Type", "application/json")
