@@ -35,6 +35,7 @@ _MAPPED = frozenset(
         "result",
     }
 )  # fmt: skip
+_UUID = re.compile(r"^[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}$")
 _NAMESPACE = uuid.UUID("6f1c2a52-3c1e-4c59-9d0e-0b7d6e3b9a41")  # for derived event ids
 _INT4, _INT8 = 2**31 - 1, 2**63 - 1
 _SHORT = 256  # identifiers (agent, tenant, ...) are short; a long one is noise or abuse
@@ -66,6 +67,7 @@ def derived_id(source: str) -> uuid.UUID:
 class RowMapper:
     def __init__(self, redactor: Redactor) -> None:
         self.r = redactor
+        self._labels: dict[str, str | None] = {}  # agent, tier, tenant...: few distinct values
 
     def row(self, event: Mapping[str, Any], source: str, entry_id: str) -> Row:
         """``source`` names the outbox entry and index (``stream/entry#i``) for derived ids."""
@@ -79,24 +81,24 @@ class RowMapper:
         return (
             self._event_id(event.get("event_id"), source),
             self._ts(event.get("ts"), entry_id),
-            self._short(event.get("type")) or "unknown",
+            self._label(event.get("type")) or "unknown",
             self._short(event.get("task_id")),
             trace_id,
             span_id,
-            self._short(event.get("agent") or result.get("agent")),
-            self._short(event.get("agent_version") or result.get("agent_version")),
-            self._short(event.get("tenant")),
-            self._short(event.get("intent")),
-            self._short(event.get("tier")),
+            self._label(event.get("agent") or result.get("agent")),
+            self._label(event.get("agent_version") or result.get("agent_version")),
+            self._label(event.get("tenant")),
+            self._label(event.get("intent")),
+            self._label(event.get("tier")),
             _int(event.get("shard"), _INT4),
             _int(event.get("attempt"), _INT4),
             _int(event.get("deliveries") or metrics.get("attempts"), _INT4),
-            self._short(event.get("consumer")),
-            self._short(result.get("status")),
-            self._short(event.get("error_code") or error.get("code")),
+            self._label(event.get("consumer")),
+            self._label(result.get("status")),
+            self._label(event.get("error_code") or error.get("code")),
             self._text(event.get("error") or error.get("message")),
             self._text(event.get("reason")),
-            self._short(event.get("model") or metrics.get("model")),
+            self._label(event.get("model") or metrics.get("model")),
             _float(_first(event, metrics, "latency_ms")),
             _float(_first(event, metrics, "queue_ms")),
             _int(_first(event, metrics, "tokens_used")),
@@ -118,12 +120,11 @@ class RowMapper:
     # fields -------------------------------------------------------------------------------
 
     @staticmethod
-    def _event_id(value: object, source: str) -> uuid.UUID:
-        if isinstance(value, str):
-            try:
-                return uuid.UUID(value)
-            except ValueError:
-                pass
+    def _event_id(value: object, source: str) -> uuid.UUID | str:
+        # A canonical UUID string goes to asyncpg as is (parsing it costs more than the
+        # regex); anything else gets an id derived from where it came from.
+        if isinstance(value, str) and _UUID.match(value):
+            return value
         return derived_id(source)
 
     @staticmethod
@@ -136,7 +137,21 @@ class RowMapper:
             return ts if ts.tzinfo is not None else ts.replace(tzinfo=UTC)
         return entry_time(entry_id)
 
+    def _label(self, value: object) -> str | None:
+        """``_short`` for fields with few distinct values, memoised."""
+        if type(value) is not str:
+            return self._short(value)
+        try:
+            return self._labels[value]
+        except KeyError:
+            clean = self._labels[value] = self._short(value)
+            if len(self._labels) > 4_096:  # many distinct values: not labels after all
+                self._labels.clear()
+            return clean
+
     def _short(self, value: object) -> str | None:
+        if type(value) is str and len(value) <= _SHORT and self.r.plain(value):
+            return value  # the common case: a short clean identifier
         if value is None or isinstance(value, dict | list):
             return None
         return self.r.text(str(value), _SHORT)
@@ -149,7 +164,7 @@ class RowMapper:
     def _json(self, value: object) -> str | None:
         if value is None:
             return None
-        return orjson.dumps(self.r.snapshot(value)).decode()
+        return self.r.snapshot_json(value).decode()
 
     def _input_hash(self, event: Mapping[str, Any]) -> str | None:
         """Hash of the input as submitted (before redaction): proves what was asked."""

@@ -43,6 +43,10 @@ def clean_text(value: str) -> str:
     return _BAD_CHARS.sub("\ufffd", value)
 
 
+def _maybe_secret(value: str) -> bool:
+    return "sk-" in value or "Bearer" in value or "AKIA" in value
+
+
 def _norm(key: str) -> str:
     return key.lower().replace("_", "").replace("-", "")
 
@@ -69,47 +73,63 @@ class Redactor:
 
     def __init__(self, policy: RedactionPolicy | None = None) -> None:
         self.policy = policy or RedactionPolicy()
-        self._kind: dict[str, str] = {}
+        self._keys: dict[object, tuple[str, str]] = {}  # key -> (clean key, kind)
 
     # public -------------------------------------------------------------------------------
 
     def snapshot(self, value: Any) -> Any:
         """A redacted copy of ``value`` that fits the size cap (JSON-ready)."""
-        redacted = self.redact(value)
-        encoded = orjson.dumps(redacted)
+        return orjson.loads(self.snapshot_json(value))
+
+    def snapshot_json(self, value: Any) -> bytes:
+        """``snapshot`` already encoded: the writer's path, which serialises only once."""
+        encoded = orjson.dumps(self.redact(value))
         cap = self.policy.max_snapshot_bytes
         if len(encoded) <= cap:
-            return redacted
+            return encoded
         preview = encoded[: cap // 4].decode("utf-8", "ignore")
-        return {
-            "_truncated": True,
-            "bytes": len(encoded),
-            "cut_bytes": len(encoded) - len(preview.encode()),
-            "hash": self.digest(encoded),
-            "preview": preview,
-        }
+        return orjson.dumps(
+            {
+                "_truncated": True,
+                "bytes": len(encoded),
+                "cut_bytes": len(encoded) - len(preview.encode()),
+                "hash": self.digest(encoded),
+                "preview": preview,
+            }
+        )
 
     def redact(self, value: Any, depth: int = 0) -> Any:
-        if isinstance(value, str):
+        # Exact type checks first: this runs for every value of every event (hot path).
+        kind = type(value)
+        if kind is str:
             return self.text(value)
+        if kind is int or kind is float or kind is bool or value is None:
+            return value
         if isinstance(value, dict):
             if depth >= _MAX_DEPTH:
                 return "[depth limit]"
-            return {self.text(str(k)): self._entry(str(k), v, depth) for k, v in value.items()}
+            return self._mapping(value, depth)
         if isinstance(value, list | tuple):
             if depth >= _MAX_DEPTH:
                 return "[depth limit]"
             return [self.redact(v, depth + 1) for v in value]
-        if value is None or isinstance(value, bool | int | float):
-            return value
+        if isinstance(value, str | int | float):  # subclasses (e.g. an IntEnum)
+            return value if not isinstance(value, str) else self.text(value)
         return self.text(str(value))
+
+    def plain(self, value: str) -> bool:
+        """True when ``text`` would return ``value`` unchanged for ``limit``-free checks."""
+        return value.isascii() and "\x00" not in value and not _maybe_secret(value)
 
     def text(self, value: str, limit: int | None = None) -> str:
         """Sanitise, mask secret-looking values and truncate one string."""
         limit = self.policy.max_string if limit is None else limit
-        if _BAD_CHARS.search(value):
+        # Fast path first: most text is ASCII, where only NUL can be bad.
+        if (value.isascii() and "\x00" in value) or (
+            not value.isascii() and _BAD_CHARS.search(value)
+        ):
             value = clean_text(value)
-        if ("sk-" in value or "Bearer" in value or "AKIA" in value) and _SECRET_VALUE.search(value):
+        if _maybe_secret(value) and _SECRET_VALUE.search(value):
             value = _SECRET_VALUE.sub(REDACTED, value)
         if len(value) > limit:
             cut = len(value) - limit
@@ -137,17 +157,37 @@ class Redactor:
 
     # internals ----------------------------------------------------------------------------
 
-    def _entry(self, key: str, value: Any, depth: int) -> Any:
-        kind = self._kind.get(key)
-        if kind is None:
-            kind = self._classify(key)
-            if len(self._kind) < 10_000:  # keys are usually a small fixed set; bound the cache
-                self._kind[key] = kind
-        if kind == "secret":
-            return REDACTED if value is not None else None
-        if kind == "prompt" and value is not None:
-            return self.fingerprint(value)
-        return self.redact(value, depth + 1)
+    def _mapping(self, value: dict[Any, Any], depth: int) -> dict[str, Any]:
+        out: dict[str, Any] = {}
+        limit = self.policy.max_string
+        for key, item in value.items():
+            known = self._keys.get(key)
+            if known is None:
+                known = self._learn(key)
+            clean, kind = known
+            if kind == "plain":
+                # Inline fast path for the common scalars (this loop is the writer's hot spot).
+                t = type(item)
+                if t is str:
+                    plain = len(item) <= limit and self.plain(item)
+                    out[clean] = item if plain else self.text(item)
+                elif t is int or t is float or t is bool or item is None:
+                    out[clean] = item
+                else:
+                    out[clean] = self.redact(item, depth + 1)
+            elif item is None:
+                out[clean] = None
+            else:
+                out[clean] = REDACTED if kind == "secret" else self.fingerprint(item)
+        return out
+
+    def _learn(self, key: object) -> tuple[str, str]:
+        text = key if isinstance(key, str) else str(key)
+        clean = text if text.isascii() and "\x00" not in text else clean_text(text)
+        known = (clean, self._classify(text))
+        if len(self._keys) < 10_000:  # keys are usually a small fixed set; bound the cache
+            self._keys[key] = known
+        return known
 
     def _classify(self, key: str) -> str:
         norm = _norm(key)

@@ -25,16 +25,19 @@ class Maintenance:
         self.interval_s = interval_s
         self._next = time.monotonic() + interval_s  # migrate already did the first round
 
-    async def run_if_due(self, sink: PgSink) -> None:
-        if time.monotonic() < self._next:
-            return
-        self._next = time.monotonic() + self.interval_s
-        try:
-            await self.run(sink)
-        except (AuditUnavailable, OSError) as exc:
-            log.warning("audit maintenance skipped (next in %.0f s): %s", self.interval_s, exc)
+    def due(self) -> bool:
+        return time.monotonic() >= self._next
 
     async def run(self, sink: PgSink) -> list[str]:
+        """One round; a failure is logged and retried at the next interval."""
+        self._next = time.monotonic() + self.interval_s
+        try:
+            return await self._round(sink)
+        except (AuditUnavailable, OSError) as exc:
+            log.warning("audit maintenance skipped (next in %.0f s): %s", self.interval_s, exc)
+            return []
+
+    async def _round(self, sink: PgSink) -> list[str]:
         today = datetime.now(UTC).date()
         async with sink.session() as conn:
             await ensure_partitions(conn, day_range(today, today + timedelta(days=DAYS_AHEAD)))

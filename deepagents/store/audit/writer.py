@@ -32,6 +32,7 @@ from deepagents.errors import GroupVanished, TransportError
 from deepagents.store.audit.db import database_url
 from deepagents.store.audit.decode import BatchDecoder
 from deepagents.store.audit.errors import AuditUnavailable
+from deepagents.store.audit.events import Row
 from deepagents.store.audit.migrate import migrate
 from deepagents.store.audit.outbox import Backlog, Entry, Outbox
 from deepagents.store.audit.retention import Maintenance
@@ -91,6 +92,7 @@ class AuditWriter:
         self.ready = asyncio.Event()
         self._stop = asyncio.Event()
         self._next_claim = 0.0
+        self._inflight: asyncio.Task[None] | None = None
 
     # lifecycle ----------------------------------------------------------------------------
 
@@ -110,7 +112,11 @@ class AuditWriter:
             await self._start()
             while not self.stopping:
                 await self._step()
+            await self._settle()
         finally:
+            if self._inflight is not None:
+                self._inflight.cancel()  # only on an error: its entries stay pending
+                await asyncio.gather(self._inflight, return_exceptions=True)
             await self.sink.close()
 
     async def _start(self) -> None:
@@ -122,7 +128,7 @@ class AuditWriter:
                  self.outbox.consumer, len(self.outbox.streams), self.schema)  # fmt: skip
         # Entries this consumer read before a crash and never acked come first.
         async for chunk in self.outbox.own_pending(self.batch_size):
-            await self._write(chunk)
+            await self._submit(chunk)
             if self.stopping:
                 return
 
@@ -140,8 +146,10 @@ class AuditWriter:
             await self._sleep(BACKOFF_MAX_S / 5)
             return
         if batch:
-            await self._write(batch)
-        await self.maintenance.run_if_due(self.sink)
+            await self._submit(batch)
+        if self.maintenance.due():
+            await self._settle()  # maintenance shares the sink's one connection
+            await self.maintenance.run(self.sink)
 
     # batches ------------------------------------------------------------------------------
 
@@ -177,11 +185,25 @@ class AuditWriter:
         if claimed:
             self.stats.reclaimed += len(claimed)
             log.info("reclaimed %d stale audit entries", len(claimed))
-            await self._write(claimed)
+            await self._submit(claimed)
 
-    async def _write(self, entries: list[Entry]) -> None:
-        """Commit then ack. Returns without acking only when stopping (entries stay pending)."""
+    async def _submit(self, entries: list[Entry]) -> None:
+        """Map ``entries`` while the previous batch is written, then start writing them.
+
+        One batch in flight at most: mapping (Python, this core) overlaps the previous
+        COPY (PostgreSQL, another core), and memory stays bounded to two batches.
+        """
         rows = self.decoder.rows(entries)
+        await self._settle()
+        self._inflight = asyncio.create_task(self._write(entries, rows))
+
+    async def _settle(self) -> None:
+        task, self._inflight = self._inflight, None
+        if task is not None:
+            await task
+
+    async def _write(self, entries: list[Entry], rows: list[Row]) -> None:
+        """Commit then ack. Returns without acking only when stopping (entries stay pending)."""
         stored = await self._retry("write audit batch", lambda: self.decoder.store(self.sink, rows))
         if stored is None:
             return

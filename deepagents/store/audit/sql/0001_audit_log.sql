@@ -5,14 +5,17 @@
 -- immutable event (set once by the producer and carried in the outbox entry), so a
 -- redelivered event always has the same (event_id, ts) and lands in the same partition,
 -- where INSERT ... ON CONFLICT DO NOTHING skips it.
+--
+-- Indexed identifiers use the "C" collation: byte order is all a lookup needs, and it
+-- makes the index maintenance of the bulk insert markedly cheaper than locale order.
 CREATE TABLE audit_log (
     event_id      uuid             NOT NULL,
     ts            timestamptz      NOT NULL,
     type          text             NOT NULL,
-    task_id       text,
-    trace_id      text,
-    span_id       text,
-    agent         text,
+    task_id       text COLLATE "C",
+    trace_id      text COLLATE "C",
+    span_id       text COLLATE "C",
+    agent         text COLLATE "C",
     agent_version text,
     tenant        text,
     intent        text,
