@@ -125,6 +125,21 @@ def _events_out(args: argparse.Namespace, rows: list[dict[str, Any]], title: str
     if args.json:
         _json(rows)
         return
+    Console().print(events_table(rows, title, with_task=with_task))
+
+
+async def show_task_trail(
+    url: str, schema: str, task_id: str, console: Console | None = None
+) -> int:
+    """Print one task's audit trail (the demo's last screen); return how many events."""
+    async with AuditRepository(url, schema) as repo:
+        rows = await repo.task_events(task_id)
+    if rows:
+        (console or Console()).print(events_table(rows, f"audit trail of task {task_id}"))
+    return len(rows)
+
+
+def events_table(rows: list[dict[str, Any]], title: str, *, with_task: bool = False) -> Table:
     table = Table(title=title)
     cols = ["time (UTC)", "event", *(["task"] if with_task else []), "agent", "tier", "try",
             "status", "detail", "ms", "tokens", "cost"]  # fmt: skip
@@ -141,7 +156,7 @@ def _events_out(args: argparse.Namespace, rows: list[dict[str, Any]], title: str
     first = rows[0]
     if first.get("trace_id"):
         table.caption = f"trace {first['trace_id']}  ·  {first['ts']:%Y-%m-%d}"
-    Console().print(table)
+    return table
 
 
 def _num(value: Any, fmt: str) -> str:

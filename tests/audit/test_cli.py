@@ -59,3 +59,16 @@ async def test_unreachable_database(
     monkeypatch.setenv("DEEPAGENTS_DATABASE_URL", "postgresql://postgres@127.0.0.1:1/nowhere")
     code, _, err = await run_cli(capsys, "audit", "show", "t")
     assert code == 1 and "cannot reach PostgreSQL" in err and err.count("\n") == 1
+
+
+async def test_demo_helpers_start_a_migrated_embedded_database() -> None:
+    from deepagents.cli.audit import show_task_trail
+    from deepagents.config import Settings
+    from deepagents.store.audit.embedded import database_if_needed
+    from deepagents.store.audit.migrate import migrate
+
+    settings = Settings()
+    assert settings.database_url is None
+    with database_if_needed(settings) as url:
+        assert await migrate(url, settings.audit_schema)
+        assert await show_task_trail(url, settings.audit_schema, "unknown") == 0

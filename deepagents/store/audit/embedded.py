@@ -6,6 +6,13 @@ overrides both. The server listens on loopback on a free port, trusts local conn
 and lives in a temporary directory that ``close()`` removes. ``stop()``/``start()`` restart
 the same cluster (tests use them to simulate an outage). PostgreSQL refuses to run as
 root, so under root the server runs as the ``postgres`` (or ``nobody``) system user.
+
+For the demo::
+
+    with database_if_needed(settings) as url:
+        await migrate(url, settings.audit_schema)
+        ...  # run workers with DEEPAGENTS_OUTBOX=true and an AuditWriter(dsn=url)
+        await show_task_trail(url, settings.audit_schema, task_id)
 """
 
 from __future__ import annotations
@@ -19,9 +26,11 @@ import socket
 import subprocess
 import tempfile
 import time
+from collections.abc import Iterator
 from pathlib import Path
 from types import TracebackType
 
+from deepagents.config import Settings
 from deepagents.errors import ConfigError
 
 _SYSTEM_BINS = Path("/usr/lib/postgresql")
@@ -155,3 +164,14 @@ class EmbeddedPostgres:
                 return
             time.sleep(0.02)
         raise ConfigError(f"embedded PostgreSQL did not listen on port {self.port} in {timeout} s")
+
+
+@contextlib.contextmanager
+def database_if_needed(settings: Settings) -> Iterator[str]:
+    """Yield a PostgreSQL URL: ``DEEPAGENTS_DATABASE_URL``, or an embedded server's for
+    this process (stopped and removed on exit). Run ``migrate(url, schema)`` on it next."""
+    if settings.database_url is not None:
+        yield settings.database_url.get_secret_value()
+        return
+    with EmbeddedPostgres() as server:
+        yield server.url
