@@ -102,3 +102,16 @@ def test_an_event_that_cannot_be_mapped_is_kept_as_unreadable() -> None:
     (row,) = BatchDecoder(Redactor()).rows([("s", "1-0", {b"events": raw_int})])
     assert row[COLUMNS.index("type")] == "unreadable"
     assert "64-bit" in row[COLUMNS.index("detail")]
+
+
+def test_model_call_events_map_tokens_latency_outcome_and_prompt_hash() -> None:
+    event = audit_event(
+        "model_call", "t1", agent="research", model="gpt-x", attempt=1, outcome="ok",
+        prompt_sha256="sha256:" + "ab" * 32, tokens_in=100, tokens_out=20, cost_usd=0.002,
+        total_ms=850.5, requested_model="gpt-x",
+    )  # fmt: skip
+    (row,) = BatchDecoder(Redactor()).rows([("s", "1-0", {b"events": orjson.dumps([event])})])
+    got = dict(zip(COLUMNS, row, strict=True))
+    assert (got["model"], got["tokens_used"], got["cost_usd"]) == ("gpt-x", 120, 0.002)
+    assert (got["latency_ms"], got["status"]) == (850.5, "ok")
+    assert got["input_hash"] == "sha256:" + "ab" * 32

@@ -94,14 +94,14 @@ class RowMapper:
             _int(event.get("attempt"), _INT4),
             _int(event.get("deliveries") or metrics.get("attempts"), _INT4),
             self._label(event.get("consumer")),
-            self._label(result.get("status")),
+            self._label(result.get("status") or event.get("outcome")),  # model_call: outcome
             self._label(event.get("error_code") or error.get("code")),
             self._text(event.get("error") or error.get("message")),
             self._text(event.get("reason")),
             self._label(event.get("model") or metrics.get("model")),
-            _float(_first(event, metrics, "latency_ms")),
+            _float(_first(event, metrics, "latency_ms") or event.get("total_ms")),
             _float(_first(event, metrics, "queue_ms")),
-            _int(_first(event, metrics, "tokens_used")),
+            _int(_first(event, metrics, "tokens_used") or _tokens(event)),
             _float(_first(event, metrics, "cost_usd")),
             self._input_hash(event),
             self._json(event.get("payload")),
@@ -178,6 +178,12 @@ class RowMapper:
 def _first(event: Mapping[str, Any], metrics: Mapping[str, Any], key: str) -> Any:
     value = event.get(key)
     return metrics.get(key) if value is None else value
+
+
+def _tokens(event: Mapping[str, Any]) -> int | None:
+    """A model_call event carries tokens in and out separately."""
+    parts = [v for v in (event.get("tokens_in"), event.get("tokens_out")) if type(v) is int]
+    return sum(parts) if parts else None
 
 
 def _int(value: object, limit: int = _INT8) -> int | None:
