@@ -340,9 +340,14 @@ class ModelAttempts:
             )
         )
         for limiter, reservation in reservations:
-            await limiter.correct(reservation, tokens_in + tokens_out)
+            # Only returns unused capacity to the window: it need not delay the answer.
+            await self.ctx.calls.after(limiter.correct(reservation, tokens_in + tokens_out))
         await self.rt.budget.spend(self.ctx.tenant, cost)
-        await self.rt.breaker.record(True, probe=permit.probe)
+        if permit.probe:
+            await self.rt.breaker.record(True, probe=True)  # closes it before we answer
+        elif self.rt.breaker.note_success():
+            # A success in a closed circuit only feeds the window: no need to wait for it.
+            await self.ctx.calls.after(self.rt.breaker.flush())
 
     async def _failed(
         self,

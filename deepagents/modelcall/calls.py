@@ -10,8 +10,9 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Coroutine, Mapping
 from dataclasses import dataclass, field
+from typing import Any
 
 import httpx
 from redis.asyncio import Redis
@@ -30,6 +31,7 @@ from deepagents.modelcall.record import AttemptRecord
 log = logging.getLogger("deepagents.modelcall")
 
 RecordHook = Callable[[AttemptRecord], None]
+MAX_BACKGROUND = 1000
 
 
 @dataclass
@@ -98,6 +100,7 @@ class ModelCalls:
         self._client: httpx.AsyncClient | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
         self._closed = False
+        self._background: set[asyncio.Task[Any]] = set()
         self.clients_created = 0
 
     async def __aenter__(self) -> ModelCalls:
@@ -114,12 +117,31 @@ class ModelCalls:
         if self._closed:
             return
         self._closed = True
+        for runtime in self._runtimes.values():
+            self._background.add(asyncio.ensure_future(runtime.breaker.flush()))
+        if self._background:
+            # Bookkeeping still in flight (breaker records) finishes before the pool closes.
+            await asyncio.wait(self._background, timeout=5)
         if self._client is not None:
             await self._client.aclose()
         if not self._given_sources:
             for source in self._sources.values():
                 if source is not None:
                     await source.aclose()
+
+    async def after(self, work: Coroutine[Any, Any, Any]) -> None:
+        """Run bookkeeping off the caller's path; awaited inline when too much is pending."""
+        if len(self._background) >= MAX_BACKGROUND:
+            await work
+            return
+        task = asyncio.create_task(work)
+        self._background.add(task)  # a strong reference until it is done
+        task.add_done_callback(self._finished)
+
+    def _finished(self, task: asyncio.Task[Any]) -> None:
+        self._background.discard(task)
+        if not task.cancelled() and task.exception() is not None:
+            log.warning("model-call bookkeeping failed: %s", type(task.exception()).__name__)
 
     @property
     def closed(self) -> bool:

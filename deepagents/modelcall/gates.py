@@ -6,7 +6,7 @@ with skewed clocks still agree on windows and cool-downs.
 
 from __future__ import annotations
 
-import uuid
+import time
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from enum import StrEnum
@@ -38,42 +38,57 @@ return {1, 1}
 """
 )
 
-# KEYS: state, ok zset, fail zset. ARGV: ok(1/0), probe(1/0), window_ms, min_calls,
-# failure_rate, member. Returns the state after recording.
+# KEYS: state hash, window hash ("o:<bucket>" / "f:<bucket>" counts). ARGV: successes,
+# failures, probe (1/0), window_ms, bucket_ms, min_calls, failure_rate. Returns the state.
 _RECORD = (
     _NOW_MS
     + """
 local state = redis.call('HGET', KEYS[1], 'state') or 'closed'
-local ok = ARGV[1] == '1'
+local oks, fails = tonumber(ARGV[1]), tonumber(ARGV[2])
 if state == 'half_open' then
-  if ARGV[2] ~= '1' then return state end
+  if ARGV[3] ~= '1' then return state end
   redis.call('HDEL', KEYS[1], 'probe_until')
-  if ok then
+  if fails == 0 then
     redis.call('HSET', KEYS[1], 'state', 'closed')
-    redis.call('DEL', KEYS[2], KEYS[3])
+    redis.call('DEL', KEYS[2])
     return 'closed'
   end
   redis.call('HSET', KEYS[1], 'state', 'open', 'opened_at', now)
   return 'open'
 end
 if state == 'open' then return state end
-local window = tonumber(ARGV[3])
-local target = ok and KEYS[2] or KEYS[3]
-redis.call('ZADD', target, now, ARGV[6])
-redis.call('ZREMRANGEBYSCORE', KEYS[2], '-inf', now - window)
-redis.call('ZREMRANGEBYSCORE', KEYS[3], '-inf', now - window)
+local window, size = tonumber(ARGV[4]), tonumber(ARGV[5])
+local bucket = math.floor(now / size)
+if oks > 0 then redis.call('HINCRBY', KEYS[2], 'o:' .. bucket, oks) end
+if fails > 0 then redis.call('HINCRBY', KEYS[2], 'f:' .. bucket, fails) end
 redis.call('PEXPIRE', KEYS[2], window * 2)
-redis.call('PEXPIRE', KEYS[3], window * 2)
-local fails = redis.call('ZCARD', KEYS[3])
-local total = fails + redis.call('ZCARD', KEYS[2])
-if total >= tonumber(ARGV[4]) and fails / total >= tonumber(ARGV[5]) then
+if fails == 0 then return 'closed' end
+local cutoff = bucket - math.ceil(window / size)
+local flat = redis.call('HGETALL', KEYS[2])
+local ok_sum, fail_sum = 0, 0
+for i = 1, #flat, 2 do
+  local b = tonumber(string.sub(flat[i], 3))
+  if b <= cutoff then
+    redis.call('HDEL', KEYS[2], flat[i])
+  elseif string.sub(flat[i], 1, 1) == 'o' then
+    ok_sum = ok_sum + tonumber(flat[i + 1])
+  else
+    fail_sum = fail_sum + tonumber(flat[i + 1])
+  end
+end
+local total = ok_sum + fail_sum
+if total >= tonumber(ARGV[6]) and fail_sum / total >= tonumber(ARGV[7]) then
   redis.call('HSET', KEYS[1], 'state', 'open', 'opened_at', now)
-  redis.call('DEL', KEYS[2], KEYS[3])
+  redis.call('DEL', KEYS[2])
   return 'open'
 end
 return 'closed'
 """
 )
+
+# Successes in a closed circuit are counted locally and sent at most this often (and with
+# every failure), so the hot path of a healthy model costs no Redis round trip.
+SUCCESS_FLUSH_S = 0.25
 
 
 def _text(value: bytes | str) -> str:
@@ -103,29 +118,59 @@ class CircuitBreaker:
         self._config = config
         self._allow = redis.register_script(_ALLOW)
         self._record = redis.register_script(_RECORD)
+        self._closed_until = 0.0  # time.monotonic() until which 'closed' is trusted
+        self._pending_ok = 0
+        self._flushed_at = time.monotonic()
+        window_ms = int(config.window_s * 1000)
+        self._bucket_ms = max(100, window_ms // 30)
 
     async def allow(self, probe_ttl_s: float) -> Permit:
+        # A 'closed' read moments ago is trusted for state_cache_s: the hot path then costs
+        # no round trip, and a breaker opened by another worker is seen that much later.
+        if time.monotonic() < self._closed_until:
+            return Permit(True)
         allowed, extra = await self._allow(
             keys=[self._keys.breaker],
             args=[int(self._config.cooldown_s * 1000), max(1, int(probe_ttl_s * 1000))],
         )
         if allowed:
+            if not extra:
+                self._closed_until = time.monotonic() + self._config.state_cache_s
             return Permit(True, probe=bool(extra))
         return Permit(False, retry_in_s=int(extra) / 1000)
 
+    def note_success(self) -> bool:
+        """Count a success locally; True when it is time to ``flush()``."""
+        self._pending_ok += 1
+        return time.monotonic() - self._flushed_at >= SUCCESS_FLUSH_S
+
+    async def flush(self) -> None:
+        if self._pending_ok:
+            await self._send(oks=0, fails=0, probe=False)
+
     async def record(self, ok: bool, *, probe: bool) -> BreakerState:
+        """Record an attempt now (failures and probes), with the successes pending."""
+        return await self._send(oks=int(ok), fails=int(not ok), probe=probe)
+
+    async def _send(self, *, oks: int, fails: int, probe: bool) -> BreakerState:
+        oks, self._pending_ok = oks + self._pending_ok, 0
+        self._flushed_at = time.monotonic()
         state = await self._record(
-            keys=[self._keys.breaker, self._keys.breaker_ok, self._keys.breaker_fail],
+            keys=[self._keys.breaker, self._keys.breaker_window],
             args=[
-                int(ok),
+                oks,
+                fails,
                 int(probe),
                 int(self._config.window_s * 1000),
+                self._bucket_ms,
                 self._config.min_calls,
                 self._config.failure_rate,
-                uuid.uuid4().hex,
             ],
         )
-        return BreakerState(state.decode() if isinstance(state, bytes) else state)
+        result = BreakerState(_text(state))
+        if result is not BreakerState.CLOSED:
+            self._closed_until = 0.0  # this worker sees its own opening at once
+        return result
 
     async def state(self) -> BreakerState:
         raw = await self._redis.hget(self._keys.breaker, "state")

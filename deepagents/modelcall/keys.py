@@ -35,12 +35,8 @@ class ModelKeys:
         return self._k("cb")
 
     @property
-    def breaker_ok(self) -> str:
-        return self._k("cb:ok")
-
-    @property
-    def breaker_fail(self) -> str:
-        return self._k("cb:fail")
+    def breaker_window(self) -> str:
+        return self._k("cb:win")
 
     def day(self, day: str) -> str:
         return self._k(f"day:{day}")

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Awaitable
+from typing import TypeVar
 
 from redis.asyncio import Redis
 
@@ -11,6 +13,9 @@ from deepagents.modelcall.admission import RateLimiter
 from deepagents.modelcall.simulator import SimulatorThread, count_tokens
 from tests.modelcall.conftest import FAST, MakeCalls, model_config
 from tests.modelcall.fleet import run_fleet
+from tests.support.wait import eventually
+
+T = TypeVar("T")
 
 
 def _max_window_tokens(arrivals: list[tuple[float, int]], window_s: float) -> int:
@@ -70,10 +75,22 @@ async def test_reservation_is_corrected_to_the_reported_usage(
         {"m": model_config(sim.url, max_tokens=500, limits={"tpm": 100_000, "rpm": 100})}
     )
     reply = await wrap_model_call("m", prompt="hello", calls=calls)
-    buckets = await client.hgetall(calls.runtime("m").keys.rate)
-    tokens = sum(int(v) for k, v in buckets.items() if k.startswith(b"t:"))
-    requests = sum(int(v) for k, v in buckets.items() if k.startswith(b"r:"))
-    assert (tokens, requests) == (reply.tokens_used, 1)
+    key = calls.runtime("m").keys.rate
+
+    async def window() -> tuple[int, int]:
+        buckets = await client.hgetall(key)
+        tokens = sum(int(v) for k, v in buckets.items() if k.startswith(b"t:"))
+        requests = sum(int(v) for k, v in buckets.items() if k.startswith(b"r:"))
+        return tokens, requests
+
+    # The correction runs after the answer is returned: wait for it.
+    await eventually(
+        lambda: _equals(window(), (reply.tokens_used, 1)), timeout=10, what="reservation corrected"
+    )
+
+
+async def _equals(value: Awaitable[T], expected: T) -> bool:
+    return await value == expected
 
 
 async def test_requests_per_window_wait_then_admit(client: Redis, prefix: str) -> None:

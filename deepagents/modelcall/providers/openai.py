@@ -198,18 +198,25 @@ class OpenAIProvider:
     ) -> Completion:
         state = _StreamState()
         lines: AsyncIterator[str] = response.aiter_lines()
-        next_by, phase = clock.start + spec.first_token_s, "first_token_timeout"
-        while True:
-            try:
-                line = await _within(anext(lines), next_by, spec, phase)
-            except StopAsyncIteration:
-                break
-            if state.feed(line):
-                break
-            if state.tokens and phase != "stall":
-                clock.first_token_ms = clock.since_start_ms()
-            if state.moved:
-                next_by, phase = clock.loop.time() + spec.per_token_s, "stall"
+        # One timeout for the whole stream, moved forward by every token (cheaper than a
+        # timeout per line): first token by first_token_s, then each next by per_token_s.
+        phase = "first_token_timeout"
+        loop = clock.loop
+        try:
+            async with asyncio.timeout_at(
+                min(clock.start + spec.first_token_s, spec.deadline)
+            ) as guard:
+                async for line in lines:
+                    if state.feed(line):
+                        break
+                    if state.moved:
+                        if phase != "stall":
+                            clock.first_token_ms, phase = clock.since_start_ms(), "stall"
+                        guard.reschedule(min(loop.time() + spec.per_token_s, spec.deadline))
+        except TimeoutError:
+            when = guard.when()
+            name = "attempt_timeout" if when is not None and when >= spec.deadline else phase
+            raise ProviderError(ErrorKind.TRANSIENT, name) from None
         if not state.done:
             raise ProviderError(ErrorKind.TRANSIENT, "stream_truncated", status=200)
         # Read to the end of the body so the connection goes back to the pool.
