@@ -12,6 +12,7 @@ from redis.asyncio import Redis
 from deepagents.config import FileConfig, Settings
 from deepagents.transport.keys import Keys
 from tests.audit.support import drained, duplicates, fill_outbox, running_writer, sequences
+from tests.support.wait import eventually
 
 
 async def test_ten_thousand_tasks_each_sequence_exactly_once_in_order(
@@ -64,3 +65,21 @@ async def test_rows_carry_trace_metrics_and_hash(
             "SELECT count(*) FROM pg_inherits WHERE inhparent = 'audit_log'::regclass"
         )
     ) >= 8
+
+
+async def test_writer_waits_for_streams_that_appear_later(
+    client: Redis, prefix: str, audit_settings: Settings, config: FileConfig,
+    db: asyncpg.Connection,
+) -> None:  # fmt: skip
+    async with running_writer(client, audit_settings, config) as writer:
+        assert writer.outbox.streams == set()
+        assert (await writer.backlog()).total == 0
+        await client.sadd(Keys(prefix).agents_index, "echo")  # a worker registers later
+        expected = await fill_outbox(client, prefix, "echo", 2, 50)
+
+        async def found() -> bool:  # by the writer's own discovery, not the test's
+            return len(writer.outbox.streams) == 2
+
+        await eventually(found, timeout=10, what="writer discovered the new streams")
+        await drained(writer)
+    assert await sequences(db) == expected

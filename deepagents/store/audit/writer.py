@@ -155,6 +155,10 @@ class AuditWriter:
 
     async def _collect(self) -> list[Entry]:
         """Read until the batch is full, or ``batch_wait`` passed since its first entry."""
+        if not self.outbox.streams:
+            # No agent has written an outbox stream yet: wait for discovery, don't spin.
+            await self._sleep(IDLE_BLOCK_MS / 1000)
+            return []
         batch: list[Entry] = []
         events = 0
         deadline: float | None = None
