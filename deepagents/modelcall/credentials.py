@@ -23,7 +23,6 @@ from typing import Any, Protocol
 
 import hvac
 import hvac.exceptions
-import requests
 from redis.asyncio import Redis
 
 from deepagents.modelcall.config import ModelConfig, VaultConfig
@@ -98,7 +97,8 @@ class VaultSource:
                     mount_point=self.config.mount,
                     raise_on_deleted_version=True,
                 )
-            except (hvac.exceptions.VaultError, requests.RequestException) as exc:
+            # requests' errors (hvac's transport) are OSErrors: refused, reset, timed out.
+            except (hvac.exceptions.VaultError, OSError) as exc:
                 # The message names the path and the error class; never the token.
                 raise CredentialError(
                     f"Vault read of {self.description} failed: {type(exc).__name__}"

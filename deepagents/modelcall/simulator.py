@@ -26,19 +26,11 @@ from typing import Any, TypeVar
 
 import orjson
 
+from deepagents.modelcall.simwire import HttpError, chunk, event, head, send_json
+
 T = TypeVar("T")
 
 MAX_BODY = 4 * 1024 * 1024
-_REASONS = {
-    200: "OK",
-    400: "Bad Request",
-    401: "Unauthorized",
-    404: "Not Found",
-    413: "Payload Too Large",
-    429: "Too Many Requests",
-    500: "Internal Server Error",
-    503: "Service Unavailable",
-}
 _WORDS = ("the", "model", "simulator", "answers", "with", "plain", "words", "for", "tests")
 
 
@@ -100,12 +92,6 @@ def count_tokens(messages: list[Any]) -> int:
         content = message.get("content") if isinstance(message, dict) else None
         total += math.ceil(len(content) / 4) + 4 if isinstance(content, str) else 4
     return total
-
-
-class _HttpError(Exception):
-    def __init__(self, status: int, code: str, message: str, headers: dict[str, str] | None = None):
-        super().__init__(message)
-        self.status, self.code, self.headers = status, code, headers or {}
 
 
 class Simulator:
@@ -215,7 +201,7 @@ class Simulator:
             headers[name.strip().lower()] = value.strip()
         length = int(headers.get("content-length", "0"))
         if length > MAX_BODY:
-            await _send_json(writer, 413, {"error": {"message": "too large", "code": "too_large"}})
+            await send_json(writer, 413, {"error": {"message": "too large", "code": "too_large"}})
             return False
         body = await reader.readexactly(length) if length else b""
         await self._route(method, path, headers, body, writer)
@@ -233,9 +219,9 @@ class Simulator:
             if method == "POST" and path.rstrip("/").endswith("/chat/completions"):
                 await self._chat(headers, body, writer)
             elif path.startswith("/sim/"):
-                await _send_json(writer, 200, self._control(method, path, body))
+                await send_json(writer, 200, self._control(method, path, body))
             elif method == "GET" and path.rstrip("/").endswith("/models"):
-                await _send_json(
+                await send_json(
                     writer,
                     200,
                     {
@@ -246,9 +232,9 @@ class Simulator:
                     },
                 )
             else:
-                raise _HttpError(404, "not_found", f"no route {method} {path}")
-        except _HttpError as exc:
-            await _send_json(
+                raise HttpError(404, "not_found", f"no route {method} {path}")
+        except HttpError as exc:
+            await send_json(
                 writer,
                 exc.status,
                 {"error": {"message": str(exc), "type": "simulator_error", "code": exc.code}},
@@ -273,7 +259,7 @@ class Simulator:
         if method == "POST" and path == "/sim/reset":
             self.reset()
             return {"reset": True}
-        raise _HttpError(404, "not_found", f"no control endpoint {method} {path}")
+        raise HttpError(404, "not_found", f"no control endpoint {method} {path}")
 
     async def _chat(
         self, headers: dict[str, str], body: bytes, writer: asyncio.StreamWriter
@@ -283,7 +269,7 @@ class Simulator:
             request = orjson.loads(body)
             messages = list(request["messages"])
         except (orjson.JSONDecodeError, KeyError, TypeError):
-            raise _HttpError(400, "invalid_request", "body must be JSON with messages") from None
+            raise HttpError(400, "invalid_request", "body must be JSON with messages") from None
         settings = self.state.settings
         stream = bool(request.get("stream"))
         prompt = count_tokens(messages)
@@ -305,10 +291,10 @@ class Simulator:
         try:
             if settings.require_key and not entry.key_ok:
                 # Checked before the script, so a refused key does not use up a scripted answer.
-                raise _HttpError(401, "invalid_api_key", "invalid or expired API key")
+                raise HttpError(401, "invalid_api_key", "invalid or expired API key")
             action = self.state.script.popleft() if self.state.script else Action()
             self._admit(entry, action)
-        except _HttpError as exc:
+        except HttpError as exc:
             entry.status = exc.status
             raise
         state = self.state
@@ -318,12 +304,12 @@ class Simulator:
             await asyncio.sleep(
                 action.latency_s if action.latency_s is not None else settings.latency_s
             )
-            answer = _answer_words(completion)
+            answer = answer_words(completion)
             if stream:
                 await self._stream(writer, request, entry, answer, action)
             else:
                 reply = self._completion(request, entry, answer)
-                await _send_json(writer, 200, reply, {"x-model-version": settings.model_version})
+                await send_json(writer, 200, reply, {"x-model-version": settings.model_version})
         finally:
             state.inflight -= 1
 
@@ -339,12 +325,12 @@ class Simulator:
             extra = (
                 {} if action.retry_after_s is None else {"retry-after": f"{action.retry_after_s:g}"}
             )
-            raise _HttpError(
+            raise HttpError(
                 action.status, action.code or f"sim_{action.status}", "scripted error", extra
             )
         self._check_limits(entry)
         if settings.error_rate and self._rand.random() < settings.error_rate:
-            raise _HttpError(503, "overloaded", "simulated random overload")
+            raise HttpError(503, "overloaded", "simulated random overload")
 
     def _check_limits(self, entry: Logged) -> None:
         settings = self.state.settings
@@ -359,7 +345,7 @@ class Simulator:
             and tokens + entry.prompt_tokens + entry.completion_tokens > settings.tpm
         )
         if over_r or over_t:
-            raise _HttpError(
+            raise HttpError(
                 429,
                 "rate_limit_exceeded",
                 "simulated provider rate limit",
@@ -396,7 +382,7 @@ class Simulator:
     ) -> None:
         settings = self.state.settings
         writer.write(
-            _head(
+            head(
                 200,
                 {
                     "content-type": "text/event-stream",
@@ -407,7 +393,7 @@ class Simulator:
             )
         )
         model = str(request.get("model", "sim"))
-        await _chunk(writer, _event(model, {"role": "assistant", "content": ""}))
+        await chunk(writer, event(model, {"role": "assistant", "content": ""}))
         await asyncio.sleep(settings.first_token_s)
         gap = 1 / settings.token_rate if settings.token_rate > 0 else 0.0
         for i, word in enumerate(answer):
@@ -415,11 +401,11 @@ class Simulator:
                 await asyncio.sleep(action.stall_s)
             if gap and i:
                 await asyncio.sleep(gap)
-            await _chunk(writer, _event(model, {"content": word}))
-        await _chunk(writer, _event(model, {}, finish="stop"))
+            await chunk(writer, event(model, {"content": word}))
+        await chunk(writer, event(model, {}, finish="stop"))
         include = (request.get("stream_options") or {}).get("include_usage")
         if include and not settings.omit_usage:
-            await _chunk(
+            await chunk(
                 writer,
                 b"data: "
                 + orjson.dumps(
@@ -432,12 +418,12 @@ class Simulator:
                 )
                 + b"\n\n",
             )
-        await _chunk(writer, b"data: [DONE]\n\n")
+        await chunk(writer, b"data: [DONE]\n\n")
         writer.write(b"0\r\n\r\n")
         await writer.drain()
 
 
-def _answer_words(count: int) -> list[str]:
+def answer_words(count: int) -> list[str]:
     return [("" if i == 0 else " ") + _WORDS[i % len(_WORDS)] for i in range(count)]
 
 
@@ -447,44 +433,6 @@ def _usage(entry: Logged) -> dict[str, int]:
         "completion_tokens": entry.completion_tokens,
         "total_tokens": entry.prompt_tokens + entry.completion_tokens,
     }
-
-
-def _event(model: str, delta: dict[str, Any], finish: str | None = None) -> bytes:
-    return (
-        b"data: "
-        + orjson.dumps(
-            {
-                "object": "chat.completion.chunk",
-                "model": model,
-                "choices": [{"index": 0, "delta": delta, "finish_reason": finish}],
-            }
-        )
-        + b"\n\n"
-    )
-
-
-def _head(status: int, headers: dict[str, str]) -> bytes:
-    lines = [f"HTTP/1.1 {status} {_REASONS.get(status, 'Error')}"]
-    lines += [f"{k}: {v}" for k, v in headers.items()]
-    return ("\r\n".join(lines) + "\r\n\r\n").encode("latin-1")
-
-
-async def _chunk(writer: asyncio.StreamWriter, data: bytes) -> None:
-    writer.write(f"{len(data):x}\r\n".encode() + data + b"\r\n")
-    await writer.drain()
-
-
-async def _send_json(
-    writer: asyncio.StreamWriter, status: int, body: Any, headers: dict[str, str] | None = None
-) -> None:
-    payload = orjson.dumps(body)
-    head = {
-        "content-type": "application/json",
-        "content-length": str(len(payload)),
-        **(headers or {}),
-    }
-    writer.write(_head(status, head) + payload)
-    await writer.drain()
 
 
 class SimulatorThread:

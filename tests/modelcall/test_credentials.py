@@ -18,6 +18,7 @@ from deepagents.modelcall.simulator import SimulatorThread
 from tests.modelcall.conftest import FAST, MakeCalls, model_config
 from tests.modelcall.fleet import run_fleet
 from tests.modelcall.vault_standin import VaultStandIn
+from tests.support.wait import eventually
 
 TOKEN = "hvs.standin-token"
 
@@ -232,3 +233,21 @@ async def test_401_storm_across_two_processes_refreshes_once(
     assert vault.counts["read"] - reads_before == 1  # the fleet refreshed exactly once
     assert sum(s["refreshes"] for s in summaries) == 1
     assert await client.hget(f"{prefix}:{{model:m}}:cred", "ver") == b"2"
+
+
+async def test_expiring_simulator_key_is_refreshed(
+    sim: SimulatorThread, make_calls: MakeCalls
+) -> None:
+    source = CountingSource(["sk-short", "sk-next"])
+    sim.call(lambda: sim.sim.configure(require_key=True))
+    sim.call(lambda: sim.sim.issue_key("sk-short", ttl_s=0.3))
+    sim.call(lambda: sim.sim.issue_key("sk-next"))
+    calls = make_calls({"m": model_config(sim.url)}, sources={"m": source})
+    assert not (await wrap_model_call("m", prompt="q", calls=calls)).degraded
+
+    async def expired() -> bool:
+        return not sim.call(lambda: sim.sim._key_ok({"authorization": "Bearer sk-short"}))
+
+    await eventually(expired, timeout=10, what="the short-lived key expired")
+    reply = await wrap_model_call("m", prompt="q", calls=calls)
+    assert [a.status_code for a in reply.attempts] == [401, 200] and source.fetches == 2

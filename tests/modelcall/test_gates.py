@@ -50,7 +50,7 @@ async def test_breaker_opens_then_one_probe_closes_it(
 
     await _cooled_down(client, calls, "m")
     # Half-open: of ten concurrent calls exactly one (the probe) goes through.
-    sim.call(lambda: sim.sim.configure(latency_s=0.5))
+    sim.call(lambda: sim.sim.configure(latency_s=1.0))  # the probe is slow: others see it
     replies = await asyncio.gather(
         *(wrap_model_call("m", prompt="q", calls=calls, fallback="fb") for _ in range(10))
     )
