@@ -358,12 +358,19 @@ class ModelAttempts:
         started: float,
     ) -> None:
         timing = error.timing
+        # A stream that broke mid-way was generated (and billed) up to there: estimate it.
+        partial = error.partial_tokens
+        tokens_in = self.est_in if partial else 0
         self.ctx.add(
             AttemptRecord(
                 **self._base(number, error.request_id or "", started),
                 outcome=error.kind.value,
                 status_code=error.status,
                 detail=error.detail,
+                tokens_in=tokens_in,
+                tokens_out=partial,
+                tokens_estimated=bool(partial),
+                cost_usd=cost_usd(self.rt.config, tokens_in, partial),
                 connect_ms=timing.get("connect_ms"),
                 first_token_ms=timing.get("first_token_ms"),
                 total_ms=timing.get("total_ms"),

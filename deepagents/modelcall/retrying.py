@@ -64,6 +64,7 @@ class ProviderError(Exception):
         self.retry_after_s = retry_after_s
         self.request_id: str | None = None
         self.timing: dict[str, float | None] = {}
+        self.partial_tokens = 0  # tokens streamed before a stream broke (providers bill them)
 
 
 def parse_retry_after(headers: Mapping[str, str]) -> float | None:

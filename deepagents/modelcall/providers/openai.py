@@ -216,7 +216,9 @@ class OpenAIProvider:
         except TimeoutError:
             when = guard.when()
             name = "attempt_timeout" if when is not None and when >= spec.deadline else phase
-            raise ProviderError(ErrorKind.TRANSIENT, name) from None
+            error = ProviderError(ErrorKind.TRANSIENT, name)
+            error.partial_tokens = state.tokens
+            raise error from None
         if not state.done:
             raise ProviderError(ErrorKind.TRANSIENT, "stream_truncated", status=200)
         # Read to the end of the body so the connection goes back to the pool.
