@@ -1,0 +1,58 @@
+"""Wiring helpers for the runtime: what a worker (or the demo) wraps its run and its tasks in.
+
+async with model_calls_scope(config.models, redis, prefix=settings.prefix):
+    ...                                     # the worker's whole run, in its one loop
+    with usage_scope() as usage:            # around each task's contract
+        result = await runner.run(task)
+    result = usage.apply(result)            # tokens_used, cost_usd, degraded
+    events += usage.audit_events(task.task_id)   # model_call events for the outbox
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import AsyncIterator, Mapping
+
+from redis.asyncio import Redis
+
+from deepagents.modelcall.calls import ModelCalls
+from deepagents.modelcall.config import ModelConfig
+from deepagents.modelcall.usage import use_model_calls
+
+# The model the ResearchAgent asks for, when the demo runs against the simulator and the
+# configuration names none.
+DEMO_MODEL = "research"
+
+
+@contextlib.asynccontextmanager
+async def model_calls_scope(
+    models: Mapping[str, ModelConfig], redis: Redis, *, prefix: str
+) -> AsyncIterator[ModelCalls | None]:
+    """``ModelCalls`` for this loop, current in this context (tasks created inside inherit
+    it), closed on exit; ``None`` when no model is configured."""
+    if not models:
+        yield None
+        return
+    async with ModelCalls(models, redis, prefix=prefix) as calls:
+        with use_model_calls(calls):
+            yield calls
+
+
+def simulator_models(models: Mapping[str, ModelConfig], url: str) -> dict[str, ModelConfig]:
+    """The models pointed at the model SIMULATOR at ``url`` (the demo): same limits and
+    prices, no key (the simulator needs none), and a ``research`` model when none is set."""
+    pointed = {
+        name: model.model_copy(update={"base_url": url, "api_key_env": None, "vault": None})
+        for name, model in models.items()
+    }
+    if DEMO_MODEL not in pointed:
+        pointed[DEMO_MODEL] = ModelConfig.model_validate(
+            {
+                "base_url": url,
+                "max_tokens": 256,
+                "price_in_per_1k": 0.0005,
+                "price_out_per_1k": 0.0015,
+                "timeouts": {"total_s": 10},
+            }
+        )
+    return pointed
