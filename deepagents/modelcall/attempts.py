@@ -14,7 +14,7 @@ import random
 import uuid
 from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, NoReturn
 
 from deepagents.modelcall.admission import RateLimiter, Reservation
 from deepagents.modelcall.calls import ModelCalls, ModelRuntime
@@ -155,7 +155,7 @@ class ModelAttempts:
         if self.ctx.time_left() <= max(self.rt.config.timeouts.min_attempt_s, 0.001):
             self._refuse("deadline")
 
-    def _refuse(self, reason: str) -> None:
+    def _refuse(self, reason: str) -> NoReturn:
         self.ctx.add(
             AttemptRecord(
                 model=self.rt.name,
@@ -185,14 +185,14 @@ class ModelAttempts:
             return await self.rt.credentials.current()
         except CredentialError:
             self._refuse("credential_error")
-            raise  # unreachable: _refuse raised
 
     @contextlib.asynccontextmanager
     async def _admitted(
         self, credential: Credential | None
     ) -> AsyncIterator[list[tuple[RateLimiter, Reservation]]]:
-        """Process semaphore, then the fleet lease, then rate reservations (in that order,
-        so a call waiting for the provider's rate holds no fleet slot it cannot use)."""
+        """Process semaphore, then the fleet lease, then rate reservations: reserving last
+        keeps the reservation close to the send, so the window counts the request about
+        when the provider sees it."""
         try:
             async with asyncio.timeout_at(self.ctx.deadline):
                 await self.rt.semaphore.acquire()
