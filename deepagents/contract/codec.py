@@ -64,7 +64,7 @@ def decode_envelope(fields: dict[Any, Any] | None) -> Envelope:
 
 
 def encode_result(result: Result) -> bytes:
-    return orjson.dumps(result.model_dump(mode="json", exclude_none=True))
+    return result.model_dump_json(exclude_none=True).encode()
 
 
 def decode_result(raw: bytes | str) -> Result:

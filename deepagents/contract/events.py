@@ -10,7 +10,8 @@ from datetime import UTC, datetime
 from typing import Any
 
 import orjson
-from uuid6 import uuid7
+
+from deepagents._internal.ids import uuid7_str
 
 EVENT_TYPES = frozenset(
     {
@@ -35,7 +36,7 @@ def audit_event(kind: str, task_id: str | None, **fields: Any) -> dict[str, Any]
     if kind not in EVENT_TYPES:
         raise ValueError(f"unknown audit event type {kind!r}")
     event = {
-        "event_id": str(uuid7()),
+        "event_id": uuid7_str(),
         "type": kind,
         "task_id": task_id,
         "ts": datetime.now(UTC).isoformat(),
@@ -45,6 +46,7 @@ def audit_event(kind: str, task_id: str | None, **fields: Any) -> dict[str, Any]
 
 
 def encode_events(events: list[dict[str, Any]]) -> bytes:
+    """JSON array; a value may be an ``orjson.Fragment`` (already-encoded JSON, e.g. a result)."""
     return orjson.dumps(events) if events else b""
 
 

@@ -9,14 +9,18 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
+import orjson
+from pydantic_core import to_jsonable_python
+
+from deepagents._internal.ids import uuid7_str
 from deepagents.contract.codec import (
     DecodeError,
     Envelope,
     decode_envelope,
-    encode_result,
     encode_task,
 )
 from deepagents.contract.events import audit_event, encode_events
@@ -49,6 +53,7 @@ class InFlight:
     envelope: Envelope
     deliveries: int
     task: asyncio.Task[None] | None = None
+    started_at: datetime = field(default_factory=utcnow)
     lost: bool = False
     committing: bool = False
 
@@ -209,40 +214,79 @@ class DeliveryHandler:
 
     # outcomes -----------------------------------------------------------------------------
 
-    def _finish(self, flight: InFlight, result: Result, started: float, queue_ms: int) -> Result:
-        metrics = result.metrics.model_copy(
-            update={
-                "latency_ms": round((time.monotonic() - started) * 1000, 3),
-                "queue_ms": queue_ms,
-                "attempts": flight.deliveries,
-            }
-        )
-        return result.model_copy(
-            update={
-                "task_id": flight.envelope.task.task_id,
-                "agent": self.w.agent.name,
-                "agent_version": self.w.agent.version,
-                "finished_at": utcnow(),
-                "metrics": metrics,
-            }
-        )
+    def _finish(self, flight: InFlight, result: Result, started: float, queue_ms: int) -> bytes:
+        """The committed Result as JSON with the runtime's fields filled in. Written directly
+        rather than through a new model: every value is valid already, and this is per task."""
+        metrics = {
+            **result.metrics.__dict__,
+            **(result.metrics.__pydantic_extra__ or {}),
+            "latency_ms": round((time.monotonic() - started) * 1000, 3),
+            "queue_ms": queue_ms,
+            "attempts": flight.deliveries,
+        }
+        body: dict[str, Any] = {
+            "task_id": flight.envelope.task.task_id,
+            "status": result.status.value,
+            "degraded": result.degraded,
+            "metrics": {k: v for k, v in metrics.items() if v is not None},
+            "agent": self.w.agent.name,
+            "agent_version": self.w.agent.version,
+            "finished_at": utcnow(),
+        }
+        if result.output is not None:
+            body["output"] = result.output
+        if result.error is not None:
+            body["error"] = {"code": result.error.code, "message": result.error.message}
+        return orjson.dumps(body, default=to_jsonable_python)
 
     def _event(self, kind: str, flight: InFlight, **fields: Any) -> dict[str, Any]:
+        return audit_event(kind, flight.envelope.task.task_id, **self._event_base(flight), **fields)
+
+    def _event_base(self, flight: InFlight) -> dict[str, Any]:
         task = flight.envelope.task
-        return audit_event(
-            kind,
-            task.task_id,
-            agent=self.w.agent.name,
-            agent_version=self.w.agent.version,
-            tier=flight.stream.tier,
-            shard=flight.stream.keys.shard,
-            attempt=flight.envelope.attempt,
-            deliveries=flight.deliveries,
-            consumer=self.w.consumer,
-            tenant=task.tenant,
-            traceparent=task.traceparent,
-            **fields,
-        )
+        base = {
+            "agent": self.w.agent.name,
+            "agent_version": self.w.agent.version,
+            "tier": flight.stream.tier,
+            "shard": flight.stream.keys.shard,
+            "attempt": flight.envelope.attempt,
+            "deliveries": flight.deliveries,
+            "consumer": self.w.consumer,
+        }
+        if task.tenant is not None:
+            base["tenant"] = task.tenant
+        if task.traceparent is not None:
+            base["traceparent"] = task.traceparent
+        return base
+
+    def _commit_events(
+        self,
+        flight: InFlight,
+        kind: str,
+        queue_ms: int,
+        result_json: bytes,
+        extra: list[dict[str, Any]],
+    ) -> bytes:
+        """The started and the terminal event of one task (built together: once per task)."""
+        task_id = flight.envelope.task.task_id
+        base = self._event_base(flight)
+        started = {
+            "event_id": uuid7_str(),
+            "type": "started",
+            "task_id": task_id,
+            "ts": flight.started_at.isoformat(),
+            "queue_ms": queue_ms,
+            **base,
+        }
+        finished = {
+            "event_id": uuid7_str(),
+            "type": kind,
+            "task_id": task_id,
+            "ts": utcnow().isoformat(),
+            "result": orjson.Fragment(result_json),
+            **base,
+        }
+        return encode_events([started, *extra, finished])
 
     async def _commit(
         self,
@@ -253,14 +297,10 @@ class DeliveryHandler:
         kind: str,
         events: list[dict[str, Any]],
     ) -> None:
-        result = self._finish(flight, result, started, queue_ms)
-        result_json = encode_result(result)
-        if self.outbox:
-            events = [
-                self._event("started", flight, queue_ms=queue_ms),
-                *events,
-                self._event(kind, flight, result=result.model_dump(mode="json", exclude_none=True)),
-            ]
+        result_json = self._finish(flight, result, started, queue_ms)
+        events_json = (
+            self._commit_events(flight, kind, queue_ms, result_json, events) if self.outbox else b""
+        )
         flight.committing = True
         status = await self.committer.commit(
             flight.stream,
@@ -269,7 +309,7 @@ class DeliveryHandler:
                 flight.envelope.task.task_id,
                 result_json,
                 flight.envelope.reply,
-                encode_events(events) if self.outbox else b"",
+                events_json,
             ),
         )
         self._count(status, "committed")
@@ -302,7 +342,7 @@ class DeliveryHandler:
     async def _dead_letter(
         self, flight: InFlight, reason: str, error: str, started: float, queue_ms: int
     ) -> None:
-        result = self._finish(
+        result_json = self._finish(
             flight, Result.failed(ErrorCode.DEAD_LETTERED, f"{reason}: {error}"), started, queue_ms
         )
         events = (
@@ -315,7 +355,7 @@ class DeliveryHandler:
             reason=reason,
             error=error,
             task_id=flight.envelope.task.task_id,
-            result_json=encode_result(result),
+            result_json=result_json,
             reply=flight.envelope.reply,
             events_json=encode_events(events),
         )

@@ -4,12 +4,27 @@ from __future__ import annotations
 
 from typing import Any
 
+import hiredis
 import redis.exceptions as rex
-from redis.asyncio import BlockingConnectionPool, Redis
+from redis.asyncio import BlockingConnectionPool, Connection, Redis
 
 from deepagents.errors import RedisNotSafe, TransportError
 
 MIN_VERSION = (6, 2)
+
+
+class _HiredisPackingConnection(Connection):
+    """Packs commands with hiredis (C) instead of redis-py's pure-Python packer for asyncio:
+    the commit and begin scripts carry several arguments per task, so packing is hot."""
+
+    def pack_command(self, *args: Any) -> list[bytes]:
+        head = args[0]
+        if isinstance(head, str | bytes) and (" " if isinstance(head, str) else b" ") in head:
+            args = (*head.split(), *args[1:])  # e.g. "CONFIG GET": the words go separately
+        try:
+            return [hiredis.pack_command(args)]
+        except TypeError:
+            return super().pack_command(*args)
 
 
 def connect(url: str, *, max_connections: int = 64, block_ms: int = 1_000) -> Redis:
@@ -18,6 +33,7 @@ def connect(url: str, *, max_connections: int = 64, block_ms: int = 1_000) -> Re
         url,
         max_connections=max_connections,
         timeout=20,  # wait this long for a free connection rather than fail at once
+        connection_class=_HiredisPackingConnection,
         # Reads block for block_ms at most; a socket silent for longer than that plus
         # a margin is half-open, not idle.
         socket_timeout=block_ms / 1000 + 10,
