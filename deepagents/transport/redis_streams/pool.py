@@ -19,8 +19,10 @@ class _HiredisPackingConnection(Connection):
 
     def pack_command(self, *args: Any) -> list[bytes]:
         head = args[0]
-        if isinstance(head, str | bytes) and (" " if isinstance(head, str) else b" ") in head:
-            args = (*head.split(), *args[1:])  # e.g. "CONFIG GET": the words go separately
+        if isinstance(head, str):
+            head = head.encode()
+        if b" " in head:  # e.g. "CONFIG GET": the words go separately
+            args = (*head.split(), *args[1:])
         try:
             return [hiredis.pack_command(args)]
         except TypeError:
