@@ -118,7 +118,7 @@ class ModelCalls:
             return
         self._closed = True
         for runtime in self._runtimes.values():
-            self._background.add(asyncio.ensure_future(runtime.breaker.flush()))
+            await self.after(runtime.breaker.flush())  # successes not yet sent to Redis
         if self._background:
             # Bookkeeping still in flight (breaker records) finishes before the pool closes.
             await asyncio.wait(self._background, timeout=5)
