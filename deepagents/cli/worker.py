@@ -29,6 +29,12 @@ def register(sub: Any) -> None:
         help="consumer name (default: host-pid); reuse it across restarts "
         "to re-read this consumer's pending entries at once",
     )
+    p.add_argument(
+        "--with-audit-writer",
+        action="store_true",
+        help="also drain the audit outbox into PostgreSQL (DEEPAGENTS_DATABASE_URL); "
+        "turns the outbox on",
+    )
     p.set_defaults(func=main)
 
 
@@ -52,6 +58,12 @@ def main(args: argparse.Namespace) -> int:
     settings = runtime.settings
     if args.consumer:
         settings = settings.model_copy(update={"consumer": args.consumer})
+    if args.with_audit_writer:
+        if settings.database_url is None:
+            raise ConfigError(
+                "--with-audit-writer needs DEEPAGENTS_DATABASE_URL", file="environment"
+            )
+        settings = settings.model_copy(update={"outbox": True})
 
     async def serve() -> None:
         readers = len(runtime.config.tier_names) * runtime.config.agent_settings(cls.name).shards
@@ -64,11 +76,32 @@ def main(args: argparse.Namespace) -> int:
                 concurrency=concurrency,
             )
             task = asyncio.ensure_future(worker.run())
-            with on_stop(asyncio.get_running_loop(), worker.stop, lambda: _cancel(task)):
-                await task
+            writer = (
+                _audit_writer(client, runtime.config, settings) if args.with_audit_writer else None
+            )
+            drain = asyncio.ensure_future(writer.run()) if writer is not None else None
+
+            def stop() -> None:
+                worker.stop()
+                if writer is not None:
+                    writer.stop()
+
+            with on_stop(asyncio.get_running_loop(), stop, lambda: _cancel(task)):
+                try:
+                    await task
+                finally:
+                    if writer is not None and drain is not None:
+                        writer.stop()  # it acks only what PostgreSQL committed; the rest waits
+                        await drain
 
     run(serve())
     return 0
+
+
+def _audit_writer(client: Any, config: Any, settings: Any) -> Any:
+    from deepagents.store.audit.writer import AuditWriter
+
+    return AuditWriter(client, settings=settings, config=config)
 
 
 def _cancel(task: asyncio.Future[None]) -> None:
