@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import AsyncIterator, Mapping
+from typing import Any
 
 from redis.asyncio import Redis
 
@@ -26,14 +27,15 @@ DEMO_MODEL = "research"
 
 @contextlib.asynccontextmanager
 async def model_calls_scope(
-    models: Mapping[str, ModelConfig], redis: Redis, *, prefix: str
+    models: Mapping[str, ModelConfig], redis: Redis, *, prefix: str, **options: Any
 ) -> AsyncIterator[ModelCalls | None]:
     """``ModelCalls`` for this loop, current in this context (tasks created inside inherit
-    it), closed on exit; ``None`` when no model is configured."""
+    it), closed on exit; ``None`` when no model is configured. ``options`` go to
+    ``ModelCalls`` (``metrics=ModelMetrics(registry)``, ``prompt_hash_key=...``)."""
     if not models:
         yield None
         return
-    async with ModelCalls(models, redis, prefix=prefix) as calls:
+    async with ModelCalls(models, redis, prefix=prefix, **options) as calls:
         with use_model_calls(calls):
             yield calls
 
