@@ -35,6 +35,10 @@ class Settings(BaseSettings):
     result_ttl_s: int = Field(default=86_400, ge=1)
     idempotency_ttl_s: int = Field(default=86_400, ge=1)
     log_level: str = Field(default="INFO")
+    sim_model_url: str | None = Field(
+        default=None,
+        description="point every configured model at this model SIMULATOR (the demo sets it)",
+    )
     # audit writer (deepagents.store.audit); see docs/audit.md
     audit_schema: str = Field(default="public", pattern=r"^[a-z_][a-z0-9_]{0,62}$")
     audit_batch_size: int = Field(default=5_000, ge=1, le=100_000, description="events per COPY")

@@ -27,6 +27,7 @@ from deepagents.contract.events import audit_event, encode_events
 from deepagents.contract.result import ErrorCode, Result, ResultStatus
 from deepagents.contract.task import utcnow
 from deepagents.errors import TransportError
+from deepagents.modelcall.usage import usage_scope
 from deepagents.transport.base import (
     BeginItem,
     CommitItem,
@@ -148,7 +149,7 @@ class DeliveryHandler:
         if queue_ms > tier.max_wait_ms and await self._overdue(flight, queue_ms, started, events):
             return
         try:
-            result = await self._run_with_deadline(flight)
+            result = await self._run_metered(flight, events)
         except TimeoutError:
             result = Result.failed(ErrorCode.DEADLINE_EXCEEDED, "deadline passed while running")
         except Exception as exc:
@@ -170,6 +171,16 @@ class DeliveryHandler:
             result = Result.failed(decision.code, decision.reason)
         kind = "succeeded" if result.status is not ResultStatus.FAILED else "failed"
         await self._commit(flight, result, started, queue_ms, kind, events)
+
+    async def _run_metered(self, flight: InFlight, events: list[dict[str, Any]]) -> Result:
+        """Run the contract; model calls made inside add their tokens, cost and audit events."""
+        with usage_scope() as usage:
+            result = await self._run_with_deadline(flight)
+        if usage.attempts:
+            result = usage.apply(result)
+            if self.outbox:
+                events += usage.audit_events(flight.envelope.task.task_id)
+        return result
 
     async def _run_with_deadline(self, flight: InFlight) -> Result:
         task = flight.envelope.task

@@ -23,6 +23,7 @@ from deepagents.config.schema import AgentSettings, FileConfig
 from deepagents.config.settings import Settings
 from deepagents.contract.agent import AgentContract
 from deepagents.errors import TransportError
+from deepagents.modelcall.bootstrap import model_calls_scope, simulator_models
 from deepagents.store.registry import AgentRegistry
 from deepagents.transport.base import StreamRef
 from deepagents.transport.keys import Keys
@@ -120,9 +121,14 @@ class Worker:
             tier_rank={name: i for i, name in enumerate(self.config.tier_names)},
         )
         handler = DeliveryHandler(self, AgentRunner(self.agent, self._executor), committer)
+        models = self.config.models
+        if self.settings.sim_model_url:
+            models = simulator_models(models, self.settings.sim_model_url)
         try:
             await registry.register(self.agent, self.consumer)
-            await self._supervise(handler, committer, registry)
+            # One model-call client for this loop; every task created inside inherits it.
+            async with model_calls_scope(models, self.client, prefix=self.settings.prefix):
+                await self._supervise(handler, committer, registry)
         finally:
             self._executor.shutdown(wait=False, cancel_futures=True)
             await registry.deregister(self.agent, self.consumer)
