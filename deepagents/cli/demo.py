@@ -9,21 +9,27 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import os
 import random
 import signal
+import socket
 import subprocess
 import sys
+import tempfile
 import time
 import uuid
 from collections import defaultdict
+from collections.abc import Iterator
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 from rich.console import Console
 from rich.live import Live
 from rich.table import Table
 
+from deepagents._internal.redis_server import free_port
 from deepagents.cli.common import embedded_redis_if_needed, load_runtime, redis_client, run
 from deepagents.config import FileConfig
 from deepagents.config.schema import AgentEntry, Strategy
@@ -31,6 +37,7 @@ from deepagents.contract.result import ResultStatus
 from deepagents.errors import DeepAgentsError
 from deepagents.orchestrator import Orchestrator
 from deepagents.orchestrator.admin import Admin
+from deepagents.store.audit.embedded import database_if_needed
 
 AGENT_CLASSES = {
     "risk": "agents.risk:RiskAgent",
@@ -46,6 +53,16 @@ def register(sub: Any) -> None:
     p.add_argument("--duration", type=float, default=None, help="stop submitting after S seconds")
     p.add_argument("--workers", type=int, default=1, help="worker processes per agent type")
     p.add_argument("--seed", type=int, default=7)
+    p.add_argument(
+        "--no-audit",
+        action="store_true",
+        help="no audit log (default: PostgreSQL at DEEPAGENTS_DATABASE_URL, else embedded)",
+    )
+    p.add_argument(
+        "--no-model-simulator",
+        action="store_true",
+        help="research runs offline (degraded) instead of against the model SIMULATOR",
+    )
     p.set_defaults(func=main)
 
 
@@ -97,6 +114,7 @@ class Tally:
     latencies: dict[str, list[float]] = field(default_factory=lambda: defaultdict(list))
     kinds: dict[str, int] = field(default_factory=lambda: defaultdict(int))
     errors: dict[str, int] = field(default_factory=lambda: defaultdict(int))
+    sample_task: str | None = None
 
 
 def percentile(values: list[float], q: float) -> float:
@@ -107,22 +125,30 @@ def percentile(values: list[float], q: float) -> float:
 
 
 def start_workers(
-    url: str, prefix: str, config_path: str | None, count: int
+    url: str,
+    prefix: str,
+    config_path: str | None,
+    count: int,
+    extra_env: dict[str, str],
+    log_dir: Path,
 ) -> list[subprocess.Popen[bytes]]:
-    env = {**os.environ, "DEEPAGENTS_REDIS_URL": url, "DEEPAGENTS_PREFIX": prefix}
+    """Worker processes; each logs to its own file (a pipe nobody reads would fill and stall
+    the worker)."""
+    env = {**os.environ, **extra_env, "DEEPAGENTS_REDIS_URL": url, "DEEPAGENTS_PREFIX": prefix}
     if config_path:
         env["DEEPAGENTS_CONFIG"] = config_path
     procs = []
-    for path in AGENT_CLASSES.values():
-        for _ in range(count):
-            procs.append(
-                subprocess.Popen(  # noqa: S603 - our own interpreter and module
-                    [sys.executable, "-m", "deepagents", "worker", path],
-                    env=env,
-                    stdout=subprocess.DEVNULL,
-                    stderr=subprocess.PIPE,
+    for name, path in AGENT_CLASSES.items():
+        for i in range(count):
+            with (log_dir / f"worker-{name}-{i}.log").open("wb") as log:
+                procs.append(
+                    subprocess.Popen(  # noqa: S603 - our own interpreter and module
+                        [sys.executable, "-m", "deepagents", "worker", path],
+                        env=env,
+                        stdout=log,
+                        stderr=subprocess.STDOUT,
+                    )
                 )
-            )
     return procs
 
 
@@ -138,8 +164,12 @@ def stop_workers(procs: list[subprocess.Popen[bytes]]) -> None:
             proc.wait(5)
 
 
+def _tail_logs(log_dir: Path) -> str:
+    return "\n".join(p.read_text(errors="replace")[-1500:] for p in sorted(log_dir.glob("*.log")))
+
+
 async def wait_for_workers(
-    orch: Orchestrator, procs: list[subprocess.Popen[bytes]], timeout: float = 60
+    orch: Orchestrator, procs: list[subprocess.Popen[bytes]], log_dir: Path, timeout: float = 60
 ) -> None:
     """Until every agent type has registered an instance (or a worker died)."""
     from deepagents.store.registry import AgentRegistry
@@ -149,8 +179,8 @@ async def wait_for_workers(
     while time.monotonic() < deadline:
         for proc in procs:
             if proc.poll() is not None:
-                err = (proc.stderr.read() if proc.stderr else b"").decode(errors="replace")[-2000:]
-                raise DeepAgentsError(f"a worker exited at start (code {proc.returncode}):\n{err}")
+                logs = _tail_logs(log_dir)
+                raise DeepAgentsError(f"a worker exited at start (code {proc.returncode}):\n{logs}")
         agents = await registry.agents()
         if all(agents.get(name, {}).get("instances") for name in AGENT_CLASSES):
             return
@@ -176,6 +206,8 @@ async def drive(
             return
         result = await handle.result(timeout=120)
         tally.latencies[handle.tier].append((time.monotonic() - t0) * 1000)
+        if kind == "research" and tally.sample_task is None:  # its trail shows a model call
+            tally.sample_task = handle.task_id
         tally.done += 1
         tally.kinds[kind] += 1
         if result.status is ResultStatus.FAILED:
@@ -233,33 +265,82 @@ def main(args: argparse.Namespace) -> int:
     config_path = runtime.settings.config_path()
     config = runtime.config if config_path else demo_config()
     prefix = f"demo-{uuid.uuid4().hex[:6]}"
-    settings = runtime.settings.model_copy(update={"prefix": prefix})
+    settings = runtime.settings.model_copy(update={"prefix": prefix, "outbox": not args.no_audit})
     console = Console(stderr=False)
-    with embedded_redis_if_needed(settings) as url:
+    with contextlib.ExitStack() as stack:
+        url = stack.enter_context(embedded_redis_if_needed(settings))
         if settings.redis_url is None:
             console.print(f"[dim]started an embedded Redis at {url}[/dim]")
-        procs = start_workers(
-            url, prefix, str(config_path.resolve()) if config_path else None, args.workers
-        )
+        env = {"DEEPAGENTS_OUTBOX": "true" if settings.outbox else "false"}
+        if not args.no_model_simulator:
+            env["DEEPAGENTS_SIM_MODEL_URL"] = stack.enter_context(model_simulator())
+            console.print(f"[dim]model SIMULATOR at {env['DEEPAGENTS_SIM_MODEL_URL']}[/dim]")
+        db_url = None
+        if not args.no_audit:
+            db_url = stack.enter_context(database_if_needed(settings))
+            if settings.database_url is None:
+                console.print("[dim]started an embedded PostgreSQL for the audit log[/dim]")
+        config_file = str(config_path.resolve()) if config_path else None
+        log_dir = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="deepagents-demo-")))
+        procs = start_workers(url, prefix, config_file, args.workers, env, log_dir)
         try:
-            return run(_demo(url, config, settings, procs, args, console))
+            return run(_demo(url, db_url, config, settings, procs, args, console, log_dir))
         finally:
             stop_workers(procs)
 
 
+@contextlib.contextmanager
+def model_simulator() -> Iterator[str]:
+    """``deepagents sim-model`` in its own process (a SIMULATOR, not a model)."""
+    port = free_port()
+    proc = subprocess.Popen(  # noqa: S603 - our own interpreter and module
+        [
+            sys.executable,
+            "-m",
+            "deepagents",
+            "sim-model",
+            "--port",
+            str(port),
+            "--latency-ms",
+            "15",
+            "--completion-tokens",
+            "40",
+        ],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    try:
+        deadline = time.monotonic() + 20
+        while time.monotonic() < deadline and proc.poll() is None:
+            with contextlib.suppress(OSError), socket.create_connection(("127.0.0.1", port), 0.2):
+                break
+            time.sleep(0.05)
+        else:
+            raise DeepAgentsError("the model simulator did not start")
+        yield f"http://127.0.0.1:{port}/v1"
+    finally:
+        proc.terminate()
+        proc.wait(10)
+
+
 async def _demo(
     url: str,
+    db_url: str | None,
     config: FileConfig,
     settings: Any,
     procs: list[subprocess.Popen[bytes]],
     args: argparse.Namespace,
     console: Console,
+    log_dir: Path,
 ) -> int:
     async with redis_client(url) as client:
+        writer, draining = None, None
         try:
+            if db_url is not None:
+                writer, draining = await start_audit_writer(client, db_url, config, settings)
             async with Orchestrator(client, config=config, settings=settings) as orch:
                 console.print(f"waiting for {len(procs)} worker process(es)…")
-                await wait_for_workers(orch, procs)
+                await wait_for_workers(orch, procs, log_dir)
                 console.print(
                     f"submitting {args.tasks} tasks at {args.rate:.0f}/s (10% urgent trades → p0, "
                     "30% trades → p1, 30% risk checks and 30% research → p2)"
@@ -276,8 +357,36 @@ async def _demo(
                         "outcomes other than success: "
                         + ", ".join(f"{k}={v}" for k, v in sorted(tally.errors.items()))
                     )
+            if writer is not None and db_url is not None and tally.sample_task:
+                await show_trail(writer, db_url, settings, tally.sample_task, console)
         finally:
+            if writer is not None and draining is not None:
+                writer.stop()
+                await draining
             keys = [k async for k in client.scan_iter(match=f"{settings.prefix}:*", count=1000)]
             for i in range(0, len(keys), 500):
                 await client.delete(*keys[i : i + 500])
     return 0
+
+
+async def start_audit_writer(
+    client: Any, db_url: str, config: FileConfig, settings: Any
+) -> tuple[Any, asyncio.Task[None]]:
+    from deepagents.store.audit.migrate import migrate
+    from deepagents.store.audit.writer import AuditWriter
+
+    await migrate(db_url, settings.audit_schema)
+    writer = AuditWriter(client, settings=settings, config=config, dsn=db_url, scan_s=1.0)
+    return writer, asyncio.create_task(writer.run())
+
+
+async def show_trail(
+    writer: Any, db_url: str, settings: Any, task_id: str, console: Console
+) -> None:
+    from deepagents.cli.audit import show_task_trail
+
+    deadline = time.monotonic() + 60
+    while (await writer.backlog()).total and time.monotonic() < deadline:  # noqa: ASYNC110
+        await asyncio.sleep(0.2)  # the backlog lives in Redis: poll it
+    console.print(f"\naudit trail of research task {task_id} (deepagents audit show {task_id}):")
+    await show_task_trail(db_url, settings.audit_schema, task_id, console)
