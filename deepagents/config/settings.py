@@ -53,6 +53,20 @@ class Settings(BaseSettings):
     audit_max_string: int = Field(default=2_048, ge=64, description="longer strings are truncated")
     audit_max_snapshot_bytes: int = Field(default=16_384, ge=256, description="per payload/output")
     audit_hash_key: SecretStr | None = Field(default=None, description="HMAC key for prompt hashes")
+    # observability (deepagents.telemetry); see docs/observability.md
+    metrics: bool = Field(default=True, description="record Prometheus metrics in-process")
+    metrics_port: int | None = Field(
+        default=None, ge=0, le=65_535, description="worker /metrics port; unset: not served"
+    )
+    tracing: bool = Field(default=True, description="continue/emit W3C trace context and spans")
+    otlp_endpoint: str | None = Field(
+        default=None, description="OTLP/HTTP traces endpoint; unset: no exporter"
+    )
+    trace_file: Path | None = Field(
+        default=None, description="write finished spans as JSON lines here (tests, debugging)"
+    )
+    log_format: str = Field(default="auto", pattern=r"^(auto|json|human)$")
+    health_interval_s: float = Field(default=30.0, gt=0, description="agent health_check period")
 
     @field_validator("log_level")
     @classmethod

@@ -1,0 +1,80 @@
+"""One sample of Redis for the fleet-level gauges: per stream backlog, pending, lag and
+oldest pending age; per shard dead letters and delayed retries; per agent audit outbox
+backlog and instance health. Run by ``deepagents exporter`` only (one copy for the fleet).
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+from redis.asyncio import Redis
+
+from deepagents.config.schema import FileConfig
+from deepagents.orchestrator.admin import Admin
+from deepagents.store.registry import AgentRegistry
+from deepagents.telemetry.metrics import FleetMetrics
+from deepagents.transport.redis_streams.errors import redis_errors
+
+
+class FleetSampler:
+    def __init__(
+        self, client: Redis, config: FileConfig, prefix: str, metrics: FleetMetrics
+    ) -> None:
+        self.client: Any = client
+        self.config = config
+        self.admin = Admin(client, config, prefix)
+        self.registry = AgentRegistry(client, self.admin.keys)
+        self.metrics = metrics
+        for name, tier in config.tiers.items():
+            metrics.max_wait.labels(name).set(tier.max_wait_ms / 1000)
+        for name, model in config.models.items():
+            if model.limits.daily_budget_usd is not None:
+                metrics.model_budget.labels(name).set(model.limits.daily_budget_usd)
+
+    async def sample(self) -> None:
+        started = time.perf_counter()
+        rows = await self.admin.status()
+        self._streams(rows)
+        await self._outbox()
+        await self._health()
+        self.metrics.sample_seconds.set(time.perf_counter() - started)
+
+    def _streams(self, rows: list[dict[str, Any]]) -> None:
+        m = self.metrics
+        for r in rows:
+            labels = (r["stream"], r["agent"], r["agent"], r["tier"], str(r["shard"]))
+            m.length.labels(*labels).set(r["length"])
+            m.pending.labels(*labels).set(r["pending"])
+            m.oldest_pending.labels(*labels).set(r["oldest_pending_ms"] / 1000)
+            # Redis < 7 has no lag in XINFO GROUPS: the unread length is the closest figure.
+            lag = r["lag"] if r["lag"] is not None else max(0, r["length"] - r["pending"])
+            m.lag.labels(*labels).set(lag)
+            shard = (r["agent"], str(r["shard"]))
+            m.dead_letters.labels(*shard).set(r["dead_letters"])
+            m.delayed.labels(*shard).set(r["delayed"])
+
+    async def _outbox(self) -> None:
+        """Acked outbox entries are deleted, so the streams' lengths are the backlog."""
+        shards = self.admin.shards()
+        with redis_errors("measure audit outbox"):
+            pipe = self.client.pipeline(transaction=False)
+            for _, keys in shards:
+                pipe.xlen(keys.outbox)
+            lengths = await pipe.execute()
+        per_agent: dict[str, int] = dict.fromkeys(self.admin.agents, 0)
+        for (agent, _), length in zip(shards, lengths, strict=True):
+            per_agent[agent] += int(length)
+        for agent, total in per_agent.items():
+            self.metrics.audit_backlog.labels(agent).set(total)
+
+    async def _health(self) -> None:
+        m = self.metrics
+        for agent in self.admin.agents:
+            # An instance is fresh while its heartbeat (every third of the visibility
+            # timeout) is younger than the timeout itself: three beats missed.
+            stale_ms = self.config.agent_settings(agent).visibility_timeout_ms
+            health = (await self.registry.health([agent], stale_ms=stale_ms))[agent]
+            m.instances.labels(agent).set(health.instances)
+            m.instances_healthy.labels(agent).set(health.healthy)
+            m.health_ratio.labels(agent).set(health.ratio)

@@ -1,0 +1,221 @@
+"""Every Prometheus metric of deepagents, defined once, prefix ``deepagents_``.
+
+Label values come only from the configuration (agent names, tiers, shards, model names) and
+from small fixed sets (statuses, outcomes, token kinds): never a task id, a tenant or a
+prompt, so the number of series does not grow with traffic.
+
+Two owners, because they live in different processes:
+- :class:`Metrics`: what one process observes (submits, task outcomes and timings, in-flight
+  work, health checks, model calls). Each worker and the gateway serve their own.
+- :class:`FleetMetrics`: stream-level gauges sampled from Redis by ``deepagents exporter``
+  only, so N workers do not export N copies of the same backlog.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+
+from prometheus_client import CollectorRegistry, Counter, Gauge
+from prometheus_client.core import Metric
+
+from deepagents.telemetry.histogram import TASK_BUCKETS, FastHistogram, HistogramChild
+
+TASK_STATUSES = ("success", "partial", "failed", "retried", "degraded", "dead_lettered")
+SUBMIT_STATUSES = ("accepted", "duplicate", "overloaded")
+MODEL_CALL_BUCKETS = (0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60)
+CIRCUIT_STATES = {"closed": 0, "half_open": 1, "open": 2}
+
+
+class TierMetrics:
+    """The children one (agent, tier) uses per task, bound once: no label lookups per task."""
+
+    __slots__ = ("completed", "execution", "latency", "queue_wait")
+
+    def __init__(self, metrics: Metrics, agent: str, tier: str) -> None:
+        self.queue_wait: HistogramChild = metrics.queue_wait.labels(agent, tier)
+        self.execution: HistogramChild = metrics.execution.labels(agent, tier)
+        self.latency: HistogramChild = metrics.latency.labels(agent, tier)
+        self.completed = {s: metrics.completed.labels(agent, tier, s) for s in TASK_STATUSES}
+
+
+class Metrics:
+    """The metrics of one process, in a registry this object owns (never the global one)."""
+
+    def __init__(self, registry: CollectorRegistry | None = None) -> None:
+        self.registry = registry if registry is not None else CollectorRegistry()
+        r = self.registry
+        at = ("agent", "tier")
+        self.submitted = Counter(
+            "deepagents_tasks_submitted", "Tasks submitted by agent, tier and status",
+            (*at, "status"), registry=r,
+        )  # fmt: skip
+        self.completed = Counter(
+            "deepagents_tasks_completed",
+            "Deliveries finished by agent, tier and status (a retry or tier move is counted "
+            "when it is scheduled)",
+            (*at, "status"), registry=r,
+        )  # fmt: skip
+        self.queue_wait = FastHistogram(
+            "deepagents_task_queue_wait_seconds", "Enqueue to start of a delivery", at, registry=r
+        )
+        self.execution = FastHistogram(
+            "deepagents_task_execution_seconds", "Start of a delivery to its outcome", at,
+            registry=r,
+        )  # fmt: skip
+        self.latency = FastHistogram(
+            "deepagents_task_latency_seconds", "Enqueue to outcome (queue wait + execution)", at,
+            registry=r,
+        )  # fmt: skip
+        self.in_flight = Gauge("deepagents_tasks_in_flight", "Tasks running now", at, registry=r)
+        self.health_checks = Counter(
+            "deepagents_agent_health_checks", "health_check() calls by agent", ("agent",),
+            registry=r,
+        )  # fmt: skip
+        self.health_checks_healthy = Counter(
+            "deepagents_agent_health_checks_healthy", "health_check() calls that passed",
+            ("agent",), registry=r,
+        )  # fmt: skip
+        self.agent_healthy = Gauge(
+            "deepagents_agent_healthy", "Result of this process's last health_check() (1/0)",
+            ("agent",), registry=r,
+        )  # fmt: skip
+        self.model = ModelCallMetrics(r)
+
+    def tier(self, agent: str, tier: str) -> TierMetrics:
+        return TierMetrics(self, agent, tier)
+
+    def track_in_flight(self, agent: str, tier: str, read: Callable[[], float]) -> None:
+        """In-flight work is read at scrape time: nothing to update on the hot path."""
+        self.in_flight.labels(agent, tier).set_function(read)
+
+    def health(self, agent: str, ok: bool) -> None:
+        self.health_checks.labels(agent).inc()
+        if ok:
+            self.health_checks_healthy.labels(agent).inc()
+        self.agent_healthy.labels(agent).set(1 if ok else 0)
+
+
+class ModelCallMetrics:
+    """Model calls, filled from the model-call layer's attempt records (see ``modelcalls``)."""
+
+    def __init__(self, registry: CollectorRegistry) -> None:
+        r = registry
+        self.calls = Counter(
+            "deepagents_model_calls", "Model call attempts by model and outcome",
+            ("model", "outcome"), registry=r,
+        )  # fmt: skip
+        self.duration = FastHistogram(
+            "deepagents_model_call_seconds", "Model call attempt latency", ("model",),
+            buckets=MODEL_CALL_BUCKETS, registry=r,
+        )  # fmt: skip
+        self.tokens = Counter(
+            "deepagents_model_call_tokens", "Tokens by model and kind (input/output)",
+            ("model", "kind"), registry=r,
+        )  # fmt: skip
+        self.cost = Counter(
+            "deepagents_model_call_cost_usd", "Model spend from the price table, USD",
+            ("model", "agent"), registry=r,
+        )  # fmt: skip
+        self.retries = Counter(
+            "deepagents_model_call_retries", "Model call attempts that were retries", ("model",),
+            registry=r,
+        )  # fmt: skip
+        self.circuit = Gauge(
+            "deepagents_model_circuit_state",
+            "Circuit breaker state as this process last saw it: 0 closed, 1 half-open, 2 open",
+            ("model",), registry=r,
+        )  # fmt: skip
+
+    def circuit_state(self, model: str, state: str) -> None:
+        self.circuit.labels(model).set(CIRCUIT_STATES.get(state, 0))
+
+
+STREAM_LABELS = ("stream", "group", "agent", "tier", "shard")
+
+
+class FleetMetrics:
+    """Stream-level gauges: set by the exporter from one sample of Redis."""
+
+    def __init__(self, registry: CollectorRegistry | None = None) -> None:
+        self.registry = registry if registry is not None else CollectorRegistry()
+        r, sl = self.registry, STREAM_LABELS
+        self.length = Gauge("deepagents_stream_length", "Entries in the stream", sl, registry=r)
+        self.pending = Gauge(
+            "deepagents_stream_pending_messages", "Delivered, not yet acknowledged", sl,
+            registry=r,
+        )  # fmt: skip
+        self.lag = Gauge(
+            "deepagents_stream_consumer_lag", "Entries not yet delivered to the group", sl,
+            registry=r,
+        )  # fmt: skip
+        self.oldest_pending = Gauge(
+            "deepagents_stream_oldest_pending_age_seconds",
+            "Idle time of the oldest pending entry (heartbeats reset it; a dead worker's grow)",
+            sl, registry=r,
+        )  # fmt: skip
+        self.max_wait = Gauge(
+            "deepagents_tier_max_wait_seconds", "The tier's configured max_wait_ms, in seconds",
+            ("tier",), registry=r,
+        )  # fmt: skip
+        shard = ("agent", "shard")
+        self.dead_letters = Gauge(
+            "deepagents_dead_letters", "Entries in the shard's dead-letter stream", shard,
+            registry=r,
+        )  # fmt: skip
+        self.delayed = Gauge(
+            "deepagents_delayed_tasks", "Retries and tier moves waiting in the delayed set",
+            shard, registry=r,
+        )  # fmt: skip
+        self.audit_backlog = Gauge(
+            "deepagents_audit_outbox_backlog", "Audit events waiting in the outbox streams",
+            ("agent",), registry=r,
+        )  # fmt: skip
+        agent = ("agent",)
+        self.instances = Gauge(
+            "deepagents_agent_instances", "Registered worker instances (not yet forgotten)",
+            agent, registry=r,
+        )  # fmt: skip
+        self.instances_healthy = Gauge(
+            "deepagents_agent_instances_healthy",
+            "Instances with a fresh heartbeat whose last health_check() passed", agent,
+            registry=r,
+        )  # fmt: skip
+        self.health_ratio = Gauge(
+            "deepagents_agent_health_ratio", "Healthy instances / registered instances", agent,
+            registry=r,
+        )  # fmt: skip
+        self.model_budget = Gauge(
+            "deepagents_model_daily_budget_usd", "A model's configured daily budget, USD",
+            ("model",), registry=r,
+        )  # fmt: skip
+        self.scrape_errors = Counter(
+            "deepagents_exporter_sample_errors", "Samples of Redis that failed", registry=r
+        )
+        self.sample_seconds = Gauge(
+            "deepagents_exporter_sample_seconds", "Duration of the last sample of Redis",
+            registry=r,
+        )  # fmt: skip
+
+
+def sample_names(families: Iterable[Metric]) -> set[str]:
+    """Names a family exposes in the text format (``_total``, ``_bucket``, ...)."""
+    suffixes = {
+        "counter": ("_total", "_created"),
+        "histogram": ("_bucket", "_sum", "_count", "_created"),
+        "gauge": ("",),
+    }
+    out: set[str] = set()
+    for family in families:
+        for suffix in suffixes.get(family.type, ("",)):
+            out.add(family.name + suffix)
+    return out
+
+
+def catalogue() -> set[str]:
+    """Every sample name the code can export (the dashboard and alert tests check against it).
+    Families without children are still collected, so this needs no traffic."""
+    metrics, fleet = Metrics(), FleetMetrics()
+    return sample_names([*metrics.registry.collect(), *fleet.registry.collect()])
+
+
+__all__ = ["TASK_BUCKETS", "FleetMetrics", "Metrics", "ModelCallMetrics", "TierMetrics"]
