@@ -17,6 +17,8 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 import orjson
+from opentelemetry.trace import Span, StatusCode
+from prometheus_client import Counter
 from pydantic import ValidationError
 from redis.asyncio import Redis
 
@@ -37,6 +39,9 @@ from deepagents.errors import (
 )
 from deepagents.orchestrator.handle import TaskHandle
 from deepagents.orchestrator.routing import Route, Router, agent_specs
+from deepagents.store.registry import AgentHealth, AgentRegistry
+from deepagents.telemetry.core import Telemetry, process_telemetry
+from deepagents.telemetry.tracing import extract, producer_span, traceparent_of
 from deepagents.transport.keys import Keys
 from deepagents.transport.redis_streams.bus import RedisStreamBus
 from deepagents.transport.redis_streams.errors import redis_errors
@@ -57,8 +62,11 @@ class Orchestrator:
         config: FileConfig,
         settings: Settings,
         agents: Iterable[type[AgentContract]] = (),
+        telemetry: Telemetry | None = None,
     ) -> None:
         self.client: Any = client  # replies are bytes (decode_responses=False)
+        self.telemetry = telemetry or process_telemetry()
+        self._submitted: dict[tuple[str, str, str], Counter] = {}
         self.config = config
         self.settings = settings
         self.keys = Keys(settings.prefix)
@@ -108,8 +116,25 @@ class Orchestrator:
         return handle
 
     async def submit_many(self, tasks: Sequence[Task | Mapping[str, Any]]) -> list[TaskHandle]:
-        """Validate all first (one bad task enqueues none), then enqueue in one round trip."""
-        prepared = [self._prepare(t) for t in tasks]
+        """Validate all first (one bad task enqueues none), then enqueue in one round trip.
+        When a tracer records, each task gets a PRODUCER span whose traceparent it carries."""
+        if not self.telemetry.tracing.recording:
+            return await self._submit_many(tasks, None)
+        spans: list[Span] = []
+        try:
+            return await self._submit_many(tasks, spans)
+        except Exception as exc:
+            for span in spans:
+                span.set_status(StatusCode.ERROR, type(exc).__name__)
+            raise
+        finally:
+            for span in spans:
+                span.end()
+
+    async def _submit_many(
+        self, tasks: Sequence[Task | Mapping[str, Any]], spans: list[Span] | None
+    ) -> list[TaskHandle]:
+        prepared = [self._prepare(t, spans) for t in tasks]
         prepared = await self._apply_idempotency(prepared)
         items = []
         for task, route, task_json, _ in prepared:
@@ -124,6 +149,7 @@ class Orchestrator:
         handles: list[TaskHandle] = []
         refused = []
         for (task, route, _, duplicate), (status, _) in zip(prepared, replies, strict=True):
+            self._count_submit(route, status, duplicate)
             if status == "overloaded":
                 refused.append(route)
                 continue
@@ -153,7 +179,33 @@ class Orchestrator:
             raise error
         return handles
 
-    def _prepare(self, raw: Task | Mapping[str, Any]) -> tuple[Task, Route, bytes, bool]:
+    def _count_submit(self, route: Route, status: str, duplicate: bool) -> None:
+        if self.telemetry.metrics is None:
+            return
+        outcome = "overloaded" if status == "overloaded" else "accepted"
+        if duplicate or status == "exists":
+            outcome = "duplicate"
+        key = (route.agent, route.tier, outcome)
+        child = self._submitted.get(key)
+        if child is None:
+            child = self._submitted[key] = self.telemetry.metrics.submitted.labels(*key)
+        child.inc()
+
+    def _traced(self, task: Task, route: Route, spans: list[Span]) -> Task:
+        """Start the task's PRODUCER span (under the traceparent it came with, else the
+        caller's current span) and carry the span's traceparent in the task."""
+        span = producer_span(
+            self.telemetry.tracing, route.agent, route.tier, extract(task.traceparent)
+        )
+        if span is None:
+            return task
+        spans.append(span)
+        span.set_attribute("deepagents.task_id", task.task_id)
+        return task.model_copy(update={"traceparent": traceparent_of(span)})
+
+    def _prepare(
+        self, raw: Task | Mapping[str, Any], spans: list[Span] | None = None
+    ) -> tuple[Task, Route, bytes, bool]:
         if isinstance(raw, Task):
             task = raw
         else:
@@ -166,6 +218,8 @@ class Orchestrator:
         if task.deadline is not None and task.deadline <= utcnow():
             raise DeadlinePassed(f"deadline {task.deadline.isoformat()} is in the past")
         route = self.router.route(task)
+        if spans is not None:
+            task = self._traced(task, route, spans)
         task_json = encode_task(task)
         if len(task_json) > self.settings.max_payload_bytes:
             raise PayloadTooLarge(
@@ -211,6 +265,22 @@ class Orchestrator:
                     self.keys.location(task_id), f"{route.agent}|{route.shard}|{route.tier}", ex=ttl
                 )
             await pipe.execute()
+
+    # health -------------------------------------------------------------------------------
+
+    async def agent_health(self) -> dict[str, AgentHealth]:
+        """Per configured agent type: registered instances, fresh ones (heartbeat within the
+        visibility timeout) and healthy ones (fresh, last ``health_check()`` passed)."""
+        registry = AgentRegistry(self.client, self.keys)
+        out: dict[str, AgentHealth] = {}
+        for name in sorted(self.router.specs):
+            stale_ms = self.config.agent_settings(name).visibility_timeout_ms
+            out.update(await registry.health([name], stale_ms=stale_ms))
+        return out
+
+    async def healthy_agents(self) -> set[str]:
+        """Agent types with at least one healthy instance now."""
+        return {name for name, health in (await self.agent_health()).items() if health.ok}
 
     # results ------------------------------------------------------------------------------
 

@@ -28,6 +28,7 @@ from deepagents.contract.result import ErrorCode, Result, ResultStatus
 from deepagents.contract.task import utcnow
 from deepagents.errors import TransportError
 from deepagents.modelcall.usage import usage_scope
+from deepagents.telemetry.metrics import TierMetrics
 from deepagents.transport.base import (
     BeginItem,
     CommitItem,
@@ -66,6 +67,13 @@ class DeliveryHandler:
         self.committer = committer
         self.group = worker.name
         self.outbox = worker.settings.outbox
+        metrics = worker.telemetry.metrics
+        # Children bound once per tier: the hot path does a dict lookup, never a label lookup.
+        self._tm: dict[str, TierMetrics] | None = (
+            {t: metrics.tier(worker.name, t) for t in worker.config.tier_names}
+            if metrics is not None
+            else None
+        )
 
     # intake -------------------------------------------------------------------------------
 
@@ -326,6 +334,8 @@ class DeliveryHandler:
         self._count(status, "committed")
         if status == "ok":
             self.w.stats.by_status[result.status.value] += 1
+            if self._tm is not None:
+                self._observe(flight.stream.tier, result.status.value, started, queue_ms)
 
     async def _reschedule(
         self, flight: InFlight, tier: str, delay_ms: int, kind: str, reason: str
@@ -349,6 +359,8 @@ class DeliveryHandler:
         flight.committing = True
         status = await self.w.bus.reschedule(flight.stream, self.group, self.w.consumer, item)
         self._count(status, "retried")
+        if status == "ok" and self._tm is not None:
+            self._tm[flight.stream.tier].completed[kind].inc()
 
     async def _dead_letter(
         self, flight: InFlight, reason: str, error: str, started: float, queue_ms: int
@@ -373,6 +385,8 @@ class DeliveryHandler:
         flight.committing = True
         status = await self.w.bus.dead_letter(flight.stream, self.group, self.w.consumer, item)
         self._count(status, "dead_lettered")
+        if status == "ok" and self._tm is not None:
+            self._observe(flight.stream.tier, "dead_lettered", started, queue_ms)
         log.warning(
             "dead-lettered %s: %s",
             flight.envelope.task.task_id,
@@ -399,6 +413,8 @@ class DeliveryHandler:
         )
         status = await self.w.bus.dead_letter(ref, self.group, self.w.consumer, item)
         self._count(status, "dead_lettered")
+        if status == "ok" and self._tm is not None:
+            self._tm[ref.tier].completed["dead_lettered"].inc()
         log.warning(
             "dead-lettered entry %s of %s: %s (%s)",
             entry_id,
@@ -434,6 +450,16 @@ class DeliveryHandler:
                 await self.w.bus.touch(ref, self.group, self.w.consumer, ids, vis)
             except TransportError as exc:
                 log.warning("hand back failed (reclaimed after the timeout): %s", exc)
+
+    def _observe(self, tier: str, status: str, started: float, queue_ms: int) -> None:
+        assert self._tm is not None
+        m = self._tm[tier]
+        wait_s = queue_ms / 1000
+        run_s = time.monotonic() - started
+        m.queue_wait.observe(wait_s)
+        m.execution.observe(run_s)
+        m.latency.observe(wait_s + run_s)
+        m.completed[status].inc()
 
     def _count(self, status: str, what: str) -> None:
         stats = self.w.stats

@@ -14,9 +14,13 @@ from collections.abc import Callable
 from concurrent.futures import Executor
 from typing import Any
 
+from opentelemetry.trace import SpanKind, Tracer
+
 from deepagents.contract.agent import AgentContract
 from deepagents.contract.result import ErrorCode, Result, ResultMetrics
 from deepagents.contract.task import Task
+from deepagents.telemetry.logs import current_task_id
+from deepagents.telemetry.tracing import Tracing, attached, extract
 
 _METHODS = ("can_handle", "prepare_context", "execute", "post_process", "health_check")
 
@@ -32,10 +36,13 @@ class _Method:
 
 
 class AgentRunner:
-    def __init__(self, agent: AgentContract, executor: Executor) -> None:
+    def __init__(
+        self, agent: AgentContract, executor: Executor, tracing: Tracing | None = None
+    ) -> None:
         self.agent = agent
         self._executor = executor
         self._methods = {name: _Method(agent, name) for name in _METHODS}
+        self._tracer: Tracer | None = tracing.tracer if tracing is not None else None
 
     async def _call(self, name: str, *args: Any) -> Any:
         method = self._methods[name]
@@ -52,14 +59,40 @@ class AgentRunner:
         return value
 
     async def run(self, task: Task) -> Result:
+        """The contract, in the task's trace: a CONSUMER span continuing the submitter's
+        traceparent and one span per method when a tracer records; otherwise only the
+        submitter's context is attached (log lines and model calls still see its trace id).
+        Each task runs in its own asyncio task, so the context variables set here stay in it."""
+        current_task_id.set(task.task_id)
+        parent = extract(task.traceparent) if task.traceparent is not None else None
+        if self._tracer is None:
+            if parent is None:
+                return await self._run(task)
+            with attached(parent):
+                return await self._run(task)
+        with self._tracer.start_as_current_span(
+            f"process {self.agent.name}",
+            context=parent,
+            kind=SpanKind.CONSUMER,
+            attributes={"deepagents.agent": self.agent.name, "deepagents.task_id": task.task_id},
+        ):
+            return await self._run(task)
+
+    async def _step(self, name: str, *args: Any) -> Any:
+        if self._tracer is None:
+            return await self._call(name, *args)
+        with self._tracer.start_as_current_span(name):
+            return await self._call(name, *args)
+
+    async def _run(self, task: Task) -> Result:
         """can_handle → prepare_context → execute → post_process; exceptions propagate."""
         if not await self._call("can_handle", task):
             return Result.failed(ErrorCode.REJECTED, f"{self.agent.name} cannot handle this task")
-        context = await self._call("prepare_context", task)
-        result = await self._call("execute", context)
+        context = await self._step("prepare_context", task)
+        result = await self._step("execute", context)
         if not isinstance(result, Result):
             raise TypeError(f"execute() must return a Result, not {type(result).__name__}")
-        processed = await self._call("post_process", result)
+        processed = await self._step("post_process", result)
         if isinstance(processed, Result):
             return processed
         if isinstance(processed, dict):

@@ -14,6 +14,7 @@ import asyncio
 import logging
 import time
 from collections import defaultdict
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 
@@ -25,6 +26,8 @@ from deepagents.contract.agent import AgentContract
 from deepagents.errors import TransportError
 from deepagents.modelcall.bootstrap import model_calls_scope, simulator_models
 from deepagents.store.registry import AgentRegistry
+from deepagents.telemetry.core import Telemetry, process_telemetry
+from deepagents.telemetry.modelcalls import ModelCallRecorder
 from deepagents.transport.base import StreamRef
 from deepagents.transport.keys import Keys
 from deepagents.transport.redis_streams.bus import RedisStreamBus
@@ -66,8 +69,10 @@ class Worker:
         settings: Settings,
         consumer: str | None = None,
         concurrency: dict[str, int] | None = None,
+        telemetry: Telemetry | None = None,
     ) -> None:
         self.agent = agent
+        self.telemetry = telemetry or process_telemetry()
         self.name = agent.name
         self.client = client
         self.config = config
@@ -80,6 +85,9 @@ class Worker:
         sizes = {name: tier.concurrency for name, tier in config.tiers.items()}
         sizes.update(concurrency or {})
         self.pools = {name: TierPool(name, sizes[name]) for name in config.tier_names}
+        if self.telemetry.metrics is not None:
+            for tier, pool in self.pools.items():
+                self.telemetry.metrics.track_in_flight(self.name, tier, _active(pool))
         self.streams = [
             StreamRef(self.keys.shard(self.name, shard), tier)
             for tier in config.tier_names
@@ -120,14 +128,20 @@ class Worker:
             self.agent_settings.batch_size * 2,
             tier_rank={name: i for i, name in enumerate(self.config.tier_names)},
         )
-        handler = DeliveryHandler(self, AgentRunner(self.agent, self._executor), committer)
+        runner = AgentRunner(self.agent, self._executor, self.telemetry.tracing)
+        handler = DeliveryHandler(self, runner, committer)
         models = self.config.models
         if self.settings.sim_model_url:
             models = simulator_models(models, self.settings.sim_model_url)
+        # Every model-call attempt into metrics and a span under the task's execute span.
+        on_record = ModelCallRecorder(self.telemetry, self.name)
         try:
             await registry.register(self.agent, self.consumer)
+            await self._check_health(runner, registry)  # healthy or not, known from the start
             # One model-call client for this loop; every task created inside inherits it.
-            async with model_calls_scope(models, self.client, prefix=self.settings.prefix):
+            async with model_calls_scope(
+                models, self.client, prefix=self.settings.prefix, on_record=on_record
+            ):
                 await self._supervise(handler, committer, registry)
         finally:
             self._executor.shutdown(wait=False, cancel_futures=True)
@@ -149,6 +163,7 @@ class Worker:
         side += [
             asyncio.create_task(self._heartbeat(registry), name="heartbeat"),
             asyncio.create_task(self._delayed_pump(), name="delayed-pump"),
+            asyncio.create_task(self._health_loop(handler.runner, registry), name="health"),
         ]
         stop_wait = asyncio.create_task(self._stop_event.wait(), name="stop-wait")
         self.ready.set()
@@ -264,6 +279,27 @@ class Worker:
             except TransportError as exc:
                 log.warning("heartbeat failed: %s", exc, extra={"action": "heartbeat_failed"})
 
+    async def _health_loop(self, runner: AgentRunner, registry: AgentRegistry) -> None:
+        while not self._stopping:
+            await asyncio.sleep(self.settings.health_interval_s)
+            await self._check_health(runner, registry)
+
+    async def _check_health(self, runner: AgentRunner, registry: AgentRegistry) -> None:
+        """One ``health_check()``, bounded by the interval; raising or hanging is unhealthy.
+        Recorded in the registry (the orchestrator and the exporter read it) and metrics."""
+        try:
+            async with asyncio.timeout(self.settings.health_interval_s):
+                ok = await runner.health_check()
+        except Exception as exc:  # an agent's bug must not stop the worker: it is unhealthy
+            log.warning("health check failed: %r", exc, extra={"action": "health_failed"})
+            ok = False
+        if self.telemetry.metrics is not None:
+            self.telemetry.metrics.health(self.name, ok)
+        try:
+            await registry.record_health(self.name, self.consumer, ok)
+        except TransportError as exc:
+            log.warning("recording health failed: %s", exc, extra={"action": "health_failed"})
+
     def _lost(self, ref: StreamRef, entry_id: str) -> None:
         """Another consumer owns this entry now: stop working on it; its outcome stands."""
         flight = self.inflight.get((ref.name, entry_id))
@@ -288,6 +324,10 @@ class Worker:
                 if not exc.retryable:
                     raise
                 await backoff.wait("promote", exc)
+
+
+def _active(pool: TierPool) -> Callable[[], float]:
+    return lambda: pool.active
 
 
 class _Backoff:
