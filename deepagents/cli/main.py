@@ -8,11 +8,11 @@ from __future__ import annotations
 
 import argparse
 import importlib
-import logging
 import sys
 from collections.abc import Sequence
 
 from deepagents.errors import DeepAgentsError
+from deepagents.telemetry.logs import configure_logging
 
 COMMANDS = (
     "demo",
@@ -25,6 +25,7 @@ COMMANDS = (
     "audit",
     "audit-writer",
     "sim-model",
+    "exporter",
 )
 
 EXIT_USAGE = 2
@@ -49,12 +50,8 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
-    logging.basicConfig(
-        level=logging.DEBUG if args.verbose else logging.INFO,
-        format="%(asctime)s %(levelname)s %(name)s %(message)s",
-        stream=sys.stderr,
-    )
-    logging.getLogger("asyncio").setLevel(logging.WARNING)
+    # JSON lines unless stderr is a terminal (DEEPAGENTS_LOG_FORMAT overrides).
+    configure_logging("DEBUG" if args.verbose else "INFO", _log_format())
     try:
         return int(args.func(args) or 0)
     except DeepAgentsError as exc:
@@ -62,6 +59,16 @@ def main(argv: Sequence[str] | None = None) -> int:
         return EXIT_USAGE if exc.code == "config_error" else EXIT_ERROR
     except KeyboardInterrupt:
         return 130
+
+
+def _log_format() -> str:
+    """The configured log format; a bad environment is reported by the command itself."""
+    from deepagents.config import load_settings
+
+    try:
+        return load_settings().log_format
+    except Exception:
+        return "auto"
 
 
 if __name__ == "__main__":  # pragma: no cover

@@ -1,17 +1,28 @@
-"""``deepagents status``: per stream length, pending, consumers, oldest pending, dead letters."""
+"""``deepagents status``: per stream length, pending, consumers, oldest pending, dead letters;
+``--watch`` refreshes a live view (with agent health, and throughput and p95 per tier from
+the workers' ``/metrics`` given with ``--metrics``)."""
 
 from __future__ import annotations
 
 import argparse
+import asyncio
 import sys
+import time
+from dataclasses import asdict
 from typing import Any
 
+import httpx
 import orjson
-from rich.console import Console
+from redis.asyncio import Redis
+from rich.console import Console, Group
+from rich.live import Live
 from rich.table import Table
 
 from deepagents.cli.common import load_runtime, redis_client, require_redis_url, run
+from deepagents.config.schema import FileConfig
 from deepagents.orchestrator.admin import Admin
+from deepagents.store.registry import AgentRegistry
+from deepagents.telemetry.watch import Snapshot, p95, snapshot, throughput
 
 
 def register(sub: Any) -> None:
@@ -19,6 +30,16 @@ def register(sub: Any) -> None:
     p.add_argument("--agent", help="only this agent type")
     p.add_argument("--json", action="store_true", help="machine-readable output")
     p.add_argument("--all", action="store_true", help="include empty streams")
+    p.add_argument("--watch", action="store_true", help="refresh a live view in place")
+    p.add_argument("--interval", type=float, default=2.0, help="seconds between refreshes")
+    p.add_argument("--iterations", type=int, default=0, help="with --watch: stop after N refreshes")
+    p.add_argument(
+        "--metrics",
+        action="append",
+        default=[],
+        metavar="URL",
+        help="a worker's /metrics URL (repeatable): adds throughput and p95 per tier",
+    )
     p.set_defaults(func=main)
 
 
@@ -51,9 +72,90 @@ def render(rows: list[dict[str, Any]], show_all: bool) -> Table:
     return table
 
 
+def render_health(health: dict[str, dict[str, Any]]) -> Table:
+    table = Table(title="agents")
+    for col in ("agent", "instances", "healthy", "health"):
+        table.add_column(col, justify="left" if col == "agent" else "right")
+    for name, h in health.items():
+        table.add_row(name, str(h["instances"]), str(h["healthy"]), f"{h['ratio']:.0%}")
+    return table
+
+
+def render_tiers(tiers: dict[str, dict[str, float | None]]) -> Table:
+    table = Table(title="tiers (from --metrics)")
+    for col in ("tier", "tasks/s", "p95"):
+        table.add_column(col, justify="left" if col == "tier" else "right")
+    for tier, t in sorted(tiers.items()):
+        rate, p = t.get("per_s"), t.get("p95_s")
+        table.add_row(
+            tier, "-" if rate is None else f"{rate:.1f}", "-" if p is None else f"{p * 1000:.0f} ms"
+        )
+    return table
+
+
+async def _health(client: Redis, config: FileConfig, admin: Admin) -> dict[str, dict[str, Any]]:
+    registry = AgentRegistry(client, admin.keys)
+    out: dict[str, dict[str, Any]] = {}
+    for name in admin.agents:
+        stale_ms = config.agent_settings(name).visibility_timeout_ms
+        h = (await registry.health([name], stale_ms=stale_ms))[name]
+        out[name] = {**asdict(h), "ratio": h.ratio}
+    return out
+
+
+async def _scrape(http: httpx.AsyncClient, urls: list[str]) -> Snapshot | None:
+    if not urls:
+        return None
+    texts = []
+    for url in urls:
+        try:
+            reply = await http.get(url, timeout=2.0)
+            texts.append(reply.text)
+        except httpx.HTTPError:
+            continue  # a worker that went away: the others still count
+    return snapshot(texts, time.monotonic())
+
+
+def _tiers(before: Snapshot | None, after: Snapshot | None) -> dict[str, dict[str, float | None]]:
+    if before is None or after is None:
+        return {}
+    rates, p95s = throughput(before, after), p95(before, after)
+    return {t: {"per_s": rates.get(t), "p95_s": p95s.get(t)} for t in {*rates, *p95s}}
+
+
+async def watch(args: argparse.Namespace, url: str, config: FileConfig, prefix: str) -> None:
+    console = Console()
+    async with redis_client(url) as client, httpx.AsyncClient() as http:
+        admin = Admin(client, config, prefix)
+        before = await _scrape(http, args.metrics)
+        with Live(console=console, auto_refresh=False, transient=False) as live:
+            n = 0
+            while not args.iterations or n < args.iterations:
+                rows = await admin.status(args.agent)
+                health = await _health(client, config, admin)
+                after = await _scrape(http, args.metrics)
+                tiers = _tiers(before, after)
+                before = after
+                if args.json:
+                    line = {"ts": time.time(), "streams": rows, "health": health, "tiers": tiers}
+                    sys.stdout.write(orjson.dumps(line).decode() + "\n")
+                    sys.stdout.flush()
+                else:
+                    view = [render(rows, args.all), render_health(health)]
+                    if args.metrics:
+                        view.append(render_tiers(tiers))
+                    live.update(Group(*view), refresh=True)
+                n += 1
+                if not args.iterations or n < args.iterations:
+                    await asyncio.sleep(args.interval)
+
+
 def main(args: argparse.Namespace) -> int:
     runtime = load_runtime(args.config)
     url = require_redis_url(runtime.settings)
+    if args.watch:  # Ctrl-C ends it (the CLI answers 130)
+        run(watch(args, url, runtime.config, runtime.settings.prefix))
+        return 0
 
     async def collect() -> list[dict[str, Any]]:
         async with redis_client(url) as client:

@@ -10,6 +10,8 @@ from deepagents._internal.imports import load_agent_class
 from deepagents.cli.common import load_runtime, redis_client, require_redis_url, run
 from deepagents.cli.signals import on_stop
 from deepagents.errors import ConfigError
+from deepagents.telemetry.core import configure
+from deepagents.telemetry.serve import serve_metrics
 from deepagents.worker import Worker
 
 
@@ -34,6 +36,13 @@ def register(sub: Any) -> None:
         action="store_true",
         help="also drain the audit outbox into PostgreSQL (DEEPAGENTS_DATABASE_URL); "
         "turns the outbox on",
+    )
+    p.add_argument(
+        "--metrics-port",
+        type=int,
+        metavar="PORT",
+        help="serve Prometheus /metrics on this port (default: $DEEPAGENTS_METRICS_PORT; "
+        "unset: not served)",
     )
     p.set_defaults(func=main)
 
@@ -64,6 +73,10 @@ def main(args: argparse.Namespace) -> int:
                 "--with-audit-writer needs DEEPAGENTS_DATABASE_URL", file="environment"
             )
         settings = settings.model_copy(update={"outbox": True})
+    if args.metrics_port is not None:
+        settings = settings.model_copy(update={"metrics_port": args.metrics_port})
+    telemetry = configure(settings, service=f"deepagents-worker-{cls.name}")
+    server = serve_metrics(telemetry, settings.metrics_port)
 
     async def serve() -> None:
         readers = len(runtime.config.tier_names) * runtime.config.agent_settings(cls.name).shards
@@ -74,6 +87,7 @@ def main(args: argparse.Namespace) -> int:
                 config=runtime.config,
                 settings=settings,
                 concurrency=concurrency,
+                telemetry=telemetry,
             )
             task = asyncio.ensure_future(worker.run())
             writer = (
@@ -94,7 +108,12 @@ def main(args: argparse.Namespace) -> int:
                         writer.stop()  # it acks only what PostgreSQL committed; the rest waits
                         await drain
 
-    run(serve())
+    try:
+        run(serve())
+    finally:
+        telemetry.tracing.shutdown()  # flush spans still batched for the exporter
+        if server is not None:
+            server.shutdown()
     return 0
 
 

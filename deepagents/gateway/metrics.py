@@ -1,4 +1,5 @@
-"""Prometheus metrics of the gateway (minimal; the observability work extends them).
+"""Prometheus metrics of the gateway, and (through a bridge) those of its process: the
+orchestrator's ``deepagents_tasks_submitted_total`` (see ``deepagents.telemetry``).
 
 A registry per app rather than the global one, so several apps in one process (tests)
 do not collide. With ``--workers N`` each process exports its own series.
@@ -6,7 +7,26 @@ do not collide. With ``--workers N`` each process exports its own series.
 
 from __future__ import annotations
 
+from collections.abc import Iterable
+
 from prometheus_client import CollectorRegistry, Counter, Histogram
+from prometheus_client.core import Metric
+from prometheus_client.registry import Collector
+
+from deepagents.telemetry.core import process_telemetry
+
+
+class _Bridge(Collector):
+    """Exposes another registry's metrics through this one, read at scrape time."""
+
+    def __init__(self, source: CollectorRegistry) -> None:
+        self.source = source
+
+    def collect(self) -> Iterable[Metric]:
+        return self.source.collect()
+
+    def describe(self) -> Iterable[Metric]:
+        return []  # nothing to check for duplicates: the names are the source's own
 
 
 class GatewayMetrics:
@@ -37,3 +57,6 @@ class GatewayMetrics:
             ["tenant", "agent"],
             registry=self.registry,
         )
+        process = process_telemetry().metrics
+        if process is not None:
+            self.registry.register(_Bridge(process.registry))
