@@ -17,12 +17,14 @@ For the demo::
 
 from __future__ import annotations
 
+import atexit
 import contextlib
 import importlib.util
 import os
 import pwd
 import shutil
 import socket
+import stat
 import subprocess
 import tempfile
 import time
@@ -83,15 +85,43 @@ def _run_as() -> str | None:
     raise ConfigError("running as root and no unprivileged user (postgres, nobody) exists")
 
 
+def _traversable(path: Path) -> bool:
+    """Whether any user can reach ``path`` (every directory on the way has o+x)."""
+    return all(p.stat().st_mode & stat.S_IXOTH for p in (path, *path.parents))
+
+
+_COPIES: dict[Path, Path] = {}
+
+
+def _world_readable_copy(bin_dir: Path) -> Path:
+    """Under root, the server runs as an unprivileged user who cannot enter, say, a venv
+    under /root: copy the installation (bin, lib, share) where it can, once per process."""
+    if bin_dir not in _COPIES:
+        target = Path(tempfile.mkdtemp(prefix="deepagents-pgbin-"))
+        atexit.register(shutil.rmtree, target, True)
+        target.chmod(0o755)
+        install, package = bin_dir.parent, bin_dir.parents[1]
+        shutil.copytree(install, target / package.name / install.name, symlinks=True)
+        # Wheels (auditwheel) find their bundled libraries through an RPATH relative to
+        # the binary ($ORIGIN/../../../<package>.libs): keep that layout.
+        libs = package.parent / f"{package.name}.libs"
+        if libs.is_dir():
+            shutil.copytree(libs, target / libs.name, symlinks=True)
+        _COPIES[bin_dir] = target / package.name / install.name / bin_dir.name
+    return _COPIES[bin_dir]
+
+
 class EmbeddedPostgres:
     """A throwaway PostgreSQL cluster; use as a context manager and read ``.url``."""
 
     def __init__(self, *, bin_dir: Path | None = None, fast: bool = True) -> None:
+        self._user = _run_as()
         self.bin_dir = bin_dir or postgres_bin_dir()
+        if self._user is not None and not _traversable(self.bin_dir):
+            self.bin_dir = _world_readable_copy(self.bin_dir)
         self.fast = fast
         self.port = 0
         self.dir: Path | None = None
-        self._user = _run_as()
 
     @property
     def url(self) -> str:
