@@ -16,6 +16,10 @@ from deepagents.store.registry import AgentRegistry
 from deepagents.telemetry.metrics import FleetMetrics
 from deepagents.transport.redis_streams.errors import redis_errors
 
+# Pending entries looked at per stream and sample: pools bound what a worker holds, so a
+# fleet's pending entries per stream are far fewer; the scan stays cheap at a 5 s interval.
+PEL_SCAN = 10_000
+
 
 class FleetSampler:
     def __init__(
@@ -35,10 +39,28 @@ class FleetSampler:
     async def sample(self) -> None:
         started = time.perf_counter()
         rows = await self.admin.status()
+        await self._oldest_idle(rows)
         self._streams(rows)
         await self._outbox()
         await self._health()
         self.metrics.sample_seconds.set(time.perf_counter() - started)
+
+    async def _oldest_idle(self, rows: list[dict[str, Any]]) -> None:
+        """The longest idle time among each stream's pending entries (up to ``PEL_SCAN`` of
+        them). ``status`` reports the first entry by id, which a live worker may keep young
+        while a dead one's entries further on grow old: the gauge must see those."""
+        busy = [r for r in rows if r["pending"]]
+        if not busy:
+            return
+        with redis_errors("scan pending entries"):
+            pipe = self.client.pipeline(transaction=False)
+            for r in busy:
+                pipe.xpending_range(r["stream"], r["agent"], min="-", max="+", count=PEL_SCAN)
+            replies = await pipe.execute(raise_on_error=False)
+        for r, entries in zip(busy, replies, strict=True):
+            if isinstance(entries, list) and entries:
+                idle = max(int(e["time_since_delivered"]) for e in entries)
+                r["oldest_pending_ms"] = max(r["oldest_pending_ms"], idle)
 
     def _streams(self, rows: list[dict[str, Any]]) -> None:
         m = self.metrics

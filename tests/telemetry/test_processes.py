@@ -181,8 +181,11 @@ async def test_kill_9_shows_as_falling_health_and_growing_oldest_pending(
         procs.close()
 
 
-def _fleet(text: str) -> tuple[float, float]:
+def _fleet(text: str) -> tuple[float, float] | None:
+    """(health ratio, oldest pending age) of the lab agent; None before the first sample."""
     got = samples(text)
+    if "deepagents_agent_health_ratio" not in got:
+        return None
     ratio = next(v for lab, v in got["deepagents_agent_health_ratio"] if lab["agent"] == "lab")
     oldest = max(v for lab, v in got["deepagents_stream_oldest_pending_age_seconds"]
                  if lab["agent"] == "lab")  # fmt: skip
@@ -216,11 +219,8 @@ async def _kill_scenario(
     await eventually(both_running, what="both workers running tasks")
 
     async def steady() -> tuple[float, float] | None:
-        text = try_scrape(port)
-        if not text or "deepagents_agent_health_ratio" not in text:
-            return None
-        ratio, oldest = _fleet(text)
-        return (ratio, oldest) if ratio == 1.0 else None
+        sample = _fleet(try_scrape(port))
+        return sample if sample is not None and sample[0] == 1.0 else None
 
     _, oldest_alive = await eventually(steady, what="exporter sees two healthy workers")
     # Heartbeats (every third of the visibility timeout) keep pending entries young.
@@ -231,10 +231,9 @@ async def _kill_scenario(
     seen: list[tuple[float, float, float]] = []
 
     async def degraded() -> bool:
-        text = try_scrape(port)
-        if text:
-            ratio, oldest = _fleet(text)
-            seen.append((time.monotonic() - killed, ratio, oldest))
+        sample = _fleet(try_scrape(port))
+        if sample is not None:
+            seen.append((time.monotonic() - killed, *sample))
         return bool(seen) and seen[-1][1] < 1.0
 
     await eventually(degraded, timeout=30, interval=0.02, what="health ratio below 1")
@@ -250,3 +249,4 @@ async def _kill_scenario(
     grew = [t for t, _, age in seen if age > beat_s + 2 * interval]
     assert grew and grew[0] <= beat_s + 2 * interval + 1.5, seen
     assert max(ages) >= ages[0]
+    print(f"kill -9: age over heartbeats after {grew[0]:.2f} s, ratio 0.5 after {fell_after:.2f} s")
