@@ -28,15 +28,32 @@ export DEEPAGENTS_REDIS_URL="redis://127.0.0.1:$REDIS_PORT/0" DEEPAGENTS_CONFIG=
 export DEEPAGENTS_PREFIX=bench DEEPAGENTS_BENCH_KEY="$KEY" DEEPAGENTS_BENCH_MIX="$MIX"
 for _ in $(seq 50); do redis-cli -p "$REDIS_PORT" ping >/dev/null 2>&1 && break; sleep 0.1; done
 
-"$PY" -m deepagents gateway --port "$GW_PORT" > "$WORK/gateway.log" 2>&1 & PIDS+=($!)
+"$PY" -m deepagents gateway --port "$GW_PORT" > "$WORK/gateway.log" 2>&1 & GW_PID=$!; PIDS+=($GW_PID)
 AGENTS="agents.echo:EchoAgent"
 [ "$MIX" = mixed ] && AGENTS="agents.risk:RiskAgent agents.research:ResearchAgent"
-for a in $AGENTS; do "$PY" -m deepagents worker "$a" > "$WORK/worker-${a##*:}.log" 2>&1 & PIDS+=($!); done
+WORKER_PIDS=()
+for a in $AGENTS; do
+  "$PY" -m deepagents worker "$a" > "$WORK/worker-${a##*:}.log" 2>&1 & PIDS+=($!); WORKER_PIDS+=($!)
+done
 for _ in $(seq 100); do curl -sf "http://127.0.0.1:$GW_PORT/health" >/dev/null && break; sleep 0.1; done
 
+# CPU seconds (user + system) the gateway process has used: steadier than req/s on a
+# shared machine. Fields 14 and 15 of /proc/PID/stat, in clock ticks.
+cpu_ticks() { awk '{print $14 + $15}' "/proc/$1/stat"; }
+CPU0=$(cpu_ticks "$GW_PID"); WCPU0=$(for p in "${WORKER_PIDS[@]}"; do cpu_ticks "$p"; done | paste -sd+ | bc)
+RCPU0=$(cpu_ticks "${PIDS[0]}")
+# PROFILE=out.txt: py-spy samples the gateway during the run (collapsed stacks, one per line).
+if [ -n "${PROFILE:-}" ]; then
+  .venv/bin/py-spy record --pid "$GW_PID" --format raw --rate 200 --duration "$SECONDS_" \
+    --output "$PROFILE" > "$WORK/py-spy.log" 2>&1 & PIDS+=($!)
+fi
 echo "locust: $USERS users, ${SECONDS_}s, mix=$MIX, gateway :$GW_PORT" >&2
 timeout $((SECONDS_ + 60)) .venv/bin/locust -f loadtests/locustfile.py --headless \
   -H "http://127.0.0.1:$GW_PORT" -u "$USERS" -r "$USERS" -t "${SECONDS_}s" --only-summary \
   --csv "$WORK/bench" > "$WORK/locust.log" 2>&1 || true
-"$PY" loadtests/summarize.py "$WORK/bench_stats.csv"
+CPU1=$(cpu_ticks "$GW_PID"); WCPU1=$(for p in "${WORKER_PIDS[@]}"; do cpu_ticks "$p"; done | paste -sd+ | bc)
+RCPU1=$(cpu_ticks "${PIDS[0]}")
+secs() { awk -v a="$1" -v b="$2" -v hz="$(getconf CLK_TCK)" 'BEGIN{print (b-a)/hz}'; }
+"$PY" loadtests/summarize.py "$WORK/bench_stats.csv" --gateway-cpu-s "$(secs "$CPU0" "$CPU1")" \
+  --worker-cpu-s "$(secs "$WCPU0" "$WCPU1")" --redis-cpu-s "$(secs "$RCPU0" "$RCPU1")"
 echo "logs: $WORK" >&2
