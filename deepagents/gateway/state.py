@@ -39,10 +39,16 @@ class GatewayState:
         return self.settings.result_ttl_s + 7 * 86_400
 
 
-def get_state(request: Request) -> GatewayState:
+# Dependencies are coroutines on purpose: FastAPI runs a plain ``def`` dependency in the
+# thread pool, a thread hop per dependency per request for what is an attribute read.
+async def get_state(request: Request) -> GatewayState:
+    return _state(request)
+
+
+async def get_principal(request: Request) -> Principal:
+    return _state(request).auth.authenticate(request.headers.get("authorization"))
+
+
+def _state(request: Request) -> GatewayState:
     state: GatewayState = request.app.state.gateway
     return state
-
-
-def get_principal(request: Request) -> Principal:
-    return get_state(request).auth.authenticate(request.headers.get("authorization"))
