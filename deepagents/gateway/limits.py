@@ -70,8 +70,7 @@ class Admission:
         self,
         keys: TenantKeys,
         args: list[float | int | str],
-        claims: Sequence[str],
-        tenant: str,
+        claims: Sequence[tuple[str, str]],
         ttl_s: int,
     ) -> tuple[int, int]:
         # EVALSHA in a plain pipeline: a registered Script object would make redis-py send
@@ -79,8 +78,8 @@ class Admission:
         for attempt in range(2):
             pipe = self.client.pipeline(transaction=False)
             pipe.evalsha(self._sha, 2, keys.bucket, keys.inflight, *args)
-            for key in claims:
-                pipe.set(key, tenant, ex=ttl_s)
+            for key, value in claims:
+                pipe.set(key, value, ex=ttl_s)
             replies = await pipe.execute(raise_on_error=False)
             first = replies[0]
             if isinstance(first, rex.NoScriptError) and attempt == 0:
@@ -90,18 +89,24 @@ class Admission:
                 raise first
             verdict, retry_ms = int(first[0]), int(first[1])
             if verdict != 1 and claims:
-                await self.client.delete(*claims)
+                await self.client.delete(*(key for key, _ in claims))
             return verdict, retry_ms
         raise AssertionError("unreachable")  # pragma: no cover
 
     @contextlib.asynccontextmanager
     async def admit(
-        self, tenant: str, cost: int = 1, *, claims: Sequence[str] = (), claim_ttl_s: int = 0
+        self,
+        tenant: str,
+        cost: int = 1,
+        *,
+        claims: Sequence[tuple[str, str]] = (),
+        claim_ttl_s: int = 0,
     ) -> AsyncIterator[None]:
         """Hold an in-flight slot for the body of the ``async with``; 429 when refused.
 
-        ``claims`` are keys set to the tenant in the same round trip (the owner records
-        of tasks about to be submitted); they are removed again if admission is refused.
+        ``claims`` are (key, value) records set in the same round trip (the owner and
+        location records of tasks about to be submitted); they are removed again if
+        admission is refused.
         """
         limits = self.config.limits_for(tenant)
         if cost > limits.burst:
@@ -122,7 +127,7 @@ class Admission:
             lease_ms,
         ]
         try:
-            verdict, retry_ms = await self._run(keys, args, claims, tenant, claim_ttl_s)
+            verdict, retry_ms = await self._run(keys, args, claims, claim_ttl_s)
         except (rex.ConnectionError, rex.TimeoutError) as exc:
             raise Problem(
                 "unavailable", "Redis is unreachable; retry shortly", retry_after_s=1

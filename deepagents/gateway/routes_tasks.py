@@ -63,9 +63,13 @@ _BODY = (
 )
 
 
-def _claims(state: GatewayState, tasks: list[Task]) -> dict[str, Any]:
-    # Owner records go with admission, in one round trip with the token bucket.
-    return {"claims": [state.owner_key(t.task_id) for t in tasks], "claim_ttl_s": state.owner_ttl_s}
+def _claims(state: GatewayState, tasks: list[Task], tenant: str) -> dict[str, Any]:
+    # Owner and location records go with admission, in one round trip with the token
+    # bucket, instead of a round trip of their own after the enqueue (CPU per request is
+    # mostly per-round-trip client work). Both keep the same TTL (see ``owner_ttl_s``).
+    claims = [(state.owner_key(t.task_id), tenant) for t in tasks]
+    claims += state.orchestrator.locations(tasks)
+    return {"claims": claims, "claim_ttl_s": state.owner_ttl_s}
 
 
 def _body_doc(model: str) -> dict[str, Any]:
@@ -116,25 +120,33 @@ def _done_state(result: Result) -> Literal["done", "dead"]:
     return "dead" if result.error is not None and result.error.code == "dead_lettered" else "done"
 
 
+def _records(state: GatewayState, task_id: str) -> tuple[str, str]:
+    # The keys admission wrote for a task: its owner and its location.
+    return state.owner_key(task_id), state.orchestrator.keys.location(task_id)
+
+
 async def _submit(state: GatewayState, tasks: list[Task], tenant: str) -> list[TaskHandle]:
-    """Submit tasks whose owner keys the admission step has written."""
-    owner_keys = [state.owner_key(t.task_id) for t in tasks]
+    """Submit tasks whose owner and location records the admission step has written."""
+    ids = [t.task_id for t in tasks]
     try:
-        handles = await state.orchestrator.submit_many(tasks)
+        handles = await state.orchestrator.submit_many(tasks, recorded=ids)
     except DeepAgentsError as exc:
         accepted: list[TaskHandle] = (
             getattr(exc, "accepted", []) if isinstance(exc, Overloaded) else []
         )
-        kept = {state.owner_key(h.task_id) for h in accepted}
-        stale = [k for k in owner_keys if k not in kept]
+        kept = {h.task_id for h in accepted}
+        stale = [k for i in ids if i not in kept for k in _records(state, i)]
         if stale:
             await state.client.delete(*stale)
         raise submit_problem(exc, [h.task_id for h in accepted]) from exc
     for handle in handles:
         state.metrics.submitted.labels(tenant, handle.agent).inc()
-    # A duplicate (idempotency key) returns the first task's id; its owner key was written then.
+    # A duplicate (idempotency key) returns the first task's id; its records were written then.
     unused = [
-        state.owner_key(t.task_id) for t, h in zip(tasks, handles, strict=True) if h.duplicate
+        k
+        for t, h in zip(tasks, handles, strict=True)
+        if h.duplicate and h.task_id != t.task_id
+        for k in _records(state, t.task_id)
     ]
     if unused:
         await state.client.delete(*unused)
@@ -160,7 +172,9 @@ async def submit_one(
         parse_json(await read_body(request, state.config.gateway.body), state.config.gateway.body),
     )
     tasks = build_tasks([body], principal.tenant, state.orchestrator, batch=False)
-    async with state.admission.admit(principal.tenant, 1, **_claims(state, tasks)):
+    async with state.admission.admit(
+        principal.tenant, 1, **_claims(state, tasks, principal.tenant)
+    ):
         (handle,) = await _submit(state, tasks, principal.tenant)
         if wait:
             view = await _finished_view(state, handle, wait)
@@ -188,7 +202,9 @@ async def submit_batch(request: Request, state: StateDep, principal: PrincipalDe
             f"the batch holds {len(body.tasks)} tasks; at most {limits.max_batch}",
         )
     tasks = build_tasks(body.tasks, principal.tenant, state.orchestrator, batch=True)
-    async with state.admission.admit(principal.tenant, len(tasks), **_claims(state, tasks)):
+    async with state.admission.admit(
+        principal.tenant, len(tasks), **_claims(state, tasks, principal.tenant)
+    ):
         handles = await _submit(state, tasks, principal.tenant)
     return _json(BatchAccepted(tasks=[_accepted(h) for h in handles]), 202)
 

@@ -35,8 +35,8 @@ class GatewayState:
 
     @property
     def owner_ttl_s(self) -> int:
-        # As long as the orchestrator keeps the task's location key.
-        return self.settings.result_ttl_s + 7 * 86_400
+        # As long as the orchestrator keeps the task's location key (admission writes both).
+        return self.orchestrator.location_ttl_s
 
 
 # Dependencies are coroutines on purpose: FastAPI runs a plain ``def`` dependency in the

@@ -13,7 +13,7 @@ import contextlib
 import logging
 import uuid
 from collections import OrderedDict
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Collection, Iterable, Mapping, Sequence
 from typing import Any
 
 import orjson
@@ -36,6 +36,7 @@ from deepagents.errors import (
     PayloadTooLarge,
     ResultTimeout,
     TransportError,
+    UnknownIntent,
 )
 from deepagents.orchestrator.handle import TaskHandle
 from deepagents.orchestrator.routing import Route, Router, agent_specs
@@ -115,14 +116,19 @@ class Orchestrator:
         (handle,) = await self.submit_many([task])
         return handle
 
-    async def submit_many(self, tasks: Sequence[Task | Mapping[str, Any]]) -> list[TaskHandle]:
+    async def submit_many(
+        self, tasks: Sequence[Task | Mapping[str, Any]], *, recorded: Collection[str] = ()
+    ) -> list[TaskHandle]:
         """Validate all first (one bad task enqueues none), then enqueue in one round trip.
-        When a tracer records, each task gets a PRODUCER span whose traceparent it carries."""
+        When a tracer records, each task gets a PRODUCER span whose traceparent it carries.
+
+        ``recorded``: task ids whose location keys the caller already wrote (see
+        ``locations``), in a round trip it makes anyway; they are not written again."""
         if not self.telemetry.tracing.recording:
-            return await self._submit_many(tasks, None)
+            return await self._submit_many(tasks, None, recorded)
         spans: list[Span] = []
         try:
-            return await self._submit_many(tasks, spans)
+            return await self._submit_many(tasks, spans, recorded)
         except Exception as exc:
             for span in spans:
                 span.set_status(StatusCode.ERROR, type(exc).__name__)
@@ -131,8 +137,29 @@ class Orchestrator:
             for span in spans:
                 span.end()
 
+    def locations(self, tasks: Iterable[Task]) -> list[tuple[str, str]]:
+        """(key, value) of the location record of each task that routes; a task that does
+        not route is left out (``submit_many`` refuses it). Values and TTL (``location_ttl_s``)
+        are what ``submit_many`` writes after enqueueing."""
+        out = []
+        for task in tasks:
+            try:
+                route = self.router.route(task)
+            except (UnknownIntent, InvalidPayload):
+                continue
+            out.append((self.keys.location(task.task_id), _location_value(route)))
+        return out
+
+    @property
+    def location_ttl_s(self) -> int:
+        # Outlives the result by a week, so a late lookup still finds where the task went.
+        return self.settings.result_ttl_s + 7 * 86_400
+
     async def _submit_many(
-        self, tasks: Sequence[Task | Mapping[str, Any]], spans: list[Span] | None
+        self,
+        tasks: Sequence[Task | Mapping[str, Any]],
+        spans: list[Span] | None,
+        recorded: Collection[str] = (),
     ) -> list[TaskHandle]:
         prepared = [self._prepare(t, spans) for t in tasks]
         prepared = await self._apply_idempotency(prepared)
@@ -166,7 +193,11 @@ class Orchestrator:
                 )
             )
         await self._record_locations(
-            [(h.task_id, r) for h, (_, r, _, _) in zip(handles, prepared, strict=False)]
+            [
+                (h.task_id, r)
+                for h, (_, r, _, _) in zip(handles, prepared, strict=False)
+                if h.task_id not in recorded
+            ]
         )
         if refused:
             route = refused[0]
@@ -257,13 +288,11 @@ class Orchestrator:
     async def _record_locations(self, located: list[tuple[str, Route]]) -> None:
         if not located:
             return
-        ttl = self.settings.result_ttl_s + 7 * 86_400
+        ttl = self.location_ttl_s
         with redis_errors("record task locations"):
             pipe = self.client.pipeline(transaction=False)
             for task_id, route in located:
-                pipe.set(
-                    self.keys.location(task_id), f"{route.agent}|{route.shard}|{route.tier}", ex=ttl
-                )
+                pipe.set(self.keys.location(task_id), _location_value(route), ex=ttl)
             await pipe.execute()
 
     # health -------------------------------------------------------------------------------
@@ -397,6 +426,10 @@ class Orchestrator:
         self._arrived[task_id] = result
         while len(self._arrived) > _ARRIVED_MAX:
             self._arrived.popitem(last=False)
+
+
+def _location_value(route: Route) -> str:
+    return f"{route.agent}|{route.shard}|{route.tier}"
 
 
 def _submitted_event(task: Task, route: Route) -> dict[str, Any]:
