@@ -48,11 +48,18 @@ def decode_envelope(fields: dict[Any, Any] | None) -> Envelope:
     if not fields:
         raise DecodeError("entry has no fields")
     try:
-        raw = _field(fields, "task")
+        # Entries read from Redis have bytes keys: look those up first (this is per task).
+        raw = fields.get(b"task")
+        if raw is None:
+            raw = _field(fields, "task")
         task = Task.model_validate(orjson.loads(raw))
-        attempt = int(_field(fields, "attempt"))
-        enqueued = int(_field(fields, "enq"))
-        reply = fields.get(b"reply", fields.get("reply", b""))
+        attempt_raw = fields.get(b"attempt")
+        attempt = int(attempt_raw if attempt_raw is not None else _field(fields, "attempt"))
+        enq_raw = fields.get(b"enq")
+        enqueued = int(enq_raw if enq_raw is not None else _field(fields, "enq"))
+        reply = fields.get(b"reply")
+        if reply is None:
+            reply = fields.get("reply", b"")
     except DecodeError:
         raise
     except (orjson.JSONDecodeError, ValidationError, ValueError, TypeError) as exc:

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import os
 import time
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -16,7 +17,6 @@ from typing import TYPE_CHECKING, Any
 import orjson
 from pydantic_core import to_jsonable_python
 
-from deepagents._internal.ids import uuid7_str
 from deepagents.contract.codec import (
     DecodeError,
     Envelope,
@@ -181,22 +181,21 @@ class DeliveryHandler:
         await self._commit(flight, result, started, queue_ms, kind, events)
 
     async def _run_metered(self, flight: InFlight, events: list[dict[str, Any]]) -> Result:
-        """Run the contract; model calls made inside add their tokens, cost and audit events."""
+        """Run the contract; model calls made inside add their tokens, cost and audit events.
+        The deadline bounds the run (in line rather than a helper coroutine: per task)."""
+        task = flight.envelope.task
         with usage_scope() as usage:
-            result = await self._run_with_deadline(flight)
+            if task.deadline is None:
+                result = await self.runner.run(task)
+            else:
+                remaining = (task.deadline - utcnow()).total_seconds()
+                async with asyncio.timeout(max(0.0, remaining)):
+                    result = await self.runner.run(task)
         if usage.attempts:
             result = usage.apply(result)
             if self.outbox:
-                events += usage.audit_events(flight.envelope.task.task_id)
+                events += usage.audit_events(task.task_id)
         return result
-
-    async def _run_with_deadline(self, flight: InFlight) -> Result:
-        task = flight.envelope.task
-        if task.deadline is None:
-            return await self.runner.run(task)
-        remaining = (task.deadline - utcnow()).total_seconds()
-        async with asyncio.timeout(max(0.0, remaining)):
-            return await self.runner.run(task)
 
     async def _overdue(
         self, flight: InFlight, queue_ms: int, started: float, events: list[dict[str, Any]]
@@ -289,8 +288,9 @@ class DeliveryHandler:
         """The started and the terminal event of one task (built together: once per task)."""
         task_id = flight.envelope.task.task_id
         base = self._event_base(flight)
+        started_id, finished_id = _uuid7_pair()
         started = {
-            "event_id": uuid7_str(),
+            "event_id": started_id,
             "type": "started",
             "task_id": task_id,
             "ts": flight.started_at.isoformat(),
@@ -298,7 +298,7 @@ class DeliveryHandler:
             **base,
         }
         finished = {
-            "event_id": uuid7_str(),
+            "event_id": finished_id,
             "type": kind,
             "task_id": task_id,
             "ts": utcnow().isoformat(),
@@ -476,3 +476,20 @@ def _time_left_ms(flight: InFlight) -> float | None:
     if deadline is None:
         return None
     return (deadline - utcnow()).total_seconds() * 1000
+
+
+# The variant nibble of a UUID (10xx) from a random hex digit's low two bits.
+_VARIANT = {f"{i:x}": "89ab"[i & 3] for i in range(16)}
+
+
+def _uuid7_pair() -> tuple[str, str]:
+    """Two UUIDv7 strings (the ``started`` and the terminal event of one task) from one clock
+    read and one ``os.urandom`` call: 74 random bits each, as ``uuid7_str``, at half the cost."""
+    ms = time.time_ns() // 1_000_000
+    r = os.urandom(20).hex()
+    t = f"{ms & 0xFFFF_FFFF_FFFF:012x}"
+    head = f"{t[:8]}-{t[8:]}-7"
+    return (
+        f"{head}{r[:3]}-{_VARIANT[r[3]]}{r[4:7]}-{r[7:19]}",
+        f"{head}{r[20:23]}-{_VARIANT[r[23]]}{r[24:27]}-{r[27:39]}",
+    )
