@@ -10,7 +10,6 @@ from __future__ import annotations
 import contextlib
 import logging
 from collections.abc import AsyncIterator
-from typing import Any
 
 from fastapi import FastAPI
 from fastapi.exceptions import RequestValidationError
@@ -23,6 +22,7 @@ from deepagents.config.schema import FileConfig
 from deepagents.config.settings import Settings
 from deepagents.errors import ConfigError, DeepAgentsError
 from deepagents.gateway.auth import Authenticator
+from deepagents.gateway.fastpath import SubmitFastPath
 from deepagents.gateway.health import FullCheck
 from deepagents.gateway.limits import Admission
 from deepagents.gateway.metrics import GatewayMetrics
@@ -90,27 +90,31 @@ def create_app(settings: Settings | None = None, config: FileConfig | None = Non
     app.include_router(agents_router)
     app.include_router(ops_router)
     _install_handlers(app)
+    # Inside the metrics middleware (added later = further out), so it is measured too.
+    app.add_middleware(SubmitFastPath, on_error=exception_response)
     app.add_middleware(MetricsMiddleware, metrics=metrics)
     app.openapi = lambda: build_openapi(app)  # type: ignore[method-assign]
     return app
 
 
 def _install_handlers(app: FastAPI) -> None:
-    async def on_problem(request: Request, exc: Exception) -> Response:
-        assert isinstance(exc, Problem)
-        return problem_response(exc, request)
+    for exc_class in _HANDLED:
+        app.add_exception_handler(exc_class, exception_response)
 
-    async def on_validation(request: Request, exc: Exception) -> Response:
-        assert isinstance(exc, RequestValidationError)
+
+async def exception_response(request: Request, exc: Exception) -> Response:
+    """The problem document for an exception: what the app's exception handlers answer
+    (and what the fast path answers, which runs outside them)."""
+    if isinstance(exc, Problem):
+        return problem_response(exc, request)
+    if isinstance(exc, RequestValidationError):
         errors = [
             FieldError(field=".".join(str(p) for p in e["loc"]), message=str(e["msg"]))
             for e in exc.errors()[:20]
         ]
         detail = f"{errors[0].field}: {errors[0].message}" if errors else "invalid request"
         return problem_response(Problem("validation_error", detail, errors=errors), request)
-
-    async def on_http(request: Request, exc: Exception) -> Response:
-        assert isinstance(exc, HTTPException)
+    if isinstance(exc, HTTPException):
         if exc.status_code == 405:
             problem = Problem(
                 "method_not_allowed",
@@ -120,26 +124,21 @@ def _install_handlers(app: FastAPI) -> None:
         else:
             problem = Problem("not_found", f"no endpoint {request.url.path}; see /docs")
         return problem_response(problem, request)
-
-    async def on_deepagents(request: Request, exc: Exception) -> Response:
-        assert isinstance(exc, DeepAgentsError)
+    if isinstance(exc, DeepAgentsError):
         log.warning("dependency failed: %s", exc)
         return problem_response(
             Problem("unavailable", f"{exc.code}: retry shortly", retry_after_s=1), request
         )
+    log.exception("unhandled error on %s", request.url.path, exc_info=exc)
+    return problem_response(
+        Problem("internal_error", "an unexpected error; it was logged"), request
+    )
 
-    async def on_crash(request: Request, exc: Exception) -> Response:
-        log.exception("unhandled error on %s", request.url.path)
-        return problem_response(
-            Problem("internal_error", "an unexpected error; it was logged"), request
-        )
 
-    handlers: dict[Any, Any] = {
-        Problem: on_problem,
-        RequestValidationError: on_validation,
-        HTTPException: on_http,
-        DeepAgentsError: on_deepagents,
-        Exception: on_crash,
-    }
-    for exc_class, handler in handlers.items():
-        app.add_exception_handler(exc_class, handler)
+_HANDLED: tuple[type[Exception], ...] = (
+    Problem,
+    RequestValidationError,
+    HTTPException,
+    DeepAgentsError,
+    Exception,
+)

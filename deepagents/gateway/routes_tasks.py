@@ -167,6 +167,14 @@ async def _submit(state: GatewayState, tasks: list[Task], tenant: str) -> list[T
 async def submit_one(
     request: Request, state: StateDep, principal: PrincipalDep, wait: Wait = None
 ) -> Response:
+    return await submit_one_core(request, state, principal, wait)
+
+
+async def submit_one_core(
+    request: Request, state: GatewayState, principal: Principal, wait: float | None
+) -> Response:
+    """``POST /v1/tasks`` once authenticated and ``wait`` validated; ``fastpath`` calls it
+    directly, without FastAPI's per-request routing and dependency solving."""
     body = validate_body(
         SubmitRequest,
         parse_json(await read_body(request, state.config.gateway.body), state.config.gateway.body),
