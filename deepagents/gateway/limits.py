@@ -16,7 +16,9 @@ from dataclasses import dataclass
 
 import redis.exceptions as rex
 from redis.asyncio import Redis
+from redis.asyncio.client import Pipeline
 
+from deepagents.gateway.batcher import PipelineBatcher
 from deepagents.gateway.config import GatewayConfig
 from deepagents.gateway.problems import Problem
 
@@ -59,6 +61,8 @@ class Admission:
         self.prefix = prefix
         self.config = config
         self._sha = hashlib.sha1(_ADMIT.encode()).hexdigest()  # noqa: S324 - Redis names scripts by SHA-1
+        # Concurrent requests' admissions and releases share round trips (see batcher).
+        self._batcher = PipelineBatcher(client)
 
     def keys(self, tenant: str) -> TenantKeys:
         # One hash tag per tenant: both keys in one slot on Redis Cluster. Tenant names are
@@ -75,12 +79,14 @@ class Admission:
     ) -> tuple[int, int]:
         # EVALSHA in a plain pipeline: a registered Script object would make redis-py send
         # SCRIPT EXISTS before every pipeline (one more round trip per request).
-        for attempt in range(2):
-            pipe = self.client.pipeline(transaction=False)
+
+        def commands(pipe: Pipeline) -> None:
             pipe.evalsha(self._sha, 2, keys.bucket, keys.inflight, *args)
             for key, value in claims:
                 pipe.set(key, value, ex=ttl_s)
-            replies = await pipe.execute(raise_on_error=False)
+
+        for attempt in range(2):
+            replies = await self._batcher.execute(commands)
             first = replies[0]
             if isinstance(first, rex.NoScriptError) and attempt == 0:
                 await self.client.script_load(_ADMIT)  # first use, or Redis restarted
@@ -150,4 +156,6 @@ class Admission:
             yield
         finally:
             with contextlib.suppress(rex.RedisError):
-                await self.client.zrem(keys.inflight, slot)
+                (reply,) = await self._batcher.execute(lambda pipe: pipe.zrem(keys.inflight, slot))
+                if isinstance(reply, rex.RedisError):
+                    raise reply
