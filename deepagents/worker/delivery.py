@@ -67,6 +67,7 @@ class DeliveryHandler:
         self.committer = committer
         self.group = worker.name
         self.outbox = worker.settings.outbox
+        self._bases: dict[StreamRef, dict[str, Any]] = {}
         metrics = worker.telemetry.metrics
         # Children bound once per tier: the hot path does a dict lookup, never a label lookup.
         self._tm: dict[str, TierMetrics] | None = (
@@ -262,11 +263,16 @@ class DeliveryHandler:
 
     def _event_base(self, flight: InFlight) -> dict[str, Any]:
         task = flight.envelope.task
+        fixed = self._bases.get(flight.stream)
+        if fixed is None:  # once per stream: these never change for a worker
+            fixed = self._bases[flight.stream] = {
+                "agent": self.w.agent.name,
+                "agent_version": self.w.agent.version,
+                "tier": flight.stream.tier,
+                "shard": flight.stream.keys.shard,
+            }
         base = {
-            "agent": self.w.agent.name,
-            "agent_version": self.w.agent.version,
-            "tier": flight.stream.tier,
-            "shard": flight.stream.keys.shard,
+            **fixed,
             "attempt": flight.envelope.attempt,
             "deliveries": flight.deliveries,
             "consumer": self.w.consumer,
@@ -293,7 +299,8 @@ class DeliveryHandler:
             "event_id": started_id,
             "type": "started",
             "task_id": task_id,
-            "ts": flight.started_at.isoformat(),
+            # A datetime, not its isoformat(): orjson writes the same RFC 3339 text faster.
+            "ts": flight.started_at,
             "queue_ms": queue_ms,
             **base,
         }
@@ -301,7 +308,7 @@ class DeliveryHandler:
             "event_id": finished_id,
             "type": kind,
             "task_id": task_id,
-            "ts": utcnow().isoformat(),
+            "ts": utcnow(),
             "result": orjson.Fragment(result_json),
             **base,
         }
