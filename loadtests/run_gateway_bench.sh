@@ -44,16 +44,19 @@ CPU0=$(cpu_ticks "$GW_PID"); WCPU0=$(for p in "${WORKER_PIDS[@]}"; do cpu_ticks 
 RCPU0=$(cpu_ticks "${PIDS[0]}")
 # PROFILE=out.txt: py-spy samples the gateway during the run (collapsed stacks, one per line).
 if [ -n "${PROFILE:-}" ]; then
-  .venv/bin/py-spy record --pid "$GW_PID" --format raw --rate 200 --duration "$SECONDS_" \
+  .venv/bin/py-spy record --pid "$GW_PID" --nonblocking --format raw --rate 200 --duration "$SECONDS_" \
     --output "$PROFILE" > "$WORK/py-spy.log" 2>&1 & PIDS+=($!)
 fi
 echo "locust: $USERS users, ${SECONDS_}s, mix=$MIX, gateway :$GW_PORT" >&2
-timeout $((SECONDS_ + 60)) .venv/bin/locust -f loadtests/locustfile.py --headless \
+# bash's `time` reports the CPU of locust too (a child): the load generator shares the cores.
+TIMEFORMAT='%U %S'
+{ time timeout $((SECONDS_ + 60)) .venv/bin/locust -f loadtests/locustfile.py --headless \
   -H "http://127.0.0.1:$GW_PORT" -u "$USERS" -r "$USERS" -t "${SECONDS_}s" --only-summary \
-  --csv "$WORK/bench" > "$WORK/locust.log" 2>&1 || true
+  --csv "$WORK/bench" > "$WORK/locust.log" 2>&1 || true; } 2> "$WORK/locust.time"
 CPU1=$(cpu_ticks "$GW_PID"); WCPU1=$(for p in "${WORKER_PIDS[@]}"; do cpu_ticks "$p"; done | paste -sd+ | bc)
 RCPU1=$(cpu_ticks "${PIDS[0]}")
 secs() { awk -v a="$1" -v b="$2" -v hz="$(getconf CLK_TCK)" 'BEGIN{print (b-a)/hz}'; }
 "$PY" loadtests/summarize.py "$WORK/bench_stats.csv" --gateway-cpu-s "$(secs "$CPU0" "$CPU1")" \
-  --worker-cpu-s "$(secs "$WCPU0" "$WCPU1")" --redis-cpu-s "$(secs "$RCPU0" "$RCPU1")"
+  --worker-cpu-s "$(secs "$WCPU0" "$WCPU1")" --redis-cpu-s "$(secs "$RCPU0" "$RCPU1")" \
+  --locust-cpu-s "$(awk '{print $1 + $2}' "$WORK/locust.time")"
 echo "logs: $WORK" >&2

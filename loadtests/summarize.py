@@ -1,7 +1,8 @@
 """Print locust's stats CSV as a Markdown table: throughput and p50/p95/p99 per request name.
 
 With ``--gateway-cpu-s`` (the gateway process's CPU seconds over the run; likewise
-``--worker-cpu-s``, ``--redis-cpu-s``), also print CPU milliseconds per request: steadier than req/s on a shared machine.
+``--worker-cpu-s``, ``--redis-cpu-s``, ``--locust-cpu-s``), also print CPU milliseconds
+per request: steadier than req/s on a shared machine.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ def main(argv: list[str]) -> int:
     parser.add_argument("--gateway-cpu-s", type=float, default=None)
     parser.add_argument("--worker-cpu-s", type=float, default=None)
     parser.add_argument("--redis-cpu-s", type=float, default=None)
+    parser.add_argument("--locust-cpu-s", type=float, default=None)
     args = parser.parse_args(argv)
     with open(args.stats_csv, newline="") as fh:
         rows = list(csv.DictReader(fh))
@@ -34,6 +36,7 @@ def main(argv: list[str]) -> int:
         ("gateway", args.gateway_cpu_s),
         ("worker(s)", args.worker_cpu_s),
         ("redis", args.redis_cpu_s),
+        ("locust", args.locust_cpu_s),
     ):
         if cpu_s is not None and count:
             print(
