@@ -22,6 +22,7 @@ from deepagents.config.schema import FileConfig
 from deepagents.config.settings import Settings
 from deepagents.errors import ConfigError, DeepAgentsError
 from deepagents.gateway.auth import Authenticator
+from deepagents.gateway.coalesce import SubmitCoalescer
 from deepagents.gateway.fastpath import SubmitFastPath
 from deepagents.gateway.health import FullCheck
 from deepagents.gateway.limits import Admission
@@ -72,6 +73,7 @@ def create_app(settings: Settings | None = None, config: FileConfig | None = Non
                     registry=AgentRegistry(client, Keys(settings.prefix)),
                     full_check=FullCheck(orchestrator, config.gateway.probe_timeout_s),
                     metrics=metrics,
+                    submits=SubmitCoalescer(orchestrator),
                 )
                 if not config.gateway.api_keys:
                     log.warning("no gateway.api_keys configured: every /v1 request answers 401")

@@ -129,7 +129,10 @@ async def _submit(state: GatewayState, tasks: list[Task], tenant: str) -> list[T
     """Submit tasks whose owner and location records the admission step has written."""
     ids = [t.task_id for t in tasks]
     try:
-        handles = await state.orchestrator.submit_many(tasks, recorded=ids)
+        if len(tasks) == 1:  # concurrent single submits share an enqueue round trip
+            handles = [await state.submits.submit(tasks[0])]
+        else:
+            handles = await state.orchestrator.submit_many(tasks, recorded=ids)
     except DeepAgentsError as exc:
         accepted: list[TaskHandle] = (
             getattr(exc, "accepted", []) if isinstance(exc, Overloaded) else []

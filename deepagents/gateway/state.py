@@ -10,6 +10,7 @@ from starlette.requests import Request
 from deepagents.config.schema import FileConfig
 from deepagents.config.settings import Settings
 from deepagents.gateway.auth import Authenticator, Principal
+from deepagents.gateway.coalesce import SubmitCoalescer
 from deepagents.gateway.health import FullCheck
 from deepagents.gateway.limits import Admission
 from deepagents.gateway.metrics import GatewayMetrics
@@ -28,6 +29,7 @@ class GatewayState:
     registry: AgentRegistry
     full_check: FullCheck
     metrics: GatewayMetrics
+    submits: SubmitCoalescer
 
     def owner_key(self, task_id: str) -> str:
         # The tenant that submitted a task; reads by another tenant answer 404.

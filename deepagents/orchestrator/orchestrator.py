@@ -200,15 +200,19 @@ class Orchestrator:
             ]
         )
         if refused:
-            route = refused[0]
-            error = Overloaded(
-                f"stream {route.stream.name} is over its backlog limit "
-                f"({self.router.specs[route.agent].max_backlog}); {len(refused)} task(s) refused",
-                retry_after_s=1.0,
-            )
-            error.accepted = handles  # type: ignore[attr-defined]
-            raise error
+            raise self.overloaded(refused[0], len(refused), handles)
         return handles
+
+    def overloaded(self, route: Route, refused: int, accepted: list[TaskHandle]) -> Overloaded:
+        """The refusal ``submit_many`` raises when ``refused`` tasks found ``route``'s stream
+        over its backlog limit; ``accepted`` are the handles of the tasks that were enqueued."""
+        error = Overloaded(
+            f"stream {route.stream.name} is over its backlog limit "
+            f"({self.router.specs[route.agent].max_backlog}); {refused} task(s) refused",
+            retry_after_s=1.0,
+        )
+        error.accepted = accepted  # type: ignore[attr-defined]
+        return error
 
     def _count_submit(self, route: Route, status: str, duplicate: bool) -> None:
         if self.telemetry.metrics is None:

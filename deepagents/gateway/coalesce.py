@@ -1,0 +1,115 @@
+"""Group commit for single-task submits: concurrent ``POST /v1/tasks`` share one enqueue.
+
+After admission, the orchestrator's enqueue pipeline is the gateway's last per-request
+round trip on the submit path. Concurrent requests for the same agent type queue here
+while one ``submit_many`` is on the wire and go together in the next: alone, a request is
+submitted at once (no timer); under load, one pipeline serves many. Every caller gets the
+outcome it would have had alone:
+
+- enqueued: its own handle (tasks keep their ids, so handles map back by id);
+- refused for backlog: ``Overloaded`` for its own task alone (1 task refused);
+- a task of the batch fails validation: nothing was enqueued (``submit_many`` validates
+  all first), so each task is submitted again on its own and gets its own answer;
+- Redis failed: every caller gets that error, as each would have.
+
+Not coalesced (submitted alone, as before): tasks with an ``idempotency_key`` (the
+SET NX may give them another task's id), intents no agent serves, and everything while a
+tracer records (each task's PRODUCER span must start in its own request's context).
+Batches stay within one agent type, because ``submit_many`` checks a batch's backlog
+against the smallest ``max_backlog`` among its agents.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Sequence
+
+from deepagents.contract.task import Task
+from deepagents.errors import Overloaded, SubmitError
+from deepagents.orchestrator import Orchestrator, TaskHandle
+
+_Waiter = tuple[Task, "asyncio.Future[TaskHandle]"]
+
+
+class SubmitCoalescer:
+    def __init__(self, orchestrator: Orchestrator) -> None:
+        self.orchestrator = orchestrator
+        self._queues: dict[str, list[_Waiter]] = {}
+        self._flushers: dict[str, asyncio.Task[None]] = {}
+
+    async def submit(self, task: Task) -> TaskHandle:
+        """Enqueue one task whose location record the caller has written (as
+        ``submit_many(..., recorded=[task.task_id])``)."""
+        orchestrator = self.orchestrator
+        spec = orchestrator.router.by_intent.get(task.intent)
+        if spec is None or task.idempotency_key or orchestrator.telemetry.tracing.recording:
+            return await self._alone(task)
+        future: asyncio.Future[TaskHandle] = asyncio.get_running_loop().create_future()
+        self._queues.setdefault(spec.name, []).append((task, future))
+        if spec.name not in self._flushers:
+            self._flushers[spec.name] = asyncio.create_task(
+                self._flush(spec.name), name=f"gateway-submit-{spec.name}"
+            )
+        return await future
+
+    async def _alone(self, task: Task) -> TaskHandle:
+        (handle,) = await self.orchestrator.submit_many([task], recorded=[task.task_id])
+        return handle
+
+    async def _flush(self, agent: str) -> None:
+        try:
+            while batch := self._queues.pop(agent, None):
+                await self._send([w for w in batch if not w[1].done()])
+        finally:
+            del self._flushers[agent]
+
+    async def _send(self, batch: Sequence[_Waiter]) -> None:
+        if not batch:
+            return
+        tasks = [task for task, _ in batch]
+        try:
+            handles = await self.orchestrator.submit_many(
+                tasks, recorded=[t.task_id for t in tasks]
+            )
+        except Overloaded as exc:
+            accepted = {h.task_id: h for h in getattr(exc, "accepted", [])}
+            for task, future in batch:
+                handle = accepted.get(task.task_id)
+                if handle is not None:
+                    _resolve(future, handle)
+                else:
+                    route = self.orchestrator.router.route(task)
+                    _fail(future, self.orchestrator.overloaded(route, 1, []))
+        except SubmitError:
+            # Refused before anything was enqueued: let each task answer for itself.
+            await asyncio.gather(*(self._one(task, future) for task, future in batch))
+        except BaseException as exc:
+            for _, future in batch:
+                _fail(future, exc)
+            if not isinstance(exc, Exception):
+                raise
+        else:
+            for (_, future), handle in zip(batch, handles, strict=True):
+                _resolve(future, handle)
+
+    async def _one(self, task: Task, future: asyncio.Future[TaskHandle]) -> None:
+        try:
+            handle = await self._alone(task)
+        except Exception as exc:
+            _fail(future, exc)
+        else:
+            _resolve(future, handle)
+
+
+def _resolve(future: asyncio.Future[TaskHandle], handle: TaskHandle) -> None:
+    if not future.done():  # a caller that went away (client disconnect) is skipped
+        future.set_result(handle)
+
+
+def _fail(future: asyncio.Future[TaskHandle], exc: BaseException) -> None:
+    if future.done():
+        return
+    if isinstance(exc, Exception):
+        future.set_exception(exc)
+    else:
+        future.cancel()
