@@ -45,39 +45,48 @@ class Committer:
             self._wake.clear()
             # Let every task that finished in this loop iteration join the batch.
             await asyncio.sleep(0)
-            while (stream := self._most_urgent()) is not None:
-                batch = self._queues[stream][: self._batch_size]
-                del self._queues[stream][: self._batch_size]
-                await self._flush(stream, batch)
+            while (tier := self._most_urgent()) is not None:
+                # Every waiting stream of the most urgent tier in one round trip; a lower
+                # tier's streams go in a later one, so urgent commits never wait on a flood.
+                batches = []
+                for stream, queue in self._queues.items():
+                    if queue and stream.tier == tier:
+                        batches.append((stream, queue[: self._batch_size]))
+                        del queue[: self._batch_size]
+                await self._flush(batches)
 
-    def _most_urgent(self) -> StreamRef | None:
-        """The waiting stream of the highest tier: urgent commits never queue behind a flood."""
-        waiting = [s for s, q in self._queues.items() if q]
-        return min(waiting, key=lambda s: self._rank.get(s.tier, 0), default=None)
+    def _most_urgent(self) -> str | None:
+        """The highest tier with commits waiting: urgent commits never queue behind a flood."""
+        waiting = [s.tier for s, q in self._queues.items() if q]
+        return min(waiting, key=lambda t: self._rank.get(t, 0), default=None)
 
     async def _flush(
-        self, stream: StreamRef, batch: list[tuple[CommitItem, asyncio.Future[str]]]
+        self, batches: list[tuple[StreamRef, list[tuple[CommitItem, asyncio.Future[str]]]]]
     ) -> None:
         delay = 0.05
         while True:
             try:
-                statuses = await self._bus.commit(
-                    stream, self._group, self._consumer, [item for item, _ in batch]
+                statuses = await self._bus.commit_streams(
+                    self._group,
+                    self._consumer,
+                    [(stream, [item for item, _ in batch]) for stream, batch in batches],
                 )
                 break
             except TransportError as exc:
                 if not exc.retryable:
-                    for _, future in batch:
-                        if not future.done():
-                            future.set_exception(exc)
+                    for _, batch in batches:
+                        for _, future in batch:
+                            if not future.done():
+                                future.set_exception(exc)
                     return
                 # The commit script is all-or-nothing per task and owner-checked, so
                 # running it again after an ambiguous failure is safe.
                 await asyncio.sleep(delay)
                 delay = min(delay * 2, 2.0)
-        for (_, future), status in zip(batch, statuses, strict=True):
-            if not future.done():
-                future.set_result(status)
+        for (_, batch), stream_statuses in zip(batches, statuses, strict=True):
+            for (_, future), status in zip(batch, stream_statuses, strict=True):
+                if not future.done():
+                    future.set_result(status)
 
     def close(self) -> None:
         self._closed = True

@@ -165,13 +165,49 @@ class RedisStreamBus:
     async def commit(
         self, stream: StreamRef, group: str, consumer: str, items: Sequence[CommitItem]
     ) -> list[str]:
+        (statuses,) = await self.commit_streams(group, consumer, [(stream, items)])
+        return statuses
+
+    def _commit_call(
+        self, stream: StreamRef, group: str, consumer: str, at: int, items: Sequence[CommitItem]
+    ) -> tuple[list[str], list[Any]]:
         keys = [stream.name, stream.keys.outbox, *(stream.keys.task(i.task_id) for i in items)]
-        args: list[Any] = [group, consumer, now_ms(), self.result_ttl_s]
+        args: list[Any] = [group, consumer, at, self.result_ttl_s]
         for item in items:
             args += (item.entry_id, item.result_json, item.reply, item.events_json)
-        with redis_errors(f"commit on {stream.name}"):
-            reply = await self.scripts.commit(keys=keys, args=args)
-        return [_s(status) for status in reply]
+        return keys, args
+
+    async def commit_streams(
+        self,
+        group: str,
+        consumer: str,
+        batches: Sequence[tuple[StreamRef, Sequence[CommitItem]]],
+    ) -> list[list[str]]:
+        """Commit batches of several streams in one round trip: one script call per stream
+        (each in its own shard's slot, every key in KEYS), sent together in one pipeline."""
+        at = now_ms()
+        if len(batches) == 1:
+            stream, items = batches[0]
+            keys, args = self._commit_call(stream, group, consumer, at, items)
+            with redis_errors(f"commit on {stream.name}"):
+                reply = await self.scripts.commit(keys=keys, args=args)
+            return [[_s(status) for status in reply]]
+        script = self.scripts.commit
+        with redis_errors("commit"):
+            # EVALSHA directly: a pipeline given Script objects asks SCRIPT EXISTS first.
+            for _ in range(2):
+                pipe = self.client.pipeline(transaction=False)
+                for stream, items in batches:
+                    keys, args = self._commit_call(stream, group, consumer, at, items)
+                    pipe.evalsha(script.sha, len(keys), *keys, *args)
+                try:
+                    replies = await pipe.execute()
+                    break
+                except rex.NoScriptError:
+                    # The server lost its scripts. Running the batch again is safe: a commit
+                    # of ours that already landed answers ok again.
+                    await self.client.script_load(script.script)
+        return [[_s(status) for status in reply] for reply in replies]
 
     async def reschedule(
         self, stream: StreamRef, group: str, consumer: str, item: Reschedule
