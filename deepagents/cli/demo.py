@@ -10,6 +10,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import logging
 import os
 import random
 import signal
@@ -267,6 +268,8 @@ def main(args: argparse.Namespace) -> int:
     prefix = f"demo-{uuid.uuid4().hex[:6]}"
     settings = runtime.settings.model_copy(update={"prefix": prefix, "outbox": not args.no_audit})
     console = Console(stderr=False)
+    if not args.verbose:  # the demo prints its own progress; library logs go to -v
+        logging.getLogger("deepagents").setLevel(logging.WARNING)
     with contextlib.ExitStack() as stack:
         url = stack.enter_context(embedded_redis_if_needed(settings))
         if settings.redis_url is None:
