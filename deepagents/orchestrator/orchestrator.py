@@ -169,10 +169,8 @@ class Orchestrator:
             if self.settings.outbox:
                 events = encode_events([_submitted_event(task, route)])
             items.append((route.stream, task.task_id, task_json, self.reply_channel, events))
-        max_backlog = min(
-            (self.router.specs[r.agent].max_backlog for _, r, _, _ in prepared), default=0
-        )
-        replies = await self.bus.enqueue_many(items, max_backlog=max_backlog)
+        limits = [self.router.specs[r.agent].max_backlog for _, r, _, _ in prepared]
+        replies = await self.bus.enqueue_many(items, max_backlog=limits)
         handles: list[TaskHandle] = []
         refused = []
         for (task, route, _, duplicate), (status, _) in zip(prepared, replies, strict=True):

@@ -163,3 +163,23 @@ async def test_cancel_before_start(client: Redis, config: FileConfig, settings: 
         assert result.error is not None and result.error.code == "cancelled"
         assert await orch.cancel(handle.task_id) == "done"
         assert await orch.cancel("unknown-id") == "missing"
+
+
+async def test_backlog_limits_apply_per_agent_in_a_mixed_batch(
+    client: Redis, settings: Settings, prefix: str
+) -> None:
+    config = parse_config(
+        "defaults: {shards: 1}\n"
+        "agents:\n"
+        "  echo: {class: 'agents.echo:EchoAgent', settings: {max_backlog: 2}}\n"
+        "  research: {class: 'agents.research:ResearchAgent', settings: {max_backlog: 100}}\n"
+    )
+    research = [{"intent": "research", "payload": {"topic": "t"}} for _ in range(5)]
+    async with Orchestrator(client, config=config, settings=settings) as orch:
+        handles = await orch.submit_many([*research, {"intent": "echo"}, {"intent": "echo"}])
+        with pytest.raises(Overloaded) as info:
+            await orch.submit_many([*research, {"intent": "echo"}])
+    assert len(handles) == 7
+    assert len(info.value.accepted) == 5  # type: ignore[attr-defined]
+    assert await client.xlen(f"{prefix}:{{research:0}}:p2") == 10
+    assert await client.xlen(f"{prefix}:{{echo:0}}:p2") == 2

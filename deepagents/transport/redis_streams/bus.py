@@ -80,9 +80,14 @@ class RedisStreamBus:
         return result
 
     async def enqueue_many(
-        self, items: Sequence[tuple[StreamRef, str, bytes, str, bytes]], *, max_backlog: int
+        self,
+        items: Sequence[tuple[StreamRef, str, bytes, str, bytes]],
+        *,
+        max_backlog: int | Sequence[int],
     ) -> list[tuple[str, str]]:
-        """Enqueue a batch in one round trip; items are (stream, task_id, json, reply, events)."""
+        """Enqueue a batch in one round trip; items are (stream, task_id, json, reply, events).
+        ``max_backlog`` is one limit for all, or one per item (a batch may mix agent types)."""
+        limits = [max_backlog] * len(items) if isinstance(max_backlog, int) else max_backlog
         script = self.scripts.enqueue
         at = now_ms()
         with redis_errors("enqueue"):
@@ -90,9 +95,11 @@ class RedisStreamBus:
             # every execute, an extra round trip per submit.
             for _ in range(2):
                 pipe = self.client.pipeline(transaction=False)
-                for stream, task_id, task_json, reply, events in items:
+                for (stream, task_id, task_json, reply, events), limit in zip(
+                    items, limits, strict=True
+                ):
                     keys = [stream.name, stream.keys.task(task_id), stream.keys.outbox]
-                    args = [task_json, 1, at, reply, max_backlog, stream.tier, events]
+                    args = [task_json, 1, at, reply, limit, stream.tier, events]
                     pipe.evalsha(script.sha, len(keys), *keys, *args)
                 try:
                     replies = await pipe.execute()
