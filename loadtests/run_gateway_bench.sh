@@ -8,7 +8,10 @@ MIX=${1:-echo}; USERS=${2:-64}; SECONDS_=${3:-30}
 PY=${PYTHON:-.venv/bin/python}
 WORK=$(mktemp -d /tmp/deepagents-bench.XXXXXX)
 PIDS=()
-cleanup() { for p in "${PIDS[@]}"; do kill "$p" 2>/dev/null || true; done; wait 2>/dev/null || true; }
+cleanup() {
+  for p in "${PIDS[@]}"; do kill "$p" 2>/dev/null || true; done; wait 2>/dev/null || true
+  [ -n "${KEEP_LOGS:-}" ] || rm -rf "$WORK"  # KEEP_LOGS=1 keeps the logs for inspection
+}
 trap cleanup EXIT
 
 port() { "$PY" -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
@@ -59,4 +62,4 @@ secs() { awk -v a="$1" -v b="$2" -v hz="$(getconf CLK_TCK)" 'BEGIN{print (b-a)/h
 "$PY" loadtests/summarize.py "$WORK/bench_stats.csv" --gateway-cpu-s "$(secs "$CPU0" "$CPU1")" \
   --worker-cpu-s "$(secs "$WCPU0" "$WCPU1")" --redis-cpu-s "$(secs "$RCPU0" "$RCPU1")" \
   --locust-cpu-s "$(awk '{print $1 + $2}' "$WORK/locust.time")"
-echo "logs: $WORK" >&2
+[ -n "${KEEP_LOGS:-}" ] && echo "logs: $WORK" >&2 || true
