@@ -93,7 +93,6 @@ class Admin:
             for tier in self.config.tier_names:
                 stats = await self.bus.stream_stats(StreamRef(keys, tier), name)
                 row = asdict(stats)
-                row.pop("extra")
                 row.update(
                     agent=name, shard=keys.shard, tier=tier, dead_letters=dlq, delayed=delayed
                 )

@@ -7,8 +7,8 @@ backend implements the same methods and nothing above this layer changes.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass, field
-from typing import Any, Protocol
+from dataclasses import dataclass
+from typing import Protocol
 
 from deepagents.transport.keys import ShardKeys
 
@@ -96,7 +96,6 @@ class StreamStats:
     lag: int | None = None
     dead_letters: int = 0
     delayed: int = 0
-    extra: dict[str, Any] = field(default_factory=dict)
 
 
 class MessageBus(Protocol):
@@ -138,6 +137,10 @@ class MessageBus(Protocol):
     async def commit(
         self, stream: StreamRef, group: str, consumer: str, items: Sequence[CommitItem]
     ) -> list[str]: ...
+
+    async def commit_streams(
+        self, group: str, consumer: str, batches: Sequence[tuple[StreamRef, Sequence[CommitItem]]]
+    ) -> list[list[str]]: ...
 
     async def reschedule(
         self, stream: StreamRef, group: str, consumer: str, item: Reschedule
