@@ -48,7 +48,9 @@ def config(config_path: Path) -> FileConfig:
 
 
 @pytest.fixture
-def procs(redis_url: str, prefix: str, config_path: Path) -> Iterator[Procs]:
+def procs(redis_url: str, prefix: str, config_path: Path, client: Redis) -> Iterator[Procs]:
+    # Depends on `client` so the processes stop before its teardown deletes the test's
+    # keys: a worker flushing on its way out must not write after the cleanup.
     p = Procs(
         {
             "DEEPAGENTS_REDIS_URL": redis_url,

@@ -7,6 +7,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from redis.asyncio import Redis
 
 from deepagents.modelcall.simulator import SimSettings, SimulatorThread
 from tests.support.procs import Procs
@@ -58,7 +59,9 @@ def sim() -> Iterator[SimulatorThread]:
 
 
 @pytest.fixture
-def procs(redis_url: str, prefix: str, config_path: Path) -> Iterator[Procs]:
+def procs(redis_url: str, prefix: str, config_path: Path, client: Redis) -> Iterator[Procs]:
+    # Depends on `client` so the processes stop before its teardown deletes the test's
+    # keys: a worker flushing on its way out must not write after the cleanup.
     p = Procs(
         {
             "DEEPAGENTS_REDIS_URL": redis_url,
