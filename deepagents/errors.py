@@ -10,6 +10,7 @@ contract) and says whether retrying can help::
     │   ├── InvalidPayload
     │   ├── PayloadTooLarge
     │   ├── DeadlinePassed
+    │   ├── IdempotencyConflict an idempotency key reused with a different task
     │   └── Overloaded         backlog over its limit; back off and retry (retryable)
     ├── TransportError         the message bus failed (retryable unless stated)
     │   ├── RedisNotSafe       e.g. an evicting maxmemory-policy; refuse to run
@@ -78,6 +79,17 @@ class DeadlinePassed(SubmitError):
     """The task's deadline is already in the past."""
 
     code = "deadline_exceeded"
+
+
+class IdempotencyConflict(SubmitError):
+    """The idempotency key was first used for a different task (intent, payload or
+    priority differ): a retry must resend the same task, a new task needs a new key."""
+
+    code = "idempotency_conflict"
+
+    def __init__(self, message: str, *, task_id: str) -> None:
+        self.task_id = task_id  # the first task's id, the one the key belongs to
+        super().__init__(message)
 
 
 class Overloaded(SubmitError):

@@ -31,6 +31,7 @@ CODES: dict[str, tuple[int, str]] = {
     "not_found": (404, "No such resource"),
     "method_not_allowed": (405, "Method not allowed"),
     "too_late": (409, "The task has already started"),
+    "idempotency_conflict": (409, "The idempotency key belongs to a different task"),
     "body_too_large": (413, "The request body is too large"),
     "payload_too_large": (413, "The encoded task is too large"),
     "unsupported_media_type": (415, "The body must be application/json"),

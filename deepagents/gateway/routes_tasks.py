@@ -60,6 +60,7 @@ _BODY = (
     "payload_too_large",
     "overloaded",
     "batch_too_large",
+    "idempotency_conflict",
 )
 
 

@@ -10,6 +10,7 @@ from deepagents.contract.task import Task, utcnow
 from deepagents.errors import (
     DeadlinePassed,
     DeepAgentsError,
+    IdempotencyConflict,
     InvalidPayload,
     Overloaded,
     PayloadTooLarge,
@@ -27,6 +28,7 @@ _SUBMIT_CODES: tuple[tuple[type[SubmitError], str], ...] = (
     (InvalidPayload, "invalid_payload"),
     (PayloadTooLarge, "payload_too_large"),
     (DeadlinePassed, "deadline_passed"),
+    (IdempotencyConflict, "idempotency_conflict"),
 )
 
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import hashlib
 import logging
 import uuid
 from collections import OrderedDict
@@ -20,6 +21,7 @@ import orjson
 from opentelemetry.trace import Span, StatusCode
 from prometheus_client import Counter
 from pydantic import ValidationError
+from pydantic_core import to_jsonable_python
 from redis.asyncio import Redis
 
 from deepagents.config.schema import FileConfig
@@ -31,6 +33,7 @@ from deepagents.contract.result import Result
 from deepagents.contract.task import Task, utcnow
 from deepagents.errors import (
     DeadlinePassed,
+    IdempotencyConflict,
     InvalidPayload,
     Overloaded,
     PayloadTooLarge,
@@ -264,6 +267,9 @@ class Orchestrator:
     async def _apply_idempotency(
         self, prepared: list[tuple[Task, Route, bytes, bool]]
     ) -> list[tuple[Task, Route, bytes, bool]]:
+        """Claim each idempotency key for its task (SET NX), or find the task that has it.
+        A key holds ``<task id> <fingerprint>``: reusing it for a different task raises
+        ``IdempotencyConflict`` and nothing of the batch is enqueued."""
         keyed = [i for i, (t, _, _, _) in enumerate(prepared) if t.idempotency_key]
         if not keyed:
             return prepared
@@ -273,18 +279,28 @@ class Orchestrator:
             for i in keyed:
                 task = prepared[i][0]
                 key = self.keys.idempotency(task.idempotency_key or "", task.tenant)
-                pipe.set(key, task.task_id, nx=True, ex=ttl)
+                pipe.set(key, f"{task.task_id} {_fingerprint(task)}", nx=True, ex=ttl)
                 pipe.get(key)
             replies = await pipe.execute()
         out = list(prepared)
         for n, i in enumerate(keyed):
-            owner = replies[2 * n + 1]
             task = prepared[i][0]
-            if owner is not None and owner.decode() != task.task_id:
-                # An earlier submit won: enqueue under its task id. If that submit got as far
-                # as enqueueing, the enqueue script sees the task and adds nothing.
-                first = task.model_copy(update={"task_id": owner.decode()})
-                out[i] = (first, self.router.route(first), encode_task(first), True)
+            stored = replies[2 * n + 1]
+            owner, _, fingerprint = (stored or b"").decode().partition(" ")
+            if stored is None or owner == task.task_id:  # ours (None: expired meanwhile)
+                continue
+            # Keys written before fingerprints existed hold the task id alone: no check.
+            if fingerprint and fingerprint != _fingerprint(task):
+                raise IdempotencyConflict(
+                    f"idempotency key {task.idempotency_key!r} belongs to task {owner}, "
+                    "submitted with a different intent, payload or priority; resend that "
+                    "task unchanged, or use a new key for a new task",
+                    task_id=owner,
+                )
+            # An earlier submit won: enqueue under its task id. If that submit got as far
+            # as enqueueing, the enqueue script sees the task and adds nothing.
+            first = task.model_copy(update={"task_id": owner})
+            out[i] = (first, self.router.route(first), encode_task(first), True)
         return out
 
     async def _record_locations(self, located: list[tuple[str, Route]]) -> None:
@@ -446,3 +462,14 @@ def _submitted_event(task: Task, route: Route) -> dict[str, Any]:
         traceparent=task.traceparent,
         payload=task.payload,
     )
+
+
+def _fingerprint(task: Task) -> str:
+    """What makes two submits the same task. Not the deadline, ``created_at`` or trace
+    context: a client retrying computes those afresh."""
+    body = orjson.dumps(
+        [task.intent, task.payload, task.priority],
+        default=to_jsonable_python,
+        option=orjson.OPT_SORT_KEYS,
+    )
+    return hashlib.sha256(body).hexdigest()[:32]

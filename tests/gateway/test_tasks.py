@@ -83,6 +83,23 @@ def test_idempotency_key_is_scoped_by_tenant(http: httpx.Client, deployment: Dep
     assert http.get(str(other["href"]), headers=auth("alpha")).status_code == 404
 
 
+def test_idempotency_key_reused_with_another_body_is_a_409(
+    http: httpx.Client, deployment: Deployment
+) -> None:
+    first = submit(http, idempotency_key="invoice-9", payload={"amount": 10})
+    before = deployment.queued_entries()
+    body = {"intent": "echo", "idempotency_key": "invoice-9", "payload": {"amount": 99}}
+    r = http.post("/v1/tasks", json=body, headers=auth())
+    assert r.status_code == 409, r.text
+    problem = r.json()
+    assert problem["code"] == "idempotency_conflict"
+    assert problem["type"].endswith(":idempotency_conflict")
+    assert first["task_id"] in problem["detail"] and "new key" in problem["detail"]
+    assert deployment.queued_entries() == before
+    again = submit(http, idempotency_key="invoice-9", payload={"amount": 10})
+    assert again["task_id"] == first["task_id"] and again["duplicate"]
+
+
 def test_batch_then_results_with_a_worker(http: httpx.Client, echo_worker: Proc) -> None:
     body = {"tasks": [{"intent": "echo", "payload": {"i": i}} for i in range(20)]}
     r = http.post("/v1/tasks/batch", json=body, headers=auth())

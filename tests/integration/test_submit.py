@@ -16,6 +16,7 @@ from deepagents.contract import Task
 from deepagents.contract.task import utcnow
 from deepagents.errors import (
     DeadlinePassed,
+    IdempotencyConflict,
     InvalidPayload,
     Overloaded,
     PayloadTooLarge,
@@ -137,6 +138,30 @@ async def test_idempotent_submit_returns_the_first_task(
     for shard in range(4):
         total += await client.xlen(f"{prefix}:{{echo:{shard}}}:p2")
     assert total == 2, "one stream entry per (tenant, key)"
+
+
+async def test_idempotency_key_reused_for_a_different_task_is_refused(
+    client: Redis, config: FileConfig, settings: Settings, prefix: str
+) -> None:
+    spec = {"intent": "echo", "payload": {"amount": 10}, "idempotency_key": "pay-7"}
+    async with Orchestrator(client, config=config, settings=settings) as orch:
+        first = await orch.submit(spec)
+        # A retry may carry a fresh deadline: still the same task.
+        later = (utcnow() + timedelta(minutes=5)).isoformat()
+        retry = await orch.submit({**spec, "deadline": later})
+        with pytest.raises(IdempotencyConflict, match="belongs to task") as info:
+            await orch.submit({**spec, "payload": {"amount": 11}})
+        with pytest.raises(IdempotencyConflict):
+            await orch.submit_many(
+                [Task(intent="echo", payload={"n": 1}), Task(**{**spec, "priority": 0})]
+            )
+    assert retry.task_id == first.task_id and retry.duplicate
+    assert info.value.task_id == first.task_id
+    total = 0
+    for shard in range(4):
+        for tier in ("p0", "p1", "p2"):
+            total += await client.xlen(f"{prefix}:{{echo:{shard}}}:{tier}")
+    assert total == 1, "a refused batch enqueues none of its tasks"
 
 
 async def test_overloaded_stream_refuses_with_retry_after(
