@@ -9,6 +9,7 @@ integers, deep nesting, and strings Redis or PostgreSQL cannot store are all ref
 
 from __future__ import annotations
 
+import asyncio
 import json
 from typing import Any, NoReturn
 
@@ -37,13 +38,22 @@ async def read_body(request: Request, limits: BodyLimits) -> bytes:
     chunks: list[bytes] = []
     size = 0
     try:
-        async for chunk in request.stream():
-            size += len(chunk)
-            if size > cap:
-                _too_large(cap)
-            chunks.append(chunk)
+        # A client trickling its body would hold a connection and a task forever.
+        async with asyncio.timeout(limits.read_timeout_s):
+            async for chunk in request.stream():
+                size += len(chunk)
+                if size > cap:
+                    _too_large(cap)
+                chunks.append(chunk)
     except ClientDisconnect as exc:
         raise Problem("invalid_json", "the client closed the connection mid-body") from exc
+    except TimeoutError:
+        raise Problem(
+            "request_timeout",
+            f"the body did not arrive within {limits.read_timeout_s:g} s "
+            f"({size} bytes received); send it at once",
+            headers={"Connection": "close"},
+        ) from None
     return b"".join(chunks)
 
 

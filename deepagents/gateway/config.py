@@ -49,6 +49,12 @@ class BodyLimits(_Strict):
     max_keys: int = Field(default=1_000, ge=1, description="keys in one JSON object")
     max_string_chars: int = Field(default=65_536, ge=16)
     max_number_digits: int = Field(default=20, ge=1, le=4_000)
+    read_timeout_s: float = Field(
+        default=10.0,
+        gt=0,
+        le=300,
+        description="the whole body must arrive within this (a slow-body client gets 408)",
+    )
 
 
 class GatewayConfig(_Strict):

@@ -53,6 +53,7 @@ _BODY = (
     "too_many_keys",
     "bad_string",
     "body_too_large",
+    "request_timeout",
     "unsupported_media_type",
     "unknown_intent",
     "invalid_payload",

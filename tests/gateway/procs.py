@@ -44,7 +44,7 @@ gateway:
   api_keys:
 {keys}
   probe_timeout_s: {probe_timeout_s}
-  body: {{max_body_bytes: {max_body}}}
+  body: {{max_body_bytes: {max_body}, read_timeout_s: 1.5}}
 {tenants}
 """
 

@@ -184,6 +184,28 @@ def test_lying_content_length_does_not_hang_or_crash(gateway: Gateway) -> None:
     assert first.startswith(b"HTTP/1.1 400"), first[:200]
 
 
+def test_slow_body_gets_408_and_the_connection_is_freed(gateway: Gateway) -> None:
+    # Declares 100 bytes, sends 10, then nothing: answered once the body read times out
+    # (1.5 s in the test config), not held open for as long as the client likes.
+    port = int(gateway.url.rsplit(":", 1)[1])
+    with socket.create_connection(("127.0.0.1", port), timeout=15) as s:
+        s.sendall(
+            b"POST /v1/tasks HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+            b"Authorization: "
+            + auth()["Authorization"].encode()
+            + b"\r\nContent-Length: 100\r\n\r\n"
+            + b'{"intent":'
+        )
+        reply = b""
+        while b"\r\n\r\n" not in reply or b"}" not in reply:
+            chunk = s.recv(4096)
+            if not chunk:
+                break
+            reply += chunk
+    assert reply.startswith(b"HTTP/1.1 408"), reply[:200]
+    assert b'"code":"request_timeout"' in reply and b"within 1.5 s" in reply
+
+
 @pytest.mark.parametrize(
     "header",
     [None, "Bearer", "Bearer wrong-key", "Basic dXNlcjpwYXNz", "bearer x", "Token " + "x" * 40],
