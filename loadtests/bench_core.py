@@ -6,7 +6,7 @@ Per run, against a fresh embedded Redis (or --redis-url):
 1. submit N tasks with ``submit_many`` (batches of 500): submit tasks/s;
 2. drain them with one worker process (``deepagents worker agents.echo:EchoAgent``, full
    protocol: begin, result write, owner-checked ack + delete, outbox event): drain tasks/s,
-   worker CPU µs per task, worker peak RSS;
+   worker CPU µs per task, the embedded Redis server's CPU µs per task, worker peak RSS;
 3. a fixed offered load (default 500 tasks/s) submitted one by one while the worker runs:
    end-to-end latency p50/p95/p99 (submit → result in the submitter);
 4. baseline in the same run: a bare redis-py loop (XREADGROUP COUNT 100 + pipelined XACK,
@@ -84,7 +84,14 @@ def peak_rss_mb(pid: int) -> float:
     return float("nan")
 
 
-async def one_run(url: str, n: int, rate: float, seconds: float, run: int) -> dict[str, Any]:
+def cpu_s(pid: int) -> float:
+    times = psutil.Process(pid).cpu_times()
+    return float(times.user + times.system)
+
+
+async def one_run(
+    url: str, n: int, rate: float, seconds: float, run: int, redis_pid: int | None
+) -> dict[str, Any]:
     prefix = f"bench{run}-{os.getpid()}"
     config = parse_config(CONFIG)
     settings = Settings(prefix=prefix, outbox=True)
@@ -105,11 +112,16 @@ async def one_run(url: str, n: int, rate: float, seconds: float, run: int) -> di
         proc = psutil.Process(worker.pid)
         await wait_registered(client, prefix)
         cpu0 = proc.cpu_times()
+        redis0 = cpu_s(redis_pid) if redis_pid else 0.0
         start = time.perf_counter()
         while await backlog(client, prefix):
             await asyncio.sleep(0.01)
         drain_s = time.perf_counter() - start
         cpu1 = proc.cpu_times()
+        if redis_pid:
+            # The Redis server's own CPU per task: the ceiling one Redis core puts on the
+            # drain rate, whatever the worker does (1e6 / this = tasks/s at 100% of a core).
+            out["redis_cpu_us_per_task"] = round((cpu_s(redis_pid) - redis0) / n * 1e6, 1)
         out["drain_per_s"] = round(n / drain_s)
         out["worker_cpu_us_per_task"] = round(
             ((cpu1.user - cpu0.user) + (cpu1.system - cpu0.system)) / n * 1e6, 1
@@ -168,10 +180,15 @@ async def main(args: argparse.Namespace) -> None:
     runs = []
     for run in range(args.runs):
         if args.redis_url:
-            runs.append(await one_run(args.redis_url, args.tasks, args.rate, args.seconds, run))
+            runs.append(
+                await one_run(args.redis_url, args.tasks, args.rate, args.seconds, run, None)
+            )
         else:
             with EmbeddedRedis() as server:
-                runs.append(await one_run(server.url, args.tasks, args.rate, args.seconds, run))
+                pid = server.process.pid if server.process else None
+                runs.append(
+                    await one_run(server.url, args.tasks, args.rate, args.seconds, run, pid)
+                )
         print(orjson.dumps(runs[-1]).decode(), flush=True)
     keys = [k for k in runs[0] if k != "run"]
     medians = {k: statistics.median(r[k] for r in runs) for k in keys}
