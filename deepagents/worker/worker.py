@@ -145,6 +145,7 @@ class Worker:
                 await self._supervise(handler, committer, registry)
         finally:
             self._executor.shutdown(wait=False, cancel_futures=True)
+            await self.bus.aclose()
             await registry.deregister(self.agent, self.consumer)
             log.info(
                 "worker stopped",

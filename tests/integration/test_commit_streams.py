@@ -3,8 +3,10 @@ its owner checks and answers for its own entries."""
 
 from __future__ import annotations
 
+import pytest
 from redis.asyncio import Redis
 
+from deepagents.errors import TransportError
 from deepagents.transport.base import BeginItem, CommitItem, StreamRef
 from deepagents.transport.keys import Keys
 from deepagents.transport.redis_streams.bus import RedisStreamBus
@@ -38,3 +40,26 @@ async def test_commit_streams_commits_each_stream_with_owner_checks(
     for n, ref in enumerate(refs):
         assert await client.hget(ref.keys.task(f"task-{n}"), "state") == b"done"
         assert await client.xlen(ref.name) == 0
+    await bus.aclose()
+
+
+async def test_hot_path_survives_script_flush_and_killed_connections(
+    client: Redis, prefix: str
+) -> None:
+    """Read, begin and commit run on the bus's own connections: a server that lost its
+    scripts gets them again, and a connection killed between calls is replaced, not
+    reused (its replies would be out of step)."""
+    bus = RedisStreamBus(client)
+    ref = StreamRef(Keys(prefix).shard("echo", 0), "p2")
+    first = await _one_begun(bus, client, ref, "task-a")
+    await client.script_flush()
+    lane_id = await bus.lanes.call("CLIENT", "ID")  # the one idle lane connection
+    assert await client.client_kill_filter(_id=lane_id) == 1
+    items = [CommitItem(first, "task-a", b'{"n":1}', "", b"")]
+    with pytest.raises(TransportError):
+        await bus.commit(ref, "echo", "c1", items)  # its connection was killed
+    assert await bus.commit(ref, "echo", "c1", items) == ["ok"]  # new connection, script loaded
+    second = await _one_begun(bus, client, ref, "task-b")  # begin after SCRIPT FLUSH too
+    assert await client.hget(ref.keys.task("task-b"), "state") == b"running"
+    assert second != first
+    await bus.aclose()

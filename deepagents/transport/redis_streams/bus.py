@@ -23,6 +23,7 @@ from deepagents.transport.base import (
 )
 from deepagents.transport.keys import ShardKeys
 from deepagents.transport.redis_streams.errors import redis_errors
+from deepagents.transport.redis_streams.lanes import Lanes
 from deepagents.transport.redis_streams.scripts import Scripts
 
 
@@ -43,14 +44,50 @@ def _entries(raw: list[Any] | None) -> list[RawEntry]:
     return out
 
 
+def _raw_entries(reply: dict[Any, Any] | list[Any] | None) -> list[RawEntry]:
+    """Entries of a one-stream XREADGROUP reply as the server sent it: a map of stream to
+    entries (RESP3) or a list of [stream, entries] (RESP2); each entry's fields a flat
+    list, nil for an entry whose body was deleted."""
+    if not reply:
+        return []
+    entries = next(iter(reply.values())) if isinstance(reply, dict) else reply[0][1]
+    out: list[RawEntry] = []
+    for entry_id, flat in entries:
+        if flat:
+            it = iter(flat)
+            out.append(RawEntry(entry_id.decode(), dict(zip(it, it, strict=True))))
+        else:
+            out.append(RawEntry(entry_id.decode(), None))
+    return out
+
+
 class RedisStreamBus:
-    """Owns no connection: it is given a client and never closes it."""
+    """Uses the client it is given and never closes it; the hot commands (read, begin,
+    commit) go over connections of its own (``Lanes``), which ``aclose()`` closes."""
 
     def __init__(self, client: Redis, *, result_ttl_s: int = 86_400) -> None:
         # redis-py types replies for str clients; ours speaks bytes (decode_responses=False).
         self.client: Any = client
         self.result_ttl_s = result_ttl_s
         self.scripts = Scripts.register(client)
+        self.lanes = Lanes(client)
+
+    async def aclose(self) -> None:
+        await self.lanes.aclose()
+
+    async def _evalsha(
+        self, script: Any, calls: Sequence[tuple[list[Any], list[Any]]]
+    ) -> list[Any]:
+        """Run a script once per (keys, args) in one round trip. EVALSHA directly (a
+        pipeline given Script objects asks SCRIPT EXISTS first, an extra round trip); on
+        NOSCRIPT (a restart, SCRIPT FLUSH) load it and run the batch again, which every
+        script here makes safe: a call that already landed changes nothing the second time."""
+        commands = [("EVALSHA", script.sha, len(keys), *keys, *args) for keys, args in calls]
+        try:
+            return await self.lanes.pipeline(commands)
+        except rex.NoScriptError:
+            await self.lanes.call("SCRIPT", "LOAD", script.script)
+            return await self.lanes.pipeline(commands)
 
     async def ensure_group(self, stream: StreamRef, group: str) -> None:
         """Create the group (and stream) at id 0, tolerating only BUSYGROUP."""
@@ -113,19 +150,30 @@ class RedisStreamBus:
     async def read(
         self, stream: StreamRef, group: str, consumer: str, count: int, block_ms: int | None
     ) -> list[RawEntry]:
+        command: tuple[Any, ...] = ("XREADGROUP", "GROUP", group, consumer, "COUNT", count)
+        if block_ms is not None:
+            command += ("BLOCK", block_ms)
         with redis_errors(f"XREADGROUP {stream.name}"):
-            reply = await self.client.xreadgroup(
-                group, consumer, {stream.name: ">"}, count=count, block=block_ms
-            )
-        return _entries(reply[0][1]) if reply else []
+            reply = await self.lanes.call(*command, "STREAMS", stream.name, ">")
+        return _raw_entries(reply)
 
     async def read_own_pending(
         self, stream: StreamRef, group: str, consumer: str, count: int, after: str
     ) -> list[RawEntry]:
         """This consumer's own pending entries after ``after`` (history read, id 0)."""
         with redis_errors(f"XREADGROUP {stream.name} (own pending)"):
-            reply = await self.client.xreadgroup(group, consumer, {stream.name: after}, count=count)
-        return _entries(reply[0][1]) if reply else []
+            reply = await self.lanes.call(
+                "XREADGROUP",
+                "GROUP",
+                group,
+                consumer,
+                "COUNT",
+                count,
+                "STREAMS",
+                stream.name,
+                after,
+            )
+        return _raw_entries(reply)
 
     async def claim_stale(
         self,
@@ -166,8 +214,8 @@ class RedisStreamBus:
         for item in items:
             args += (item.entry_id, item.attempt)
         with redis_errors(f"begin on {stream.name}"):
-            reply = await self.scripts.begin(keys=keys, args=args)
-        return [Begun(_s(status), int(n)) for status, n in reply]
+            (reply,) = await self._evalsha(self.scripts.begin, [(keys, args)])
+        return [Begun(status.decode(), n) for status, n in reply]
 
     async def commit(
         self, stream: StreamRef, group: str, consumer: str, items: Sequence[CommitItem]
@@ -193,28 +241,10 @@ class RedisStreamBus:
         """Commit batches of several streams in one round trip: one script call per stream
         (each in its own shard's slot, every key in KEYS), sent together in one pipeline."""
         at = now_ms()
-        if len(batches) == 1:
-            stream, items = batches[0]
-            keys, args = self._commit_call(stream, group, consumer, at, items)
-            with redis_errors(f"commit on {stream.name}"):
-                reply = await self.scripts.commit(keys=keys, args=args)
-            return [[_s(status) for status in reply]]
-        script = self.scripts.commit
-        with redis_errors("commit"):
-            # EVALSHA directly: a pipeline given Script objects asks SCRIPT EXISTS first.
-            for _ in range(2):
-                pipe = self.client.pipeline(transaction=False)
-                for stream, items in batches:
-                    keys, args = self._commit_call(stream, group, consumer, at, items)
-                    pipe.evalsha(script.sha, len(keys), *keys, *args)
-                try:
-                    replies = await pipe.execute()
-                    break
-                except rex.NoScriptError:
-                    # The server lost its scripts. Running the batch again is safe: a commit
-                    # of ours that already landed answers ok again.
-                    await self.client.script_load(script.script)
-        return [[_s(status) for status in reply] for reply in replies]
+        calls = [self._commit_call(stream, group, consumer, at, items) for stream, items in batches]
+        with redis_errors(f"commit on {batches[0][0].name}" if len(batches) == 1 else "commit"):
+            replies = await self._evalsha(self.scripts.commit, calls)
+        return [[status.decode() for status in reply] for reply in replies]
 
     async def reschedule(
         self, stream: StreamRef, group: str, consumer: str, item: Reschedule
