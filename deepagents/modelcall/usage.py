@@ -77,6 +77,14 @@ def usage_scope() -> Iterator[UsageLedger]:
         _ledger.reset(token)
 
 
+def start_usage() -> UsageLedger:
+    """A fresh ledger for the current context, not reset after: for a context that ends
+    with its work (an asyncio task of its own), where ``usage_scope`` costs more."""
+    ledger = UsageLedger()
+    _ledger.set(ledger)
+    return ledger
+
+
 def current_usage() -> UsageLedger | None:
     return _ledger.get()
 

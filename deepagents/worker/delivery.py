@@ -27,7 +27,7 @@ from deepagents.contract.events import audit_event, encode_events
 from deepagents.contract.result import ErrorCode, Result, ResultStatus
 from deepagents.contract.task import utcnow
 from deepagents.errors import TransportError
-from deepagents.modelcall.usage import usage_scope
+from deepagents.modelcall.usage import start_usage
 from deepagents.telemetry.metrics import TierMetrics
 from deepagents.transport.base import (
     BeginItem,
@@ -58,13 +58,22 @@ class InFlight:
     started_at: datetime = field(default_factory=utcnow)
     lost: bool = False
     committing: bool = False
+    # The group commit holds it: the committer settles it (frees its slot) once it lands.
+    handed: bool = False
 
 
 class DeliveryHandler:
-    def __init__(self, worker: Worker, runner: AgentRunner, committer: Committer) -> None:
+    def __init__(self, worker: Worker, runner: AgentRunner) -> None:
         self.w = worker
         self.runner = runner
-        self.committer = committer
+        self.committer = Committer(
+            worker.bus,
+            worker.name,
+            worker.consumer,
+            self.committed,
+            worker.agent_settings.batch_size * 2,
+            tier_rank={name: i for i, name in enumerate(worker.config.tier_names)},
+        )
         self.group = worker.name
         self.outbox = worker.settings.outbox
         self._bases: dict[StreamRef, dict[str, Any]] = {}
@@ -99,7 +108,6 @@ class DeliveryHandler:
             pool.release(len(good))
             log.warning("begin failed: %s", exc, extra={"action": "begin_failed"})
             return
-        max_deliveries = self.w.agent_settings.max_deliveries
         for (entry, envelope), status in zip(good, begun, strict=True):
             if status.status != "ok":
                 pool.release()
@@ -112,11 +120,7 @@ class DeliveryHandler:
             self.w.inflight[(ref.name, entry.entry_id)] = flight
             pool.started()
             self.w.stats.started += 1
-            if status.deliveries > max_deliveries:
-                work = self._exhausted(flight)
-            else:
-                work = self._process(flight)
-            flight.task = asyncio.create_task(self._guard(flight, work))
+            flight.task = asyncio.create_task(self._process(flight))
 
     @staticmethod
     def _decode(entry: RawEntry) -> tuple[str, str, Envelope | None]:
@@ -127,22 +131,31 @@ class DeliveryHandler:
         except DecodeError as exc:
             return "decode_error", str(exc), None
 
-    async def _guard(self, flight: InFlight, work: Any) -> None:
+    def _settle(self, flight: InFlight) -> None:
+        """The delivery is over (committed, handed back or abandoned): free its slot."""
+        self.w.inflight.pop((flight.stream.name, flight.entry_id), None)
+        pool = self.w.pools[flight.stream.tier]
+        pool.finished()
+        pool.release()
+
+    # the contract -------------------------------------------------------------------------
+
+    async def _process(self, flight: InFlight) -> None:
+        """One delivery's own asyncio task (the guard in line: this is per task)."""
         try:
-            await work
+            await self._contract(flight)
         except asyncio.CancelledError:
             pass  # lost ownership or shutdown: the entry is someone else's, or handed back
         except Exception:  # the entry stays pending and is reclaimed; never crash the worker
             log.exception("delivery failed", extra={"action": "delivery_crashed"})
         finally:
-            self.w.inflight.pop((flight.stream.name, flight.entry_id), None)
-            pool = self.w.pools[flight.stream.tier]
-            pool.finished()
-            pool.release()
+            if not flight.handed:
+                self._settle(flight)
 
-    # the contract -------------------------------------------------------------------------
-
-    async def _process(self, flight: InFlight) -> None:
+    async def _contract(self, flight: InFlight) -> None:
+        if flight.deliveries > self.w.agent_settings.max_deliveries:
+            await self._exhausted(flight)  # crashes or failures: dead-letter it
+            return
         env, ref = flight.envelope, flight.stream
         task = env.task
         started = time.monotonic()
@@ -153,7 +166,7 @@ class DeliveryHandler:
             result = Result.failed(
                 ErrorCode.DEADLINE_EXCEEDED, "deadline passed before the task started"
             )
-            await self._commit(flight, result, started, queue_ms, "expired", events)
+            self._commit(flight, result, started, queue_ms, "expired", events)
             return
         if queue_ms > tier.max_wait_ms and await self._overdue(flight, queue_ms, started, events):
             return
@@ -179,19 +192,19 @@ class DeliveryHandler:
                 return
             result = Result.failed(decision.code, decision.reason)
         kind = "succeeded" if result.status is not ResultStatus.FAILED else "failed"
-        await self._commit(flight, result, started, queue_ms, kind, events)
+        self._commit(flight, result, started, queue_ms, kind, events)
 
     async def _run_metered(self, flight: InFlight, events: list[dict[str, Any]]) -> Result:
         """Run the contract; model calls made inside add their tokens, cost and audit events.
         The deadline bounds the run (in line rather than a helper coroutine: per task)."""
         task = flight.envelope.task
-        with usage_scope() as usage:
-            if task.deadline is None:
+        usage = start_usage()  # in this delivery's own task context: nothing to reset
+        if task.deadline is None:
+            result = await self.runner.run(task)
+        else:
+            remaining = (task.deadline - utcnow()).total_seconds()
+            async with asyncio.timeout(max(0.0, remaining)):
                 result = await self.runner.run(task)
-            else:
-                remaining = (task.deadline - utcnow()).total_seconds()
-                async with asyncio.timeout(max(0.0, remaining)):
-                    result = await self.runner.run(task)
         if usage.attempts:
             result = usage.apply(result)
             if self.outbox:
@@ -215,7 +228,7 @@ class DeliveryHandler:
         )
         if action == "drop":
             result = Result.failed(ErrorCode.DROPPED, f"waited {queue_ms} ms in {ref.tier}")
-            await self._commit(flight, result, started, queue_ms, "dropped", events)
+            self._commit(flight, result, started, queue_ms, "dropped", events)
             return True
         index = tiers.index(ref.tier)
         if action == "degrade" and index + 1 < len(tiers):
@@ -314,7 +327,7 @@ class DeliveryHandler:
         }
         return encode_events([started, *extra, finished])
 
-    async def _commit(
+    def _commit(
         self,
         flight: InFlight,
         result: Result,
@@ -323,26 +336,35 @@ class DeliveryHandler:
         kind: str,
         events: list[dict[str, Any]],
     ) -> None:
+        """Hand the outcome to the group commit; ``committed`` settles the delivery once
+        it lands. The delivery's task ends here: no future to wait on, per task."""
         result_json = self._finish(flight, result, started, queue_ms)
         events_json = (
             self._commit_events(flight, kind, queue_ms, result_json, events) if self.outbox else b""
         )
-        flight.committing = True
-        status = await self.committer.commit(
-            flight.stream,
-            CommitItem(
-                flight.entry_id,
-                flight.envelope.task.task_id,
-                result_json,
-                flight.envelope.reply,
-                events_json,
-            ),
+        flight.committing = flight.handed = True
+        item = CommitItem(
+            flight.entry_id,
+            flight.envelope.task.task_id,
+            result_json,
+            flight.envelope.reply,
+            events_json,
         )
+        self.committer.put(flight.stream, item, (flight, result.status.value, started, queue_ms))
+
+    def committed(self, done: Any, status: str | None, error: BaseException | None) -> None:
+        """The group commit's answer for one delivery (``done`` is what ``_commit`` gave)."""
+        flight, outcome, started, queue_ms = done
+        self._settle(flight)
+        if status is None:
+            # Not retryable (e.g. the group is gone): the entry stays pending for a reclaim.
+            log.error("commit failed: %s", error, extra={"action": "commit_failed"})
+            return
         self._count(status, "committed")
         if status == "ok":
-            self.w.stats.by_status[result.status.value] += 1
+            self.w.stats.by_status[outcome] += 1
             if self._tm is not None:
-                self._observe(flight.stream.tier, result.status.value, started, queue_ms)
+                self._observe(flight.stream.tier, outcome, started, queue_ms)
 
     async def _reschedule(
         self, flight: InFlight, tier: str, delay_ms: int, kind: str, reason: str

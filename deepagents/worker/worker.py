@@ -121,15 +121,9 @@ class Worker:
             max_workers=self.agent_settings.sync_threads, thread_name_prefix=f"da-{self.name}"
         )
         registry = AgentRegistry(self.client, self.keys)
-        committer = Committer(
-            self.bus,
-            self.name,
-            self.consumer,
-            self.agent_settings.batch_size * 2,
-            tier_rank={name: i for i, name in enumerate(self.config.tier_names)},
-        )
         runner = AgentRunner(self.agent, self._executor, self.telemetry.tracing)
-        handler = DeliveryHandler(self, runner, committer)
+        handler = DeliveryHandler(self, runner)
+        committer = handler.committer
         models = self.config.models
         if self.settings.sim_model_url:
             models = simulator_models(models, self.settings.sim_model_url)
