@@ -108,6 +108,7 @@ class DeliveryHandler:
             pool.release(len(good))
             log.warning("begin failed: %s", exc, extra={"action": "begin_failed"})
             return
+        now = utcnow()  # one clock read for the batch: they start together
         for (entry, envelope), status in zip(good, begun, strict=True):
             if status.status != "ok":
                 pool.release()
@@ -116,7 +117,7 @@ class DeliveryHandler:
                 else:
                     self.w.stats.lost_ownership += 1
                 continue
-            flight = InFlight(ref, entry.entry_id, envelope, status.deliveries)
+            flight = InFlight(ref, entry.entry_id, envelope, status.deliveries, started_at=now)
             self.w.inflight[(ref.name, entry.entry_id)] = flight
             pool.started()
             self.w.stats.started += 1
@@ -246,7 +247,9 @@ class DeliveryHandler:
 
     # outcomes -----------------------------------------------------------------------------
 
-    def _finish(self, flight: InFlight, result: Result, started: float, queue_ms: int) -> bytes:
+    def _finish(
+        self, flight: InFlight, result: Result, started: float, queue_ms: int, now: datetime
+    ) -> bytes:
         """The committed Result as JSON with the runtime's fields filled in. Written directly
         rather than through a new model: every value is valid already, and this is per task."""
         metrics = {
@@ -263,7 +266,7 @@ class DeliveryHandler:
             "metrics": {k: v for k, v in metrics.items() if v is not None},
             "agent": self.w.agent.name,
             "agent_version": self.w.agent.version,
-            "finished_at": utcnow(),
+            "finished_at": now,
         }
         if result.output is not None:
             body["output"] = result.output
@@ -303,6 +306,7 @@ class DeliveryHandler:
         queue_ms: int,
         result_json: bytes,
         extra: list[dict[str, Any]],
+        now: datetime,
     ) -> bytes:
         """The started and the terminal event of one task (built together: once per task)."""
         task_id = flight.envelope.task.task_id
@@ -321,7 +325,7 @@ class DeliveryHandler:
             "event_id": finished_id,
             "type": kind,
             "task_id": task_id,
-            "ts": utcnow(),
+            "ts": now,  # the result's finished_at
             "result": orjson.Fragment(result_json),
             **base,
         }
@@ -338,9 +342,12 @@ class DeliveryHandler:
     ) -> None:
         """Hand the outcome to the group commit; ``committed`` settles the delivery once
         it lands. The delivery's task ends here: no future to wait on, per task."""
-        result_json = self._finish(flight, result, started, queue_ms)
+        now = utcnow()
+        result_json = self._finish(flight, result, started, queue_ms, now)
         events_json = (
-            self._commit_events(flight, kind, queue_ms, result_json, events) if self.outbox else b""
+            self._commit_events(flight, kind, queue_ms, result_json, events, now)
+            if self.outbox
+            else b""
         )
         flight.committing = flight.handed = True
         item = CommitItem(
@@ -394,9 +401,8 @@ class DeliveryHandler:
     async def _dead_letter(
         self, flight: InFlight, reason: str, error: str, started: float, queue_ms: int
     ) -> None:
-        result_json = self._finish(
-            flight, Result.failed(ErrorCode.DEAD_LETTERED, f"{reason}: {error}"), started, queue_ms
-        )
+        failed = Result.failed(ErrorCode.DEAD_LETTERED, f"{reason}: {error}")
+        result_json = self._finish(flight, failed, started, queue_ms, utcnow())
         events = (
             [self._event("dead_lettered", flight, reason=reason, error=error)]
             if self.outbox
