@@ -5,10 +5,12 @@
 -- Returns per entry: ok | dup (a result was already there; our entry acked) | lost (not ours).
 -- Running it again after an ambiguous failure is safe: a commit of ours that already
 -- landed answers ok again.
-local out = {}
+-- The acks, deletes and outbox events of the batch are written once at the end (one call
+-- each rather than one per task); the script is atomic, so no one sees the difference.
+local out, done, events = {}, {}, {}
 for i = 3, #KEYS do
   local base = 5 + (i - 3) * 4
-  local id, result, reply, events = ARGV[base], ARGV[base + 1], ARGV[base + 2], ARGV[base + 3]
+  local id, result, reply, ev = ARGV[base], ARGV[base + 1], ARGV[base + 2], ARGV[base + 3]
   local p = redis.call('XPENDING', KEYS[1], ARGV[1], id, id, 1)
   if #p == 0 then
     local h = redis.call('HMGET', KEYS[i], 'state', 'owner', 'entry')
@@ -20,18 +22,25 @@ for i = 3, #KEYS do
   elseif p[1][2] ~= ARGV[2] then
     out[#out + 1] = 'lost'
   else
-    redis.call('XACK', KEYS[1], ARGV[1], id)
-    redis.call('XDEL', KEYS[1], id)
+    done[#done + 1] = id
     if redis.call('HGET', KEYS[i], 'state') == 'done' then
       out[#out + 1] = 'dup'
     else
       redis.call('HSET', KEYS[i], 'state', 'done', 'result', result, 'owner', ARGV[2],
                  'finished_ms', ARGV[3])
       redis.call('EXPIRE', KEYS[i], ARGV[4])
-      if events ~= '' then redis.call('XADD', KEYS[2], '*', 'events', events) end
+      -- each task's events are a JSON array: the batch's become one array
+      if ev ~= '' then events[#events + 1] = string.sub(ev, 2, -2) end
       if reply ~= '' then redis.call('PUBLISH', reply, result) end
       out[#out + 1] = 'ok'
     end
   end
+end
+if #done > 0 then
+  redis.call('XACK', KEYS[1], ARGV[1], unpack(done))
+  redis.call('XDEL', KEYS[1], unpack(done))
+end
+if #events > 0 then
+  redis.call('XADD', KEYS[2], '*', 'events', '[' .. table.concat(events, ',') .. ']')
 end
 return out
