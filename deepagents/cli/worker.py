@@ -7,7 +7,13 @@ import asyncio
 from typing import Any
 
 from deepagents._internal.imports import load_agent_class
-from deepagents.cli.common import load_runtime, redis_client, require_redis_url, run
+from deepagents.cli.common import (
+    freeze_startup_heap,
+    load_runtime,
+    redis_client,
+    require_redis_url,
+    run,
+)
 from deepagents.cli.signals import on_stop
 from deepagents.errors import ConfigError
 from deepagents.telemetry.core import configure
@@ -108,6 +114,7 @@ def main(args: argparse.Namespace) -> int:
                         writer.stop()  # it acks only what PostgreSQL committed; the rest waits
                         await drain
 
+    freeze_startup_heap()
     try:
         run(serve())
     finally:
