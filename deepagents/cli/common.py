@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import gc
 from collections.abc import AsyncIterator, Coroutine
 from dataclasses import dataclass
 from pathlib import Path
@@ -59,14 +58,6 @@ def embedded_redis_if_needed(settings: Settings) -> Any:
         return
     with EmbeddedRedis() as server:
         yield server.url
-
-
-def freeze_startup_heap() -> None:
-    """Move every object alive after start-up (modules, schemas, the agent) out of the
-    garbage collector's view. A full collection otherwise walks them all: 20-50 ms on a
-    small machine, a pause that every task in flight waits out (p99 latency)."""
-    gc.collect()
-    gc.freeze()
 
 
 def run(coro: Coroutine[Any, Any, T]) -> T:

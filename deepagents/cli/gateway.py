@@ -41,7 +41,7 @@ def main(args: argparse.Namespace) -> int:
     import uvicorn
 
     uvicorn.run(
-        "deepagents.gateway.app:create_app",
+        "deepagents.gateway.app:create_served_app",
         factory=True,
         host=args.host,
         port=args.port,

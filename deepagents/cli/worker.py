@@ -6,9 +6,9 @@ import argparse
 import asyncio
 from typing import Any
 
+from deepagents._internal.heap import freeze_startup_heap
 from deepagents._internal.imports import load_agent_class
 from deepagents.cli.common import (
-    freeze_startup_heap,
     load_runtime,
     redis_client,
     require_redis_url,

@@ -17,6 +17,7 @@ from starlette.exceptions import HTTPException
 from starlette.requests import Request
 from starlette.responses import Response
 
+from deepagents._internal.heap import freeze_startup_heap
 from deepagents.config.load import load_config, load_settings
 from deepagents.config.schema import FileConfig
 from deepagents.config.settings import Settings
@@ -47,7 +48,15 @@ TITLE = "deepagents gateway"
 VERSION = "1.0.0"
 
 
-def create_app(settings: Settings | None = None, config: FileConfig | None = None) -> FastAPI:
+def create_served_app() -> FastAPI:
+    """The app as ``deepagents gateway`` serves it: the process is the app's alone, so its
+    start-up heap is frozen once the lifespan is up (see ``freeze_startup_heap``)."""
+    return create_app(freeze_heap=True)
+
+
+def create_app(
+    settings: Settings | None = None, config: FileConfig | None = None, *, freeze_heap: bool = False
+) -> FastAPI:
     """The app; settings and config default to the environment (DEEPAGENTS_*) and its file."""
     settings = settings or load_settings()
     config = config or load_config(settings.config_path())
@@ -77,6 +86,8 @@ def create_app(settings: Settings | None = None, config: FileConfig | None = Non
                 )
                 if not config.gateway.api_keys:
                     log.warning("no gateway.api_keys configured: every /v1 request answers 401")
+                if freeze_heap:
+                    freeze_startup_heap()
                 yield
         finally:
             await client.aclose()
