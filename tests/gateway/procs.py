@@ -50,9 +50,14 @@ gateway:
 
 
 def write_config(text: str) -> Path:
-    fd, name = tempfile.mkstemp(prefix="deepagents-gw-", suffix=".yaml")
-    with os.fdopen(fd, "w") as fh:
-        fh.write(text)
+    path = _temp_file(".yaml")
+    path.write_text(text)
+    return path
+
+
+def _temp_file(suffix: str) -> Path:
+    fd, name = tempfile.mkstemp(prefix="deepagents-gw-", suffix=suffix)
+    os.close(fd)
     return Path(name)
 
 
@@ -71,9 +76,7 @@ def env_for(redis_url: str, prefix: str, config: Path) -> dict[str, str]:
 class Proc:
     args: list[str]
     env: dict[str, str]
-    log: Path = field(
-        default_factory=lambda: Path(tempfile.mkstemp(prefix="deepagents-gw-", suffix=".log")[1])
-    )
+    log: Path = field(default_factory=lambda: _temp_file(".log"))
     process: subprocess.Popen[bytes] | None = None
 
     def start(self) -> Proc:
@@ -84,14 +87,16 @@ class Proc:
         return self
 
     def stop(self, timeout: float = 10.0) -> None:
-        if self.process is None or self.process.poll() is not None:
-            return
-        self.process.terminate()
         try:
-            self.process.wait(timeout)
-        except subprocess.TimeoutExpired:
-            self.process.kill()
-            self.process.wait(timeout)
+            if self.process is not None and self.process.poll() is None:
+                self.process.terminate()
+                try:
+                    self.process.wait(timeout)
+                except subprocess.TimeoutExpired:
+                    self.process.kill()
+                    self.process.wait(timeout)
+        finally:
+            self.log.unlink(missing_ok=True)  # a failing test has shown its output already
 
     def output(self) -> str:
         return self.log.read_text(errors="replace")[-4000:]
