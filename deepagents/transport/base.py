@@ -7,8 +7,8 @@ backend implements the same methods and nothing above this layer changes.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
-from typing import Protocol
+from dataclasses import dataclass, field
+from typing import NamedTuple, Protocol
 
 from deepagents.transport.keys import ShardKeys
 
@@ -19,14 +19,18 @@ class StreamRef:
 
     keys: ShardKeys
     tier: str
+    # Built once: the stream's key is read several times per task.
+    name: str = field(init=False, compare=False, repr=False)
 
-    @property
-    def name(self) -> str:
-        return self.keys.stream(self.tier)
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "name", self.keys.stream(self.tier))
 
 
-@dataclass(frozen=True, slots=True)
-class RawEntry:
+# The per-task records below are NamedTuples, not frozen dataclasses: built for every
+# task, and a frozen dataclass sets each field through object.__setattr__.
+
+
+class RawEntry(NamedTuple):
     """An entry as read; ``fields`` is None when its body was deleted (payload lost)."""
 
     entry_id: str
@@ -40,21 +44,18 @@ class Claimed:
     cursor: str
 
 
-@dataclass(frozen=True, slots=True)
-class BeginItem:
+class BeginItem(NamedTuple):
     entry_id: str
     task_id: str
     attempt: int
 
 
-@dataclass(frozen=True, slots=True)
-class Begun:
+class Begun(NamedTuple):
     status: str  # ok | dup | lost | gone
     deliveries: int
 
 
-@dataclass(frozen=True, slots=True)
-class CommitItem:
+class CommitItem(NamedTuple):
     entry_id: str
     task_id: str
     result_json: bytes

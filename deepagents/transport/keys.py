@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import hashlib
 import zlib
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 
 def shard_of(task_id: str, shards: int) -> int:
@@ -24,10 +24,11 @@ class ShardKeys:
     prefix: str
     agent: str
     shard: int
+    # The hash-tagged stem of every key of the shard, built once (keys are built per task).
+    tag: str = field(init=False, compare=False, repr=False)
 
-    @property
-    def tag(self) -> str:
-        return f"{self.prefix}:{{{self.agent}:{self.shard}}}"
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "tag", f"{self.prefix}:{{{self.agent}:{self.shard}}}")
 
     def stream(self, tier: str) -> str:
         return f"{self.tag}:{tier}"
