@@ -269,8 +269,13 @@ async def get_task(
                 False,
                 state.orchestrator,
             )
+            timeout = min(wait, state.config.gateway.long_poll_max_s)
+            orchestrator = state.orchestrator
             with contextlib.suppress(ResultTimeout):
-                await handle.result(timeout=min(wait, state.config.gateway.long_poll_max_s))
+                if info.get("reply") == orchestrator.reply_channel:
+                    await handle.result(timeout=timeout)  # our reply channel will answer
+                else:  # submitted through another gateway process: only polling sees it
+                    await orchestrator.wait_result(handle, timeout, poll_s=0.05, max_poll_s=0.5)
             info = await _owned(state, task_id, principal.tenant)
     return _json(_view(task_id, info))
 

@@ -331,7 +331,17 @@ class Orchestrator:
 
     # results ------------------------------------------------------------------------------
 
-    async def wait_result(self, handle: TaskHandle, timeout: float | None) -> Result:
+    async def wait_result(
+        self,
+        handle: TaskHandle,
+        timeout: float | None,
+        *,
+        poll_s: float = 0.5,
+        max_poll_s: float = 2.0,
+    ) -> Result:
+        """The task's Result. The reply channel answers tasks this orchestrator submitted;
+        the task hash is read every ``poll_s`` (doubling up to ``max_poll_s``) in case a
+        notification was lost, and for a task submitted elsewhere, which only polling sees."""
         arrived = self._arrived.pop(handle.task_id, None)
         if arrived is not None:
             return arrived
@@ -340,9 +350,7 @@ class Orchestrator:
         if future is None:
             future = self._waiters[handle.task_id] = loop.create_future()
         deadline = None if timeout is None else loop.time() + timeout
-        # The reply channel normally answers; reading the task hash now and then covers
-        # a notification lost to a reconnect.
-        poll = 0.5
+        poll = poll_s
         try:
             while True:
                 wait = poll if deadline is None else min(poll, deadline - loop.time())
@@ -354,7 +362,7 @@ class Orchestrator:
                     return stored
                 if deadline is not None and loop.time() >= deadline:
                     raise ResultTimeout(f"task {handle.task_id} has no result after {timeout} s")
-                poll = min(poll * 2, 2.0)
+                poll = min(poll * 2, max_poll_s)
         finally:
             self._waiters.pop(handle.task_id, None)
 

@@ -4,12 +4,13 @@ from __future__ import annotations
 
 import time
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 
 import httpx
 import pytest
 
 from tests.gateway.conftest import Deployment
-from tests.gateway.procs import Gateway, Proc, auth
+from tests.gateway.procs import Gateway, Proc, auth, start_gateway, start_worker
 
 
 @pytest.fixture(scope="module")
@@ -98,6 +99,35 @@ def test_idempotency_key_reused_with_another_body_is_a_409(
     assert deployment.queued_entries() == before
     again = submit(http, idempotency_key="invoice-9", payload={"amount": 10})
     assert again["task_id"] == first["task_id"] and again["duplicate"]
+
+
+def test_long_poll_through_another_gateway_process(
+    http: httpx.Client, deployment: Deployment
+) -> None:
+    """Submitted through one gateway process, awaited through another: the waiting process
+    is not on the task's reply channel and must see the result by reading the task hash."""
+    order = {"symbol": "IF", "side": "buy", "quantity": 2, "price": 3800}
+    accepted = submit(http, intent="risk_check", payload={**order, "available_funds": 10**6})
+    other = start_gateway(deployment.env)
+    worker: Proc | None = None
+    try:
+        with (
+            httpx.Client(base_url=other.url, timeout=30) as client,
+            ThreadPoolExecutor(1) as pool,
+        ):
+            # No risk worker runs yet: the long-poll is waiting when the worker starts.
+            pending = pool.submit(
+                client.get, f"/v1/tasks/{accepted['task_id']}?wait=20", headers=auth()
+            )
+            worker = start_worker(deployment.env, "agents.risk:RiskAgent")
+            r = pending.result(timeout=30)
+        assert r.status_code == 200, r.text
+        view = r.json()
+        assert view["state"] == "done" and view["result"]["status"] == "success", view
+    finally:
+        if worker is not None:
+            worker.stop()
+        other.stop()
 
 
 def test_batch_then_results_with_a_worker(http: httpx.Client, echo_worker: Proc) -> None:
