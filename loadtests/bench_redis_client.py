@@ -1,0 +1,58 @@
+"""CPU per command through redis-py's client (the project's pool) against a connection
+used directly, as the worker's lanes do (``transport/redis_streams/lanes.py``).
+
+    .venv/bin/python loadtests/bench_redis_client.py [--redis-url URL] [--commands 5000]
+
+Prints the client's CPU µs per PING both ways, three rounds (default: a fresh embedded
+Redis).
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # this tree's package
+
+from deepagents._internal.redis_server import EmbeddedRedis
+from deepagents.cli.common import run
+from deepagents.transport.redis_streams import connect
+from deepagents.transport.redis_streams.lanes import Lanes
+
+
+async def measure(url: str, n: int) -> None:
+    client = connect(url)
+    lanes = Lanes(client)
+    await client.ping()
+    await lanes.call("PING")
+    for _ in range(3):
+        start = time.process_time()
+        for _ in range(n):
+            await client.execute_command("PING")
+        pooled = (time.process_time() - start) / n * 1e6
+        start = time.process_time()
+        for _ in range(n):
+            await lanes.call("PING")
+        direct = (time.process_time() - start) / n * 1e6
+        print(f"client (pool) {pooled:.1f} µs/command, direct connection {direct:.1f} µs/command")
+    await lanes.aclose()
+    await client.aclose()
+
+
+def main(args: argparse.Namespace) -> None:
+    if args.redis_url:
+        run(measure(args.redis_url, args.commands))
+        return
+    with EmbeddedRedis() as server:
+        run(measure(server.url, args.commands))
+
+
+if __name__ == "__main__":
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("--redis-url")
+    parser.add_argument("--commands", type=int, default=5_000)
+    main(parser.parse_args())
