@@ -3,8 +3,9 @@
 Through redis-py's client every command pays the pool's lock and wait timeout, the
 client's retry wrapper and its reply callbacks: about 130 µs of CPU per command on the
 reference machine, against about 55 µs sending on a connection directly (both with the
-hiredis parser; ``loadtests/bench_redis_client.py``). The hot commands carry a batch each, but at thousands of tasks a second
-that difference is a large share of what the worker spends.
+hiredis parser; ``loadtests/bench_redis_client.py``). The hot commands carry a batch
+each, but at thousands of tasks a second that difference is a large share of what the
+worker spends.
 
 Each exchange takes an idle connection (or opens one), writes its commands in one go,
 reads every reply, and gives the connection back. A connection that failed or was
