@@ -58,26 +58,17 @@ def deployment(redis_url: str) -> Iterator[Deployment]:
 
 @pytest.fixture(scope="module")
 def gateway(deployment: Deployment) -> Iterator[Gateway]:
-    gw = start_gateway(deployment.env)
-    try:
+    with start_gateway(deployment.env) as gw:
         yield gw
-    finally:
-        gw.stop()
 
 
 @pytest.fixture(scope="module")
 def echo_worker(deployment: Deployment) -> Iterator[Proc]:
-    proc = start_worker(deployment.env, "agents.echo:EchoAgent")
-    try:
+    with start_worker(deployment.env, "agents.echo:EchoAgent") as proc:
         yield proc
-    finally:
-        proc.stop()
 
 
 @pytest.fixture(scope="module")
 def probe_worker(deployment: Deployment) -> Iterator[Proc]:
-    proc = start_worker(deployment.env, "deepagents.gateway.probe:ProbeAgent")
-    try:
+    with start_worker(deployment.env, "deepagents.gateway.probe:ProbeAgent") as proc:
         yield proc
-    finally:
-        proc.stop()

@@ -11,6 +11,7 @@ import sys
 import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Self
 
 import httpx
 
@@ -79,6 +80,12 @@ class Proc:
     log: Path = field(default_factory=lambda: _temp_file(".log"))
     process: subprocess.Popen[bytes] | None = None
 
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
     def start(self) -> Proc:
         with self.log.open("ab") as out:
             self.process = subprocess.Popen(
@@ -136,7 +143,11 @@ def start_gateway(env: dict[str, str]) -> Gateway:
     ]
     gw = Gateway(args=args, env=env, port=port)
     gw.start()
-    return gw.wait_ready()
+    try:
+        return gw.wait_ready()
+    except BaseException:
+        gw.stop()  # never leave a half-started gateway behind
+        raise
 
 
 def start_worker(env: dict[str, str], agent: str) -> Proc:

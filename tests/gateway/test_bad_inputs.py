@@ -169,17 +169,22 @@ def test_ten_mib_chunked_body_is_refused_while_streaming(http: httpx.Client) -> 
     _check_problem(r, 413, "body_too_large")
 
 
+def _raw_post(gateway: Gateway, declared: int, body: bytes, *, timeout: float) -> socket.socket:
+    """POST /v1/tasks over a bare socket, with a Content-Length that need not be the truth."""
+    s = socket.create_connection(("127.0.0.1", gateway.port), timeout=timeout)
+    s.sendall(
+        b"POST /v1/tasks HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+        b"Authorization: "
+        + auth()["Authorization"].encode()
+        + f"\r\nContent-Length: {declared}\r\n\r\n".encode()
+        + body
+    )
+    return s
+
+
 def test_lying_content_length_does_not_hang_or_crash(gateway: Gateway) -> None:
     # Says 10 bytes, sends 1 MiB: the gateway reads 10, answers, and the rest is garbage.
-    port = int(gateway.url.rsplit(":", 1)[1])
-    with socket.create_connection(("127.0.0.1", port), timeout=10) as s:
-        s.sendall(
-            b"POST /v1/tasks HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
-            b"Authorization: "
-            + auth()["Authorization"].encode()
-            + b"\r\nContent-Length: 10\r\n\r\n"
-            + b"{" * MIB
-        )
+    with _raw_post(gateway, 10, b"{" * MIB, timeout=10) as s:
         first = s.recv(4096)
     assert first.startswith(b"HTTP/1.1 400"), first[:200]
 
@@ -187,15 +192,7 @@ def test_lying_content_length_does_not_hang_or_crash(gateway: Gateway) -> None:
 def test_slow_body_gets_408_and_the_connection_is_freed(gateway: Gateway) -> None:
     # Declares 100 bytes, sends 10, then nothing: answered once the body read times out
     # (1.5 s in the test config), not held open for as long as the client likes.
-    port = int(gateway.url.rsplit(":", 1)[1])
-    with socket.create_connection(("127.0.0.1", port), timeout=15) as s:
-        s.sendall(
-            b"POST /v1/tasks HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
-            b"Authorization: "
-            + auth()["Authorization"].encode()
-            + b"\r\nContent-Length: 100\r\n\r\n"
-            + b'{"intent":'
-        )
+    with _raw_post(gateway, 100, b'{"intent":', timeout=15) as s:
         reply = b""
         while b"\r\n\r\n" not in reply or b"}" not in reply:
             chunk = s.recv(4096)

@@ -21,11 +21,8 @@ def deployment(redis_url: str) -> Iterator[Deployment]:
 
 @pytest.fixture(scope="module")
 def gateway(deployment: Deployment) -> Iterator[Gateway]:
-    gw = start_gateway(deployment.env)
-    try:
+    with start_gateway(deployment.env) as gw:
         yield gw
-    finally:
-        gw.stop()
 
 
 def full(gw: Gateway) -> httpx.Response:
@@ -47,8 +44,7 @@ def test_full_check_fails_without_workers_and_recovers(
     assert "ProbeAgent" in body["hops"][-1]["detail"]
     assert r.headers["retry-after"] == "1"
 
-    worker = start_worker(deployment.env, PROBE)
-    try:
+    with start_worker(deployment.env, PROBE):
         ok = eventually_sync(
             lambda: (r := full(gateway)).status_code == 200 and r,
             timeout=30,
@@ -58,8 +54,6 @@ def test_full_check_fails_without_workers_and_recovers(
         hops = {h["name"]: h for h in ok.json()["hops"]}
         assert list(hops) == ["redis", "enqueue", "queue", "worker", "reply"]
         assert all(h["ok"] and h["latency_ms"] is not None for h in hops.values())
-    finally:
-        worker.stop()
 
     r = full(gateway)
     assert r.status_code == 503 and r.json()["failed_hop"] == "queue"

@@ -22,11 +22,8 @@ def deployment(redis_url: str) -> Iterator[Deployment]:
 
 @pytest.fixture(scope="module")
 def gateway(deployment: Deployment) -> Iterator[Gateway]:
-    gw = start_gateway(deployment.env)
-    try:
+    with start_gateway(deployment.env) as gw:
         yield gw
-    finally:
-        gw.stop()
 
 
 def test_sync_client_round_trip(gateway: Gateway, echo_worker: Proc) -> None:

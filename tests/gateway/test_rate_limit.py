@@ -26,14 +26,8 @@ def deployment(redis_url: str) -> Iterator[Deployment]:
 
 @pytest.fixture(scope="module")
 def gateways(deployment: Deployment) -> Iterator[list[Gateway]]:
-    started: list[Gateway] = []
-    try:
-        for _ in range(2):
-            started.append(start_gateway(deployment.env))
-        yield started
-    finally:
-        for gw in started:
-            gw.stop()
+    with start_gateway(deployment.env) as first, start_gateway(deployment.env) as second:
+        yield [first, second]
 
 
 def test_bucket_is_shared_by_the_fleet(gateways: list[Gateway]) -> None:

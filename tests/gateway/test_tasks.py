@@ -108,26 +108,20 @@ def test_long_poll_through_another_gateway_process(
     is not on the task's reply channel and must see the result by reading the task hash."""
     order = {"symbol": "IF", "side": "buy", "quantity": 2, "price": 3800}
     accepted = submit(http, intent="risk_check", payload={**order, "available_funds": 10**6})
-    other = start_gateway(deployment.env)
-    worker: Proc | None = None
-    try:
-        with (
-            httpx.Client(base_url=other.url, timeout=30) as client,
-            ThreadPoolExecutor(1) as pool,
-        ):
-            # No risk worker runs yet: the long-poll is waiting when the worker starts.
-            pending = pool.submit(
-                client.get, f"/v1/tasks/{accepted['task_id']}?wait=20", headers=auth()
-            )
-            worker = start_worker(deployment.env, "agents.risk:RiskAgent")
+    with (
+        start_gateway(deployment.env) as other,
+        httpx.Client(base_url=other.url, timeout=30) as client,
+        ThreadPoolExecutor(1) as pool,
+    ):
+        # No risk worker runs yet: the long-poll is waiting when the worker starts.
+        pending = pool.submit(
+            client.get, f"/v1/tasks/{accepted['task_id']}?wait=20", headers=auth()
+        )
+        with start_worker(deployment.env, "agents.risk:RiskAgent"):
             r = pending.result(timeout=30)
-        assert r.status_code == 200, r.text
-        view = r.json()
-        assert view["state"] == "done" and view["result"]["status"] == "success", view
-    finally:
-        if worker is not None:
-            worker.stop()
-        other.stop()
+    assert r.status_code == 200, r.text
+    view = r.json()
+    assert view["state"] == "done" and view["result"]["status"] == "success", view
 
 
 def test_batch_then_results_with_a_worker(http: httpx.Client, echo_worker: Proc) -> None:
