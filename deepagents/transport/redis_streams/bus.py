@@ -35,30 +35,29 @@ def _s(value: bytes | str) -> str:
     return value.decode() if isinstance(value, bytes) else value
 
 
-def _entries(raw: list[Any] | None) -> list[RawEntry]:
+def _entries(raw: list[Any]) -> list[RawEntry]:
+    """Stream entries as the server sends them: [id, flat fields], the fields nil for an
+    entry whose body was deleted; a nil entry (Redis 6.2's XAUTOCLAIM for such a body) is
+    skipped, the caller finds it another way."""
     out: list[RawEntry] = []
-    for entry_id, fields in raw or ():
-        if entry_id is None:  # Redis < 7.0 XCLAIM: nil for an entry whose body is gone
+    for entry in raw:
+        if entry is None or entry[0] is None:
             continue
-        out.append(RawEntry(_s(entry_id), fields or None))
-    return out
-
-
-def _raw_entries(reply: dict[Any, Any] | list[Any] | None) -> list[RawEntry]:
-    """Entries of a one-stream XREADGROUP reply as the server sent it: a map of stream to
-    entries (RESP3) or a list of [stream, entries] (RESP2); each entry's fields a flat
-    list, nil for an entry whose body was deleted."""
-    if not reply:
-        return []
-    entries = next(iter(reply.values())) if isinstance(reply, dict) else reply[0][1]
-    out: list[RawEntry] = []
-    for entry_id, flat in entries:
+        entry_id, flat = entry
         if flat:
             it = iter(flat)
             out.append(RawEntry(entry_id.decode(), dict(zip(it, it, strict=True))))
         else:
             out.append(RawEntry(entry_id.decode(), None))
     return out
+
+
+def _read_entries(reply: dict[Any, Any] | list[Any] | None) -> list[RawEntry]:
+    """The entries of a one-stream XREADGROUP reply: a map of stream to entries (RESP3) or
+    a list of [stream, entries] (RESP2)."""
+    if not reply:
+        return []
+    return _entries(next(iter(reply.values())) if isinstance(reply, dict) else reply[0][1])
 
 
 class RedisStreamBus:
@@ -155,7 +154,7 @@ class RedisStreamBus:
             command += ("BLOCK", block_ms)
         with redis_errors(f"XREADGROUP {stream.name}"):
             reply = await self.lanes.call(*command, "STREAMS", stream.name, ">")
-        return _raw_entries(reply)
+        return _read_entries(reply)
 
     async def read_own_pending(
         self, stream: StreamRef, group: str, consumer: str, count: int, after: str
@@ -173,7 +172,7 @@ class RedisStreamBus:
                 stream.name,
                 after,
             )
-        return _raw_entries(reply)
+        return _read_entries(reply)
 
     async def claim_stale(
         self,
@@ -185,16 +184,16 @@ class RedisStreamBus:
         cursor: str,
     ) -> Claimed:
         with redis_errors(f"XAUTOCLAIM {stream.name}"):
-            reply = await self.client.xautoclaim(
-                stream.name, group, consumer, min_idle_ms, start_id=cursor, count=count
+            reply = await self.lanes.call(
+                "XAUTOCLAIM", stream.name, group, consumer, min_idle_ms, cursor, "COUNT", count
             )
         # 7.0+ adds a third element: ids whose bodies are gone (already removed from the PEL).
-        deleted = [_s(i) for i in reply[2]] if len(reply) > 2 else []
-        if any(entry_id is None for entry_id, _ in reply[1]):
+        deleted = [i.decode() for i in reply[2]] if len(reply) > 2 else []
+        if any(entry is None or entry[0] is None for entry in reply[1]):
             # 6.2 claims such an entry but answers nil in its place: find it among our own
             # pending entries, where it shows with an empty body.
             deleted += await self._own_bodiless(stream, group, consumer)
-        return Claimed(entries=_entries(reply[1]), deleted=deleted, cursor=_s(reply[0]))
+        return Claimed(entries=_entries(reply[1]), deleted=deleted, cursor=reply[0].decode())
 
     async def _own_bodiless(self, stream: StreamRef, group: str, consumer: str) -> list[str]:
         found: list[str] = []
