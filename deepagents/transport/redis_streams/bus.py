@@ -61,8 +61,9 @@ def _read_entries(reply: dict[Any, Any] | list[Any] | None) -> list[RawEntry]:
 
 
 class RedisStreamBus:
-    """Uses the client it is given and never closes it; the hot commands (read, begin,
-    commit) go over connections of its own (``Lanes``), which ``aclose()`` closes."""
+    """Uses the client it is given and never closes it; the worker's stream commands (read,
+    reclaim, begin, commit) go over connections of its own (``Lanes``), which ``aclose()``
+    closes."""
 
     def __init__(self, client: Redis, *, result_ttl_s: int = 86_400) -> None:
         # redis-py types replies for str clients; ours speaks bytes (decode_responses=False).

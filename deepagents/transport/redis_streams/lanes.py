@@ -1,4 +1,4 @@
-"""Connections for the worker's hot commands (read, begin, commit), used without the pool.
+"""Connections for the worker's stream commands (read, reclaim, begin, commit), no pool.
 
 Through redis-py's client every command pays the pool's lock and wait timeout, the
 client's retry wrapper and its reply callbacks: about 130 µs of CPU per command on the
