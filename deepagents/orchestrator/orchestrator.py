@@ -274,23 +274,24 @@ class Orchestrator:
         if not keyed:
             return prepared
         ttl = self.settings.idempotency_ttl_s
+        prints = [_fingerprint(prepared[i][0]) for i in keyed]
         with redis_errors("idempotency keys"):
             pipe = self.client.pipeline(transaction=False)
-            for i in keyed:
+            for i, mine in zip(keyed, prints, strict=True):
                 task = prepared[i][0]
                 key = self.keys.idempotency(task.idempotency_key or "", task.tenant)
-                pipe.set(key, f"{task.task_id} {_fingerprint(task)}", nx=True, ex=ttl)
+                pipe.set(key, f"{task.task_id} {mine}", nx=True, ex=ttl)
                 pipe.get(key)
             replies = await pipe.execute()
         out = list(prepared)
-        for n, i in enumerate(keyed):
+        for n, (i, mine) in enumerate(zip(keyed, prints, strict=True)):
             task = prepared[i][0]
             stored = replies[2 * n + 1]
             owner, _, fingerprint = (stored or b"").decode().partition(" ")
             if stored is None or owner == task.task_id:  # ours (None: expired meanwhile)
                 continue
             # Keys written before fingerprints existed hold the task id alone: no check.
-            if fingerprint and fingerprint != _fingerprint(task):
+            if fingerprint and fingerprint != mine:
                 raise IdempotencyConflict(
                     f"idempotency key {task.idempotency_key!r} belongs to task {owner}, "
                     "submitted with a different intent, payload or priority; resend that "
