@@ -132,7 +132,13 @@ class MessageBus(Protocol):
     ) -> Claimed: ...
 
     async def begin(
-        self, stream: StreamRef, group: str, consumer: str, items: Sequence[BeginItem]
+        self,
+        stream: StreamRef,
+        group: str,
+        consumer: str,
+        items: Sequence[BeginItem],
+        *,
+        fresh: bool = False,
     ) -> list[Begun]: ...
 
     async def commit(

@@ -87,8 +87,11 @@ class DeliveryHandler:
 
     # intake -------------------------------------------------------------------------------
 
-    async def dispatch(self, ref: StreamRef, entries: list[RawEntry]) -> None:
-        """Start every entry of a batch; each holds one slot of its tier's pool until done."""
+    async def dispatch(
+        self, ref: StreamRef, entries: list[RawEntry], *, fresh: bool = False
+    ) -> None:
+        """Start every entry of a batch; each holds one slot of its tier's pool until done.
+        ``fresh``: new entries just read by this consumer (begin skips their owner check)."""
         pool = self.w.pools[ref.tier]
         good: list[tuple[RawEntry, Envelope]] = []
         for entry in entries:
@@ -102,7 +105,7 @@ class DeliveryHandler:
             return
         items = [BeginItem(e.entry_id, env.task.task_id, env.attempt) for e, env in good]
         try:
-            begun = await self.w.bus.begin(ref, self.group, self.w.consumer, items)
+            begun = await self.w.bus.begin(ref, self.group, self.w.consumer, items, fresh=fresh)
         except TransportError as exc:
             # The entries stay pending under this consumer and are reclaimed later.
             pool.release(len(good))

@@ -226,6 +226,7 @@ class Worker:
             for urgent in higher:  # tiers are read in priority order: let urgent work run first
                 await urgent.wait_idle(YIELD_TO_HIGHER_S)
             n = await pool.take(batch)
+            fresh = False  # new entries ('>'), not a restart's own or a reclaim
             try:
                 if after is not None:
                     entries = await self.bus.read_own_pending(
@@ -247,6 +248,7 @@ class Worker:
                     entries = await self.bus.read(
                         ref, self.name, self.consumer, n, self.agent_settings.block_ms
                     )
+                    fresh = True
             except TransportError as exc:
                 pool.release(n)
                 if not exc.retryable:
@@ -256,7 +258,7 @@ class Worker:
             backoff.reset()
             pool.release(n - len(entries))
             if entries:
-                await handler.dispatch(ref, entries)
+                await handler.dispatch(ref, entries, fresh=fresh)
 
     async def _heartbeat(self, registry: AgentRegistry) -> None:
         beat_ms = self.agent_settings.heartbeat_ms or self.agent_settings.visibility_timeout_ms / 3

@@ -207,10 +207,18 @@ class RedisStreamBus:
             after = page[-1].entry_id
 
     async def begin(
-        self, stream: StreamRef, group: str, consumer: str, items: Sequence[BeginItem]
+        self,
+        stream: StreamRef,
+        group: str,
+        consumer: str,
+        items: Sequence[BeginItem],
+        *,
+        fresh: bool = False,
     ) -> list[Begun]:
+        """``fresh``: the entries were just read with ``>`` by this consumer, so their owner
+        is not checked here (the commit checks it)."""
         keys = [stream.name, *(stream.keys.task(i.task_id) for i in items)]
-        args: list[Any] = [group, consumer, now_ms()]
+        args: list[Any] = [group, consumer, now_ms(), "1" if fresh else "0"]
         for item in items:
             args += (item.entry_id, item.attempt)
         with redis_errors(f"begin on {stream.name}"):

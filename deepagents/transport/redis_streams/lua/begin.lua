@@ -1,26 +1,36 @@
 -- Begin a batch of deliveries of one stream: skip duplicates, mark the rest running.
 -- KEYS[1] stream, KEYS[2..n+1] task hashes (one per entry)
--- ARGV[1] group, [2] consumer, [3] now ms, then per entry: entry id, attempt
+-- ARGV[1] group, [2] consumer, [3] now ms, [4] fresh ('1': the batch was just read with
+-- '>' by this consumer), then per entry: entry id, attempt
 -- Returns per entry {status, deliveries}: ok | dup (already done: acked and deleted)
 --   | lost (another consumer owns it now) | gone (no longer pending)
+-- A fresh batch skips the ownership check: nobody can have claimed an entry before it
+-- idled for the visibility timeout, and the commit checks the owner anyway, so a worker
+-- that stalls that long between read and begin only runs the agent in vain.
+local fresh = ARGV[4] == '1'
 local out = {}
 for i = 2, #KEYS do
-  local id = ARGV[2 + (i - 1) * 2]
-  local attempt = ARGV[3 + (i - 1) * 2]
-  local p = redis.call('XPENDING', KEYS[1], ARGV[1], id, id, 1)
-  if #p == 0 then
-    out[#out + 1] = {'gone', 0}
-  elseif p[1][2] ~= ARGV[2] then
-    out[#out + 1] = {'lost', 0}
-  elseif redis.call('HGET', KEYS[i], 'state') == 'done' then
-    redis.call('XACK', KEYS[1], ARGV[1], id)
-    redis.call('XDEL', KEYS[1], id)
-    out[#out + 1] = {'dup', 0}
+  local id = ARGV[3 + (i - 1) * 2]
+  local attempt = ARGV[4 + (i - 1) * 2]
+  local skip = nil
+  if not fresh then
+    local p = redis.call('XPENDING', KEYS[1], ARGV[1], id, id, 1)
+    if #p == 0 then skip = 'gone' elseif p[1][2] ~= ARGV[2] then skip = 'lost' end
+  end
+  if skip then
+    out[#out + 1] = {skip, 0}
   else
-    local n = redis.call('HINCRBY', KEYS[i], 'deliveries', 1)
-    redis.call('HSET', KEYS[i], 'state', 'running', 'owner', ARGV[2], 'entry', id,
-               'attempt', attempt, 'started_ms', ARGV[3])
-    out[#out + 1] = {'ok', n}
+    local h = redis.call('HMGET', KEYS[i], 'state', 'deliveries')
+    if h[1] == 'done' then
+      redis.call('XACK', KEYS[1], ARGV[1], id)
+      redis.call('XDEL', KEYS[1], id)
+      out[#out + 1] = {'dup', 0}
+    else
+      local n = (tonumber(h[2]) or 0) + 1
+      redis.call('HSET', KEYS[i], 'state', 'running', 'owner', ARGV[2], 'entry', id,
+                 'attempt', attempt, 'started_ms', ARGV[3], 'deliveries', n)
+      out[#out + 1] = {'ok', n}
+    end
   end
 end
 return out
