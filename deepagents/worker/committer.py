@@ -21,7 +21,11 @@ _Batch = list[tuple[CommitItem, Any]]
 class Committer:
     """Collects commits and flushes them per stream. A caller hands an item over with a
     token and goes on; ``on_committed`` gets the token and the item's status: no future and
-    no wake-up per task, which is a measurable share of a fast task's cost."""
+    no wake-up per task, which is a measurable share of a fast task's cost.
+
+    ``backlog`` bounds a tier's items handed over and not yet landed: its readers wait in
+    ``room()`` beyond that, so a slow Redis slows reading rather than piling up commits, and
+    one tier's backlog never holds up another tier's readers."""
 
     def __init__(
         self,
@@ -31,8 +35,12 @@ class Committer:
         on_committed: OnCommitted,
         batch_size: int = 200,
         tier_rank: dict[str, int] | None = None,
+        backlog: dict[str, int] | None = None,
     ) -> None:
         self._rank = tier_rank or {}
+        self._limit = backlog or {}
+        self._backlog: dict[str, int] = defaultdict(int)
+        self._room: dict[str, asyncio.Event] = defaultdict(asyncio.Event)
         self._bus = bus
         self._group = group
         self._consumer = consumer
@@ -44,7 +52,19 @@ class Committer:
 
     def put(self, stream: StreamRef, item: CommitItem, token: Any) -> None:
         self._queues[stream].append((item, token))
+        self._backlog[stream.tier] += 1
         self._wake.set()
+
+    async def room(self, tier: str) -> None:
+        """Until the tier's backlog is under its bound (no bound: at once)."""
+        limit = self._limit.get(tier)
+        while limit is not None and self._backlog[tier] >= limit:
+            self._room[tier].clear()
+            await self._room[tier].wait()
+
+    def _landed(self, tier: str, n: int) -> None:
+        self._backlog[tier] -= n
+        self._room[tier].set()  # waiters check the bound again
 
     async def run(self) -> None:
         """Flush until closed and drained; retries a batch while Redis is unreachable."""
@@ -80,7 +100,8 @@ class Committer:
                 break
             except TransportError as exc:
                 if not exc.retryable:
-                    for _, batch in batches:
+                    for stream, batch in batches:
+                        self._landed(stream.tier, len(batch))
                         for _, token in batch:
                             self._on_committed(token, None, exc)
                     return
@@ -88,7 +109,8 @@ class Committer:
                 # running it again after an ambiguous failure is safe.
                 await asyncio.sleep(delay)
                 delay = min(delay * 2, 2.0)
-        for (_, batch), stream_statuses in zip(batches, statuses, strict=True):
+        for (stream, batch), stream_statuses in zip(batches, statuses, strict=True):
+            self._landed(stream.tier, len(batch))
             for (_, token), status in zip(batch, stream_statuses, strict=True):
                 self._on_committed(token, status, None)
 

@@ -58,7 +58,8 @@ class InFlight:
     started_at: datetime = field(default_factory=utcnow)
     lost: bool = False
     committing: bool = False
-    # The group commit holds it: the committer settles it (frees its slot) once it lands.
+    # Handed to the group commit: its slot is free, and it stays in flight (heartbeats
+    # keep its entry) until the commit lands.
     handed: bool = False
 
 
@@ -73,6 +74,9 @@ class DeliveryHandler:
             self.committed,
             worker.agent_settings.batch_size * 2,
             tier_rank={name: i for i, name in enumerate(worker.config.tier_names)},
+            # A tier's readers read on while up to a poolful of its commits are in the
+            # air: the agent's slots never wait for Redis to write results.
+            backlog={name: pool.capacity for name, pool in worker.pools.items()},
         )
         self.group = worker.name
         self.outbox = worker.settings.outbox
@@ -136,8 +140,11 @@ class DeliveryHandler:
             return "decode_error", str(exc), None
 
     def _settle(self, flight: InFlight) -> None:
-        """The delivery is over (committed, handed back or abandoned): free its slot."""
+        """The delivery is over (handed back or abandoned): free its slot."""
         self.w.inflight.pop((flight.stream.name, flight.entry_id), None)
+        self._free_slot(flight)
+
+    def _free_slot(self, flight: InFlight) -> None:
         pool = self.w.pools[flight.stream.tier]
         pool.finished()
         pool.release()
@@ -343,8 +350,8 @@ class DeliveryHandler:
         kind: str,
         events: list[dict[str, Any]],
     ) -> None:
-        """Hand the outcome to the group commit; ``committed`` settles the delivery once
-        it lands. The delivery's task ends here: no future to wait on, per task."""
+        """Hand the outcome to the group commit and free the slot; ``committed`` ends the
+        delivery once it lands. Its task ends here: no future to wait on, per task."""
         now = utcnow()
         result_json = self._finish(flight, result, started, queue_ms, now)
         events_json = (
@@ -361,11 +368,12 @@ class DeliveryHandler:
             events_json,
         )
         self.committer.put(flight.stream, item, (flight, result.status.value, started, queue_ms))
+        self._free_slot(flight)
 
     def committed(self, done: Any, status: str | None, error: BaseException | None) -> None:
         """The group commit's answer for one delivery (``done`` is what ``_commit`` gave)."""
         flight, outcome, started, queue_ms = done
-        self._settle(flight)
+        self.w.inflight.pop((flight.stream.name, flight.entry_id), None)
         if status is None:
             # Not retryable (e.g. the group is gone): the entry stays pending for a reclaim.
             log.error("commit failed: %s", error, extra={"action": "commit_failed"})

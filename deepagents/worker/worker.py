@@ -225,6 +225,7 @@ class Worker:
         while not self._stopping:
             for urgent in higher:  # tiers are read in priority order: let urgent work run first
                 await urgent.wait_idle(YIELD_TO_HIGHER_S)
+            await handler.committer.room(ref.tier)
             n = await pool.take(batch)
             fresh = False  # new entries ('>'), not a restart's own or a reclaim
             try:

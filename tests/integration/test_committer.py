@@ -1,0 +1,45 @@
+"""The group commit's backlog bound: a tier's readers wait while a poolful of its commits
+is in the air, and only that tier's."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+import pytest
+from redis.asyncio import Redis
+
+from deepagents.transport.base import CommitItem, StreamRef
+from deepagents.transport.keys import Keys
+from deepagents.transport.redis_streams.bus import RedisStreamBus
+from deepagents.worker.committer import Committer
+
+
+async def test_backlog_bound_holds_a_tier_until_its_commits_land(
+    client: Redis, prefix: str
+) -> None:
+    bus = RedisStreamBus(client)
+    ref = StreamRef(Keys(prefix).shard("echo", 0), "p2")
+    await bus.ensure_group(ref, "echo")
+    landed: list[tuple[Any, str | None]] = []
+    committer = Committer(
+        bus,
+        "echo",
+        "c1",
+        lambda token, status, _: landed.append((token, status)),
+        backlog={"p0": 2, "p2": 2},
+    )
+    for n in range(2):  # no such entries: each lands as "lost", which is enough here
+        committer.put(ref, CommitItem(f"1-{n}", f"t{n}", b"{}", "", b""), n)
+
+    waiting = asyncio.ensure_future(committer.room("p2"))
+    with pytest.raises(TimeoutError):
+        await asyncio.wait_for(asyncio.shield(waiting), 0.2)  # full: p2's readers wait
+    await asyncio.wait_for(committer.room("p0"), 1)  # another tier reads on
+
+    running = asyncio.ensure_future(committer.run())
+    await asyncio.wait_for(waiting, 10)  # the flush landed: room again
+    assert sorted(landed) == [(0, "lost"), (1, "lost")]
+    committer.close()
+    await asyncio.wait_for(running, 10)
+    await bus.aclose()
