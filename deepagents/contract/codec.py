@@ -6,8 +6,7 @@ An entry has the fields ``task`` (the Task as JSON), ``attempt`` (1-based),
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 import orjson
 from pydantic import ValidationError
@@ -20,8 +19,7 @@ class DecodeError(ValueError):
     """A stream entry that is not a valid task envelope."""
 
 
-@dataclass(frozen=True, slots=True)
-class Envelope:
+class Envelope(NamedTuple):  # one per delivery: a tuple builds faster than a frozen dataclass
     task: Task
     attempt: int
     enqueued_ms: int

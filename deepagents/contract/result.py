@@ -6,7 +6,7 @@ from datetime import datetime
 from enum import StrEnum
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict
 
 
 class ResultStatus(StrEnum):
@@ -46,6 +46,9 @@ class ResultMetrics(BaseModel):
     attempts: int = 1
 
 
+_NO_METRICS = ResultMetrics()
+
+
 class Result(BaseModel):
     """An agent's answer. ``execute`` may leave the ids out: the runtime fills them."""
 
@@ -56,7 +59,8 @@ class Result(BaseModel):
     output: Any = None
     error: ErrorInfo | None = None
     degraded: bool = False
-    metrics: ResultMetrics = Field(default_factory=ResultMetrics)
+    # One shared instance (frozen): a default built per Result costs a second validation.
+    metrics: ResultMetrics = _NO_METRICS
     agent: str | None = None
     agent_version: str | None = None
     finished_at: datetime | None = None

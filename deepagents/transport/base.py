@@ -25,6 +25,11 @@ class StreamRef:
     def __post_init__(self) -> None:
         object.__setattr__(self, "name", self.keys.stream(self.tier))
 
+    def __hash__(self) -> int:
+        # A key of per-stream dicts on the hot path; the name is unique per (keys, tier)
+        # and its hash is cached, where the generated one hashes the nested fields.
+        return hash(self.name)
+
 
 # The per-task records below are NamedTuples, not frozen dataclasses: built for every
 # task, and a frozen dataclass sets each field through object.__setattr__.
