@@ -38,10 +38,10 @@ from deepagents.errors import (
     Overloaded,
     PayloadTooLarge,
     ResultTimeout,
-    TransportError,
     UnknownIntent,
 )
 from deepagents.orchestrator.handle import TaskHandle
+from deepagents.orchestrator.replies import ReplyChannel
 from deepagents.orchestrator.routing import Route, Router, agent_specs
 from deepagents.store.registry import AgentHealth, AgentRegistry
 from deepagents.telemetry.core import Telemetry, process_telemetry
@@ -78,8 +78,9 @@ class Orchestrator:
         self.router = Router(config, agent_specs(config, agents), self.keys)
         self.reply_channel = self.keys.reply_channel(uuid.uuid4().hex)
         self._waiters: dict[str, asyncio.Future[Result]] = {}
-        self._arrived: OrderedDict[str, Result] = OrderedDict()
-        self._pubsub: Any = None
+        # Replies nobody waits for yet, as sent: validated only if someone asks.
+        self._arrived: OrderedDict[str, bytes] = OrderedDict()
+        self._replies: ReplyChannel | None = None
         self._listener: asyncio.Task[None] | None = None
 
     async def __aenter__(self) -> Orchestrator:
@@ -91,12 +92,12 @@ class Orchestrator:
 
     async def start(self) -> None:
         """Subscribe to this orchestrator's reply channel before anything is submitted."""
-        if self._pubsub is not None:
+        if self._replies is not None:
             return
-        self._pubsub = self.client.pubsub(ignore_subscribe_messages=True)
-        with redis_errors("subscribe to replies"):
-            await self._pubsub.subscribe(self.reply_channel)
-        self._listener = asyncio.create_task(self._listen(), name="orchestrator-replies")
+        replies = ReplyChannel(self.client, self.reply_channel, self._on_reply)
+        await replies.open()
+        self._replies = replies
+        self._listener = asyncio.create_task(replies.run(), name="orchestrator-replies")
 
     async def aclose(self) -> None:
         if self._listener is not None:
@@ -104,10 +105,9 @@ class Orchestrator:
             with contextlib.suppress(asyncio.CancelledError):
                 await self._listener
             self._listener = None
-        if self._pubsub is not None:
-            with contextlib.suppress(Exception):
-                await self._pubsub.aclose()
-            self._pubsub = None
+        if self._replies is not None:
+            await self._replies.aclose()
+            self._replies = None
         for future in self._waiters.values():
             future.cancel()
         self._waiters.clear()
@@ -345,7 +345,8 @@ class Orchestrator:
         notification was lost, and for a task submitted elsewhere, which only polling sees."""
         arrived = self._arrived.pop(handle.task_id, None)
         if arrived is not None:
-            return arrived
+            with contextlib.suppress(ValueError, ValidationError, orjson.JSONDecodeError):
+                return decode_result(arrived)  # else: a bad reply; the task hash tells
         loop = asyncio.get_running_loop()
         future = self._waiters.get(handle.task_id)
         if future is None:
@@ -421,36 +422,23 @@ class Orchestrator:
         info.update(agent=agent, shard=int(shard), submitted_tier=tier)
         return info
 
-    async def _listen(self) -> None:
-        assert self._pubsub is not None
-        while True:
-            try:
-                message = await self._pubsub.get_message(timeout=1.0)
-            except (TransportError, ConnectionError, OSError) as exc:
-                log.warning("reply channel failed (polling continues): %s", exc)
-                await asyncio.sleep(1)
-                continue
-            except Exception as exc:
-                log.warning("reply channel failed (polling continues): %s", exc)
-                await asyncio.sleep(1)
-                continue
-            if message is None or message.get("type") != "message":
-                continue
-            try:
-                result = decode_result(message["data"])
-            except (ValueError, ValidationError, orjson.JSONDecodeError):
-                log.warning("undecodable reply ignored", extra={"action": "bad_reply"})
-                continue
-            self._deliver(result)
-
-    def _deliver(self, result: Result) -> None:
-        task_id = result.task_id or ""
-        future = self._waiters.get(task_id)
-        if future is not None:
-            if not future.done():
-                future.set_result(result)
+    def _on_reply(self, data: bytes) -> None:
+        """One message of the reply channel: a committed Result as JSON. Validated now
+        only when someone waits for it; kept as sent otherwise (most are never asked for)."""
+        try:
+            body = orjson.loads(data)
+            task_id = body["task_id"]
+            if not isinstance(task_id, str):
+                raise TypeError(f"task_id is {type(task_id).__name__}")
+            future = self._waiters.get(task_id)
+            if future is not None:
+                if not future.done():
+                    future.set_result(Result.model_validate(body))
+                return
+        except (ValueError, TypeError, KeyError, ValidationError) as exc:
+            log.warning("undecodable reply ignored: %s", exc, extra={"action": "bad_reply"})
             return
-        self._arrived[task_id] = result
+        self._arrived[task_id] = data
         while len(self._arrived) > _ARRIVED_MAX:
             self._arrived.popitem(last=False)
 

@@ -1,0 +1,98 @@
+"""The orchestrator's reply channel: results arrive through it (the task hash is empty in
+these tests, so polling cannot be what answers), survive a killed connection, and a bad
+message is skipped."""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+
+import orjson
+import pytest
+from redis.asyncio import Redis
+
+from deepagents.config import FileConfig, Settings, load_config
+from deepagents.contract import Result
+from deepagents.orchestrator import Orchestrator, replies
+from deepagents.orchestrator.handle import TaskHandle
+from deepagents.orchestrator.replies import CLIENT_NAME
+from tests.support.wait import eventually
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def _config() -> FileConfig:
+    return load_config(REPO / "config" / "deepagents.yaml")
+
+
+def _handle(orch: Orchestrator, task_id: str) -> TaskHandle:
+    return TaskHandle(task_id, "echo", "p2", 0, False, orch)
+
+
+def _reply(task_id: str, output: int) -> bytes:
+    return Result(task_id=task_id, output=output).model_dump_json().encode()
+
+
+async def _publish_until_heard(client: Redis, channel: str, message: bytes) -> None:
+    """PUBLISH answers how many subscribers got it: 0 while the channel reconnects."""
+    await eventually(lambda: client.publish(channel, message), what="a subscriber")
+
+
+async def test_a_waiter_gets_its_result_through_the_channel(
+    client: Redis, settings: Settings
+) -> None:
+    async with Orchestrator(client, config=_config(), settings=settings) as orch:
+        waiting = asyncio.ensure_future(orch.wait_result(_handle(orch, "t-wait"), 30, poll_s=30))
+        await eventually(lambda: _true("t-wait" in orch._waiters), what="the waiter")
+        await _publish_until_heard(client, orch.reply_channel, _reply("t-wait", 1))
+        assert (await asyncio.wait_for(waiting, 10)).output == 1
+
+
+async def test_a_result_that_came_first_is_kept_until_asked(
+    client: Redis, settings: Settings
+) -> None:
+    async with Orchestrator(client, config=_config(), settings=settings) as orch:
+        await client.publish(orch.reply_channel, b"not json")  # skipped, channel goes on
+        await client.publish(orch.reply_channel, orjson.dumps({"task_id": 7}))  # skipped too
+        await _publish_until_heard(client, orch.reply_channel, _reply("t-early", 2))
+        await eventually(lambda: _true("t-early" in orch._arrived), what="the early reply")
+        result = await orch.wait_result(_handle(orch, "t-early"), 1)
+        assert (result.task_id, result.output) == ("t-early", 2)
+
+
+async def test_the_channel_reconnects_after_its_connection_is_killed(
+    client: Redis, settings: Settings
+) -> None:
+    async with Orchestrator(client, config=_config(), settings=settings) as orch:
+        ours = [c for c in await client.client_list() if c["name"] == CLIENT_NAME]
+        channels = await client.pubsub_channels(orch.reply_channel)
+        assert ours and channels == [orch.reply_channel.encode()]
+        for conn in ours:
+            await client.client_kill_filter(_id=conn["id"])
+        waiting = asyncio.ensure_future(orch.wait_result(_handle(orch, "t-again"), 30, poll_s=30))
+        await _publish_until_heard(client, orch.reply_channel, _reply("t-again", 3))
+        assert (await asyncio.wait_for(waiting, 10)).output == 3
+
+
+async def test_a_silent_channel_is_pinged_and_kept(
+    client: Redis, settings: Settings, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(replies, "SILENCE_S", 0.1)
+    async with Orchestrator(client, config=_config(), settings=settings) as orch:
+
+        async def pinged() -> list[dict[str, str]]:
+            conns = [c for c in await client.client_list() if c["name"] == CLIENT_NAME]
+            return [c for c in conns if c["cmd"] == "ping"]
+
+        (first,) = await eventually(pinged, what="a PING on the silent channel")
+
+        async def kept() -> bool:  # a second on, ten silences: answered, never replaced
+            return any(c["id"] == first["id"] and int(c["age"]) >= 1 for c in await pinged())
+
+        await eventually(kept, timeout=10, what="the same connection a second later")
+        await _publish_until_heard(client, orch.reply_channel, _reply("t-quiet", 4))
+        assert (await orch.wait_result(_handle(orch, "t-quiet"), 10, poll_s=30)).output == 4
+
+
+async def _true(value: bool) -> bool:
+    return value
