@@ -140,14 +140,13 @@ class DeliveryHandler:
             return "decode_error", str(exc), None
 
     def _settle(self, flight: InFlight) -> None:
-        """The delivery is over (handed back or abandoned): free its slot."""
+        """The delivery is over (committed, handed back or abandoned): it no longer counts
+        as active, and its slot is free if it still held one."""
         self.w.inflight.pop((flight.stream.name, flight.entry_id), None)
-        self._free_slot(flight)
-
-    def _free_slot(self, flight: InFlight) -> None:
         pool = self.w.pools[flight.stream.tier]
         pool.finished()
-        pool.release()
+        if not flight.handed:
+            pool.release()
 
     # the contract -------------------------------------------------------------------------
 
@@ -368,12 +367,14 @@ class DeliveryHandler:
             events_json,
         )
         self.committer.put(flight.stream, item, (flight, result.status.value, started, queue_ms))
-        self._free_slot(flight)
+        # The slot is free for the next task at once; the delivery stays active (lower
+        # tiers keep yielding to it) until its commit lands.
+        self.w.pools[flight.stream.tier].release()
 
     def committed(self, done: Any, status: str | None, error: BaseException | None) -> None:
         """The group commit's answer for one delivery (``done`` is what ``_commit`` gave)."""
         flight, outcome, started, queue_ms = done
-        self.w.inflight.pop((flight.stream.name, flight.entry_id), None)
+        self._settle(flight)
         if status is None:
             # Not retryable (e.g. the group is gone): the entry stays pending for a reclaim.
             log.error("commit failed: %s", error, extra={"action": "commit_failed"})

@@ -13,7 +13,7 @@ class TierPool:
         self.name = name
         self.capacity = capacity
         self.in_use = 0  # slots taken: running tasks plus what readers hold while they read
-        self.active = 0  # tasks of this tier running now
+        self.active = 0  # tasks of this tier started and not over (running or committing)
         self._freed = asyncio.Event()
         self._idle = asyncio.Event()
         self._idle.set()
