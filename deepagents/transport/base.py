@@ -53,6 +53,9 @@ class BeginItem(NamedTuple):
     entry_id: str
     task_id: str
     attempt: int
+    # The ``started`` audit event as JSON without its closing brace, ending in
+    # ``"deliveries":``: the script that counts the delivery completes it. b"": no event.
+    started_event: bytes = b""
 
 
 class Begun(NamedTuple):

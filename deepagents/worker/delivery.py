@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import os
 import time
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -17,6 +16,7 @@ from typing import TYPE_CHECKING, Any
 import orjson
 from pydantic_core import to_jsonable_python
 
+from deepagents._internal.ids import uuid7_str
 from deepagents.contract.codec import (
     DecodeError,
     Envelope,
@@ -107,7 +107,19 @@ class DeliveryHandler:
                 good.append((entry, envelope))
         if not good:
             return
-        items = [BeginItem(e.entry_id, env.task.task_id, env.attempt) for e, env in good]
+        now = utcnow()  # one clock read for the batch: they start together
+        at = now_ms()
+        items = [
+            BeginItem(
+                e.entry_id,
+                env.task.task_id,
+                env.attempt,
+                self._started_event(ref, env, now, max(0, at - env.enqueued_ms))
+                if self.outbox
+                else b"",
+            )
+            for e, env in good
+        ]
         try:
             begun = await self.w.bus.begin(ref, self.group, self.w.consumer, items, fresh=fresh)
         except TransportError as exc:
@@ -115,7 +127,6 @@ class DeliveryHandler:
             pool.release(len(good))
             log.warning("begin failed: %s", exc, extra={"action": "begin_failed"})
             return
-        now = utcnow()  # one clock read for the batch: they start together
         for (entry, envelope), status in zip(good, begun, strict=True):
             if status.status != "ok":
                 pool.release()
@@ -287,58 +298,62 @@ class DeliveryHandler:
         return audit_event(kind, flight.envelope.task.task_id, **self._event_base(flight), **fields)
 
     def _event_base(self, flight: InFlight) -> dict[str, Any]:
-        task = flight.envelope.task
-        fixed = self._bases.get(flight.stream)
+        base = self._event_context(flight.stream, flight.envelope)
+        base["deliveries"] = flight.deliveries
+        return base
+
+    def _event_context(self, ref: StreamRef, envelope: Envelope) -> dict[str, Any]:
+        """Every event's fields of this delivery but its delivery count."""
+        task = envelope.task
+        fixed = self._bases.get(ref)
         if fixed is None:  # once per stream: these never change for a worker
-            fixed = self._bases[flight.stream] = {
+            fixed = self._bases[ref] = {
                 "agent": self.w.agent.name,
                 "agent_version": self.w.agent.version,
-                "tier": flight.stream.tier,
-                "shard": flight.stream.keys.shard,
+                "tier": ref.tier,
+                "shard": ref.keys.shard,
             }
-        base = {
-            **fixed,
-            "attempt": flight.envelope.attempt,
-            "deliveries": flight.deliveries,
-            "consumer": self.w.consumer,
-        }
+        base = {**fixed, "attempt": envelope.attempt, "consumer": self.w.consumer}
         if task.tenant is not None:
             base["tenant"] = task.tenant
         if task.traceparent is not None:
             base["traceparent"] = task.traceparent
         return base
 
+    def _started_event(
+        self, ref: StreamRef, envelope: Envelope, now: datetime, queue_ms: int
+    ) -> bytes:
+        """The ``started`` event, written by the begin script as the delivery starts. Its
+        JSON stops before the delivery count, which only that script knows and appends."""
+        event = {
+            "event_id": uuid7_str(),
+            "type": "started",
+            "task_id": envelope.task.task_id,
+            # A datetime, not its isoformat(): orjson writes the same RFC 3339 text faster.
+            "ts": now,
+            "queue_ms": queue_ms,
+            **self._event_context(ref, envelope),
+        }
+        return orjson.dumps(event)[:-1] + b',"deliveries":'
+
     def _commit_events(
         self,
         flight: InFlight,
         kind: str,
-        queue_ms: int,
         result_json: bytes,
         extra: list[dict[str, Any]],
         now: datetime,
     ) -> bytes:
-        """The started and the terminal event of one task (built together: once per task)."""
-        task_id = flight.envelope.task.task_id
-        base = self._event_base(flight)
-        started_id, finished_id = _uuid7_pair()
-        started = {
-            "event_id": started_id,
-            "type": "started",
-            "task_id": task_id,
-            # A datetime, not its isoformat(): orjson writes the same RFC 3339 text faster.
-            "ts": flight.started_at,
-            "queue_ms": queue_ms,
-            **base,
-        }
+        """The terminal event of one task, after any the run added (model calls, overdue)."""
         finished = {
-            "event_id": finished_id,
+            "event_id": uuid7_str(),
             "type": kind,
-            "task_id": task_id,
+            "task_id": flight.envelope.task.task_id,
             "ts": now,  # the result's finished_at
             "result": orjson.Fragment(result_json),
-            **base,
+            **self._event_base(flight),
         }
-        return encode_events([started, *extra, finished])
+        return encode_events([*extra, finished])
 
     def _commit(
         self,
@@ -354,9 +369,7 @@ class DeliveryHandler:
         now = utcnow()
         result_json = self._finish(flight, result, started, queue_ms, now)
         events_json = (
-            self._commit_events(flight, kind, queue_ms, result_json, events, now)
-            if self.outbox
-            else b""
+            self._commit_events(flight, kind, result_json, events, now) if self.outbox else b""
         )
         flight.committing = flight.handed = True
         item = CommitItem(
@@ -523,20 +536,3 @@ def _time_left_ms(flight: InFlight) -> float | None:
     if deadline is None:
         return None
     return (deadline - utcnow()).total_seconds() * 1000
-
-
-# The variant nibble of a UUID (10xx) from a random hex digit's low two bits.
-_VARIANT = {f"{i:x}": "89ab"[i & 3] for i in range(16)}
-
-
-def _uuid7_pair() -> tuple[str, str]:
-    """Two UUIDv7 strings (the ``started`` and the terminal event of one task) from one clock
-    read and one ``os.urandom`` call: 74 random bits each, as ``uuid7_str``, at half the cost."""
-    ms = time.time_ns() // 1_000_000
-    r = os.urandom(20).hex()
-    t = f"{ms & 0xFFFF_FFFF_FFFF:012x}"
-    head = f"{t[:8]}-{t[8:]}-7"
-    return (
-        f"{head}{r[:3]}-{_VARIANT[r[3]]}{r[4:7]}-{r[7:19]}",
-        f"{head}{r[20:23]}-{_VARIANT[r[23]]}{r[24:27]}-{r[27:39]}",
-    )

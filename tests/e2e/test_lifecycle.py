@@ -7,6 +7,7 @@ import signal
 import time
 from pathlib import Path
 
+import orjson
 import pytest
 from redis.asyncio import Redis
 
@@ -80,3 +81,25 @@ async def test_restart_under_the_same_name_resumes_its_pending_at_once(
     assert all(r.status is ResultStatus.SUCCESS for r in results)
     assert time.monotonic() - restart_at < 30, "recovered long before the visibility timeout"
     assert all(r.metrics.attempts == 2 for r in results)
+
+
+async def test_a_running_task_has_its_started_event_before_it_finishes(
+    client: Redis, orch: Orchestrator, procs: Procs, prefix: str
+) -> None:
+    """The start of a long task is in the audit outbox while it runs, not only at its end."""
+    procs.worker("tests.agents:LabAgent", "--consumer", "w1")
+    handle = await orch.submit(Task(intent="lab", payload={"sleep": 3.0}))
+
+    async def started() -> list[dict]:
+        events = []
+        for shard in range(2):
+            for _, fields in await client.xrange(f"{prefix}:{{lab:{shard}}}:audit"):
+                events += [e for e in orjson.loads(fields[b"events"]) if e["type"] == "started"]
+        return [e for e in events if e["task_id"] == handle.task_id]
+
+    (event,) = await eventually(started, timeout=30, what="the started event")
+    assert (event["deliveries"], event["consumer"], event["attempt"]) == (1, "w1", 1)
+    assert await handle.state() == "running"
+    assert handle.task_id not in await committed_events(client, prefix, "lab", 2)
+    assert (await handle.result(timeout=30)).status is ResultStatus.SUCCESS
+    assert len(await started()) == 1

@@ -3,6 +3,7 @@ batch was just read by this consumer, and the commit fences a stale begin either
 
 from __future__ import annotations
 
+import orjson
 from redis.asyncio import Redis
 
 from deepagents.transport.base import BeginItem, CommitItem, StreamRef
@@ -65,4 +66,38 @@ async def test_fresh_begin_of_a_finished_task_is_a_duplicate(client: Redis, pref
     assert await client.xlen(ref.name) == 0
     assert (await client.xpending(ref.name, "echo"))["pending"] == 0
     assert await client.hget(ref.keys.task("t1"), "result") == b"r"
+    await bus.aclose()
+
+
+def _started(task_id: str) -> bytes:
+    """A started event as the worker passes it: JSON up to the delivery count."""
+    return orjson.dumps({"type": "started", "task_id": task_id})[:-1] + b',"deliveries":'
+
+
+async def _outbox(client: Redis, ref: StreamRef) -> list[dict[str, object]]:
+    return [
+        event
+        for _, fields in await client.xrange(ref.keys.outbox)
+        for event in orjson.loads(fields[b"events"])
+    ]
+
+
+async def test_each_delivery_records_its_start_and_count_at_begin(
+    client: Redis, prefix: str
+) -> None:
+    bus, ref, entry_id = await _setup(client, prefix)
+    item = BeginItem(entry_id, "t1", 1, _started("t1"))
+    await bus.read(ref, "echo", "a", 10, None)
+    assert await bus.begin(ref, "echo", "a", [item], fresh=True) == [("ok", 1)]
+    await client.xautoclaim(ref.name, "echo", "b", 0, "0-0")  # a dies; b reclaims
+    assert await bus.begin(ref, "echo", "b", [item]) == [("ok", 2)]
+    assert await bus.begin(ref, "echo", "a", [item]) == [("lost", 0)]  # no event
+    expected = {"type": "started", "task_id": "t1"}
+    assert await _outbox(client, ref) == [
+        {**expected, "deliveries": 1},
+        {**expected, "deliveries": 2},
+    ]
+    await client.hset(ref.keys.task("t1"), "state", "done")
+    assert await bus.begin(ref, "echo", "b", [item]) == [("dup", 0)]  # no event either
+    assert len(await _outbox(client, ref)) == 2
     await bus.aclose()

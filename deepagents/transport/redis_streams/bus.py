@@ -217,10 +217,10 @@ class RedisStreamBus:
     ) -> list[Begun]:
         """``fresh``: the entries were just read with ``>`` by this consumer, so their owner
         is not checked here (the commit checks it)."""
-        keys = [stream.name, *(stream.keys.task(i.task_id) for i in items)]
+        keys = [stream.name, stream.keys.outbox, *(stream.keys.task(i.task_id) for i in items)]
         args: list[Any] = [group, consumer, now_ms(), "1" if fresh else "0"]
         for item in items:
-            args += (item.entry_id, item.attempt)
+            args += (item.entry_id, item.attempt, item.started_event)
         with redis_errors(f"begin on {stream.name}"):
             (reply,) = await self._evalsha(self.scripts.begin, [(keys, args)])
         return [Begun(status.decode(), n) for status, n in reply]

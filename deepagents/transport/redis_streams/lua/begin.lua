@@ -1,17 +1,19 @@
--- Begin a batch of deliveries of one stream: skip duplicates, mark the rest running.
--- KEYS[1] stream, KEYS[2..n+1] task hashes (one per entry)
+-- Begin a batch of deliveries of one stream: skip duplicates, mark the rest running, and
+-- record each start in the outbox as it happens.
+-- KEYS[1] stream, KEYS[2] outbox stream, KEYS[3..n+2] task hashes (one per entry)
 -- ARGV[1] group, [2] consumer, [3] now ms, [4] fresh ('1': the batch was just read with
--- '>' by this consumer), then per entry: entry id, attempt
+-- '>' by this consumer), then per entry: entry id, attempt, started event ('' = none: the
+-- event's JSON up to its last value, the delivery count, which only this script knows)
 -- Returns per entry {status, deliveries}: ok | dup (already done: acked and deleted)
 --   | lost (another consumer owns it now) | gone (no longer pending)
 -- A fresh batch skips the ownership check: nobody can have claimed an entry before it
 -- idled for the visibility timeout, and the commit checks the owner anyway, so a worker
 -- that stalls that long between read and begin only runs the agent in vain.
 local fresh = ARGV[4] == '1'
-local out = {}
-for i = 2, #KEYS do
-  local id = ARGV[3 + (i - 1) * 2]
-  local attempt = ARGV[4 + (i - 1) * 2]
+local out, events = {}, {}
+for i = 3, #KEYS do
+  local base = 5 + (i - 3) * 3
+  local id, attempt, event = ARGV[base], ARGV[base + 1], ARGV[base + 2]
   local skip = nil
   if not fresh then
     local p = redis.call('XPENDING', KEYS[1], ARGV[1], id, id, 1)
@@ -29,8 +31,12 @@ for i = 2, #KEYS do
       local n = (tonumber(h[2]) or 0) + 1
       redis.call('HSET', KEYS[i], 'state', 'running', 'owner', ARGV[2], 'entry', id,
                  'attempt', attempt, 'started_ms', ARGV[3], 'deliveries', n)
+      if event ~= '' then events[#events + 1] = event .. n .. '}' end
       out[#out + 1] = {'ok', n}
     end
   end
+end
+if #events > 0 then
+  redis.call('XADD', KEYS[2], '*', 'events', '[' .. table.concat(events, ',') .. ']')
 end
 return out
