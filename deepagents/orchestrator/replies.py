@@ -15,6 +15,7 @@ delays a result, never loses it.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 from collections.abc import Callable
 from typing import Any
@@ -49,14 +50,15 @@ class ReplyChannel:
         try:
             commands = [("CLIENT", "SETNAME", CLIENT_NAME), ("SUBSCRIBE", self.channel)]
             await conn.send_packed_command(conn.pack_commands(commands), check_health=False)
-            named = await conn.read_response(timeout=SILENCE_S)
+            with contextlib.suppress(rex.ResponseError):  # e.g. an ACL without CLIENT:
+                await conn.read_response(timeout=SILENCE_S)  # the name is a courtesy
             # RESP3 sends pub/sub traffic as push messages, which redis-py hands back only
             # when asked for (push_request); RESP2 sends plain arrays, returned either way.
             reply = await conn.read_response(timeout=SILENCE_S, push_request=True)
         except (rex.RedisError, OSError) as exc:
             await conn.disconnect(nowait=True)
             raise TransportError(f"cannot subscribe to {self.channel}: {exc}") from exc
-        if named is None or not _is(reply, b"subscribe"):
+        if not _is(reply, b"subscribe"):
             await conn.disconnect(nowait=True)
             raise TransportError(f"unexpected answer to SUBSCRIBE: {reply!r}")
         self._conn = conn

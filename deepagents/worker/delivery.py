@@ -94,8 +94,9 @@ class DeliveryHandler:
     async def dispatch(
         self, ref: StreamRef, entries: list[RawEntry], *, fresh: bool = False
     ) -> None:
-        """Start every entry of a batch; each holds one slot of its tier's pool until done.
-        ``fresh``: new entries just read by this consumer (begin skips their owner check)."""
+        """Start every entry of a batch; each holds one slot of its tier's pool until it
+        hands its commit over (or is done otherwise). ``fresh``: new entries just read by
+        this consumer (begin skips their owner check)."""
         pool = self.w.pools[ref.tier]
         good: list[tuple[RawEntry, Envelope]] = []
         for entry in entries:

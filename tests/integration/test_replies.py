@@ -16,6 +16,7 @@ from deepagents.contract import Result
 from deepagents.orchestrator import Orchestrator, replies
 from deepagents.orchestrator.handle import TaskHandle
 from deepagents.orchestrator.replies import CLIENT_NAME
+from deepagents.transport.redis_streams import connect
 from tests.support.wait import eventually
 
 REPO = Path(__file__).resolve().parents[2]
@@ -96,3 +97,24 @@ async def test_a_silent_channel_is_pinged_and_kept(
 
 async def _true(value: bool) -> bool:
     return value
+
+
+async def test_a_user_without_client_commands_still_gets_replies(
+    client: Redis, redis_url: str, settings: Settings, prefix: str
+) -> None:
+    """The channel names its connection (CLIENT SETNAME) as a courtesy: an ACL that denies
+    CLIENT commands still subscribes."""
+    user = f"{prefix}-noclient"
+    await client.acl_setuser(
+        user, enabled=True, passwords=["+pw"], keys=["*"], channels=["*"],
+        commands=["+@all", "-client"],
+    )  # fmt: skip
+    limited = connect(redis_url.replace("redis://", f"redis://{user}:pw@", 1))
+    try:
+        async with Orchestrator(limited, config=_config(), settings=settings) as orch:
+            waiting = asyncio.ensure_future(orch.wait_result(_handle(orch, "t-acl"), 30, poll_s=30))
+            await _publish_until_heard(client, orch.reply_channel, _reply("t-acl", 5))
+            assert (await asyncio.wait_for(waiting, 10)).output == 5
+    finally:
+        await limited.aclose()
+        await client.acl_deluser(user)
