@@ -61,6 +61,8 @@ class InFlight:
     # Handed to the group commit: its slot is free, and it stays in flight (heartbeats
     # keep its entry) until the commit lands.
     handed: bool = False
+    # The fields its audit events share (``_event_context``), when the outbox is on.
+    context: dict[str, Any] | None = None
 
 
 class DeliveryHandler:
@@ -110,16 +112,19 @@ class DeliveryHandler:
             return
         now = utcnow()  # one clock read for the batch: they start together
         at = now_ms()
+        # Every event of a delivery shares these fields: built once, for the started event
+        # now and the terminal one at commit.
+        contexts = [self._event_context(ref, env) if self.outbox else None for _, env in good]
         items = [
             BeginItem(
                 e.entry_id,
                 env.task.task_id,
                 env.attempt,
-                self._started_event(ref, env, now, max(0, at - env.enqueued_ms))
-                if self.outbox
+                self._started_event(env, context, now, max(0, at - env.enqueued_ms))
+                if context is not None
                 else b"",
             )
-            for e, env in good
+            for (e, env), context in zip(good, contexts, strict=True)
         ]
         try:
             begun = await self.w.bus.begin(ref, self.group, self.w.consumer, items, fresh=fresh)
@@ -128,7 +133,7 @@ class DeliveryHandler:
             pool.release(len(good))
             log.warning("begin failed: %s", exc, extra={"action": "begin_failed"})
             return
-        for (entry, envelope), status in zip(good, begun, strict=True):
+        for (entry, envelope), context, status in zip(good, contexts, begun, strict=True):
             if status.status != "ok":
                 pool.release()
                 if status.status == "dup":
@@ -136,7 +141,9 @@ class DeliveryHandler:
                 else:
                     self.w.stats.lost_ownership += 1
                 continue
-            flight = InFlight(ref, entry.entry_id, envelope, status.deliveries, started_at=now)
+            flight = InFlight(
+                ref, entry.entry_id, envelope, status.deliveries, started_at=now, context=context
+            )
             self.w.inflight[(ref.name, entry.entry_id)] = flight
             pool.started()
             self.w.stats.started += 1
@@ -299,9 +306,10 @@ class DeliveryHandler:
         return audit_event(kind, flight.envelope.task.task_id, **self._event_base(flight), **fields)
 
     def _event_base(self, flight: InFlight) -> dict[str, Any]:
-        base = self._event_context(flight.stream, flight.envelope)
-        base["deliveries"] = flight.deliveries
-        return base
+        context = flight.context
+        if context is None:
+            context = self._event_context(flight.stream, flight.envelope)
+        return {**context, "deliveries": flight.deliveries}
 
     def _event_context(self, ref: StreamRef, envelope: Envelope) -> dict[str, Any]:
         """Every event's fields of this delivery but its delivery count."""
@@ -321,8 +329,9 @@ class DeliveryHandler:
             base["traceparent"] = task.traceparent
         return base
 
+    @staticmethod
     def _started_event(
-        self, ref: StreamRef, envelope: Envelope, now: datetime, queue_ms: int
+        envelope: Envelope, context: dict[str, Any], now: datetime, queue_ms: int
     ) -> bytes:
         """The ``started`` event, written by the begin script as the delivery starts. Its
         JSON stops before the delivery count, which only that script knows and appends."""
@@ -333,7 +342,7 @@ class DeliveryHandler:
             # A datetime, not its isoformat(): orjson writes the same RFC 3339 text faster.
             "ts": now,
             "queue_ms": queue_ms,
-            **self._event_context(ref, envelope),
+            **context,
         }
         return orjson.dumps(event)[:-1] + b',"deliveries":'
 
