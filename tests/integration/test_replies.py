@@ -118,3 +118,20 @@ async def test_a_user_without_client_commands_still_gets_replies(
     finally:
         await limited.aclose()
         await client.acl_deluser(user)
+
+
+async def test_a_resp2_client_gets_replies_too(
+    client: Redis, redis_url: str, settings: Settings
+) -> None:
+    """RESP2 sends pub/sub messages as plain arrays, RESP3 as push messages: both read."""
+    resp2 = connect(redis_url + ("&" if "?" in redis_url else "?") + "protocol=2")
+    try:
+        async with Orchestrator(resp2, config=_config(), settings=settings) as orch:
+            assert orch._replies is not None and orch._replies._conn.protocol in (2, "2")
+            waiting = asyncio.ensure_future(
+                orch.wait_result(_handle(orch, "t-resp2"), 30, poll_s=30)
+            )
+            await _publish_until_heard(client, orch.reply_channel, _reply("t-resp2", 6))
+            assert (await asyncio.wait_for(waiting, 10)).output == 6
+    finally:
+        await resp2.aclose()
