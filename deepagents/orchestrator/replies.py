@@ -76,7 +76,6 @@ class ReplyChannel:
                 await self._drop()
                 await asyncio.sleep(delay)
                 delay = min(delay * 2, 2.0)
-                continue
 
     async def _read(self, conn: Any) -> None:
         pinged = False
