@@ -13,6 +13,8 @@ cleanup() {
   [ -n "${KEEP_LOGS:-}" ] || rm -rf "$WORK"  # KEEP_LOGS=1 keeps the logs for inspection
 }
 trap cleanup EXIT
+# A signal ends the script through the EXIT trap too (bash skips it for an untrapped one).
+trap 'exit 130' INT TERM
 
 port() { "$PY" -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
 REDIS_PORT=$(port); GW_PORT=$(port)
