@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import asyncio
 from collections import defaultdict
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from deepagents.errors import TransportError
@@ -89,6 +89,8 @@ class Committer:
         return min(waiting, key=lambda t: self._rank.get(t, 0), default=None)
 
     async def _flush(self, batches: list[tuple[StreamRef, _Batch]]) -> None:
+        statuses: Sequence[Sequence[str | None]]
+        error: BaseException | None = None
         delay = 0.05
         while True:
             try:
@@ -99,12 +101,9 @@ class Committer:
                 )
                 break
             except TransportError as exc:
-                if not exc.retryable:
-                    for stream, batch in batches:
-                        self._landed(stream.tier, len(batch))
-                        for _, token in batch:
-                            self._on_committed(token, None, exc)
-                    return
+                if not exc.retryable:  # every item of the flush fails with it
+                    statuses, error = [[None] * len(batch) for _, batch in batches], exc
+                    break
                 # The commit script is all-or-nothing per task and owner-checked, so
                 # running it again after an ambiguous failure is safe.
                 await asyncio.sleep(delay)
@@ -112,7 +111,7 @@ class Committer:
         for (stream, batch), stream_statuses in zip(batches, statuses, strict=True):
             self._landed(stream.tier, len(batch))
             for (_, token), status in zip(batch, stream_statuses, strict=True):
-                self._on_committed(token, status, None)
+                self._on_committed(token, status, error)
 
     def close(self) -> None:
         self._closed = True

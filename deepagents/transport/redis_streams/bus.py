@@ -150,29 +150,29 @@ class RedisStreamBus:
     async def read(
         self, stream: StreamRef, group: str, consumer: str, count: int, block_ms: int | None
     ) -> list[RawEntry]:
-        command: tuple[Any, ...] = ("XREADGROUP", "GROUP", group, consumer, "COUNT", count)
-        if block_ms is not None:
-            command += ("BLOCK", block_ms)
-        with redis_errors(f"XREADGROUP {stream.name}"):
-            reply = await self.lanes.call(*command, "STREAMS", stream.name, ">")
-        return _read_entries(reply)
+        """New entries (``>``), blocking up to ``block_ms`` when there are none."""
+        return await self._xreadgroup(stream, group, consumer, count, block_ms, ">")
 
     async def read_own_pending(
         self, stream: StreamRef, group: str, consumer: str, count: int, after: str
     ) -> list[RawEntry]:
         """This consumer's own pending entries after ``after`` (history read, id 0)."""
-        with redis_errors(f"XREADGROUP {stream.name} (own pending)"):
-            reply = await self.lanes.call(
-                "XREADGROUP",
-                "GROUP",
-                group,
-                consumer,
-                "COUNT",
-                count,
-                "STREAMS",
-                stream.name,
-                after,
-            )
+        return await self._xreadgroup(stream, group, consumer, count, None, after)
+
+    async def _xreadgroup(
+        self,
+        stream: StreamRef,
+        group: str,
+        consumer: str,
+        count: int,
+        block_ms: int | None,
+        start: str,
+    ) -> list[RawEntry]:
+        command: tuple[Any, ...] = ("XREADGROUP", "GROUP", group, consumer, "COUNT", count)
+        if block_ms is not None:
+            command += ("BLOCK", block_ms)
+        with redis_errors(f"XREADGROUP {stream.name} from {start}"):
+            reply = await self.lanes.call(*command, "STREAMS", stream.name, start)
         return _read_entries(reply)
 
     async def claim_stale(
