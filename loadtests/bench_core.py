@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import gc
 import os
 import statistics
@@ -94,7 +95,14 @@ def cpu_s(pid: int) -> float:
 
 
 async def one_run(
-    url: str, n: int, rate: float, seconds: float, run: int, redis_pid: int | None
+    url: str,
+    n: int,
+    rate: float,
+    seconds: float,
+    run: int,
+    redis_pid: int | None,
+    *,
+    listen: bool = False,
 ) -> dict[str, Any]:
     prefix = f"bench{run}-{os.getpid()}"
     config = parse_config(CONFIG)
@@ -103,16 +111,21 @@ async def one_run(
     with tempfile.NamedTemporaryFile("w", suffix=".yaml", delete=False) as f:
         f.write(CONFIG)
     out: dict[str, Any] = {"run": run, "tasks": n}
-    # 1. submit. The orchestrator is closed before the drain: its reply listener would
-    # take every result (about 100 µs of CPU each before session 9's reply channel) on
-    # the cores the worker and Redis share; an upstream service runs elsewhere.
-    async with Orchestrator(client, config=config, settings=settings) as orch:
-        start = time.perf_counter()
-        for i in range(0, n, 500):
-            await orch.submit_many(
-                [Task(intent="echo", payload={"i": j}) for j in range(i, min(n, i + 500))]
-            )
-        out["submit_per_s"] = round(n / (time.perf_counter() - start))
+    # 1. submit. The orchestrator is closed before the drain (unless ``listen``): its reply
+    # listener would take every result on the cores the worker and Redis share, and an
+    # upstream service runs elsewhere.
+    submitter = contextlib.AsyncExitStack()
+    orch = await submitter.enter_async_context(
+        Orchestrator(client, config=config, settings=settings)
+    )
+    start = time.perf_counter()
+    for i in range(0, n, 500):
+        await orch.submit_many(
+            [Task(intent="echo", payload={"i": j}) for j in range(i, min(n, i + 500))]
+        )
+    out["submit_per_s"] = round(n / (time.perf_counter() - start))
+    if not listen:
+        await submitter.aclose()
     # 2. drain with one worker process
     worker = start_worker(url, prefix, f.name)
     proc = psutil.Process(worker.pid)
@@ -124,6 +137,7 @@ async def one_run(
         await asyncio.sleep(0.01)
     drain_s = time.perf_counter() - start
     cpu1 = proc.cpu_times()
+    await submitter.aclose()  # (listen: after the drain)
     if redis_pid:
         # The Redis server's own CPU per task: the ceiling one Redis core puts on the
         # drain rate, whatever the worker does (1e6 / this = tasks/s at 100% of a core).
@@ -199,13 +213,29 @@ async def main(args: argparse.Namespace) -> None:
     for run in range(args.runs):
         if args.redis_url:
             runs.append(
-                await one_run(args.redis_url, args.tasks, args.rate, args.seconds, run, None)
+                await one_run(
+                    args.redis_url,
+                    args.tasks,
+                    args.rate,
+                    args.seconds,
+                    run,
+                    None,
+                    listen=args.listen,
+                )
             )
         else:
             with EmbeddedRedis() as server:
                 pid = server.process.pid if server.process else None
                 runs.append(
-                    await one_run(server.url, args.tasks, args.rate, args.seconds, run, pid)
+                    await one_run(
+                        server.url,
+                        args.tasks,
+                        args.rate,
+                        args.seconds,
+                        run,
+                        pid,
+                        listen=args.listen,
+                    )
                 )
         print(orjson.dumps(runs[-1]).decode(), flush=True)
     keys = [k for k in runs[0] if k != "run"]
@@ -224,4 +254,11 @@ if __name__ == "__main__":
     )
     parser.add_argument("--seconds", type=float, default=10.0, help="length of the latency phase")
     parser.add_argument("--redis-url", help="default: a fresh embedded Redis per run")
+    parser.add_argument(
+        "--listen-during-drain",
+        dest="listen",
+        action="store_true",
+        help="keep the submitting orchestrator (and its reply listener) open during the "
+        "drain, as this harness did before session 9",
+    )
     asyncio.run(main(parser.parse_args()))
