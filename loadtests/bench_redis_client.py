@@ -16,8 +16,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # this tree's package
 
-from deepagents._internal.redis_server import EmbeddedRedis
-from deepagents.cli.common import run
+from redis_target import run_on
+
 from deepagents.transport.redis_streams import connect
 from deepagents.transport.redis_streams.lanes import Lanes
 
@@ -42,11 +42,7 @@ async def measure(url: str, n: int) -> None:
 
 
 def main(args: argparse.Namespace) -> None:
-    if args.redis_url:
-        run(measure(args.redis_url, args.commands))
-        return
-    with EmbeddedRedis() as server:
-        run(measure(server.url, args.commands))
+    run_on(args.redis_url, lambda url: measure(url, args.commands))
 
 
 if __name__ == "__main__":

@@ -20,8 +20,8 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # this tree's package
 
-from deepagents._internal.redis_server import EmbeddedRedis
-from deepagents.cli.common import run
+from redis_target import run_on
+
 from deepagents.config import Settings, parse_config
 from deepagents.contract import Result
 from deepagents.contract.codec import decode_result
@@ -100,11 +100,7 @@ async def measure(url: str, n: int) -> None:
 
 
 def main(args: argparse.Namespace) -> None:
-    if args.redis_url:
-        run(measure(args.redis_url, args.messages))
-        return
-    with EmbeddedRedis() as server:
-        run(measure(server.url, args.messages))
+    run_on(args.redis_url, lambda url: measure(url, args.messages))
 
 
 if __name__ == "__main__":
