@@ -10,6 +10,7 @@ walks the whole keyspace).
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import time
 from collections.abc import AsyncIterator
@@ -17,7 +18,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import redis.exceptions as rex
-from redis.asyncio import Redis
+from redis.asyncio import Redis, RedisCluster
 
 from deepagents.config import FileConfig
 from deepagents.transport.keys import Keys
@@ -26,6 +27,20 @@ from deepagents.transport.redis_streams.errors import redis_errors
 log = logging.getLogger("deepagents.audit")
 
 GROUP = "audit"
+# An idle read polls again after a pause that doubles from the first to the last: new
+# events wait at most this long to be seen (then up to ``audit_batch_wait_ms`` to batch).
+POLL_MIN_S = 0.005
+POLL_MAX_S = 0.1
+# KEYS[1] an outbox stream; ARGV[1] the group, ARGV[2..] entry ids. In chunks: Lua's
+# unpack() has a limit on how many values it may return.
+_ACK_DELETE = """
+for i = 2, #ARGV, 1000 do
+  local j = math.min(i + 999, #ARGV)
+  redis.call('XACK', KEYS[1], ARGV[1], unpack(ARGV, i, j))
+  redis.call('XDEL', KEYS[1], unpack(ARGV, i, j))
+end
+return 1
+"""
 Entry = tuple[str, str, dict[bytes, bytes]]  # (stream, entry id, fields)
 
 
@@ -44,7 +59,7 @@ class Backlog:
 
 @dataclass
 class Outbox:
-    client: Redis
+    client: Redis | RedisCluster  # every command stays in one slot
     keys: Keys
     config: FileConfig
     consumer: str
@@ -106,15 +121,27 @@ class Outbox:
     # reading ------------------------------------------------------------------------------
 
     async def read(self, count: int, block_ms: int) -> list[Entry]:
-        """New entries of all streams (at most ``count`` per stream)."""
+        """New entries of all streams (at most ``count`` per stream), waiting up to
+        ``block_ms`` for some. One XREADGROUP per stream, pipelined: each shard's stream has
+        its own hash tag, and one command over several would span slots, which Redis
+        Cluster refuses. So no command can block on them all: with nothing new, the read
+        is tried again after a pause that doubles from ``POLL_MIN_S`` to ``POLL_MAX_S``."""
         if not self.streams:
             return []
-        with redis_errors("read outbox"):
-            reply = await self.client.xreadgroup(
-                GROUP, self.consumer, dict.fromkeys(sorted(self.streams), ">"),
-                count=count, block=block_ms or None,
-            )  # fmt: skip
-        return _entries(reply)
+        deadline = time.monotonic() + block_ms / 1000
+        pause = POLL_MIN_S
+        while True:
+            with redis_errors("read outbox"):
+                pipe = self.client.pipeline(transaction=False)
+                for stream in sorted(self.streams):
+                    pipe.xreadgroup(GROUP, self.consumer, {stream: ">"}, count=count)
+                replies = await pipe.execute()
+            entries = [entry for reply in replies for entry in _entries(reply)]
+            left = deadline - time.monotonic()
+            if entries or left <= 0:
+                return entries
+            await asyncio.sleep(min(pause, left))
+            pause = min(pause * 2, POLL_MAX_S)
 
     async def own_pending(self, count: int) -> AsyncIterator[list[Entry]]:
         """Entries this consumer read before a restart but never acked (id ``0``, not ``>``)."""
@@ -155,15 +182,16 @@ class Outbox:
     # after commit -------------------------------------------------------------------------
 
     async def ack(self, entries: list[Entry]) -> None:
-        """XACK + XDEL, atomically per call (MULTI): acked entries never linger unacked-deleted."""
+        """XACK + XDEL, atomically per stream (one script call each, in one pipeline):
+        acked entries never linger unacked-deleted, and no call spans two slots."""
         by_stream: dict[str, list[str]] = {}
         for stream, entry_id, _ in entries:
             by_stream.setdefault(stream, []).append(entry_id)
         with redis_errors("ack audit entries"):
-            pipe = self.client.pipeline(transaction=True)
+            pipe = self.client.pipeline(transaction=False)
             for stream, ids in by_stream.items():
-                pipe.xack(stream, GROUP, *ids)
-                pipe.xdel(stream, *ids)
+                # EVAL, not EVALSHA: one call per stream and batch, and never a NOSCRIPT.
+                pipe.eval(_ACK_DELETE, 1, stream, GROUP, *ids)
             await pipe.execute()
 
     async def backlog(self) -> Backlog:

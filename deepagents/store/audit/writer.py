@@ -25,7 +25,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import TypeVar
 
-from redis.asyncio import Redis
+from redis.asyncio import Redis, RedisCluster
 
 from deepagents.config import FileConfig, Settings
 from deepagents.errors import GroupVanished, TransportError
@@ -62,7 +62,7 @@ class WriterStats:
 class AuditWriter:
     def __init__(
         self,
-        client: Redis,
+        client: Redis | RedisCluster,
         *,
         settings: Settings,
         config: FileConfig,
