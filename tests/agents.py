@@ -28,7 +28,8 @@ class LabAgent(AgentContract):
     @property
     def client(self) -> Redis:
         if self._client is None:
-            self._client = connect(os.environ["DEEPAGENTS_REDIS_URL"])
+            cluster = os.environ.get("DEEPAGENTS_REDIS_CLUSTER") == "true"
+            self._client = connect(os.environ["DEEPAGENTS_REDIS_URL"], cluster=cluster)
         return self._client
 
     async def execute(self, context: dict[str, Any]) -> Result:

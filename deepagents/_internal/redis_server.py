@@ -37,10 +37,12 @@ def free_port() -> int:
 
 
 class EmbeddedRedis:
-    def __init__(self, *, binary: str | None = None, extra_args: tuple[str, ...] = ()) -> None:
+    def __init__(
+        self, *, binary: str | None = None, extra_args: tuple[str, ...] = (), port: int = 0
+    ) -> None:
         self.binary = binary or redis_server_binary()
         self.extra_args = extra_args
-        self.port = 0
+        self.port = port  # 0: a free one, picked at start
         self.dir: str | None = None
         self.process: subprocess.Popen[bytes] | None = None
 
@@ -50,7 +52,7 @@ class EmbeddedRedis:
 
     def start(self, timeout: float = 10.0) -> EmbeddedRedis:
         self.dir = tempfile.mkdtemp(prefix="deepagents-redis-")
-        self.port = free_port()
+        self.port = self.port or free_port()
         args = [
             self.binary,
             "--port",

@@ -41,7 +41,9 @@ def main(args: argparse.Namespace) -> int:
     redis_url, db_url = require_redis_url(settings), database_url(settings)
 
     async def serve() -> None:
-        async with redis_client(redis_url, max_connections=8) as client:
+        async with redis_client(
+            redis_url, max_connections=8, cluster=settings.redis_cluster
+        ) as client:
             writer = AuditWriter(client, settings=settings, config=runtime.config, dsn=db_url,
                                  run_migrations=not args.no_migrate)  # fmt: skip
             task = asyncio.ensure_future(writer.run())

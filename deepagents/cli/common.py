@@ -42,8 +42,10 @@ def require_redis_url(settings: Settings) -> str:
 
 
 @contextlib.asynccontextmanager
-async def redis_client(url: str, *, max_connections: int = 64) -> AsyncIterator[Redis]:
-    client = connect(url, max_connections=max_connections)
+async def redis_client(
+    url: str, *, max_connections: int = 64, cluster: bool = False
+) -> AsyncIterator[Redis]:
+    client = connect(url, max_connections=max_connections, cluster=cluster)
     try:
         yield client
     finally:

@@ -94,7 +94,7 @@ def main(args: argparse.Namespace) -> int:
     url = require_redis_url(runtime.settings)
 
     async def go() -> int:
-        async with redis_client(url) as client:
+        async with redis_client(url, cluster=runtime.settings.redis_cluster) as client:
             return await _run(args, Admin(client, runtime.config, runtime.settings.prefix))
 
     return run(go())

@@ -43,7 +43,7 @@ def main(args: argparse.Namespace) -> int:
     metrics = FleetMetrics()
 
     async def sample_forever() -> None:
-        async with redis_client(url) as client:
+        async with redis_client(url, cluster=runtime.settings.redis_cluster) as client:
             sampler = FleetSampler(client, runtime.config, runtime.settings.prefix, metrics)
             if args.once:
                 await sampler.sample()

@@ -48,7 +48,7 @@ def main(args: argparse.Namespace) -> int:
 
     async def submit() -> int:
         async with (
-            redis_client(url) as client,
+            redis_client(url, cluster=runtime.settings.redis_cluster) as client,
             Orchestrator(client, config=runtime.config, settings=runtime.settings) as orch,
         ):
             handle = await orch.submit(task)

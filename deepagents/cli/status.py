@@ -18,7 +18,7 @@ from rich.console import Console, Group
 from rich.live import Live
 from rich.table import Table
 
-from deepagents.cli.common import load_runtime, redis_client, require_redis_url, run
+from deepagents.cli.common import Runtime, load_runtime, redis_client, require_redis_url, run
 from deepagents.config.schema import FileConfig
 from deepagents.orchestrator.admin import Admin
 from deepagents.store.registry import AgentRegistry
@@ -123,9 +123,11 @@ def _tiers(before: Snapshot | None, after: Snapshot | None) -> dict[str, dict[st
     return {t: {"per_s": rates.get(t), "p95_s": p95s.get(t)} for t in {*rates, *p95s}}
 
 
-async def watch(args: argparse.Namespace, url: str, config: FileConfig, prefix: str) -> None:
+async def watch(args: argparse.Namespace, url: str, runtime: Runtime) -> None:
     console = Console()
-    async with redis_client(url) as client, httpx.AsyncClient() as http:
+    config, prefix = runtime.config, runtime.settings.prefix
+    cluster = runtime.settings.redis_cluster
+    async with redis_client(url, cluster=cluster) as client, httpx.AsyncClient() as http:
         admin = Admin(client, config, prefix)
         before = await _scrape(http, args.metrics)
         with Live(console=console, auto_refresh=False, transient=False) as live:
@@ -154,11 +156,11 @@ def main(args: argparse.Namespace) -> int:
     runtime = load_runtime(args.config)
     url = require_redis_url(runtime.settings)
     if args.watch:  # Ctrl-C ends it (the CLI answers 130)
-        run(watch(args, url, runtime.config, runtime.settings.prefix))
+        run(watch(args, url, runtime))
         return 0
 
     async def collect() -> list[dict[str, Any]]:
-        async with redis_client(url) as client:
+        async with redis_client(url, cluster=runtime.settings.redis_cluster) as client:
             return await Admin(client, runtime.config, runtime.settings.prefix).status(args.agent)
 
     rows = run(collect())

@@ -86,7 +86,9 @@ def main(args: argparse.Namespace) -> int:
 
     async def serve() -> None:
         readers = len(runtime.config.tier_names) * runtime.config.agent_settings(cls.name).shards
-        async with redis_client(url, max_connections=readers + 32) as client:
+        async with redis_client(
+            url, max_connections=readers + 32, cluster=settings.redis_cluster
+        ) as client:
             worker = Worker(
                 cls(),
                 client=client,

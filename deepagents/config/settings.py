@@ -20,6 +20,9 @@ class Settings(BaseSettings):
     redis_url: SecretStr | None = Field(
         default=None, description="redis://…; unset: the CLI starts an embedded Redis"
     )
+    redis_cluster: bool = Field(
+        default=False, description="DEEPAGENTS_REDIS_URL names a node of a Redis Cluster"
+    )
     database_url: SecretStr | None = Field(default=None, description="PostgreSQL for the audit log")
     config: Path | None = Field(default=None, description="YAML file with tiers/strategies/agents")
     prefix: str = Field(default="da", pattern=r"^[A-Za-z0-9_-]{1,32}$")

@@ -21,7 +21,7 @@ from collections.abc import Callable
 from typing import Any
 
 import redis.exceptions as rex
-from redis.asyncio import Redis
+from redis.asyncio import Redis, RedisCluster
 
 from deepagents.errors import TransportError
 
@@ -39,14 +39,25 @@ class ReplyChannel:
     then ``run()`` hands each message's payload to ``deliver`` until cancelled, reconnecting
     with backoff. ``aclose()`` closes the connection."""
 
-    def __init__(self, client: Redis, channel: str, deliver: Callable[[bytes], None]) -> None:
-        self._pool: Any = client.connection_pool
+    def __init__(
+        self, client: Redis | RedisCluster, channel: str, deliver: Callable[[bytes], None]
+    ) -> None:
+        self._client = client
         self.channel = channel
         self._deliver = deliver
         self._conn: Any = None
 
+    async def _connection(self) -> Any:
+        if isinstance(self._client, RedisCluster):
+            await self._client.initialize()  # learns the nodes on first use; then a no-op
+            # PUBLISH reaches every node of a cluster: any one will do to subscribe.
+            node = self._client.get_random_node()
+            return node.connection_class(**node.connection_kwargs)
+        pool: Any = self._client.connection_pool
+        return pool.make_connection()
+
     async def open(self) -> None:
-        conn = self._pool.make_connection()
+        conn = await self._connection()
         try:
             commands = [("CLIENT", "SETNAME", CLIENT_NAME), ("SUBSCRIBE", self.channel)]
             await conn.send_packed_command(conn.pack_commands(commands), check_health=False)

@@ -1,54 +1,19 @@
-"""The audit writer on Redis Cluster: every command it sends stays in one hash slot.
-
-A private redis-server runs in cluster mode and owns all 16,384 slots. One node is enough:
-a cluster node refuses a command whose keys span slots (CROSSSLOT) whatever the number of
-nodes, and each shard's outbox stream has its own hash tag, so its own slot.
-"""
+"""The audit writer on Redis Cluster (``cluster_url``: a redis-server in cluster mode):
+every command it sends stays in one hash slot. Each shard's outbox stream has its own hash
+tag, so its own slot."""
 
 from __future__ import annotations
 
-import time
-from collections.abc import AsyncIterator, Iterator
-
 import asyncpg
-import pytest
-import redis
 from redis.asyncio.cluster import RedisCluster
 from redis.crc import key_slot
 
-from deepagents._internal.redis_server import EmbeddedRedis
 from deepagents.config import FileConfig, Settings
 from deepagents.store.audit.outbox import GROUP, Outbox
 from deepagents.transport.keys import Keys
 from tests.audit.support import drained, duplicates, fill_outbox, running_writer, sequences
 
 SHARDS = 2  # AUDIT_CONFIG's shard count
-
-
-@pytest.fixture(scope="module")
-def cluster_url() -> Iterator[str]:
-    args = ("--cluster-enabled", "yes", "--cluster-config-file", "nodes.conf")
-    with EmbeddedRedis(extra_args=args) as server:
-        node = redis.Redis(port=server.port)
-        try:
-            # ADDSLOTS with every slot, not ADDSLOTSRANGE: Redis 6.2 knows only this one.
-            node.execute_command("CLUSTER", "ADDSLOTS", *range(16384))
-            deadline = time.monotonic() + 30
-            while b"cluster_state:ok" not in node.execute_command("CLUSTER", "INFO"):
-                assert time.monotonic() < deadline, "the one-node cluster never became ready"
-                time.sleep(0.05)
-        finally:
-            node.close()
-        yield server.url
-
-
-@pytest.fixture
-async def cluster(cluster_url: str, prefix: str) -> AsyncIterator[RedisCluster]:
-    client = RedisCluster.from_url(cluster_url)
-    try:
-        yield client
-    finally:
-        await client.aclose()
 
 
 def _outboxes(prefix: str) -> list[str]:

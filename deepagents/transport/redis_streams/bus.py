@@ -86,7 +86,7 @@ class RedisStreamBus:
         try:
             return await self.lanes.pipeline(commands)
         except rex.NoScriptError:
-            await self.lanes.call("SCRIPT", "LOAD", script.script)
+            await self.lanes.load_script(script.script)
             return await self.lanes.pipeline(commands)
 
     async def ensure_group(self, stream: StreamRef, group: str) -> None:
@@ -129,7 +129,8 @@ class RedisStreamBus:
         at = now_ms()
         with redis_errors("enqueue"):
             # EVALSHA directly: a pipeline given Script objects asks SCRIPT EXISTS first on
-            # every execute, an extra round trip per submit.
+            # every execute, an extra round trip per submit. As a plain command: a cluster
+            # client's pipeline has no evalsha() but routes the command by its keys.
             for _ in range(2):
                 pipe = self.client.pipeline(transaction=False)
                 for (stream, task_id, task_json, reply, events), limit in zip(
@@ -137,7 +138,7 @@ class RedisStreamBus:
                 ):
                     keys = [stream.name, stream.keys.task(task_id), stream.keys.outbox]
                     args = [task_json, 1, at, reply, limit, stream.tier, events]
-                    pipe.evalsha(script.sha, len(keys), *keys, *args)
+                    pipe.execute_command("EVALSHA", script.sha, len(keys), *keys, *args)
                 try:
                     replies = await pipe.execute()
                     break

@@ -9,6 +9,8 @@ import redis.exceptions as rex
 
 from deepagents.errors import GroupVanished, TransportError
 
+_CLUSTER_MOVES = (rex.AskError, rex.TryAgainError, rex.ClusterDownError)
+
 
 def translate(exc: rex.RedisError, what: str) -> TransportError:
     text = str(exc)
@@ -17,7 +19,9 @@ def translate(exc: rex.RedisError, what: str) -> TransportError:
     if isinstance(exc, rex.ConnectionError | rex.TimeoutError):
         return TransportError(f"{what}: Redis unreachable ({type(exc).__name__}: {text})")
     err = TransportError(f"{what}: {type(exc).__name__}: {text}")
-    err.retryable = not isinstance(exc, rex.ResponseError)
+    # A cluster moving slots (MOVED, ASK, TRYAGAIN) or electing a primary (CLUSTERDOWN)
+    # answers with errors that a retry a moment later gets past.
+    err.retryable = not isinstance(exc, rex.ResponseError) or isinstance(exc, _CLUSTER_MOVES)
     return err
 
 

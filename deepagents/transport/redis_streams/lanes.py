@@ -11,23 +11,33 @@ Each exchange takes an idle connection (or opens one), writes its commands in on
 reads every reply, and gives the connection back. A connection that failed or was
 cancelled mid-exchange may have replies in flight: it is closed, never reused. Errors are
 redis-py's exceptions, as from the client, so callers map them the same way.
+
+Given a ``RedisCluster`` client, each command goes to the node serving its key's slot
+(every command here names its shard's keys, one slot); a pipeline spanning nodes is split
+and the parts sent at once. A ``MOVED`` or ``ASK`` answer (slots migrating) refreshes the
+client's map of the cluster before it is raised: the caller's retry finds the new node.
 """
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Sequence
 from typing import Any
 
-from redis.asyncio import Redis
+import redis.exceptions as rex
+from redis.asyncio import Redis, RedisCluster
 from redis.asyncio.connection import AbstractConnection
+
+_SINGLE = ""  # the node name of a client that is not a cluster's
 
 
 class Lanes:
     """Owned by one bus; ``aclose()`` closes the connections it opened."""
 
-    def __init__(self, client: Redis) -> None:
-        self._pool: Any = client.connection_pool
-        self._idle: list[AbstractConnection] = []
+    def __init__(self, client: Redis | RedisCluster) -> None:
+        self._client = client
+        self._cluster = client if isinstance(client, RedisCluster) else None
+        self._idle: dict[str, list[AbstractConnection]] = {}
         self._open: set[AbstractConnection] = set()
 
     async def call(self, *command: Any) -> Any:
@@ -35,25 +45,76 @@ class Lanes:
         return reply
 
     async def pipeline(self, commands: Sequence[Sequence[Any]]) -> list[Any]:
-        """Send the commands in one write and return their replies, in order. An error
-        reply raises (the connection is then closed: later replies were left unread)."""
-        conn = self._idle.pop() if self._idle else self._connection()
+        """Send the commands in one write (per node) and return their replies, in order.
+        An error reply raises (the connection is then closed: later replies were left
+        unread)."""
+        if self._cluster is None:
+            return await self._exchange(_SINGLE, commands)
+        await self._cluster.initialize()  # learns the nodes on first use; then a no-op
+        by_node: dict[str, list[int]] = {}
+        for i, command in enumerate(commands):
+            node = self._cluster.get_node_from_key(_key(command))
+            if node is None:  # a slot no node serves: the cluster is down or resharding
+                raise rex.ClusterDownError(f"no node serves the slot of {_key(command)!r}")
+            by_node.setdefault(node.name, []).append(i)
+        if len(by_node) == 1:
+            return await self._exchange(next(iter(by_node)), commands)
+        parts = await asyncio.gather(
+            *(self._exchange(node, [commands[i] for i in at]) for node, at in by_node.items())
+        )
+        replies: list[Any] = [None] * len(commands)
+        for at, part in zip(by_node.values(), parts, strict=True):
+            for i, reply in zip(at, part, strict=True):
+                replies[i] = reply
+        return replies
+
+    async def load_script(self, script: str) -> None:
+        """SCRIPT LOAD on every node a script may run on (a cluster's primaries)."""
+        if self._cluster is None:
+            await self._exchange(_SINGLE, [("SCRIPT", "LOAD", script)])
+            return
+        await self._cluster.initialize()
+        nodes = self._cluster.get_primaries()
+        await asyncio.gather(*(self._exchange(n.name, [("SCRIPT", "LOAD", script)]) for n in nodes))
+
+    async def _exchange(self, node: str, commands: Sequence[Sequence[Any]]) -> list[Any]:
+        idle = self._idle.get(node)
+        conn = idle.pop() if idle else self._connection(node)
         try:
             await conn.send_packed_command(conn.pack_commands(commands), check_health=False)
             replies = [await conn.read_response() for _ in commands]
-        except BaseException:
+        except BaseException as exc:
             self._open.discard(conn)
             await conn.disconnect(nowait=True)
+            if self._cluster is not None and isinstance(exc, rex.AskError | rex.ClusterDownError):
+                await self._cluster.nodes_manager.initialize()  # MOVED is an AskError too
             raise
-        self._idle.append(conn)
+        self._idle.setdefault(node, []).append(conn)
         return replies
 
-    def _connection(self) -> AbstractConnection:
-        conn: AbstractConnection = self._pool.make_connection()
+    def _connection(self, node: str) -> AbstractConnection:
+        conn: AbstractConnection
+        if self._cluster is None:
+            conn = self._client.connection_pool.make_connection()  # type: ignore[union-attr]
+        else:
+            found = self._cluster.get_node(node_name=node)
+            if found is None:  # left the cluster since it was looked up
+                raise rex.ConnectionError(f"cluster node {node} is gone")
+            conn = found.connection_class(**found.connection_kwargs)
         self._open.add(conn)
         return conn
 
     async def aclose(self) -> None:
-        conns, self._open, self._idle = self._open, set(), []
+        conns, self._open, self._idle = self._open, set(), {}
         for conn in conns:
             await conn.disconnect()
+
+
+def _key(command: Sequence[Any]) -> Any:
+    """The key that places a command: every command sent here names keys of one slot."""
+    name = command[0].upper()
+    if name in ("EVALSHA", "EVAL"):
+        return command[3]  # after the script and the number of keys
+    if name == "XREADGROUP":
+        return command[list(command).index("STREAMS") + 1]
+    return command[1]

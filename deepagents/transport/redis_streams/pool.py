@@ -4,15 +4,16 @@ from __future__ import annotations
 
 import asyncio
 import sys
-from typing import Any
+from typing import Any, cast
 
 import hiredis
 import redis.exceptions as rex
-from redis.asyncio import BlockingConnectionPool, Connection, Redis
+from redis.asyncio import BlockingConnectionPool, Connection, Redis, RedisCluster
 
 from deepagents.errors import RedisNotSafe, TransportError
 
 MIN_VERSION = (6, 2)
+CLUSTER_MAX_CONNECTIONS = 1024  # per node
 # From 3.12 asyncio.wait_for is built on asyncio.timeout and starts no Task of its own.
 _WAIT_FOR_STARTS_A_TASK = sys.version_info < (3, 12)
 
@@ -51,48 +52,80 @@ class _HiredisPackingConnection(Connection):
             self.socket_timeout = limit
 
 
-def connect(url: str, *, max_connections: int = 64, block_ms: int = 1_000) -> Redis:
-    """One client (with its pool) per process and event loop; the caller closes it."""
+def connect(
+    url: str, *, max_connections: int = 64, block_ms: int = 1_000, cluster: bool = False
+) -> Redis:
+    """One client (with its pool) per process and event loop; the caller closes it.
+    ``cluster``: a ``RedisCluster`` client, which finds the other nodes from this one."""
+    options: dict[str, Any] = {
+        # Reads block for block_ms at most; a socket silent for longer than that plus
+        # a margin is half-open, not idle.
+        "socket_timeout": block_ms / 1000 + 10,
+        "socket_connect_timeout": 5,
+        "socket_keepalive": True,
+        "health_check_interval": 30,
+        "decode_responses": False,
+    }
+    if cluster:
+        # Typed as Redis for callers: the commands deepagents sends are common to both,
+        # and the transport's own connections (lanes, reply channel) check which it is.
+        # redis-py's cluster client has no blocking pool: past a node's cap a command fails
+        # at once (MaxConnectionsError) rather than wait for a connection, so the cap is
+        # set high enough that concurrent waiters never meet it.
+        per_node = max(max_connections, CLUSTER_MAX_CONNECTIONS)
+        client: Any = RedisCluster.from_url(url, max_connections=per_node, **options)
+        return cast(Redis, client)
     pool = BlockingConnectionPool.from_url(
         url,
         max_connections=max_connections,
         timeout=20,  # wait this long for a free connection rather than fail at once
         connection_class=_HiredisPackingConnection,
-        # Reads block for block_ms at most; a socket silent for longer than that plus
-        # a margin is half-open, not idle.
-        socket_timeout=block_ms / 1000 + 10,
-        socket_connect_timeout=5,
-        socket_keepalive=True,
-        health_check_interval=30,
-        decode_responses=False,
+        **options,
     )
     return Redis.from_pool(pool)  # the client owns the pool: aclose() closes both
 
 
 async def check_server(client: Any, *, allow_evicting: bool = False) -> str:
-    """Refuse a Redis that can lose tasks; return its version."""
+    """Refuse a Redis that can lose tasks; return its version. On a cluster every primary
+    is checked (each has its own configuration), and the oldest version is returned."""
+    if isinstance(client, RedisCluster):
+        await client.initialize()
+        versions = [
+            await _check_node(client, allow_evicting, target_nodes=node)
+            for node in client.get_primaries()
+        ]
+        return min(versions, key=_version)
+    return await _check_node(client, allow_evicting)
+
+
+async def _check_node(client: Any, allow_evicting: bool, **target: Any) -> str:
     try:
-        info = await client.info("server")
-        reply = await client.config_get("maxmemory-policy")
+        info = await client.info("server", **target)
+        reply = await client.config_get("maxmemory-policy", **target)
         policy = reply.get("maxmemory-policy", reply.get(b"maxmemory-policy", b""))
     except rex.ResponseError as exc:
         # Managed Redis often disables CONFIG; INFO memory still reports the policy.
         if "unknown command" not in str(exc).lower() and "NOPERM" not in str(exc):
             raise TransportError(f"cannot inspect Redis: {exc}") from exc
-        memory = await client.info("memory")
+        memory = await client.info("memory", **target)
         policy = str(memory.get("maxmemory_policy", "")).encode()
     except (rex.ConnectionError, rex.TimeoutError) as exc:
         raise TransportError(f"cannot reach Redis: {exc}") from exc
     version = str(info.get("redis_version", "0"))
-    parts = tuple(int(p) for p in version.split(".")[:2] if p.isdigit())
-    if parts < MIN_VERSION:
+    if _version(version) < MIN_VERSION:
         raise RedisNotSafe(
             f"Redis {version} is too old: deepagents needs 6.2 or newer (XAUTOCLAIM)"
         )
     policy_s = policy.decode() if isinstance(policy, bytes) else str(policy)
     if policy_s != "noeviction" and not allow_evicting:
+        where = f" on {target['target_nodes'].name}" if target else ""
         raise RedisNotSafe(
-            f"Redis maxmemory-policy is {policy_s!r}: an evicting Redis silently drops tasks. "
-            "Set 'maxmemory-policy noeviction' (or DEEPAGENTS_ALLOW_EVICTING_REDIS=true for tests)"
+            f"Redis maxmemory-policy is {policy_s!r}{where}: an evicting Redis silently drops "
+            "tasks. Set 'maxmemory-policy noeviction' (or DEEPAGENTS_ALLOW_EVICTING_REDIS=true "
+            "for tests)"
         )
     return version
+
+
+def _version(text: str) -> tuple[int, ...]:
+    return tuple(int(p) for p in text.split(".")[:2] if p.isdigit())
