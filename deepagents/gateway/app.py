@@ -66,7 +66,11 @@ def create_app(
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         if settings.redis_url is None:
             raise ConfigError("DEEPAGENTS_REDIS_URL is not set", file="environment")
-        client = connect(settings.redis_url.get_secret_value(), max_connections=256)
+        client = connect(
+            settings.redis_url.get_secret_value(),
+            max_connections=256,
+            cluster=settings.redis_cluster,
+        )
         try:
             await check_server(client, allow_evicting=settings.allow_evicting_redis)
             async with Orchestrator(

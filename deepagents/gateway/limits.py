@@ -81,7 +81,8 @@ class Admission:
         # SCRIPT EXISTS before every pipeline (one more round trip per request).
 
         def commands(pipe: Pipeline) -> None:
-            pipe.evalsha(self._sha, 2, keys.bucket, keys.inflight, *args)
+            # As a plain command: a cluster client's pipeline has no evalsha().
+            pipe.execute_command("EVALSHA", self._sha, 2, keys.bucket, keys.inflight, *args)
             for key, value in claims:
                 pipe.set(key, value, ex=ttl_s)
 
