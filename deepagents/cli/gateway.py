@@ -8,6 +8,7 @@ from __future__ import annotations
 import argparse
 import os
 import sys
+import tempfile
 from typing import Any
 
 from deepagents.cli.common import load_runtime, require_redis_url
@@ -40,18 +41,31 @@ def main(args: argparse.Namespace) -> int:
         os.environ["DEEPAGENTS_CONFIG"] = args.config
     import uvicorn
 
-    uvicorn.run(
-        "deepagents.gateway.app:create_served_app",
-        factory=True,
-        host=args.host,
-        port=args.port,
-        workers=args.workers,
-        log_level=args.log_level,
-        access_log=False,
-        timeout_keep_alive=5,
-        timeout_graceful_shutdown=10,
-        server_header=False,
-    )
+    options: dict[str, Any] = {
+        "factory": True,
+        "host": args.host,
+        "port": args.port,
+        "workers": args.workers,
+        "log_level": args.log_level,
+        "access_log": False,
+        "timeout_keep_alive": 5,
+        "timeout_graceful_shutdown": 10,
+        "server_header": False,
+    }
+    app = "deepagents.gateway.app:create_served_app"
+    if args.workers == 1 or os.environ.get("PROMETHEUS_MULTIPROC_DIR"):
+        uvicorn.run(app, **options)
+        return 0
+    # Several processes: each keeps its metrics in a file here, and any of them answers
+    # /metrics with the sum (deepagents.gateway.metrics). Set before the processes start,
+    # since prometheus_client reads it on import; a fresh directory per run, so no counts
+    # of an earlier run are added in.
+    with tempfile.TemporaryDirectory(prefix="deepagents-metrics-") as path:
+        os.environ["PROMETHEUS_MULTIPROC_DIR"] = path
+        try:
+            uvicorn.run(app, **options)
+        finally:
+            del os.environ["PROMETHEUS_MULTIPROC_DIR"]
     return 0
 
 

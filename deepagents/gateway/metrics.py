@@ -2,15 +2,25 @@
 orchestrator's ``deepagents_tasks_submitted_total`` (see ``deepagents.telemetry``).
 
 A registry per app rather than the global one, so several apps in one process (tests)
-do not collide. With ``--workers N`` each process exports its own series.
+do not collide.
+
+With ``--workers N`` the CLI sets ``PROMETHEUS_MULTIPROC_DIR`` before uvicorn starts its
+processes: prometheus_client then keeps every counter and histogram in a file per process,
+and ``/metrics``, whichever process answers, sums them all (``scrape_registry``). Without
+it each process would export its own counts, and a scrape would show whichever process the
+load balancer picked. In that mode only prometheus_client's own metric types are exported:
+the worker-side task histograms (``FastHistogram``) keep their counts in process memory,
+and the gateway never observes them anyway.
 """
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterable
 
 from prometheus_client import CollectorRegistry, Counter, Histogram
 from prometheus_client.core import Metric
+from prometheus_client.multiprocess import MultiProcessCollector
 from prometheus_client.registry import Collector
 
 from deepagents.telemetry.core import process_telemetry
@@ -60,3 +70,14 @@ class GatewayMetrics:
         process = process_telemetry().metrics
         if process is not None:
             self.registry.register(_Bridge(process.registry))
+
+
+def scrape_registry(metrics: GatewayMetrics) -> CollectorRegistry:
+    """What ``/metrics`` exports: this process's registry, or, when several processes serve
+    (``PROMETHEUS_MULTIPROC_DIR`` set), the sum over all of them, read from their files."""
+    path = os.environ.get("PROMETHEUS_MULTIPROC_DIR")
+    if not path:
+        return metrics.registry
+    registry = CollectorRegistry()
+    MultiProcessCollector(registry, path=path)  # type: ignore[no-untyped-call]
+    return registry

@@ -12,6 +12,7 @@ from starlette.responses import Response
 
 from deepagents.gateway.auth import Principal
 from deepagents.gateway.health import liveness
+from deepagents.gateway.metrics import scrape_registry
 from deepagents.gateway.problems import responses_for
 from deepagents.gateway.routes_tasks import bearer
 from deepagents.gateway.schemas import AgentList, AgentView, Health
@@ -52,7 +53,8 @@ async def health(state: StateDep, full: Annotated[bool, Query()] = False) -> Res
     },
 )
 async def metrics(state: StateDep) -> Response:
-    return Response(generate_latest(state.metrics.registry), media_type=CONTENT_TYPE_LATEST)
+    registry = scrape_registry(state.metrics)
+    return Response(generate_latest(registry), media_type=CONTENT_TYPE_LATEST)
 
 
 @agents_router.get(

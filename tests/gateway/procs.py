@@ -129,7 +129,7 @@ class Gateway(Proc):
         return self
 
 
-def start_gateway(env: dict[str, str]) -> Gateway:
+def start_gateway(env: dict[str, str], *extra: str) -> Gateway:
     port = free_port()
     args = [
         sys.executable,
@@ -140,6 +140,7 @@ def start_gateway(env: dict[str, str]) -> Gateway:
         "127.0.0.1",
         "--port",
         str(port),
+        *extra,
     ]
     gw = Gateway(args=args, env=env, port=port)
     gw.start()
