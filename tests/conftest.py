@@ -4,20 +4,17 @@ for the cluster tests, a private redis-server in cluster mode."""
 
 from __future__ import annotations
 
-import contextlib
 import os
-import socket
-import time
 import uuid
 from collections.abc import AsyncIterator, Iterator
 
 import pytest
-import redis
 from redis.asyncio import Redis, RedisCluster
 
-from deepagents._internal.redis_server import EmbeddedRedis, free_port
+from deepagents._internal.redis_server import EmbeddedRedis
 from deepagents.config import Settings
 from deepagents.transport.redis_streams import connect
+from tests.support.cluster import running_cluster
 
 _SAVED_ENV = {k: v for k, v in os.environ.items() if k.startswith("DEEPAGENTS_")}
 
@@ -63,31 +60,9 @@ def settings(redis_url: str, prefix: str) -> Settings:
 
 @pytest.fixture(scope="session")
 def cluster_url() -> Iterator[str]:
-    """A redis-server in cluster mode owning all 16,384 slots. One node is enough: a cluster
-    node refuses any command whose keys span slots (CROSSSLOT), whatever the node count."""
-    args = ("--cluster-enabled", "yes", "--cluster-config-file", "nodes.conf")
-    with EmbeddedRedis(extra_args=args, port=_cluster_port()) as server:
-        node = redis.Redis(port=server.port)
-        try:
-            # ADDSLOTS with every slot, not ADDSLOTSRANGE: Redis 6.2 knows only this one.
-            node.execute_command("CLUSTER", "ADDSLOTS", *range(16384))
-            deadline = time.monotonic() + 30
-            while b"cluster_state:ok" not in node.execute_command("CLUSTER", "INFO"):
-                assert time.monotonic() < deadline, "the one-node cluster never became ready"
-                time.sleep(0.05)
-        finally:
-            node.close()
+    """One redis-server in cluster mode owning every slot (``tests/support/cluster.py``)."""
+    with running_cluster(1) as (server,):
         yield server.url
-
-
-def _cluster_port() -> int:
-    """A free port whose cluster bus port (10,000 above it) is valid and free too."""
-    while True:
-        port = free_port()
-        if port + 10_000 <= 65_535:
-            with contextlib.suppress(OSError), socket.socket() as sock:
-                sock.bind(("127.0.0.1", port + 10_000))
-                return port
 
 
 @pytest.fixture

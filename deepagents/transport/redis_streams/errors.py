@@ -20,8 +20,14 @@ def translate(exc: rex.RedisError, what: str) -> TransportError:
         return TransportError(f"{what}: Redis unreachable ({type(exc).__name__}: {text})")
     err = TransportError(f"{what}: {type(exc).__name__}: {text}")
     # A cluster moving slots (MOVED, ASK, TRYAGAIN) or electing a primary (CLUSTERDOWN)
-    # answers with errors that a retry a moment later gets past.
-    err.retryable = not isinstance(exc, rex.ResponseError) or isinstance(exc, _CLUSTER_MOVES)
+    # answers with errors that a retry a moment later gets past. So does a read blocked on
+    # a stream that went away (UNBLOCKED): its slot migrated to another node (the retry is
+    # answered MOVED, then served there), or it was deleted (the retry says NOGROUP).
+    err.retryable = (
+        not isinstance(exc, rex.ResponseError)
+        or isinstance(exc, _CLUSTER_MOVES)
+        or text.startswith("UNBLOCKED")
+    )
     return err
 
 

@@ -1,0 +1,86 @@
+"""Redis Cluster for tests: redis-servers in cluster mode, sharing out the 16,384 slots.
+
+A node refuses any command whose keys span slots (CROSSSLOT), whatever the node count, so
+one node tests that; two test what only several can show: commands split by node, results
+published on one node and read on another, a slot moving under a running worker."""
+
+from __future__ import annotations
+
+import contextlib
+import socket
+import time
+from collections.abc import Callable, Iterator
+
+import redis
+
+from deepagents._internal.redis_server import EmbeddedRedis, free_port
+
+SLOTS = 16_384
+
+
+@contextlib.contextmanager
+def running_cluster(nodes: int) -> Iterator[list[EmbeddedRedis]]:
+    """``nodes`` primaries, each owning an equal run of slots, all knowing each other."""
+    args = ("--cluster-enabled", "yes", "--cluster-config-file", "nodes.conf")
+    with contextlib.ExitStack() as stack:
+        servers = [
+            stack.enter_context(EmbeddedRedis(extra_args=args, port=_cluster_port()))
+            for _ in range(nodes)
+        ]
+        clients = [stack.enter_context(redis.Redis(port=s.port)) for s in servers]
+        for i, client in enumerate(clients):
+            # ADDSLOTS, not ADDSLOTSRANGE: Redis 6.2 knows only this one.
+            client.execute_command("CLUSTER", "ADDSLOTS", *range(*_run(i, nodes)))
+            if i:
+                client.execute_command("CLUSTER", "MEET", "127.0.0.1", servers[0].port)
+        for client in clients:
+            _wait(lambda c=client: _ready(c, nodes), "the cluster to form")
+        yield servers
+
+
+def move_slot(slot: int, source: EmbeddedRedis, target: EmbeddedRedis) -> None:
+    """Reshard one slot, keys and all, as ``redis-cli --cluster reshard`` does."""
+    with redis.Redis(port=source.port) as src, redis.Redis(port=target.port) as dst:
+        src_id, dst_id = (c.execute_command("CLUSTER", "MYID") for c in (src, dst))
+        dst.execute_command("CLUSTER", "SETSLOT", slot, "IMPORTING", src_id)
+        src.execute_command("CLUSTER", "SETSLOT", slot, "MIGRATING", dst_id)
+        while keys := src.execute_command("CLUSTER", "GETKEYSINSLOT", slot, 100):
+            src.execute_command("MIGRATE", "127.0.0.1", target.port, "", 0, 5000, "KEYS", *keys)
+        for client in (src, dst):
+            client.execute_command("CLUSTER", "SETSLOT", slot, "NODE", dst_id)
+
+
+def owner(slot: int, servers: list[EmbeddedRedis]) -> EmbeddedRedis:
+    """The node serving ``slot``, as the nodes see it."""
+    with redis.Redis(port=servers[0].port) as client:
+        for start, end, primary, *_ in client.execute_command("CLUSTER", "SLOTS"):
+            if start <= slot <= end:
+                return next(s for s in servers if s.port == int(primary[1]))
+    raise AssertionError(f"no node serves slot {slot}")
+
+
+def _run(i: int, nodes: int) -> tuple[int, int]:
+    return i * SLOTS // nodes, (i + 1) * SLOTS // nodes
+
+
+def _ready(client: redis.Redis, nodes: int) -> bool:
+    info = client.execute_command("CLUSTER", "INFO")
+    info = info.decode() if isinstance(info, bytes) else str(info)
+    return "cluster_state:ok" in info and f"cluster_known_nodes:{nodes}" in info
+
+
+def _wait(check: Callable[[], bool], what: str, timeout: float = 30.0) -> None:
+    deadline = time.monotonic() + timeout
+    while not check():
+        assert time.monotonic() < deadline, f"{what}: not within {timeout} s"
+        time.sleep(0.05)
+
+
+def _cluster_port() -> int:
+    """A free port whose cluster bus port (10,000 above it) is valid and free too."""
+    while True:
+        port = free_port()
+        if port + 10_000 <= 65_535:
+            with contextlib.suppress(OSError), socket.socket() as sock:
+                sock.bind(("127.0.0.1", port + 10_000))
+                return port
