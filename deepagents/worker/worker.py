@@ -23,7 +23,7 @@ from redis.asyncio import Redis
 from deepagents.config.schema import AgentSettings, FileConfig
 from deepagents.config.settings import Settings
 from deepagents.contract.agent import AgentContract
-from deepagents.errors import TransportError
+from deepagents.errors import GroupVanished, TransportError
 from deepagents.modelcall.bootstrap import model_calls_scope, simulator_models
 from deepagents.store.registry import AgentRegistry
 from deepagents.telemetry.core import Telemetry, process_telemetry
@@ -250,6 +250,10 @@ class Worker:
                         ref, self.name, self.consumer, n, self.agent_settings.block_ms
                     )
                     fresh = True
+            except GroupVanished as exc:
+                pool.release(n)
+                await self._recreate_group(ref, exc, backoff)
+                continue
             except TransportError as exc:
                 pool.release(n)
                 if not exc.retryable:
@@ -260,6 +264,21 @@ class Worker:
             pool.release(n - len(entries))
             if entries:
                 await handler.dispatch(ref, entries, fresh=fresh)
+
+    async def _recreate_group(self, ref: StreamRef, exc: GroupVanished, backoff: _Backoff) -> None:
+        """The stream lost its consumer group: Redis lost its data (a restart without
+        persistence, FLUSHALL) or someone deleted the stream. What was queued there is gone;
+        what is enqueued from now on must still be served, so the group is created again,
+        from the stream's start, and reading goes on."""
+        log.error(
+            "%s; re-creating it (tasks queued before are lost unless submitted again)",
+            exc,
+            extra={"action": "group_recreated", "stream": ref.name},
+        )
+        try:
+            await self.bus.ensure_group(ref, self.name)
+        except TransportError as again:
+            await backoff.wait(f"re-create the group of {ref.name}", again)
 
     async def _heartbeat(self, registry: AgentRegistry) -> None:
         beat_ms = self.agent_settings.heartbeat_ms or self.agent_settings.visibility_timeout_ms / 3

@@ -10,6 +10,7 @@ import sys
 import pytest
 from redis.asyncio import Redis
 
+from agents.echo import EchoAgent
 from deepagents._internal.redis_server import EmbeddedRedis
 from deepagents.config import FileConfig, Settings
 from deepagents.contract import ResultStatus, Task
@@ -188,3 +189,32 @@ async def test_deadlines_expired_in_queue_and_while_running(
     committed = await committed_events(client, prefix, "lab", 2)
     assert committed[expiring.task_id][0]["type"] == "expired"
     assert committed[running_over.task_id][0]["type"] == "failed"
+
+
+async def test_redis_losing_its_data_mid_run_does_not_stop_the_worker(
+    client: Redis,
+    config: FileConfig,
+    settings: Settings,
+    orch: Orchestrator,
+    prefix: str,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """RELIABILITY.md row 23: streams and groups vanish (FLUSHALL, a restart without
+    persistence). Readers answered NOGROUP re-create their group; new work flows again."""
+    worker = Worker(EchoAgent(), client=client, config=config, settings=settings)
+    running = await _run_worker(worker)
+    try:
+        first = await orch.submit_many([Task(intent="echo", payload={"i": i}) for i in range(20)])
+        await asyncio.gather(*(h.result(timeout=30) for h in first))
+        # This test's whole keyspace goes, as FLUSHALL would take it (other tests' keys stay).
+        for key in [k async for k in client.scan_iter(match=f"{prefix}:*", count=1000)]:
+            await client.delete(key)
+        then = await orch.submit_many([Task(intent="echo", payload={"i": i}) for i in range(20)])
+        results = await asyncio.gather(*(h.result(timeout=30) for h in then))
+        assert [r.output for r in results] == [{"i": i} for i in range(20)]
+        assert not running.done(), "the worker must keep running"
+    finally:
+        worker.stop()
+        await running
+    assert worker.stats.committed == 40
+    assert any(r.getMessage().find("re-creating it") > 0 for r in caplog.records)
