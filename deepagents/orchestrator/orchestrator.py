@@ -38,6 +38,7 @@ from deepagents.errors import (
     Overloaded,
     PayloadTooLarge,
     ResultTimeout,
+    TransportError,
     UnknownIntent,
 )
 from deepagents.orchestrator.handle import TaskHandle
@@ -342,7 +343,9 @@ class Orchestrator:
     ) -> Result:
         """The task's Result. The reply channel answers tasks this orchestrator submitted;
         the task hash is read every ``poll_s`` (doubling up to ``max_poll_s``) in case a
-        notification was lost, and for a task submitted elsewhere, which only polling sees."""
+        notification was lost, and for a task submitted elsewhere, which only polling sees.
+        A poll that fails because Redis is unreachable does not end the wait: the result is
+        kept in Redis, and polling goes on until the timeout (then that error is raised)."""
         arrived = self._arrived.pop(handle.task_id, None)
         if arrived is not None:
             with contextlib.suppress(ValueError, ValidationError, orjson.JSONDecodeError):
@@ -359,10 +362,16 @@ class Orchestrator:
                 if wait > 0:
                     with contextlib.suppress(TimeoutError):
                         return await asyncio.wait_for(asyncio.shield(future), wait)
-                stored = await self._stored_result(handle.agent, handle.shard, handle.task_id)
+                over = deadline is not None and loop.time() >= deadline
+                try:
+                    stored = await self._stored_result(handle.agent, handle.shard, handle.task_id)
+                except TransportError as exc:
+                    if over or not exc.retryable:
+                        raise
+                    stored = None
                 if stored is not None:
                     return stored
-                if deadline is not None and loop.time() >= deadline:
+                if over:
                     raise ResultTimeout(f"task {handle.task_id} has no result after {timeout} s")
                 poll = min(poll * 2, max_poll_s)
         finally:

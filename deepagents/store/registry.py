@@ -60,9 +60,10 @@ class AgentRegistry:
             await pipe.execute()
 
     async def beat(self, agent: AgentContract, instance: str) -> None:
-        await self.client.hset(
-            self.keys.agent_instances(agent.name), instance, int(time.time() * 1000)
-        )
+        with redis_errors("heartbeat"):
+            await self.client.hset(
+                self.keys.agent_instances(agent.name), instance, int(time.time() * 1000)
+            )
 
     async def deregister(self, agent: AgentContract, instance: str) -> None:
         # Best effort on the way out: a stale instance entry ages out by its timestamp.
