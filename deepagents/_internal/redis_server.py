@@ -38,11 +38,18 @@ def free_port() -> int:
 
 class EmbeddedRedis:
     def __init__(
-        self, *, binary: str | None = None, extra_args: tuple[str, ...] = (), port: int = 0
+        self,
+        *,
+        binary: str | None = None,
+        extra_args: tuple[str, ...] = (),
+        port: int = 0,
+        data_dir: str | None = None,
     ) -> None:
         self.binary = binary or redis_server_binary()
         self.extra_args = extra_args
         self.port = port  # 0: a free one, picked at start
+        # The caller's directory (kept at stop, so a restart finds its data), or a fresh one.
+        self._data_dir = data_dir
         self.dir: str | None = None
         self.process: subprocess.Popen[bytes] | None = None
 
@@ -51,7 +58,7 @@ class EmbeddedRedis:
         return f"redis://127.0.0.1:{self.port}/0"
 
     def start(self, timeout: float = 10.0) -> EmbeddedRedis:
-        self.dir = tempfile.mkdtemp(prefix="deepagents-redis-")
+        self.dir = self._data_dir or tempfile.mkdtemp(prefix="deepagents-redis-")
         self.port = self.port or free_port()
         args = [
             self.binary,
@@ -98,9 +105,9 @@ class EmbeddedRedis:
                 self.process.kill()
                 self.process.wait(5)
         self.process = None
-        if self.dir:
+        if self.dir and not self._data_dir:
             shutil.rmtree(self.dir, ignore_errors=True)
-            self.dir = None
+        self.dir = None
 
     def __enter__(self) -> EmbeddedRedis:
         return self.start()

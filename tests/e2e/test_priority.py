@@ -31,7 +31,7 @@ async def test_p0_latency_during_a_20k_p2_flood(
         return bool(await client.hlen(f"{prefix}:agent:echo:instances"))
 
     await eventually(registered, timeout=30, what="the echo worker")
-    flooder = procs.cli_module("tests.support.flood", "20000", "echo")
+    flooder = procs.cli_module("tests.support.flood", "20000", "echo", pipe=True)
     assert flooder.stdout is not None
     assert flooder.stdout.readline().strip() == b"started"
     urgent: list[float] = []
