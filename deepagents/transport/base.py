@@ -169,4 +169,13 @@ class MessageBus(Protocol):
         self, stream: StreamRef, group: str, consumer: str, entry_ids: Sequence[str], idle_ms: int
     ) -> list[str]: ...
 
+    async def hand_back(
+        self,
+        stream: StreamRef,
+        group: str,
+        consumer: str,
+        items: Sequence[tuple[str, str]],
+        idle_ms: int,
+    ) -> list[str]: ...
+
     async def promote_due(self, keys: ShardKeys, tiers: Sequence[str], limit: int) -> int: ...

@@ -509,15 +509,17 @@ class DeliveryHandler:
             self.w.stats.dead_lettered += 1
 
     async def hand_back(self, flights: list[InFlight]) -> None:
-        """Make unfinished entries claimable at once (idle = visibility timeout)."""
+        """Make unfinished entries claimable at once (idle = visibility timeout), without
+        counting the delivery they had here."""
         vis = self.w.agent_settings.visibility_timeout_ms
-        by_stream: dict[StreamRef, list[str]] = {}
+        by_stream: dict[StreamRef, list[tuple[str, str]]] = {}
         for flight in flights:
             if not flight.committing:
-                by_stream.setdefault(flight.stream, []).append(flight.entry_id)
-        for ref, ids in by_stream.items():
+                item = (flight.entry_id, flight.envelope.task.task_id)
+                by_stream.setdefault(flight.stream, []).append(item)
+        for ref, items in by_stream.items():
             try:
-                await self.w.bus.touch(ref, self.group, self.w.consumer, ids, vis)
+                await self.w.bus.hand_back(ref, self.group, self.w.consumer, items, vis)
             except TransportError as exc:
                 log.warning("hand back failed (reclaimed after the timeout): %s", exc)
 

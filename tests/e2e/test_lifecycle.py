@@ -103,3 +103,26 @@ async def test_a_running_task_has_its_started_event_before_it_finishes(
     assert handle.task_id not in await committed_events(client, prefix, "lab", 2)
     assert (await handle.result(timeout=30)).status is ResultStatus.SUCCESS
     assert len(await started()) == 1
+
+
+async def test_a_task_handed_back_at_shutdown_is_not_counted_as_a_delivery(
+    client: Redis, orch: Orchestrator, procs: Procs, prefix: str
+) -> None:
+    """Longer than the grace period: handed back at SIGTERM and finished by the next worker.
+    A deploy is not a failed delivery: it must not bring the task closer to max_deliveries."""
+    first = procs.worker("tests.agents:LabAgent", "--consumer", "w1")
+    await _registered(client, prefix, "w1")
+    handles = await orch.submit_many([Task(intent="lab", payload={"sleep": 60}) for _ in range(3)])
+
+    async def started() -> bool:
+        return len(await runs(client, prefix)) == 3
+
+    await eventually(started, timeout=30, what="three tasks running")
+    first.send_signal(signal.SIGTERM)
+    assert await asyncio.to_thread(first.wait, 30) == 0, procs.output(first)
+    procs.worker("tests.agents:LabAgent", "--consumer", "w2", env={"LAB_SLEEP_CAP": "0.1"})
+    results = await asyncio.gather(*(h.result(timeout=60) for h in handles))
+
+    assert all(r.status is ResultStatus.SUCCESS for r in results)
+    assert len(await runs(client, prefix)) == 6, "each ran on both workers"
+    assert [r.metrics.attempts for r in results] == [1, 1, 1]

@@ -309,6 +309,25 @@ class RedisStreamBus:
             )
         return [_s(i) for i in lost]
 
+    async def hand_back(
+        self,
+        stream: StreamRef,
+        group: str,
+        consumer: str,
+        items: Sequence[tuple[str, str]],
+        idle_ms: int,
+    ) -> list[str]:
+        """Entries (entry id, task id) this consumer gives up unfinished at a graceful
+        shutdown: claimable at once, and their deliveries not counted."""
+        if not items:
+            return []
+        with redis_errors(f"hand back on {stream.name}"):
+            lost = await self.scripts.hand_back(
+                keys=[stream.name, *(stream.keys.task(task_id) for _, task_id in items)],
+                args=[group, consumer, idle_ms, *(entry_id for entry_id, _ in items)],
+            )
+        return [_s(i) for i in lost]
+
     async def promote_due(self, keys: ShardKeys, tiers: Sequence[str], limit: int = 500) -> int:
         with redis_errors(f"promote {keys.delayed}"):
             moved = await self.scripts.promote(

@@ -20,6 +20,7 @@ _NAMES = (
     "promote",
     "dead_letter",
     "touch",
+    "hand_back",
     "replay",
     "cancel",
 )
@@ -42,6 +43,7 @@ class Scripts:
     promote: AsyncScript
     dead_letter: AsyncScript
     touch: AsyncScript
+    hand_back: AsyncScript
     replay: AsyncScript
     cancel: AsyncScript
 

@@ -1,5 +1,5 @@
--- Heartbeat (idle ms = 0) or hand back (idle ms = visibility timeout) entries this
--- consumer still owns; XCLAIM ... JUSTID resets idle without counting a delivery.
+-- Heartbeat (idle ms = 0) for entries this consumer still owns; XCLAIM ... JUSTID resets
+-- idle without counting a delivery. (A graceful shutdown hands back with hand_back.lua.)
 -- Never takes an entry that another consumer owns now.
 -- KEYS[1] stream; ARGV[1] group, [2] consumer, [3] idle ms, [4..] entry ids
 -- Returns the ids this consumer no longer owns.
