@@ -15,7 +15,8 @@ from deepagents.transport.redis_streams import connect
 
 class LabAgent(AgentContract):
     """Payload directives: sleep (s, async), fail (always raise), fail_until_fixed (raise until
-    the key <prefix>:fixed exists), invalid (raise InvalidInput)."""
+    the key <prefix>:fixed exists), invalid (raise InvalidInput), crash (the process exits
+    at once)."""
 
     name = "lab"
     version = "1.0.0"
@@ -38,6 +39,8 @@ class LabAgent(AgentContract):
         pipe.incr(f"{self.prefix}:exec:{task.task_id}")
         pipe.rpush(f"{self.prefix}:runs", f"{task.task_id}|{os.getpid()}")
         await pipe.execute()
+        if payload.get("crash"):
+            os._exit(137)  # dies mid-task, as a segfault or the OOM killer would end it
         if payload.get("sleep"):
             # LAB_SLEEP_CAP lets a restarted worker finish long tasks quickly in tests.
             cap = float(os.environ.get("LAB_SLEEP_CAP", "inf"))

@@ -169,6 +169,8 @@ class MessageBus(Protocol):
         self, stream: StreamRef, group: str, consumer: str, entry_ids: Sequence[str], idle_ms: int
     ) -> list[str]: ...
 
+    async def deliveries(self, stream: StreamRef, task_ids: Sequence[str]) -> list[int]: ...
+
     async def hand_back(
         self,
         stream: StreamRef,

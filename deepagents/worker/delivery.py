@@ -39,6 +39,8 @@ from deepagents.transport.base import (
 )
 from deepagents.transport.redis_streams.bus import now_ms
 from deepagents.worker.committer import Committer
+from deepagents.worker.pools import TierPool
+from deepagents.worker.quarantine import Quarantine
 from deepagents.worker.retry import decide
 from deepagents.worker.runner import AgentRunner
 
@@ -63,6 +65,9 @@ class InFlight:
     handed: bool = False
     # The fields its audit events share (``_event_context``), when the outbox is on.
     context: dict[str, Any] | None = None
+    # A suspect's, run with no other delivery beside it (``quarantine.py``): set when the
+    # delivery is over. An ordinary delivery (None) leaves the quarantine then instead.
+    settled: asyncio.Event | None = None
 
 
 class DeliveryHandler:
@@ -82,6 +87,7 @@ class DeliveryHandler:
         )
         self.group = worker.name
         self.outbox = worker.settings.outbox
+        self.quarantine = Quarantine()
         self._bases: dict[StreamRef, dict[str, Any]] = {}
         metrics = worker.telemetry.metrics
         # Children bound once per tier: the hot path does a dict lookup, never a label lookup.
@@ -110,6 +116,65 @@ class DeliveryHandler:
                 good.append((entry, envelope))
         if not good:
             return
+        if not fresh:  # recovered entries (a restart's own, or reclaimed): any suspects?
+            try:
+                suspects = await self._suspects(ref, good)
+            except TransportError as exc:
+                pool.release(len(good))  # still pending here: read again or reclaimed
+                log.warning("begin failed: %s", exc, extra={"action": "begin_failed"})
+                return
+            if any(suspects):
+                ordinary = [g for g, suspect in zip(good, suspects, strict=True) if not suspect]
+                await self._start(ref, ordinary, pool, fresh)
+                for g, suspect in zip(good, suspects, strict=True):
+                    if suspect:
+                        await self._run_alone(ref, g, pool)
+                return
+        await self._start(ref, good, pool, fresh)
+
+    async def _suspects(self, ref: StreamRef, good: list[tuple[RawEntry, Envelope]]) -> list[bool]:
+        """Per entry: its task already had as many deliveries as attempts, so one vanished
+        without an outcome (its process died or stalled), and this one must run alone."""
+        counts = await self.w.bus.deliveries(ref, [env.task.task_id for _, env in good])
+        return [n >= env.attempt for (_, env), n in zip(good, counts, strict=True)]
+
+    async def _run_alone(
+        self, ref: StreamRef, suspect: tuple[RawEntry, Envelope], pool: TierPool
+    ) -> None:
+        """Begin and run a suspect with nothing else running, then go on (in the reader: the
+        next suspect waits for this one)."""
+        envelope = suspect[1]
+        log.warning(
+            "task %s: an earlier delivery died with its process or stalled; running it "
+            "with no other task beside it",
+            envelope.task.task_id,
+            extra={"action": "suspect", "task_id": envelope.task.task_id},
+        )
+        async with self.quarantine.alone():
+            for flight in await self._start(ref, [suspect], pool, fresh=False, start=False):
+                flight.settled = asyncio.Event()
+                await self._process(flight)
+                await flight.settled.wait()  # its commit landed (or failed for good)
+
+    async def _start(
+        self,
+        ref: StreamRef,
+        good: list[tuple[RawEntry, Envelope]],
+        pool: TierPool,
+        fresh: bool,
+        *,
+        start: bool = True,
+    ) -> list[InFlight]:
+        """Begin the deliveries; each begun one runs in its own asyncio task (``start``),
+        or is returned for the caller to run."""
+        if not good:
+            return []
+        # An ordinary delivery is in the quarantine from before its begin (which counts it)
+        # to the end of its run: none is begun while a suspect waits or runs, and a suspect
+        # waits for those begun before it.
+        quarantine, keys = self.quarantine, [(ref.name, e.entry_id) for e, _ in good]
+        if start and not quarantine.try_enter(keys):
+            await quarantine.enter(keys)
         now = utcnow()  # one clock read for the batch: they start together
         at = now_ms()
         # Every event of a delivery shares these fields: built once, for the started event
@@ -131,11 +196,18 @@ class DeliveryHandler:
         except TransportError as exc:
             # The entries stay pending under this consumer and are reclaimed later.
             pool.release(len(good))
+            if start:
+                quarantine.leave(keys)
             log.warning("begin failed: %s", exc, extra={"action": "begin_failed"})
-            return
-        for (entry, envelope), context, status in zip(good, contexts, begun, strict=True):
+            return []
+        flights = []
+        for (entry, envelope), context, status, key in zip(
+            good, contexts, begun, keys, strict=True
+        ):
             if status.status != "ok":
                 pool.release()
+                if start:
+                    quarantine.leave([key])
                 if status.status == "dup":
                     self.w.stats.duplicates += 1
                 else:
@@ -147,7 +219,10 @@ class DeliveryHandler:
             self.w.inflight[(ref.name, entry.entry_id)] = flight
             pool.started()
             self.w.stats.started += 1
-            flight.task = asyncio.create_task(self._process(flight))
+            if start:
+                flight.task = asyncio.create_task(self._process(flight))
+            flights.append(flight)
+        return flights
 
     @staticmethod
     def _decode(entry: RawEntry) -> tuple[str, str, Envelope | None]:
@@ -160,8 +235,14 @@ class DeliveryHandler:
 
     def _settle(self, flight: InFlight) -> None:
         """The delivery is over (committed, handed back or abandoned): it no longer counts
-        as active, and its slot is free if it still held one."""
-        self.w.inflight.pop((flight.stream.name, flight.entry_id), None)
+        as active, its slot is free if it still held one, and a suspect may run (not before:
+        a process dying with its commit in the air charges it a delivery)."""
+        key = (flight.stream.name, flight.entry_id)
+        self.w.inflight.pop(key, None)
+        if flight.settled is not None:
+            flight.settled.set()
+        else:
+            self.quarantine.leave([key])
         pool = self.w.pools[flight.stream.tier]
         pool.finished()
         if not flight.handed:

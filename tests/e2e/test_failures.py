@@ -218,3 +218,41 @@ async def test_redis_losing_its_data_mid_run_does_not_stop_the_worker(
         await running
     assert worker.stats.committed == 40
     assert any(r.getMessage().find("re-creating it") > 0 for r in caplog.records)
+
+
+async def test_a_task_that_kills_its_worker_is_dead_lettered_after_max_deliveries(
+    client: Redis, orch: Orchestrator, procs: Procs, prefix: str
+) -> None:
+    """RELIABILITY.md row 9: a poison task that ends the process, under a supervisor that
+    restarts it. Each crash counts as a delivery; at max_deliveries (3 here) the task is
+    dead-lettered without running, and the worker lives on."""
+    poison = await orch.submit(Task(intent="lab", payload={"crash": True}))
+    others = await orch.submit_many([Task(intent="lab", payload={"n": i}) for i in range(20)])
+    dlq = [f"{prefix}:{{lab:{s}}}:dlq" for s in (0, 1)]
+
+    async def dead_lettered() -> bool:
+        return sum([await client.xlen(key) for key in dlq]) > 0
+
+    deaths = 0
+    for _ in range(6):  # the supervisor: restart under the same name after each crash
+        worker = procs.worker("tests.agents:LabAgent", env={"DEEPAGENTS_CONSUMER": "w1"})
+
+        async def settled(proc: subprocess.Popen[bytes] = worker) -> bool:
+            return proc.poll() is not None or await dead_lettered()
+
+        await eventually(settled, timeout=60, what="a crash or the dead letter")
+        if worker.poll() is None:
+            break
+        assert worker.returncode == 137, procs.output(worker)
+        deaths += 1
+
+    assert deaths == 3, f"the worker died {deaths} times: {procs.output(worker)}"
+    result = await poison.result(timeout=30)
+    assert result.error is not None and result.error.code == "dead_lettered"
+    assert "max_deliveries" in result.error.message
+    assert int(await client.get(f"{prefix}:exec:{poison.task_id}")) == 3
+    done = await asyncio.gather(*(h.result(timeout=60) for h in others))
+    assert all(r.status is ResultStatus.SUCCESS for r in done), [
+        (r.metrics.attempts, r.error) for r in done if r.status is not ResultStatus.SUCCESS
+    ]
+    assert worker.poll() is None, "the last worker keeps serving"

@@ -309,6 +309,13 @@ class RedisStreamBus:
             )
         return [_s(i) for i in lost]
 
+    async def deliveries(self, stream: StreamRef, task_ids: Sequence[str]) -> list[int]:
+        """How many deliveries each task has had so far (0 for an unknown task)."""
+        commands = [("HGET", stream.keys.task(task_id), "deliveries") for task_id in task_ids]
+        with redis_errors(f"delivery counts on {stream.name}"):
+            replies = await self.lanes.pipeline(commands)
+        return [int(n) if n else 0 for n in replies]
+
     async def hand_back(
         self,
         stream: StreamRef,
