@@ -18,6 +18,12 @@ def translate(exc: rex.RedisError, what: str) -> TransportError:
         return GroupVanished(f"{what}: consumer group is gone ({text})")
     if isinstance(exc, rex.ConnectionError | rex.TimeoutError):
         return TransportError(f"{what}: Redis unreachable ({type(exc).__name__}: {text})")
+    if isinstance(exc, rex.OutOfMemoryError):
+        # A script's first write is refused whole, so nothing was written; it passes once
+        # memory is freed (results expire, workers drain) or maxmemory is raised.
+        return TransportError(
+            f"{what}: Redis is out of memory (maxmemory reached; nothing was written)"
+        )
     err = TransportError(f"{what}: {type(exc).__name__}: {text}")
     # A cluster moving slots (MOVED, ASK, TRYAGAIN) or electing a primary (CLUSTERDOWN)
     # answers with errors that a retry a moment later gets past. So does a read blocked on
