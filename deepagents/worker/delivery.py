@@ -153,7 +153,10 @@ class DeliveryHandler:
         async with self.quarantine.alone():
             for flight in await self._start(ref, [suspect], pool, fresh=False, start=False):
                 flight.settled = asyncio.Event()
-                await self._process(flight)
+                await self._process(flight)  # swallows a cancellation: ask again below
+                task = asyncio.current_task()
+                if task is not None and task.cancelling():
+                    raise asyncio.CancelledError  # the reader is being stopped
                 await flight.settled.wait()  # its commit landed (or failed for good)
 
     async def _start(
@@ -193,11 +196,13 @@ class DeliveryHandler:
         ]
         try:
             begun = await self.w.bus.begin(ref, self.group, self.w.consumer, items, fresh=fresh)
-        except TransportError as exc:
+        except BaseException as exc:
             # The entries stay pending under this consumer and are reclaimed later.
             pool.release(len(good))
             if start:
                 quarantine.leave(keys)
+            if not isinstance(exc, TransportError):
+                raise  # cancelled (shutdown), or a bug
             log.warning("begin failed: %s", exc, extra={"action": "begin_failed"})
             return []
         flights = []
