@@ -4,8 +4,6 @@ the audit CLI answering from the table; secrets never stored."""
 from __future__ import annotations
 
 import asyncio
-import contextlib
-from collections.abc import AsyncIterator
 from typing import Any
 
 import asyncpg
@@ -17,25 +15,11 @@ from agents.echo import EchoAgent
 from deepagents.cli.main import main as cli
 from deepagents.config import FileConfig, Settings
 from deepagents.orchestrator import Orchestrator
-from deepagents.worker import Worker
 from tests.audit.support import drained, duplicates, running_writer, sequences
+from tests.support.workers import running_worker
 
 SECRET_KEY = "sk-live-4f9a8b7c6d5e4f3a2b1c0d9e8f7a6b5c"
 SECRET_PASSWORD = "hunter2-correct-horse-battery"
-
-
-@contextlib.asynccontextmanager
-async def running_worker(
-    client: Redis, settings: Settings, config: FileConfig
-) -> AsyncIterator[Worker]:
-    worker = Worker(EchoAgent(), client=client, config=config, settings=settings)
-    task = asyncio.create_task(worker.run())
-    try:
-        await asyncio.wait_for(worker.ready.wait(), 30)
-        yield worker
-    finally:
-        worker.stop()
-        await asyncio.wait_for(task, 30)
 
 
 async def run_tasks(

@@ -18,8 +18,8 @@ from deepagents.config import FileConfig, Settings
 from deepagents.orchestrator import Orchestrator
 from deepagents.store.audit.embedded import EmbeddedPostgres
 from tests.audit.support import drained, duplicates, running_writer, sequences
-from tests.audit.test_end_to_end import running_worker
 from tests.support.wait import eventually
+from tests.support.workers import running_worker
 
 CHUNKS, CHUNK = 10, 500
 DOWN = range(4, 8)  # chunks submitted while PostgreSQL is stopped

@@ -47,18 +47,24 @@ def config(config_path: Path) -> FileConfig:
     return load_config(config_path)
 
 
-@pytest.fixture
-def procs(redis_url: str, prefix: str, config_path: Path, client: Redis) -> Iterator[Procs]:
-    # Depends on `client` so the processes stop before its teardown deletes the test's
-    # keys: a worker flushing on its way out must not write after the cleanup.
-    p = Procs(
+def worker_procs(redis_url: str, prefix: str, config_path: Path, **env: str) -> Procs:
+    """Processes of the real CLI on this Redis, prefix and config, the outbox on."""
+    return Procs(
         {
             "DEEPAGENTS_REDIS_URL": redis_url,
             "DEEPAGENTS_PREFIX": prefix,
             "DEEPAGENTS_CONFIG": str(config_path),
             "DEEPAGENTS_OUTBOX": "true",
+            **env,
         }
     )
+
+
+@pytest.fixture
+def procs(redis_url: str, prefix: str, config_path: Path, client: Redis) -> Iterator[Procs]:
+    # Depends on `client` so the processes stop before its teardown deletes the test's
+    # keys: a worker flushing on its way out must not write after the cleanup.
+    p = worker_procs(redis_url, prefix, config_path)
     try:
         yield p
     finally:

@@ -28,7 +28,7 @@ from deepagents.transport.keys import Keys
 from deepagents.transport.redis_streams import connect
 from deepagents.worker import Worker
 from tests.agents import LabAgent
-from tests.e2e.conftest import committed_events, runs
+from tests.e2e.conftest import committed_events, runs, worker_procs
 from tests.support.procs import Procs
 from tests.support.wait import eventually
 
@@ -52,15 +52,7 @@ def settings(cluster_url: str, prefix: str) -> Settings:
 
 @pytest.fixture
 def procs(cluster_url: str, prefix: str, config_path: Path, client: Redis) -> Iterator[Procs]:
-    p = Procs(
-        {
-            "DEEPAGENTS_REDIS_URL": cluster_url,
-            "DEEPAGENTS_REDIS_CLUSTER": "true",
-            "DEEPAGENTS_PREFIX": prefix,
-            "DEEPAGENTS_CONFIG": str(config_path),
-            "DEEPAGENTS_OUTBOX": "true",
-        }
-    )
+    p = worker_procs(cluster_url, prefix, config_path, DEEPAGENTS_REDIS_CLUSTER="true")
     try:
         yield p
     finally:

@@ -22,6 +22,7 @@ from deepagents.transport.keys import Keys
 from deepagents.transport.redis_streams import connect
 from deepagents.worker import Worker
 from tests.support.cluster import move_slot, owner, running_cluster
+from tests.support.workers import running_worker
 
 SHARDS = 4
 CONFIG = f"""
@@ -62,14 +63,10 @@ async def worker(
     # A client of its own, as in a worker process: the submitter's client following a
     # MOVED must not be what updates the worker's map of the cluster.
     own = connect(nodes[0].url, cluster=True)
-    running = Worker(EchoAgent(), client=own, config=config, settings=settings)
-    task = asyncio.create_task(running.run())
     try:
-        await asyncio.wait_for(running.ready.wait(), 30)
-        yield running
+        async with running_worker(own, settings, config) as running:
+            yield running
     finally:
-        running.stop()
-        await asyncio.wait_for(task, 30)
         await own.aclose()
 
 

@@ -15,8 +15,7 @@ from deepagents.config import FileConfig, Settings
 from deepagents.contract import ResultStatus, Task
 from deepagents.orchestrator import Orchestrator
 from deepagents.transport.redis_streams import connect
-from tests.e2e.conftest import committed_events, runs
-from tests.support.procs import Procs
+from tests.e2e.conftest import committed_events, runs, worker_procs
 from tests.support.wait import eventually
 
 pytestmark = pytest.mark.slow
@@ -42,14 +41,7 @@ async def test_redis_kill_9_and_restart_lose_nothing_and_commit_once(
     durable: EmbeddedRedis, prefix: str, config: FileConfig, config_path: Path
 ) -> None:
     client = connect(durable.url)
-    procs = Procs(
-        {
-            "DEEPAGENTS_REDIS_URL": durable.url,
-            "DEEPAGENTS_PREFIX": prefix,
-            "DEEPAGENTS_CONFIG": str(config_path),
-            "DEEPAGENTS_OUTBOX": "true",
-        }
-    )
+    procs = worker_procs(durable.url, prefix, config_path)
     settings = Settings(redis_url=durable.url, prefix=prefix, outbox=True)
     try:
         worker = procs.worker("tests.agents:LabAgent")
