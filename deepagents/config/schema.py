@@ -72,6 +72,11 @@ class AgentSettings(_Strict):
     heartbeat_ms: int | None = Field(
         default=None, ge=10, description="default: a third of the visibility timeout"
     )
+    consumer_idle_ms: int = Field(
+        default=3_600_000,
+        ge=1_000,
+        description="a consumer idle this long with nothing pending is removed from its group",
+    )
     grace_period_s: float = Field(default=20.0, ge=0)
     sync_threads: int = Field(default=32, ge=1, le=1024)
 

@@ -241,6 +241,7 @@ class Worker:
                     cursor = claimed.cursor
                     if cursor == "0-0":  # a full pass over the PEL: rest until the next one
                         next_reclaim = time.monotonic() + interval
+                        await self._prune_consumers(ref)
                     if claimed.deleted:
                         await handler.payload_lost(ref, claimed.deleted)
                     entries = claimed.entries
@@ -264,6 +265,23 @@ class Worker:
             pool.release(n - len(entries))
             if entries:
                 await handler.dispatch(ref, entries, fresh=fresh)
+
+    async def _prune_consumers(self, ref: StreamRef) -> None:
+        """After a full reclaim pass, the dead consumers it emptied leave the group."""
+        idle = self.agent_settings.consumer_idle_ms
+        try:
+            removed = await self.bus.prune_consumers(ref, self.name, self.consumer, idle)
+        except TransportError as exc:  # housekeeping: the next pass tries again
+            log.warning("pruning consumers failed: %s", exc, extra={"action": "prune_failed"})
+            return
+        if removed:
+            log.info(
+                "removed %d idle consumers with nothing pending from %s: %s",
+                len(removed),
+                ref.name,
+                ", ".join(removed[:10]),
+                extra={"action": "consumers_pruned", "stream": ref.name},
+            )
 
     async def _recreate_group(self, ref: StreamRef, exc: GroupVanished, backoff: _Backoff) -> None:
         """The stream lost its consumer group: Redis lost its data (a restart without

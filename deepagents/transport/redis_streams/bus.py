@@ -335,6 +335,17 @@ class RedisStreamBus:
             )
         return [_s(i) for i in lost]
 
+    async def prune_consumers(
+        self, stream: StreamRef, group: str, consumer: str, min_idle_ms: int
+    ) -> list[str]:
+        """Remove the group's consumers idle that long with nothing pending (dead workers'
+        names, which would otherwise pile up with every restart under a new name)."""
+        with redis_errors(f"prune consumers of {stream.name}"):
+            removed = await self.scripts.prune_consumers(
+                keys=[stream.name], args=[group, min_idle_ms, consumer]
+            )
+        return [_s(name) for name in removed]
+
     async def promote_due(self, keys: ShardKeys, tiers: Sequence[str], limit: int = 500) -> int:
         with redis_errors(f"promote {keys.delayed}"):
             moved = await self.scripts.promote(

@@ -21,6 +21,7 @@ _NAMES = (
     "dead_letter",
     "touch",
     "hand_back",
+    "prune_consumers",
     "replay",
     "cancel",
 )
@@ -44,6 +45,7 @@ class Scripts:
     dead_letter: AsyncScript
     touch: AsyncScript
     hand_back: AsyncScript
+    prune_consumers: AsyncScript
     replay: AsyncScript
     cancel: AsyncScript
 
