@@ -133,10 +133,14 @@ class DeliveryHandler:
         await self._start(ref, good, pool, fresh)
 
     async def _suspects(self, ref: StreamRef, good: list[tuple[RawEntry, Envelope]]) -> list[bool]:
-        """Per entry: its task already had as many deliveries as attempts, so one vanished
-        without an outcome (its process died or stalled), and this one must run alone."""
+        """Per entry: two or more of its task's deliveries vanished without an outcome
+        (their process died or stalled), so this one must run alone. An attempt begins once
+        unless its delivery vanishes, so ``n`` deliveries so far at attempt ``a`` means
+        ``n - (a - 1)`` vanished. After one, the task runs among the others again: most
+        vanishings are a worker's own death (a node lost, the OOM killer), and running all
+        its tasks one by one would stall the worker for as long as they take."""
         counts = await self.w.bus.deliveries(ref, [env.task.task_id for _, env in good])
-        return [n >= env.attempt for (_, env), n in zip(good, counts, strict=True)]
+        return [n - (env.attempt - 1) >= 2 for (_, env), n in zip(good, counts, strict=True)]
 
     async def _run_alone(
         self, ref: StreamRef, suspect: tuple[RawEntry, Envelope], pool: TierPool

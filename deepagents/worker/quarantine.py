@@ -1,9 +1,11 @@
 """Suspect deliveries run alone, so a task that kills its process takes no other with it.
 
-A delivery is suspect when its task has had more deliveries than scheduled attempts: an
-earlier delivery vanished without an outcome, because its process died (a segfault, the
-OOM killer, ``os._exit`` in a library) or stalled past the visibility timeout. A graceful
-shutdown gives its delivery back (``hand_back.lua``), so a deploy makes no suspect.
+A delivery is suspect when two earlier deliveries of its task vanished without an
+outcome, because their process died (a segfault, the OOM killer, ``os._exit`` in a
+library) or stalled past the visibility timeout. One is not enough: a worker that dies of
+its own cause (a node lost) leaves every task it ran with one, and running them all one by
+one would stall recovery. A graceful shutdown gives its delivery back (``hand_back.lua``),
+so a deploy makes no suspect.
 
 Every delivery running beside a process-killing task is charged a delivery when the
 process dies. Run concurrently, a poison task would push the innocent tasks it crashed
