@@ -16,6 +16,7 @@ from fastapi.exceptions import RequestValidationError
 from starlette.exceptions import HTTPException
 from starlette.requests import Request
 from starlette.responses import Response
+from starlette.types import ASGIApp
 
 from deepagents._internal.heap import freeze_startup_heap
 from deepagents.config.load import load_config, load_settings
@@ -24,7 +25,7 @@ from deepagents.config.settings import Settings
 from deepagents.errors import ConfigError, DeepAgentsError
 from deepagents.gateway.auth import Authenticator
 from deepagents.gateway.coalesce import SubmitCoalescer
-from deepagents.gateway.fastpath import SubmitFastPath
+from deepagents.gateway.fastpath import SubmitFastPath, SubmitFront
 from deepagents.gateway.health import FullCheck
 from deepagents.gateway.limits import Admission
 from deepagents.gateway.metrics import GatewayMetrics
@@ -48,10 +49,12 @@ TITLE = "deepagents gateway"
 VERSION = "1.0.0"
 
 
-def create_served_app() -> FastAPI:
+def create_served_app() -> ASGIApp:
     """The app as ``deepagents gateway`` serves it: the process is the app's alone, so its
-    start-up heap is frozen once the lifespan is up (see ``freeze_startup_heap``)."""
-    return create_app(freeze_heap=True)
+    start-up heap is frozen once the lifespan is up (see ``freeze_startup_heap``), and
+    ``POST /v1/tasks`` enters through ``SubmitFront``."""
+    app = create_app(freeze_heap=True)
+    return SubmitFront(app, app.state.request_metrics, exception_response)
 
 
 def create_app(
@@ -103,6 +106,7 @@ def create_app(
         description="Submit tasks to deepagents over HTTP. Errors are RFC 9457 "
         "problem documents with a stable `type` per `code`.",
     )
+    app.state.request_metrics = metrics  # for SubmitFront, which is outside the app
     app.include_router(tasks_router)
     app.include_router(agents_router)
     app.include_router(ops_router)
