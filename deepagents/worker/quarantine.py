@@ -10,10 +10,11 @@ so a deploy makes no suspect.
 Every delivery running beside a process-killing task is charged a delivery when the
 process dies. Run concurrently, a poison task would push the innocent tasks it crashed
 with towards ``max_deliveries`` as fast as itself, and into the dead-letter stream with
-it. So a suspect runs with no other agent run beside it: it waits for the runs in progress
-to finish (at most ``drain_s``; runs still going after that are let be, not waited for
-again), no new run starts meanwhile, and suspects run one at a time. Only the agent's run
-is gated; commits and reads go on.
+it. So a suspect is begun and run with no other delivery beside it. An ordinary delivery
+is in the quarantine from before its begin (which counts it) until it settles (its commit
+landed). A suspect waits for those to settle (at most ``drain_s``; those still going then
+are let be, and not waited for again), no ordinary delivery is begun meanwhile, and
+suspects go one at a time. Reads and commits go on.
 """
 
 from __future__ import annotations
@@ -31,7 +32,7 @@ Key = tuple[str, str]  # (stream, entry id) of an ordinary delivery
 class Quarantine:
     def __init__(self, drain_s: float = DRAIN_S) -> None:
         self.drain_s = drain_s
-        self._running: set[Key] = set()  # ordinary deliveries begun and not yet run
+        self._running: set[Key] = set()  # ordinary deliveries begun and not yet settled
         self._tolerated: set[Key] = set()  # still running after a drain gave up on them
         self._suspects = 0  # suspects waiting or running: ordinary deliveries wait for them
         self._suspect_running = False
@@ -60,7 +61,7 @@ class Quarantine:
 
     @contextlib.asynccontextmanager
     async def alone(self) -> AsyncIterator[None]:
-        """Run a suspect with no other run beside it."""
+        """Begin and run a suspect inside: no other delivery is in flight beside it."""
         self._suspects += 1
         try:
             while self._suspect_running:
