@@ -79,13 +79,14 @@ def create_app(
             async with Orchestrator(
                 client, config=config, settings=settings, agents=[ProbeAgent]
             ) as orchestrator:
+                admission = Admission(client, settings.prefix, config.gateway)
                 app.state.gateway = GatewayState(
                     settings=settings,
                     config=config,
                     client=client,
                     orchestrator=orchestrator,
                     auth=Authenticator(config.gateway.api_keys),
-                    admission=Admission(client, settings.prefix, config.gateway),
+                    admission=admission,
                     registry=AgentRegistry(client, Keys(settings.prefix)),
                     full_check=FullCheck(orchestrator, config.gateway.probe_timeout_s),
                     metrics=metrics,
@@ -95,7 +96,10 @@ def create_app(
                     log.warning("no gateway.api_keys configured: every /v1 request answers 401")
                 if freeze_heap:
                     freeze_startup_heap()
-                yield
+                try:
+                    yield
+                finally:
+                    await admission.aclose()
         finally:
             await client.aclose()
 

@@ -16,7 +16,6 @@ from dataclasses import dataclass
 
 import redis.exceptions as rex
 from redis.asyncio import Redis
-from redis.asyncio.client import Pipeline
 
 from deepagents.gateway.batcher import PipelineBatcher
 from deepagents.gateway.config import GatewayConfig
@@ -64,6 +63,9 @@ class Admission:
         # Concurrent requests' admissions and releases share round trips (see batcher).
         self._batcher = PipelineBatcher(client)
 
+    async def aclose(self) -> None:
+        await self._batcher.aclose()
+
     def keys(self, tenant: str) -> TenantKeys:
         # One hash tag per tenant: both keys in one slot on Redis Cluster. Tenant names are
         # validated by the config (no braces), so they cannot reshape the tag.
@@ -77,14 +79,12 @@ class Admission:
         claims: Sequence[tuple[str, str]],
         ttl_s: int,
     ) -> tuple[int, int]:
-        # EVALSHA in a plain pipeline: a registered Script object would make redis-py send
-        # SCRIPT EXISTS before every pipeline (one more round trip per request).
-
-        def commands(pipe: Pipeline) -> None:
-            # As a plain command: a cluster client's pipeline has no evalsha().
-            pipe.execute_command("EVALSHA", self._sha, 2, keys.bucket, keys.inflight, *args)
-            for key, value in claims:
-                pipe.set(key, value, ex=ttl_s)
+        # EVALSHA, not a registered Script object: that would make redis-py send SCRIPT
+        # EXISTS before every pipeline (one more round trip per request).
+        commands = [
+            ("EVALSHA", self._sha, 2, keys.bucket, keys.inflight, *args),
+            *(("SET", key, value, "EX", ttl_s) for key, value in claims),
+        ]
 
         for attempt in range(2):
             replies = await self._batcher.execute(commands)
@@ -157,6 +157,6 @@ class Admission:
             yield
         finally:
             with contextlib.suppress(rex.RedisError):
-                (reply,) = await self._batcher.execute(lambda pipe: pipe.zrem(keys.inflight, slot))
+                (reply,) = await self._batcher.execute([("ZREM", keys.inflight, slot)])
                 if isinstance(reply, rex.RedisError):
                     raise reply

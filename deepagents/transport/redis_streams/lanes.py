@@ -44,12 +44,15 @@ class Lanes:
         (reply,) = await self.pipeline([command])
         return reply
 
-    async def pipeline(self, commands: Sequence[Sequence[Any]]) -> list[Any]:
+    async def pipeline(
+        self, commands: Sequence[Sequence[Any]], *, raise_on_error: bool = True
+    ) -> list[Any]:
         """Send the commands in one write (per node) and return their replies, in order.
         An error reply raises (the connection is then closed: later replies were left
-        unread)."""
+        unread), or with ``raise_on_error=False`` takes its command's place in the replies
+        (every reply is read, so the connection stays in step)."""
         if self._cluster is None:
-            return await self._exchange(_SINGLE, commands)
+            return await self._exchange(_SINGLE, commands, raise_on_error)
         await self._cluster.initialize()  # learns the nodes on first use; then a no-op
         by_node: dict[str, list[int]] = {}
         for i, command in enumerate(commands):
@@ -58,9 +61,12 @@ class Lanes:
                 raise rex.ClusterDownError(f"no node serves the slot of {_key(command)!r}")
             by_node.setdefault(node.name, []).append(i)
         if len(by_node) == 1:
-            return await self._exchange(next(iter(by_node)), commands)
+            return await self._exchange(next(iter(by_node)), commands, raise_on_error)
         parts = await asyncio.gather(
-            *(self._exchange(node, [commands[i] for i in at]) for node, at in by_node.items())
+            *(
+                self._exchange(node, [commands[i] for i in at], raise_on_error)
+                for node, at in by_node.items()
+            )
         )
         replies: list[Any] = [None] * len(commands)
         for at, part in zip(by_node.values(), parts, strict=True):
@@ -77,12 +83,17 @@ class Lanes:
         nodes = self._cluster.get_primaries()
         await asyncio.gather(*(self._exchange(n.name, [("SCRIPT", "LOAD", script)]) for n in nodes))
 
-    async def _exchange(self, node: str, commands: Sequence[Sequence[Any]]) -> list[Any]:
+    async def _exchange(
+        self, node: str, commands: Sequence[Sequence[Any]], raise_on_error: bool = True
+    ) -> list[Any]:
         idle = self._idle.get(node)
         conn = idle.pop() if idle else self._connection(node)
         try:
             await conn.send_packed_command(conn.pack_commands(commands), check_health=False)
-            replies = [await conn.read_response() for _ in commands]
+            if raise_on_error:
+                replies = [await conn.read_response() for _ in commands]
+            else:
+                replies = [await _reply_or_error(conn) for _ in commands]
         except BaseException as exc:
             self._open.discard(conn)
             await conn.disconnect(nowait=True)
@@ -108,6 +119,13 @@ class Lanes:
         conns, self._open, self._idle = self._open, set(), {}
         for conn in conns:
             await conn.disconnect()
+
+
+async def _reply_or_error(conn: AbstractConnection) -> Any:
+    try:
+        return await conn.read_response()
+    except rex.ResponseError as exc:  # an error reply, read whole: the next one follows
+        return exc
 
 
 def _key(command: Sequence[Any]) -> Any:
