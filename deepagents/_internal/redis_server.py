@@ -82,9 +82,9 @@ class EmbeddedRedis:
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             if self.process.poll() is not None:
-                raise TransportError(
-                    f"redis-server exited at start (code {self.process.returncode})"
-                )
+                code = self.process.returncode
+                self.stop()  # its directory too
+                raise TransportError(f"redis-server exited at start (code {code})")
             with (
                 contextlib.suppress(OSError),
                 socket.create_connection(("127.0.0.1", self.port), 0.2) as s,
