@@ -24,6 +24,7 @@ import redis.exceptions as rex
 from redis.asyncio import Redis, RedisCluster
 
 from deepagents.errors import TransportError
+from deepagents.transport.redis_streams.pool import own_connection
 
 log = logging.getLogger("deepagents.orchestrator")
 
@@ -50,11 +51,8 @@ class ReplyChannel:
     async def _connection(self) -> Any:
         if isinstance(self._client, RedisCluster):
             await self._client.initialize()  # learns the nodes on first use; then a no-op
-            # PUBLISH reaches every node of a cluster: any one will do to subscribe.
-            node = self._client.get_random_node()
-            return node.connection_class(**node.connection_kwargs)
-        pool: Any = self._client.connection_pool
-        return pool.make_connection()
+        # On a cluster any node will do: PUBLISH reaches every node.
+        return own_connection(self._client)
 
     async def open(self) -> None:
         conn = await self._connection()

@@ -28,6 +28,8 @@ import redis.exceptions as rex
 from redis.asyncio import Redis, RedisCluster
 from redis.asyncio.connection import AbstractConnection
 
+from deepagents.transport.redis_streams.pool import own_connection
+
 _SINGLE = ""  # the node name of a client that is not a cluster's
 
 
@@ -104,14 +106,7 @@ class Lanes:
         return replies
 
     def _connection(self, node: str) -> AbstractConnection:
-        conn: AbstractConnection
-        if self._cluster is None:
-            conn = self._client.connection_pool.make_connection()  # type: ignore[union-attr]
-        else:
-            found = self._cluster.get_node(node_name=node)
-            if found is None:  # left the cluster since it was looked up
-                raise rex.ConnectionError(f"cluster node {node} is gone")
-            conn = found.connection_class(**found.connection_kwargs)
+        conn = own_connection(self._client, node or None)
         self._open.add(conn)
         return conn
 

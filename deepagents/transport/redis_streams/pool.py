@@ -85,6 +85,21 @@ def connect(
     return Redis.from_pool(pool)  # the client owns the pool: aclose() closes both
 
 
+def own_connection(client: Redis | RedisCluster, node: str | None = None) -> Connection:
+    """A new connection with the client's settings, outside its pool (the caller owns it
+    and closes it): to the named node of a cluster (any node if None; the cluster client
+    must be initialized), or to the client's server."""
+    if isinstance(client, RedisCluster):
+        found = client.get_node(node_name=node) if node else client.get_random_node()
+        if found is None:  # left the cluster since it was looked up
+            raise rex.ConnectionError(f"cluster node {node} is gone")
+        conn: Connection = found.connection_class(**found.connection_kwargs)
+        return conn
+    pool: Any = client.connection_pool
+    made: Connection = pool.make_connection()
+    return made
+
+
 async def check_server(client: Any, *, allow_evicting: bool = False) -> str:
     """Refuse a Redis that can lose tasks; return its version. On a cluster every primary
     is checked (each has its own configuration), and the oldest version is returned."""
