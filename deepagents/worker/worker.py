@@ -308,7 +308,7 @@ class Worker:
                 by_stream[flight.stream].append(flight.entry_id)
             try:
                 for ref, ids in by_stream.items():
-                    for entry_id in await self.bus.touch(ref, self.name, self.consumer, ids, 0):
+                    for entry_id in await self.bus.touch(ref, self.name, self.consumer, ids):
                         self._lost(ref, entry_id)
                 await registry.beat(self.agent, self.consumer)
             except TransportError as exc:

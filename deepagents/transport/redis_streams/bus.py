@@ -299,14 +299,12 @@ class RedisStreamBus:
             return _s(await self.scripts.dead_letter(keys=keys, args=args))
 
     async def touch(
-        self, stream: StreamRef, group: str, consumer: str, entry_ids: Sequence[str], idle_ms: int
+        self, stream: StreamRef, group: str, consumer: str, entry_ids: Sequence[str]
     ) -> list[str]:
         if not entry_ids:
             return []
         with redis_errors(f"heartbeat on {stream.name}"):
-            lost = await self.scripts.touch(
-                keys=[stream.name], args=[group, consumer, idle_ms, *entry_ids]
-            )
+            lost = await self.scripts.touch(keys=[stream.name], args=[group, consumer, *entry_ids])
         return [_s(i) for i in lost]
 
     async def deliveries(self, stream: StreamRef, task_ids: Sequence[str]) -> list[int]:
