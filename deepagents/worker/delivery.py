@@ -121,7 +121,8 @@ class DeliveryHandler:
                 suspects = await self._suspects(ref, good)
             except TransportError as exc:
                 pool.release(len(good))  # still pending here: read again or reclaimed
-                log.warning("begin failed: %s", exc, extra={"action": "begin_failed"})
+                log.warning("reading delivery counts failed: %s", exc,
+                            extra={"action": "begin_failed"})  # fmt: skip
                 return
             if any(suspects):
                 ordinary = [g for g, suspect in zip(good, suspects, strict=True) if not suspect]
@@ -177,8 +178,8 @@ class DeliveryHandler:
         if not good:
             return []
         # An ordinary delivery is in the quarantine from before its begin (which counts it)
-        # to the end of its run: none is begun while a suspect waits or runs, and a suspect
-        # waits for those begun before it.
+        # until it settles (``_settle``): none is begun while a suspect waits or runs, and a
+        # suspect waits for those begun before it.
         quarantine, keys = self.quarantine, [(ref.name, e.entry_id) for e, _ in good]
         if start and not quarantine.try_enter(keys):
             await quarantine.enter(keys)
@@ -204,7 +205,7 @@ class DeliveryHandler:
             # The entries stay pending under this consumer and are reclaimed later.
             pool.release(len(good))
             if start:
-                quarantine.leave(keys)
+                quarantine.leave(*keys)
             if not isinstance(exc, TransportError):
                 raise  # cancelled (shutdown), or a bug
             log.warning("begin failed: %s", exc, extra={"action": "begin_failed"})
@@ -216,7 +217,7 @@ class DeliveryHandler:
             if status.status != "ok":
                 pool.release()
                 if start:
-                    quarantine.leave([key])
+                    quarantine.leave(key)
                 if status.status == "dup":
                     self.w.stats.duplicates += 1
                 else:
@@ -251,7 +252,7 @@ class DeliveryHandler:
         if flight.settled is not None:
             flight.settled.set()
         else:
-            self.quarantine.leave([key])
+            self.quarantine.leave(key)
         pool = self.w.pools[flight.stream.tier]
         pool.finished()
         if not flight.handed:

@@ -52,7 +52,7 @@ class Quarantine:
             await self._changed.wait()
         self._running.update(keys)
 
-    def leave(self, keys: list[Key]) -> None:
+    def leave(self, *keys: Key) -> None:
         for key in keys:
             self._running.discard(key)
             self._tolerated.discard(key)
