@@ -2,10 +2,8 @@
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import secrets
-from collections.abc import AsyncIterator
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -19,6 +17,7 @@ from deepagents.contract.events import audit_event
 from deepagents.store.audit.writer import AuditWriter
 from deepagents.transport.keys import Keys, shard_of
 from tests.support.wait import eventually
+from tests.support.workers import running
 
 
 def traceparent() -> str:
@@ -88,18 +87,10 @@ async def fill_outbox(
     return expected
 
 
-@contextlib.asynccontextmanager
-async def running_writer(
+def running_writer(
     client: Redis, settings: Settings, config: FileConfig, **kwargs: Any
-) -> AsyncIterator[AuditWriter]:
-    writer = AuditWriter(client, settings=settings, config=config, **kwargs)
-    task = asyncio.create_task(writer.run())
-    try:
-        await asyncio.wait_for(writer.ready.wait(), 30)
-        yield writer
-    finally:
-        writer.stop()
-        await asyncio.wait_for(task, 30)
+) -> contextlib.AbstractAsyncContextManager[AuditWriter]:
+    return running(AuditWriter(client, settings=settings, config=config, **kwargs))
 
 
 async def drained(writer: AuditWriter, *, timeout: float = 60.0) -> None:

@@ -8,12 +8,12 @@ from __future__ import annotations
 
 import contextlib
 import socket
-import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 
 import redis
 
 from deepagents._internal.redis_server import EmbeddedRedis, free_port
+from tests.support.wait import eventually_sync
 
 SLOTS = 16_384
 
@@ -34,7 +34,7 @@ def running_cluster(nodes: int) -> Iterator[list[EmbeddedRedis]]:
             if i:
                 client.execute_command("CLUSTER", "MEET", "127.0.0.1", servers[0].port)
         for client in clients:
-            _wait(lambda c=client: _ready(c, nodes), "the cluster to form")
+            eventually_sync(lambda c=client: _ready(c, nodes), what="the cluster to form")
         yield servers
 
 
@@ -67,13 +67,6 @@ def _ready(client: redis.Redis, nodes: int) -> bool:
     info = client.execute_command("CLUSTER", "INFO")
     info = info.decode() if isinstance(info, bytes) else str(info)
     return "cluster_state:ok" in info and f"cluster_known_nodes:{nodes}" in info
-
-
-def _wait(check: Callable[[], bool], what: str, timeout: float = 30.0) -> None:
-    deadline = time.monotonic() + timeout
-    while not check():
-        assert time.monotonic() < deadline, f"{what}: not within {timeout} s"
-        time.sleep(0.05)
 
 
 def _cluster_port() -> int:

@@ -1,10 +1,12 @@
-"""An in-process worker for tests: started, ready, and always stopped."""
+"""Services run in-process for tests (a worker, an audit writer): started, ready, and
+always stopped."""
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
 from collections.abc import AsyncIterator
+from typing import Protocol, TypeVar
 
 from redis.asyncio import Redis
 
@@ -14,16 +16,32 @@ from deepagents.contract import AgentContract
 from deepagents.worker import Worker
 
 
+class Service(Protocol):
+    ready: asyncio.Event
+
+    async def run(self) -> None: ...
+
+    def stop(self) -> None: ...
+
+
+S = TypeVar("S", bound=Service)
+
+
 @contextlib.asynccontextmanager
-async def running_worker(
+async def running(service: S) -> AsyncIterator[S]:
+    """``service.run()`` in a task until the block ends; the block starts once it is ready."""
+    task = asyncio.create_task(service.run())
+    try:
+        await asyncio.wait_for(service.ready.wait(), 30)
+        yield service
+    finally:
+        service.stop()
+        await asyncio.wait_for(task, 30)
+
+
+def running_worker(
     client: Redis, settings: Settings, config: FileConfig, agent: AgentContract | None = None
-) -> AsyncIterator[Worker]:
+) -> contextlib.AbstractAsyncContextManager[Worker]:
     """A ``Worker`` for ``agent`` (an ``EchoAgent`` by default), running until the block ends."""
     worker = Worker(agent or EchoAgent(), client=client, config=config, settings=settings)
-    task = asyncio.create_task(worker.run())
-    try:
-        await asyncio.wait_for(worker.ready.wait(), 30)
-        yield worker
-    finally:
-        worker.stop()
-        await asyncio.wait_for(task, 30)
+    return running(worker)
