@@ -9,14 +9,13 @@ Redis).
 
 from __future__ import annotations
 
-import argparse
 import sys
 import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # this tree's package
 
-from redis_target import run_on
+from redis_target import bench_main
 
 from deepagents.transport.redis_streams import connect
 from deepagents.transport.redis_streams.lanes import Lanes
@@ -41,14 +40,5 @@ async def measure(url: str, n: int) -> None:
     await client.aclose()
 
 
-def main(args: argparse.Namespace) -> None:
-    run_on(args.redis_url, lambda url: measure(url, args.commands))
-
-
 if __name__ == "__main__":
-    parser = argparse.ArgumentParser(
-        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
-    )
-    parser.add_argument("--redis-url")
-    parser.add_argument("--commands", type=int, default=5_000)
-    main(parser.parse_args())
+    bench_main(__doc__, "commands", 5_000, measure)

@@ -11,7 +11,6 @@ process; its own CPU, measured publishing to a channel nobody reads, is subtract
 
 from __future__ import annotations
 
-import argparse
 import asyncio
 import sys
 import time
@@ -20,7 +19,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # this tree's package
 
-from redis_target import run_on
+from redis_target import bench_main
 
 from deepagents.config import Settings, parse_config
 from deepagents.contract import Result
@@ -99,14 +98,5 @@ async def measure(url: str, n: int) -> None:
         )
 
 
-def main(args: argparse.Namespace) -> None:
-    run_on(args.redis_url, lambda url: measure(url, args.messages))
-
-
 if __name__ == "__main__":
-    parser = argparse.ArgumentParser(
-        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
-    )
-    parser.add_argument("--redis-url")
-    parser.add_argument("--messages", type=int, default=20_000)
-    main(parser.parse_args())
+    bench_main(__doc__, "messages", 20_000, measure)
