@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import asyncio
+import signal
+from collections import Counter
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 
@@ -10,8 +13,10 @@ import pytest
 from redis.asyncio import Redis
 
 from deepagents.config import FileConfig, Settings, load_config
-from deepagents.orchestrator import Orchestrator
+from deepagents.contract import ResultStatus, Task
+from deepagents.orchestrator import Orchestrator, TaskHandle
 from tests.support.procs import Procs
+from tests.support.wait import eventually
 
 E2E_CONFIG = """
 tiers:
@@ -102,3 +107,54 @@ async def runs(client: Redis, prefix: str) -> list[tuple[str, int]]:
         task_id, pid = item.decode().split("|")
         out.append((task_id, int(pid)))
     return out
+
+
+async def registered(client: Redis, prefix: str, agent: str, n: int) -> None:
+    """Until ``n`` workers of ``agent`` are in the registry."""
+
+    async def count() -> bool:
+        return int(await client.hlen(f"{prefix}:agent:{agent}:instances")) >= n
+
+    await eventually(count, timeout=30, what=f"{n} {agent} worker(s) registered")
+
+
+def assert_committed_once(committed: dict[str, list[dict]], task_ids: list[str]) -> None:
+    missing = [t for t in task_ids if t not in committed]
+    doubled = {t: len(v) for t, v in committed.items() if len(v) != 1}
+    assert not missing, f"{len(missing)} tasks have no committed result, e.g. {missing[:3]}"
+    assert not doubled, f"tasks committed more than once: {list(doubled.items())[:3]}"
+
+
+async def kill_9_mid_run(
+    client: Redis, orch: Orchestrator, procs: Procs, prefix: str, shards: int
+) -> list[TaskHandle]:
+    """A LabAgent worker killed with -9 while 300 tasks run, a second one started: every
+    task succeeds, is committed once, and only tasks the killed worker had started ran
+    again (on the second worker, as attempt 2). Returns the handles."""
+    victim = procs.worker("tests.agents:LabAgent")
+    await registered(client, prefix, "lab", 1)
+    handles = await orch.submit_many(
+        [Task(intent="lab", payload={"sleep": 0.3}) for _ in range(300)]
+    )
+
+    async def started() -> bool:
+        return await client.llen(f"{prefix}:runs") >= 60
+
+    await eventually(started, timeout=30, what="the first worker to be mid-run")
+    victim.send_signal(signal.SIGKILL)
+    victim.wait(10)
+    before = {t for t, _ in await runs(client, prefix)}
+    procs.worker("tests.agents:LabAgent")
+    results = await asyncio.gather(*(h.result(timeout=120) for h in handles))
+
+    assert all(r.status is ResultStatus.SUCCESS for r in results)
+    committed = await committed_events(client, prefix, "lab", shards)
+    assert_committed_once(committed, [h.task_id for h in handles])
+    executions = Counter(t for t, _ in await runs(client, prefix))
+    rerun = [t for t, n in executions.items() if n > 1]
+    assert rerun, "some in-flight tasks of the killed worker must have been run again"
+    assert set(rerun) <= before, "only tasks the killed worker had started run twice"
+    by_id = {r.task_id: r for r in results}
+    assert all(by_id[t].metrics.attempts == 2 for t in rerun)
+    assert all(by_id[t].output["pid"] != victim.pid for t in rerun)
+    return handles

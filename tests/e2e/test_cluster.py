@@ -8,8 +8,6 @@ shards of an agent type sit in different slots."""
 from __future__ import annotations
 
 import asyncio
-import signal
-from collections import Counter
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 
@@ -28,7 +26,7 @@ from deepagents.transport.keys import Keys
 from deepagents.transport.redis_streams import connect
 from deepagents.worker import Worker
 from tests.agents import LabAgent
-from tests.e2e.conftest import committed_events, runs, worker_procs
+from tests.e2e.conftest import kill_9_mid_run, registered, worker_procs
 from tests.support.procs import Procs
 from tests.support.wait import eventually
 
@@ -77,33 +75,13 @@ def test_the_shards_of_an_agent_sit_in_different_slots(prefix: str) -> None:
 async def test_kill_9_on_a_cluster_loses_nothing_and_commits_once(
     client: Redis, orch: Orchestrator, procs: Procs, prefix: str
 ) -> None:
-    victim = procs.worker("tests.agents:LabAgent")
-    await _registered(client, prefix, 1)
-    handles = await orch.submit_many(
-        [Task(intent="lab", payload={"sleep": 0.2}) for _ in range(300)]
-    )
-
-    async def started() -> bool:
-        return await client.llen(f"{prefix}:runs") >= 60
-
-    await eventually(started, timeout=30, what="the first worker to be mid-run")
-    victim.send_signal(signal.SIGKILL)
-    victim.wait(10)
-    procs.worker("tests.agents:LabAgent")
-    results = await asyncio.gather(*(h.result(timeout=120) for h in handles))
-
-    assert all(r.status is ResultStatus.SUCCESS for r in results)
-    assert {h.shard for h in handles} == set(range(SHARDS))
-    committed = await committed_events(client, prefix, "lab", SHARDS)
-    assert sorted(committed) == sorted(h.task_id for h in handles)
-    assert all(len(events) == 1 for events in committed.values()), "committed twice"
-    executions = Counter(t for t, _ in await runs(client, prefix))
-    assert any(n > 1 for n in executions.values()), "the killed worker's tasks ran again"
+    handles = await kill_9_mid_run(client, orch, procs, prefix, shards=SHARDS)
+    assert {h.shard for h in handles} == set(range(SHARDS)), "both shards, both slots"
 
 
 async def test_publish_cli_on_a_cluster(procs: Procs, client: Redis, prefix: str) -> None:
     procs.worker("agents.echo:EchoAgent")
-    await _registered(client, prefix, 1, agent="echo")
+    await registered(client, prefix, "echo", 1)
     done = await asyncio.to_thread(
         procs.run, "publish", "--intent", "echo", "--payload", '{"hello": 1}', "--wait", "30"
     )
@@ -188,10 +166,3 @@ async def test_scripts_are_loaded_again_after_a_flush(
         await asyncio.wait_for(running, 30)
     assert worker.stats.committed == 100
     assert worker.stats.duplicates == 0
-
-
-async def _registered(client: Redis, prefix: str, n: int, *, agent: str = "lab") -> None:
-    async def count() -> bool:
-        return int(await client.hlen(f"{prefix}:agent:{agent}:instances")) >= n
-
-    await eventually(count, timeout=30, what=f"{n} {agent} worker(s) registered")

@@ -16,25 +16,17 @@ from deepagents.contract import ResultStatus, Task
 from deepagents.orchestrator import Orchestrator
 from deepagents.worker import Worker
 from tests.agents import LabAgent
-from tests.e2e.conftest import committed_events, runs
+from tests.e2e.conftest import (
+    assert_committed_once,
+    committed_events,
+    kill_9_mid_run,
+    registered,
+    runs,
+)
 from tests.support.procs import Procs
 from tests.support.wait import eventually
 
 pytestmark = pytest.mark.slow
-
-
-async def _registered(client: Redis, prefix: str, agent: str, n: int) -> None:
-    async def count() -> int:
-        return int(await client.hlen(f"{prefix}:agent:{agent}:instances")) >= n
-
-    await eventually(count, timeout=30, what=f"{n} {agent} worker(s) registered")
-
-
-def _assert_once(committed: dict[str, list[dict]], task_ids: list[str]) -> None:
-    missing = [t for t in task_ids if t not in committed]
-    doubled = {t: len(v) for t, v in committed.items() if len(v) != 1}
-    assert not missing, f"{len(missing)} tasks have no committed result, e.g. {missing[:3]}"
-    assert not doubled, f"tasks committed more than once: {list(doubled.items())[:3]}"
 
 
 async def test_10k_tasks_two_worker_processes_commit_exactly_once(
@@ -42,7 +34,7 @@ async def test_10k_tasks_two_worker_processes_commit_exactly_once(
 ) -> None:
     procs.worker("tests.agents:LabAgent")
     procs.worker("tests.agents:LabAgent")
-    await _registered(client, prefix, "lab", 2)
+    await registered(client, prefix, "lab", 2)
     handles = []
     for start in range(0, 10_000, 500):
         batch = [Task(intent="lab", payload={"n": i}) for i in range(start, start + 500)]
@@ -54,39 +46,14 @@ async def test_10k_tasks_two_worker_processes_commit_exactly_once(
     pids = Counter(r.output["pid"] for r in results)
     assert len(pids) == 2, f"both worker processes should have worked: {pids}"
     committed = await committed_events(client, prefix, "lab", 2)
-    _assert_once(committed, [h.task_id for h in handles])
+    assert_committed_once(committed, [h.task_id for h in handles])
     assert len(committed) == 10_000
 
 
 async def test_kill_9_mid_run_reclaims_in_flight_tasks(
     client: Redis, orch: Orchestrator, procs: Procs, prefix: str
 ) -> None:
-    victim = procs.worker("tests.agents:LabAgent")
-    await _registered(client, prefix, "lab", 1)
-    handles = await orch.submit_many(
-        [Task(intent="lab", payload={"sleep": 0.3}) for _ in range(300)]
-    )
-
-    async def started() -> bool:
-        return await client.llen(f"{prefix}:runs") >= 60
-
-    await eventually(started, timeout=30, what="the first worker to be mid-run")
-    victim.send_signal(signal.SIGKILL)
-    victim.wait(10)
-    before = {t for t, _ in await runs(client, prefix)}
-    procs.worker("tests.agents:LabAgent")
-    results = await asyncio.gather(*(h.result(timeout=120) for h in handles))
-
-    assert all(r.status is ResultStatus.SUCCESS for r in results)
-    committed = await committed_events(client, prefix, "lab", 2)
-    _assert_once(committed, [h.task_id for h in handles])
-    executions = Counter(t for t, _ in await runs(client, prefix))
-    rerun = [t for t, n in executions.items() if n > 1]
-    assert rerun, "some in-flight tasks of the killed worker must have been run again"
-    assert set(rerun) <= before, "only tasks the killed worker had started run twice"
-    by_id = {r.task_id: r for r in results}
-    assert all(by_id[t].metrics.attempts == 2 for t in rerun)
-    assert all(by_id[t].output["pid"] != victim.pid for t in rerun)
+    await kill_9_mid_run(client, orch, procs, prefix, shards=2)
 
 
 async def test_redelivered_message_is_not_committed_twice(
@@ -118,7 +85,7 @@ async def test_redelivered_message_is_not_committed_twice(
         worker.stop()
         await running
     committed = await committed_events(client, prefix, "lab", 2)
-    _assert_once(committed, [handle.task_id])
+    assert_committed_once(committed, [handle.task_id])
     assert [t for t, _ in await runs(client, prefix)] == [handle.task_id], "ran exactly once"
     assert worker.stats.committed == 1
 
@@ -151,7 +118,7 @@ async def test_concurrent_duplicate_deliveries_commit_once(
     assert worker.stats.duplicates == 1
     assert await client.xlen(stream) == 0
     assert (await client.xpending(stream, "lab"))["pending"] == 0
-    _assert_once(await committed_events(client, prefix, "lab", 2), [task.task_id])
+    assert_committed_once(await committed_events(client, prefix, "lab", 2), [task.task_id])
 
 
 @pytest.mark.parametrize("heartbeat", [True, False], ids=["heartbeat", "no-heartbeat-control"])
@@ -176,12 +143,12 @@ async def test_long_task_on_live_worker_is_not_reclaimed(
         )
     procs.worker("tests.agents:LabAgent")
     procs.worker("tests.agents:LabAgent")
-    await _registered(client, prefix, "lab", 2)
+    await registered(client, prefix, "lab", 2)
     handle = await orch.submit(Task(intent="lab", payload={"sleep": 3.0}))
     result = await handle.result(timeout=60)
     executions = [t for t, _ in await runs(client, prefix)]
     committed = await committed_events(client, prefix, "lab", 2)
-    _assert_once(committed, [handle.task_id])
+    assert_committed_once(committed, [handle.task_id])
     if heartbeat:
         assert result.status is ResultStatus.SUCCESS
         assert executions == [handle.task_id], "ran once"
@@ -199,7 +166,7 @@ async def test_paused_worker_cannot_ack_or_overwrite_after_reclaim(
     commit is refused and it does not ack the peer's entry — killing the peer mid-task
     leaves the entry pending, and a third worker finishes it."""
     paused = procs.worker("tests.agents:LabAgent", "--consumer", "paused")
-    await _registered(client, prefix, "lab", 1)
+    await registered(client, prefix, "lab", 1)
     handle = await orch.submit(Task(intent="lab", payload={"sleep": 2.0}))
 
     async def run_count(n: int) -> bool:
@@ -237,5 +204,5 @@ async def test_paused_worker_cannot_ack_or_overwrite_after_reclaim(
     assert result.status is ResultStatus.SUCCESS
     assert result.output["pid"] in (finisher.pid, paused.pid)
     committed = await committed_events(client, prefix, "lab", 2)
-    _assert_once(committed, [handle.task_id])
+    assert_committed_once(committed, [handle.task_id])
     assert committed[handle.task_id][0]["consumer"] != "peer"
