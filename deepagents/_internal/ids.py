@@ -14,7 +14,8 @@ _clock: tuple[int, str] = (-1, "")
 
 def uuid7_str() -> str:
     """A UUIDv7 as text: 48 bits of Unix time in ms, then 74 random bits from the OS. Built
-    from strings rather than one 128-bit integer: 1.75 against 2.26 µs per id."""
+    from strings rather than one 128-bit integer: 1.22-1.32 against 2.23-2.44 µs per id
+    (``loadtests/bench_hot_path.py``, ``docs/benchmarks.md``, session 9)."""
     global _clock
     ms = time.time_ns() // 1_000_000
     last, head = _clock
