@@ -47,6 +47,12 @@ class Settings(BaseSettings):
     audit_batch_size: int = Field(default=5_000, ge=1, le=100_000, description="events per COPY")
     audit_batch_wait_ms: int = Field(default=200, ge=1, description="max wait to fill a batch")
     audit_claim_idle_ms: int = Field(default=30_000, ge=100, description="reclaim after this idle")
+    audit_lock_timeout_ms: int = Field(
+        default=5_000, ge=1, description="a write waiting this long for a lock fails and is retried"
+    )
+    audit_statement_timeout_ms: int = Field(
+        default=30_000, ge=1, description="a write running this long fails and is retried"
+    )
     audit_retention_days: int | None = Field(
         default=None, ge=1, description="drop older partitions"
     )

@@ -35,9 +35,16 @@ _TS = COLUMNS.index("ts")
 
 
 class PgSink:
-    def __init__(self, url: str, schema: str) -> None:
+    def __init__(
+        self, url: str, schema: str, *, lock_timeout_ms: int = 5_000,
+        statement_timeout_ms: int = 30_000,
+    ) -> None:  # fmt: skip
         self.url = url
         self.schema = schema
+        self._timeouts = {
+            "lock_timeout_ms": lock_timeout_ms,
+            "statement_timeout_ms": statement_timeout_ms,
+        }
         self._conn: asyncpg.Connection | None = None
         self._days: set[date] = set()  # partitions known to exist
 
@@ -92,7 +99,7 @@ class PgSink:
 
     async def _connection(self) -> asyncpg.Connection:
         if self._conn is None or self._conn.is_closed():
-            conn = await connect(self.url, self.schema)
+            conn = await connect(self.url, self.schema, **self._timeouts)
             await conn.execute(_STAGE)
             self._conn = conn
         return self._conn

@@ -85,7 +85,12 @@ class AuditWriter:
             consumer or settings.consumer_name(),
             scan_s=scan_s,
         )
-        self.sink = PgSink(self.url, self.schema)
+        self.sink = PgSink(
+            self.url,
+            self.schema,
+            lock_timeout_ms=settings.audit_lock_timeout_ms,
+            statement_timeout_ms=settings.audit_statement_timeout_ms,
+        )
         self.decoder = BatchDecoder.from_settings(settings)
         self.maintenance = Maintenance(settings.audit_retention_days)
         self.stats = WriterStats()
