@@ -4,6 +4,9 @@ environment fallback, and the fleet-wide refresh after a 401 (one refresh, fence
 from __future__ import annotations
 
 import asyncio
+import signal
+import subprocess
+import sys
 from collections.abc import Iterator
 from typing import Any
 
@@ -16,7 +19,7 @@ from deepagents.modelcall.credentials import CredentialStore, EnvSource, VaultSo
 from deepagents.modelcall.keys import ModelKeys
 from deepagents.modelcall.simulator import SimulatorThread
 from tests.modelcall.conftest import FAST, MakeCalls, model_config
-from tests.modelcall.fleet import run_fleet
+from tests.modelcall.fleet import ROOT, run_fleet
 from tests.modelcall.vault_standin import VaultStandIn
 from tests.support.wait import eventually
 
@@ -192,6 +195,33 @@ async def test_a_paused_lock_holder_cannot_overwrite_a_newer_key(
     adopted = await stalled
     assert (adopted.secret, adopted.version) == ("sk-fresh", 1)  # refused, then adopted
     assert await client.hget(keys.credential, "secret") == b"sk-fresh"
+
+
+async def test_a_lock_holder_killed_with_9_holds_up_the_fleet_only_until_its_lease_ends(
+    client: Redis, redis_url: str, prefix: str
+) -> None:
+    keys = ModelKeys(prefix, "m")
+    holder = subprocess.Popen(
+        [sys.executable, "-m", "tests.modelcall.proc_stuck_refresher", redis_url, prefix, "m", "1"],
+        cwd=ROOT,
+    )
+    try:
+        await eventually(lambda: client.exists(f"{prefix}:test:fetching"), what="lock taken")
+        assert await client.exists(keys.credential_lock)
+        holder.kill()  # SIGKILL in the middle of its fetch: it never releases the lock
+        assert await asyncio.to_thread(holder.wait, 10) == -signal.SIGKILL
+    finally:
+        if holder.poll() is None:
+            holder.kill()
+            holder.wait()
+    assert 0 < await client.pttl(keys.credential_lock) <= 1000  # a lease, not forever
+    source = CountingSource(["sk-fresh"])
+    survivor = CredentialStore(client, keys, source)
+    # The dead holder's lease runs out and the survivor takes the lock: no deadlock, and
+    # well inside the refresh's own bound (timeout_s).
+    fresh = await survivor.refresh(0, timeout_s=5)
+    assert (fresh.secret, fresh.version, source.fetches) == ("sk-fresh", 1, 1)
+    assert not await client.exists(keys.credential_lock)  # released after the refresh
 
 
 async def test_401_storm_across_two_processes_refreshes_once(
