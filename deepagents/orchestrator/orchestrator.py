@@ -167,6 +167,16 @@ class Orchestrator:
     ) -> list[TaskHandle]:
         prepared = [self._prepare(t, spans) for t in tasks]
         prepared = await self._apply_idempotency(prepared)
+        # Written before the enqueue: a submit that fails after its task was enqueued would
+        # tell the caller "not accepted" about a task that runs. A location left by an
+        # enqueue that then fails names a task that does not exist, which lookups show.
+        await self._record_locations(
+            [
+                (task.task_id, route)
+                for task, route, _, _ in prepared
+                if task.task_id not in recorded
+            ]
+        )
         items = []
         for task, route, task_json, _ in prepared:
             events = b""
@@ -194,13 +204,6 @@ class Orchestrator:
                     self,
                 )
             )
-        await self._record_locations(
-            [
-                (h.task_id, r)
-                for h, (_, r, _, _) in zip(handles, prepared, strict=False)
-                if h.task_id not in recorded
-            ]
-        )
         if refused:
             raise self.overloaded(refused[0], len(refused), handles)
         return handles

@@ -11,6 +11,7 @@ from redis.asyncio import Redis
 
 from agents.echo import EchoAgent
 from agents.risk import RiskAgent
+from deepagents._internal.redis_server import EmbeddedRedis
 from deepagents.config import FileConfig, Settings, load_config, parse_config
 from deepagents.contract import Task
 from deepagents.contract.task import utcnow
@@ -20,9 +21,11 @@ from deepagents.errors import (
     InvalidPayload,
     Overloaded,
     PayloadTooLarge,
+    TransportError,
     UnknownIntent,
 )
 from deepagents.orchestrator import Orchestrator
+from deepagents.transport.redis_streams import connect
 
 REPO = Path(__file__).resolve().parents[2]
 ORDER = {"symbol": "IF", "side": "buy", "quantity": 2, "price": 3800, "available_funds": 1_000_000}
@@ -208,3 +211,26 @@ async def test_backlog_limits_apply_per_agent_in_a_mixed_batch(
     assert len(info.value.accepted) == 5  # type: ignore[attr-defined]
     assert await client.xlen(f"{prefix}:{{research:0}}:p2") == 10
     assert await client.xlen(f"{prefix}:{{echo:0}}:p2") == 2
+
+
+async def test_a_submit_that_fails_has_enqueued_nothing(
+    config: FileConfig, settings: Settings
+) -> None:
+    """The caller is told "not accepted" only about a task that will not run. Here the
+    location record (a plain SET) is refused, as a full disk or an ACL would refuse it,
+    while the enqueue script would pass: the submit fails and no stream holds the task."""
+    with EmbeddedRedis() as server:
+        admin = connect(server.url)
+        await admin.execute_command(
+            "ACL", "SETUSER", "noset", "on", "nopass", "~*", "&*", "+@all", "-set"
+        )
+        client = connect(server.url.replace("redis://", "redis://noset:x@"))
+        try:
+            async with Orchestrator(client, config=config, settings=settings) as orch:
+                with pytest.raises(TransportError, match="record task locations"):
+                    await orch.submit({"intent": "echo", "payload": {}})
+            streams = [s async for s in admin.scan_iter(_type="stream")]
+            assert [await admin.xlen(s) for s in streams] == [0] * len(streams)
+        finally:
+            await client.aclose()
+            await admin.aclose()
