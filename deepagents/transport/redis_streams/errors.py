@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterator
 from contextlib import contextmanager
 
@@ -9,11 +10,32 @@ import redis.exceptions as rex
 
 from deepagents.errors import GroupVanished, TransportError
 
-_CLUSTER_MOVES = (rex.AskError, rex.TryAgainError, rex.ClusterDownError)
+# Error replies that a retry a moment later gets past. A cluster moving slots (MOVED, ASK,
+# TRYAGAIN) or electing a primary (CLUSTERDOWN, MASTERDOWN); a server that is a replica
+# until a failover ends (READONLY); one that cannot write its persistence files, a full
+# disk (MISCONF), lacks the replicas ``min-replicas-to-write`` asks for (NOREPLICAS), or
+# runs a long script (BUSY). And a read blocked on a stream that went away (UNBLOCKED):
+# its slot migrated to another node (the retry is answered MOVED, then served there), or
+# it was deleted (the retry says NOGROUP).
+_PASSING_TYPES = (rex.AskError, rex.TryAgainError, rex.ClusterDownError, rex.ReadOnlyError)
+_PASSING_CODES = ("MISCONF", "NOREPLICAS", "BUSY ", "UNBLOCKED")
+
+
+# redis-py wraps an error reply to a pipelined command in the command's description.
+_PIPELINED = re.compile(r"^Command # \d+ \(.*?\) of pipeline caused error: \(?['\"]?", re.S)
+
+
+def _reply(exc: rex.RedisError) -> str:
+    """The server's error reply, unwrapped from redis-py's pipeline annotation."""
+    text = str(exc)
+    wrapped = _PIPELINED.match(text)
+    if wrapped is None:
+        return text
+    return text[wrapped.end() :].removesuffix("',)").removesuffix('",)')
 
 
 def translate(exc: rex.RedisError, what: str) -> TransportError:
-    text = str(exc)
+    text = _reply(exc)
     if isinstance(exc, rex.ResponseError) and text.startswith("NOGROUP"):
         return GroupVanished(f"{what}: consumer group is gone ({text})")
     if isinstance(exc, rex.ConnectionError | rex.TimeoutError):
@@ -24,15 +46,16 @@ def translate(exc: rex.RedisError, what: str) -> TransportError:
         return TransportError(
             f"{what}: Redis is out of memory (maxmemory reached; nothing was written)"
         )
+    if text.startswith("MISCONF"):
+        return TransportError(
+            f"{what}: Redis refuses writes: it cannot write its persistence files (is its "
+            f"disk full?) ({text})"
+        )
     err = TransportError(f"{what}: {type(exc).__name__}: {text}")
-    # A cluster moving slots (MOVED, ASK, TRYAGAIN) or electing a primary (CLUSTERDOWN)
-    # answers with errors that a retry a moment later gets past. So does a read blocked on
-    # a stream that went away (UNBLOCKED): its slot migrated to another node (the retry is
-    # answered MOVED, then served there), or it was deleted (the retry says NOGROUP).
     err.retryable = (
         not isinstance(exc, rex.ResponseError)
-        or isinstance(exc, _CLUSTER_MOVES)
-        or text.startswith("UNBLOCKED")
+        or isinstance(exc, _PASSING_TYPES)
+        or text.startswith(_PASSING_CODES)
     )
     return err
 
