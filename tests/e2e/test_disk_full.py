@@ -8,7 +8,6 @@ Needs root to mount a 16 MB tmpfs as the full disk; skipped where that is not al
 from __future__ import annotations
 
 import asyncio
-import subprocess
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -22,34 +21,16 @@ from deepagents.errors import TransportError
 from deepagents.orchestrator import Orchestrator, TaskHandle
 from deepagents.transport.redis_streams import connect
 from tests.e2e.conftest import assert_committed_once, committed_events, registered, worker_procs
+from tests.support.disk import fill, small_disk
 from tests.support.wait import eventually
 
 pytestmark = pytest.mark.slow
 
 
 @pytest.fixture
-def small_disk(tmp_path: Path) -> Iterator[Path]:
-    path = tmp_path / "disk"
-    path.mkdir()
-    mount = ["mount", "-t", "tmpfs", "-o", "size=16m", "tmpfs", str(path)]
-    try:
-        subprocess.run(mount, check=True, capture_output=True, timeout=30)
-    except (OSError, subprocess.SubprocessError) as exc:
-        pytest.skip(f"mounting a small tmpfs as a full disk needs root: {exc}")
-    try:
+def disk() -> Iterator[Path]:
+    with small_disk(16) as path:
         yield path
-    finally:
-        subprocess.run(["umount", "-l", str(path)], check=False, timeout=30)
-
-
-def _fill(path: Path) -> None:
-    with path.open("wb") as out:
-        try:
-            while True:
-                out.write(bytes(65536))
-                out.flush()
-        except OSError:
-            pass  # ENOSPC: the disk is full
 
 
 async def _misconf_replies(client: Redis) -> int:
@@ -63,9 +44,9 @@ def _echo() -> Task:
 
 
 async def test_a_full_disk_under_redis_is_waited_out_and_loses_nothing(
-    small_disk: Path, prefix: str, config: FileConfig, config_path: Path
+    disk: Path, prefix: str, config: FileConfig, config_path: Path
 ) -> None:
-    server = EmbeddedRedis(extra_args=("--appendonly", "yes"), data_dir=str(small_disk))
+    server = EmbeddedRedis(extra_args=("--appendonly", "yes"), data_dir=str(disk))
     server.start()
     client = connect(server.url)
     procs = worker_procs(server.url, prefix, config_path)
@@ -77,7 +58,7 @@ async def test_a_full_disk_under_redis_is_waited_out_and_loses_nothing(
         async with Orchestrator(client, config=config, settings=settings) as orch:
             accepted += await orch.submit_many([_echo() for _ in range(100)])
             await asyncio.gather(*(h.result(timeout=60) for h in accepted))
-            _fill(small_disk / "fill")
+            fill(disk / "fill")
 
             async def refused() -> bool:
                 # Redis finds the disk full at its next write to the file: until then it
@@ -98,7 +79,7 @@ async def test_a_full_disk_under_redis_is_waited_out_and_loses_nothing(
             await eventually(worker_refused, what="the worker's reads to be refused")
             assert worker.poll() is None, procs.output(worker)
 
-            (small_disk / "fill").unlink()
+            (disk / "fill").unlink()
 
             async def taking() -> bool:
                 try:

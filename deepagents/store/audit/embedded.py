@@ -114,8 +114,13 @@ def _world_readable_copy(bin_dir: Path) -> Path:
 class EmbeddedPostgres:
     """A throwaway PostgreSQL cluster; use as a context manager and read ``.url``."""
 
-    def __init__(self, *, bin_dir: Path | None = None, fast: bool = True) -> None:
+    def __init__(
+        self, *, bin_dir: Path | None = None, fast: bool = True, root: Path | None = None
+    ) -> None:
+        """``root``: the directory to create the cluster's own directory in (the system's
+        temporary directory by default)."""
         self._user = _run_as()
+        self._root = root
         self.bin_dir = bin_dir or postgres_bin_dir()
         if self._user is not None and not _traversable(self.bin_dir):
             self.bin_dir = _world_readable_copy(self.bin_dir)
@@ -135,7 +140,7 @@ class EmbeddedPostgres:
 
     def open(self) -> EmbeddedPostgres:
         """Create the cluster and start it."""
-        self.dir = Path(tempfile.mkdtemp(prefix="deepagents-pg-"))
+        self.dir = Path(tempfile.mkdtemp(prefix="deepagents-pg-", dir=self._root))
         if self._user is not None:
             entry = pwd.getpwnam(self._user)
             os.chown(self.dir, entry.pw_uid, entry.pw_gid)
