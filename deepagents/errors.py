@@ -110,6 +110,17 @@ class TransportError(DeepAgentsError):
     retryable = True
 
 
+class NotReplicated(TransportError):
+    """Tasks were written to the primary, but fewer replicas than ``min_replicas`` confirmed
+    them in time: a failover now could lose them. Resend with the same idempotency key."""
+
+    code = "not_replicated"
+
+    def __init__(self, message: str, *, task_ids: list[str]) -> None:
+        self.task_ids = task_ids  # written to the primary, not confirmed by its replicas
+        super().__init__(message)
+
+
 class RedisNotSafe(TransportError):
     """Redis is configured in a way that can lose tasks."""
 

@@ -37,6 +37,15 @@ class Settings(BaseSettings):
     max_payload_bytes: int = Field(default=1_048_576, ge=1024)
     result_ttl_s: int = Field(default=86_400, ge=1)
     idempotency_ttl_s: int = Field(default=86_400, ge=1)
+    min_replicas: int = Field(
+        default=0,
+        ge=0,
+        description="a submit is acknowledged once this many replicas hold its tasks (WAIT); "
+        "0: once the primary does (a failover can then lose the last writes)",
+    )
+    replica_wait_ms: int = Field(
+        default=1_000, ge=1, description="how long a submit waits for min_replicas"
+    )
     log_level: str = Field(default="INFO")
     sim_model_url: str | None = Field(
         default=None,

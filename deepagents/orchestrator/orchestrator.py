@@ -15,14 +15,14 @@ import logging
 import uuid
 from collections import OrderedDict
 from collections.abc import Collection, Iterable, Mapping, Sequence
-from typing import Any
+from typing import Any, cast
 
 import orjson
 from opentelemetry.trace import Span, StatusCode
 from prometheus_client import Counter
 from pydantic import ValidationError
 from pydantic_core import to_jsonable_python
-from redis.asyncio import Redis
+from redis.asyncio import Redis, RedisCluster
 
 from deepagents.config.schema import FileConfig
 from deepagents.config.settings import Settings
@@ -32,6 +32,7 @@ from deepagents.contract.events import audit_event, encode_events
 from deepagents.contract.result import Result
 from deepagents.contract.task import Task, utcnow
 from deepagents.errors import (
+    ConfigError,
     DeadlinePassed,
     IdempotencyConflict,
     InvalidPayload,
@@ -70,6 +71,11 @@ class Orchestrator:
         telemetry: Telemetry | None = None,
     ) -> None:
         self.client: Any = client  # replies are bytes (decode_responses=False)
+        if settings.min_replicas and isinstance(cast(object, client), RedisCluster):
+            raise ConfigError(
+                "DEEPAGENTS_MIN_REPLICAS is not supported on Redis Cluster yet (WAIT must go "
+                "to every node a submit wrote to); set it to 0"
+            )
         self.telemetry = telemetry or process_telemetry()
         self._submitted: dict[tuple[str, str, str], Counter] = {}
         self.config = config
@@ -184,7 +190,12 @@ class Orchestrator:
                 events = encode_events([_submitted_event(task, route)])
             items.append((route.stream, task.task_id, task_json, self.reply_channel, events))
         limits = [self.router.specs[r.agent].max_backlog for _, r, _, _ in prepared]
-        replies = await self.bus.enqueue_many(items, max_backlog=limits)
+        replies = await self.bus.enqueue_many(
+            items,
+            max_backlog=limits,
+            replicas=self.settings.min_replicas,
+            replica_wait_ms=self.settings.replica_wait_ms,
+        )
         handles: list[TaskHandle] = []
         refused = []
         for (task, route, _, duplicate), (status, _) in zip(prepared, replies, strict=True):

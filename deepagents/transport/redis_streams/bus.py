@@ -10,6 +10,7 @@ import orjson
 import redis.exceptions as rex
 from redis.asyncio import Redis
 
+from deepagents.errors import NotReplicated
 from deepagents.transport.base import (
     BeginItem,
     Begun,
@@ -58,6 +59,25 @@ def _read_entries(reply: dict[Any, Any] | list[Any] | None) -> list[RawEntry]:
     if not reply:
         return []
     return _entries(next(iter(reply.values())) if isinstance(reply, dict) else reply[0][1])
+
+
+def _not_replicated(
+    items: Sequence[tuple[StreamRef, str, bytes, str, bytes]],
+    statuses: list[tuple[str, str]],
+    confirmed: int,
+    replicas: int,
+    wait_ms: int,
+) -> NotReplicated:
+    written = [
+        item[1] for item, (status, _) in zip(items, statuses, strict=True) if status != "overloaded"
+    ]
+    shown = ", ".join(written[:5]) + (f" and {len(written) - 5} more" if len(written) > 5 else "")
+    return NotReplicated(
+        f"enqueue: written to the primary, but {confirmed} of {replicas} replica(s) confirmed "
+        f"within {wait_ms} ms, so a failover now could lose task(s) {shown}; resend them with "
+        "the same idempotency key",
+        task_ids=written,
+    )
 
 
 class RedisStreamBus:
@@ -121,9 +141,15 @@ class RedisStreamBus:
         items: Sequence[tuple[StreamRef, str, bytes, str, bytes]],
         *,
         max_backlog: int | Sequence[int],
+        replicas: int = 0,
+        replica_wait_ms: int = 1_000,
     ) -> list[tuple[str, str]]:
         """Enqueue a batch in one round trip; items are (stream, task_id, json, reply, events).
-        ``max_backlog`` is one limit for all, or one per item (a batch may mix agent types)."""
+        ``max_backlog`` is one limit for all, or one per item (a batch may mix agent types).
+
+        ``replicas``: the same round trip ends with ``WAIT``, and fewer replicas confirming
+        the batch within ``replica_wait_ms`` raises ``NotReplicated`` (not for a cluster
+        client, whose pipeline cannot send a command without a key)."""
         limits = [max_backlog] * len(items) if isinstance(max_backlog, int) else max_backlog
         script = self.scripts.enqueue
         at = now_ms()
@@ -139,6 +165,8 @@ class RedisStreamBus:
                     keys = [stream.name, stream.keys.task(task_id), stream.keys.outbox]
                     args = [task_json, 1, at, reply, limit, stream.tier, events]
                     pipe.execute_command("EVALSHA", script.sha, len(keys), *keys, *args)
+                if replicas:
+                    pipe.execute_command("WAIT", replicas, replica_wait_ms)
                 try:
                     replies = await pipe.execute()
                     break
@@ -146,7 +174,10 @@ class RedisStreamBus:
                     # The server lost its scripts (restart, SCRIPT FLUSH). Running the batch
                     # again is safe: the script adds nothing for a task that already exists.
                     await self.client.script_load(script.script)
-        return [(_s(status), _s(entry)) for status, entry in replies]
+        out = [(_s(status), _s(entry)) for status, entry in replies[: len(items)]]
+        if replicas and int(replies[-1]) < replicas:
+            raise _not_replicated(items, out, int(replies[-1]), replicas, replica_wait_ms)
+        return out
 
     async def read(
         self, stream: StreamRef, group: str, consumer: str, count: int, block_ms: int | None

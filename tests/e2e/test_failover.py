@@ -1,0 +1,141 @@
+"""Failover to a replica that lags (RELIABILITY row 24). Redis replicates asynchronously:
+a submit acknowledged by the primary alone is lost if the primary dies before its
+replica has it. With ``DEEPAGENTS_MIN_REPLICAS=1`` a submit is acknowledged only once a
+replica confirmed it (``WAIT``), and otherwise fails with ``NotReplicated``, naming the
+tasks to resend with their idempotency key. Every acknowledged task survives the failover.
+
+The replica follows the primary through a proxy; silencing the proxy is the lag (a
+network partition between them): nothing the primary writes from then on reaches it."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+
+import pytest
+from redis.asyncio import Redis
+
+from deepagents._internal.redis_server import EmbeddedRedis
+from deepagents.config import FileConfig, Settings
+from deepagents.contract import ResultStatus, Task
+from deepagents.errors import ConfigError, NotReplicated
+from deepagents.orchestrator import Orchestrator
+from deepagents.transport.redis_streams import connect
+from tests.support.proxy import SilencingProxy
+from tests.support.wait import eventually
+from tests.support.workers import running_worker
+
+pytestmark = pytest.mark.slow
+
+
+class Pair:
+    """A primary and a replica following it through ``link``."""
+
+    def __init__(self, primary: EmbeddedRedis, replica: EmbeddedRedis, link: SilencingProxy):
+        self.primary, self.replica, self.link = primary, replica, link
+
+
+@pytest.fixture
+async def pair() -> AsyncIterator[Pair]:
+    with EmbeddedRedis() as primary:
+        link = SilencingProxy("127.0.0.1", primary.port)
+        await link.start()
+        port = link.url.rsplit(":", 1)[1].split("/")[0]
+        try:
+            with EmbeddedRedis(extra_args=("--replicaof", "127.0.0.1", port)) as replica:
+                follower = connect(replica.url)
+                try:
+
+                    async def following() -> bool:
+                        info = await follower.info("replication")
+                        return info.get("master_link_status") == "up"
+
+                    await eventually(following, what="the replica to follow the primary")
+                finally:
+                    await follower.aclose()
+                yield Pair(primary, replica, link)
+        finally:
+            await link.close()
+
+
+def _echo(n: int) -> list[Task]:
+    return [Task(intent="echo", payload={"i": i}) for i in range(n)]
+
+
+async def _exists(orch: Orchestrator, task_id: str) -> bool:
+    info = await orch.lookup(task_id)
+    return info is not None and "state" in info
+
+
+async def test_acknowledged_submits_survive_failover_to_a_lagging_replica(
+    pair: Pair, prefix: str, config: FileConfig
+) -> None:
+    plain = Settings(redis_url=pair.primary.url, prefix=prefix, outbox=True)
+    safe = plain.model_copy(update={"min_replicas": 1, "replica_wait_ms": 300})
+    acknowledged: list[str] = []  # by a submit that waited for the replica
+    unconfirmed: list[str] = []  # written to the primary; the submit said NotReplicated
+    primary_only: list[str] = []  # acknowledged by the primary alone (min_replicas 0)
+    client = connect(pair.primary.url)
+    try:
+        async with (
+            Orchestrator(client, config=config, settings=safe) as orch,
+            Orchestrator(client, config=config, settings=plain) as unsafe,
+        ):
+            acknowledged += [h.task_id for h in await orch.submit_many(_echo(100))]
+            pair.link.silence()  # the replica falls behind from here on
+            for _ in range(3):
+                with pytest.raises(NotReplicated, match="0 of 1 replica") as refused:
+                    await orch.submit_many(_echo(10))
+                unconfirmed += refused.value.task_ids
+            primary_only += [h.task_id for h in await unsafe.submit_many(_echo(50))]
+    finally:
+        await client.aclose()
+    assert pair.primary.process is not None
+    pair.primary.process.kill()  # the primary dies; the replica is promoted
+    pair.primary.process.wait(10)
+    promoted = connect(pair.replica.url)
+    try:
+        await promoted.execute_command("REPLICAOF", "NO", "ONE")
+        settings = Settings(redis_url=pair.replica.url, prefix=prefix, outbox=True)
+        async with (
+            running_worker(promoted, settings, config),
+            Orchestrator(promoted, config=config, settings=settings) as orch,
+        ):
+
+            async def all_done() -> bool:
+                results = [await orch.get_result(t) for t in acknowledged]
+                return all(r is not None for r in results)
+
+            await eventually(all_done, timeout=60, what="every acknowledged task done")
+            results = [await orch.get_result(t) for t in acknowledged]
+            assert all(r is not None and r.status is ResultStatus.SUCCESS for r in results)
+            # What the submitters were not told was safe is what the failover lost: the
+            # NotReplicated tasks, and (the danger the setting removes) every task the
+            # primary alone acknowledged after the replica fell behind.
+            assert len(unconfirmed) == 30 and len(primary_only) == 50
+            lost = [t for t in unconfirmed + primary_only if not await _exists(orch, t)]
+            assert lost == unconfirmed + primary_only
+    finally:
+        await promoted.aclose()
+
+
+async def test_min_replicas_is_refused_on_a_cluster_client(
+    cluster_url: str, prefix: str, config: FileConfig
+) -> None:
+    settings = Settings(redis_url=cluster_url, prefix=prefix, min_replicas=1)
+    client = connect(cluster_url, cluster=True)
+    try:
+        with pytest.raises(ConfigError, match="not supported on Redis Cluster"):
+            Orchestrator(client, config=config, settings=settings)
+    finally:
+        await client.aclose()
+
+
+async def test_min_replicas_without_a_replica_refuses_after_the_wait(
+    client: Redis, prefix: str, config: FileConfig, settings: Settings
+) -> None:
+    safe = settings.model_copy(update={"min_replicas": 1, "replica_wait_ms": 50})
+    async with Orchestrator(client, config=config, settings=safe) as orch:
+        with pytest.raises(NotReplicated) as refused:
+            await orch.submit_many(_echo(3))
+    assert len(refused.value.task_ids) == 3
+    assert "resend them with the same idempotency key" in str(refused.value)
