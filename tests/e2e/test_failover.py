@@ -9,6 +9,7 @@ network partition between them): nothing the primary writes from then on reaches
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import AsyncIterator
 
 import pytest
@@ -17,8 +18,8 @@ from redis.asyncio import Redis
 from deepagents._internal.redis_server import EmbeddedRedis
 from deepagents.config import FileConfig, Settings
 from deepagents.contract import ResultStatus, Task
-from deepagents.errors import ConfigError, NotReplicated
-from deepagents.orchestrator import Orchestrator
+from deepagents.errors import ConfigError, NotReplicated, TransportError
+from deepagents.orchestrator import Orchestrator, TaskHandle
 from deepagents.transport.redis_streams import connect
 from tests.support.proxy import SilencingProxy
 from tests.support.wait import eventually
@@ -139,3 +140,78 @@ async def test_min_replicas_without_a_replica_refuses_after_the_wait(
             await orch.submit_many(_echo(3))
     assert len(refused.value.task_ids) == 3
     assert "resend them with the same idempotency key" in str(refused.value)
+
+
+@pytest.fixture
+async def guarded_pair() -> AsyncIterator[Pair]:
+    """As ``pair``, the primary configured to refuse writes while it has no replica that
+    acknowledged within the last second (``min-replicas-to-write``): an old primary cut off
+    from the rest cannot take writes that a failover on the other side would lose. The
+    replica gives up a silent link after 2 s and connects again."""
+    guard = ("--min-replicas-to-write", "1", "--min-replicas-max-lag", "1")
+    with EmbeddedRedis(extra_args=guard) as primary:
+        link = SilencingProxy("127.0.0.1", primary.port)
+        await link.start()
+        port = link.url.rsplit(":", 1)[1].split("/")[0]
+        follow = ("--replicaof", "127.0.0.1", port, "--repl-timeout", "2")
+        try:
+            with EmbeddedRedis(extra_args=follow) as replica:
+                await _guarded_writes(primary)
+                yield Pair(primary, replica, link)
+        finally:
+            await link.close()
+
+
+async def _guarded_writes(primary: EmbeddedRedis) -> None:
+    """Until the primary has the replica it needs to take writes."""
+    client = connect(primary.url)
+    try:
+
+        async def good() -> bool:
+            info = await client.info("replication")
+            return int(info.get("min_slaves_good_slaves", 0)) >= 1
+
+        await eventually(good, what="the replica to be good for writes")
+    finally:
+        await client.aclose()
+
+
+async def test_a_primary_cut_off_from_its_replicas_refuses_writes_until_they_return(
+    guarded_pair: Pair, prefix: str, config: FileConfig
+) -> None:
+    pair = guarded_pair
+    settings = Settings(redis_url=pair.primary.url, prefix=prefix, outbox=True)
+    client = connect(pair.primary.url)
+    accepted: list[TaskHandle] = []
+    try:
+        async with (
+            running_worker(client, settings, config),  # its reads are refused too
+            Orchestrator(client, config=config, settings=settings) as orch,
+        ):
+
+            async def submitted() -> bool:
+                try:
+                    accepted.extend(await orch.submit_many(_echo(20)))
+                except TransportError:
+                    return False  # the replica has not acknowledged yet
+                return True
+
+            await eventually(submitted, what="the primary to take writes")
+            pair.link.silence()  # a partition: the primary hears from no replica
+
+            async def refusing() -> bool:
+                try:
+                    accepted.extend(await orch.submit_many(_echo(20)))
+                except TransportError as exc:
+                    assert "NOREPLICAS" in str(exc) and exc.retryable, exc
+                    return True
+                return False
+
+            await eventually(refusing, what="the isolated primary to refuse writes")
+            # The replica gives up the silent link and connects again: the partition heals.
+            await eventually(submitted, timeout=60, what="writes taken again")
+            results = await asyncio.gather(*(h.result(timeout=60) for h in accepted))
+        assert all(r.status is ResultStatus.SUCCESS for r in results)
+        assert len({h.task_id for h in accepted}) == len(accepted)
+    finally:
+        await client.aclose()

@@ -33,11 +33,14 @@ class SilencingProxy:
             task.add_done_callback(self.tasks.discard)
 
     async def _pump(self, src: asyncio.StreamReader, dst: asyncio.StreamWriter, born: int) -> None:
-        while data := await src.read(65536):
-            if self.generation != born:
-                return  # silenced: swallow everything from now on, close nothing
-            dst.write(data)
-            await dst.drain()
+        try:
+            while data := await src.read(65536):
+                if self.generation != born:
+                    return  # silenced: swallow everything from now on, close nothing
+                dst.write(data)
+                await dst.drain()
+        except ConnectionError:
+            return  # one side went away: the other notices on its own
 
     async def close(self) -> None:
         for task in list(self.tasks):
