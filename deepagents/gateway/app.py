@@ -33,6 +33,7 @@ from deepagents.gateway.middleware import MetricsMiddleware
 from deepagents.gateway.openapi import build_openapi
 from deepagents.gateway.probe import ProbeAgent
 from deepagents.gateway.problems import FieldError, Problem, problem_response
+from deepagents.gateway.reload import reload_on_hangup
 from deepagents.gateway.routes_ops import agents_router
 from deepagents.gateway.routes_ops import router as ops_router
 from deepagents.gateway.routes_tasks import router as tasks_router
@@ -97,7 +98,8 @@ def create_app(
                 if freeze_heap:
                     freeze_startup_heap()
                 try:
-                    yield
+                    with reload_on_hangup(app.state.gateway, settings.config_path(), metrics):
+                        yield
                 finally:
                     await admission.aclose()
         finally:

@@ -61,6 +61,12 @@ class GatewayMetrics:
             ["code"],
             registry=self.registry,
         )
+        self.config_reloads = Counter(
+            "deepagents_gateway_config_reloads",
+            "Config file reloads (SIGHUP) by outcome: ok, or failed (the running config stays)",
+            ["outcome"],
+            registry=self.registry,
+        )
         self.submitted = Counter(
             "deepagents_gateway_tasks_submitted",
             "Tasks accepted through the gateway by tenant and agent",

@@ -31,6 +31,17 @@ class GatewayState:
     metrics: GatewayMetrics
     submits: SubmitCoalescer
 
+    def reload(self, config: FileConfig) -> None:
+        """Serve with ``config`` from now on: routing (``Orchestrator.reload``), API keys,
+        tenant limits, body limits. All is built before anything changes, and nothing
+        awaits in between: a request sees the old file or the new one, never a mix. Raises
+        ``ConfigError`` (changing nothing) for a file the running fleet cannot take."""
+        auth = Authenticator(config.gateway.api_keys)
+        self.orchestrator.reload(config)
+        self.auth = auth
+        self.admission.config = config.gateway
+        self.config = config
+
     def owner_key(self, task_id: str) -> str:
         # The tenant that submitted a task; reads by another tenant answer 404.
         return f"{self.settings.prefix}:gw:owner:{task_id}"

@@ -82,6 +82,7 @@ class Orchestrator:
         self.settings = settings
         self.keys = Keys(settings.prefix)
         self.bus = RedisStreamBus(client, result_ttl_s=settings.result_ttl_s)
+        self._agent_classes = tuple(agents)
         self.router = Router(config, agent_specs(config, agents), self.keys)
         self.reply_channel = self.keys.reply_channel(uuid.uuid4().hex)
         self._waiters: dict[str, asyncio.Future[Result]] = {}
@@ -89,6 +90,28 @@ class Orchestrator:
         self._arrived: OrderedDict[str, bytes] = OrderedDict()
         self._replies: ReplyChannel | None = None
         self._listener: asyncio.Task[None] | None = None
+
+    def reload(self, config: FileConfig) -> None:
+        """Route with ``config`` from now on: its strategies, agents, intents and backlog
+        limits. A file the running fleet cannot take raises ``ConfigError`` and changes
+        nothing: other tier names, or another shard count for a known agent type (tasks
+        would go to streams no worker reads, or to other shards than before)."""
+        old = self.config
+        if config.tier_names != old.tier_names:
+            raise ConfigError(
+                f"the tiers changed ({', '.join(old.tier_names)} -> "
+                f"{', '.join(config.tier_names)}); that needs a restart of every process"
+            )
+        for name in self.router.specs.keys() & config.agents.keys():
+            before, after = self.router.specs[name].shards, config.agent_settings(name).shards
+            if before != after:
+                raise ConfigError(
+                    f"agent {name}: shards changed ({before} -> {after}); that needs a restart "
+                    "of every process",
+                    field=f"agents.{name}.settings.shards",
+                )
+        router = Router(config, agent_specs(config, self._agent_classes), self.keys)
+        self.router, self.config = router, config
 
     async def __aenter__(self) -> Orchestrator:
         await self.start()

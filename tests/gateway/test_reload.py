@@ -1,0 +1,69 @@
+"""``SIGHUP`` reloads the gateway's config file (RELIABILITY row 53): a file cut off in
+the middle of an edit, or one the running fleet cannot take, leaves the running config in
+service; a good one is swapped in whole, routing rules and API keys alike."""
+
+from __future__ import annotations
+
+import signal
+from collections.abc import Iterator
+
+import httpx
+import pytest
+
+from tests.gateway.conftest import Deployment, make_deployment
+from tests.gateway.procs import Gateway, auth, config_yaml, start_gateway
+from tests.support.wait import eventually_sync
+from tests.telemetry.support import samples
+
+
+@pytest.fixture
+def own(redis_url: str) -> Iterator[Deployment]:
+    """A deployment of this test alone: its config file is rewritten."""
+    yield from make_deployment(redis_url, config_yaml())
+
+
+def _urgent(gw: Gateway, tenant: str = "alpha") -> httpx.Response:
+    body = {"intent": "echo", "payload": {"urgent": True}}
+    return httpx.post(gw.url + "/v1/tasks", json=body, headers=auth(tenant), timeout=15)
+
+
+def _reloads(gw: Gateway, outcome: str) -> float:
+    text = httpx.get(gw.url + "/metrics", timeout=15).text
+    series = samples(text).get("deepagents_gateway_config_reloads_total", [])
+    return sum(value for labels, value in series if labels == {"outcome": outcome})
+
+
+def _hang_up(gw: Gateway, outcome: str, count: int) -> None:
+    assert gw.process is not None
+    gw.process.send_signal(signal.SIGHUP)
+    eventually_sync(lambda: _reloads(gw, outcome) == count, what=f"reload {outcome} #{count}")
+    assert gw.process.poll() is None, gw.output()
+
+
+def test_sighup_swaps_in_a_good_file_and_keeps_the_running_one_otherwise(own: Deployment) -> None:
+    good = own.config.read_text()
+    with start_gateway(own.env) as gw:
+        assert _urgent(gw).json()["tier"] == "p0"
+        assert _urgent(gw, "beta").status_code == 202
+
+        # Cut off mid-edit: the file no longer parses.
+        own.config.write_text(good[: good.index("max_wait_ms")])
+        _hang_up(gw, "failed", 1)
+        assert "config reload failed, the running config stays" in gw.output()
+        assert _urgent(gw).json()["tier"] == "p0"
+
+        # Valid, but the fleet cannot take it: tasks would go to other shards.
+        own.config.write_text(good.replace("defaults: {shards: 2,", "defaults: {shards: 4,"))
+        _hang_up(gw, "failed", 2)
+        assert "shards changed (2 -> 4)" in gw.output()
+        assert _urgent(gw).json()["tier"] == "p0"
+
+        # A good file: urgent echo tasks go to p1 now, and beta's key is revoked.
+        revoked = "\n".join(line for line in good.splitlines() if "beta-test" not in line)
+        own.config.write_text(
+            revoked.replace("payload.urgent: true}, tier: p0", "payload.urgent: true}, tier: p1")
+        )
+        _hang_up(gw, "ok", 1)
+        assert _urgent(gw).json()["tier"] == "p1"
+        assert _urgent(gw, "beta").status_code == 401
+        assert _reloads(gw, "failed") == 2
