@@ -1,4 +1,6 @@
-"""Scoped SIGTERM/SIGINT handling: the first signal stops gracefully, a second one forces."""
+"""Scoped signal handling: the first SIGTERM/SIGINT stops gracefully, a second one forces.
+SIGHUP, which would end the process at once by default, is logged and ignored: these
+processes read their config at start only (the gateway reloads on it, ``gateway/reload.py``)."""
 
 from __future__ import annotations
 
@@ -30,11 +32,16 @@ def on_stop(
             log.warning("second signal: stopping now; unfinished tasks will be reclaimed")
             force()
 
+    def hang_up() -> None:
+        log.warning("SIGHUP received and ignored: this process reads its config at start "
+                    "only; restart it to apply a new file")  # fmt: skip
+
     signals = (signal.SIGTERM, signal.SIGINT)
     for sig in signals:
         loop.add_signal_handler(sig, handle, sig)
+    loop.add_signal_handler(signal.SIGHUP, hang_up)
     try:
         yield
     finally:
-        for sig in signals:
+        for sig in (*signals, signal.SIGHUP):
             loop.remove_signal_handler(sig)

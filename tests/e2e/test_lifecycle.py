@@ -126,3 +126,22 @@ async def test_a_task_handed_back_at_shutdown_is_not_counted_as_a_delivery(
     assert all(r.status is ResultStatus.SUCCESS for r in results)
     assert len(await runs(client, prefix)) == 6, "each ran on both workers"
     assert [r.metrics.attempts for r in results] == [1, 1, 1]
+
+
+async def test_sighup_neither_stops_a_worker_nor_interrupts_its_tasks(
+    client: Redis, orch: Orchestrator, procs: Procs, prefix: str
+) -> None:
+    worker = procs.worker("tests.agents:LabAgent", "--consumer", "w1")
+    await _registered(client, prefix, "w1")
+    handles = await orch.submit_many([Task(intent="lab", payload={"sleep": 0.5}) for _ in range(5)])
+
+    async def started() -> bool:
+        return len(await runs(client, prefix)) >= 1
+
+    await eventually(started, what="tasks running")
+    worker.send_signal(signal.SIGHUP)  # by default, SIGHUP ends a process on the spot
+    results = await asyncio.gather(*(h.result(timeout=30) for h in handles))
+    assert all(r.status is ResultStatus.SUCCESS for r in results)
+    assert all(r.metrics.attempts == 1 for r in results)  # none was interrupted
+    assert worker.poll() is None, procs.output(worker)
+    assert "SIGHUP received and ignored" in procs.output(worker)
