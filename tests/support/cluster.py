@@ -38,6 +38,37 @@ def running_cluster(nodes: int) -> Iterator[list[EmbeddedRedis]]:
         yield servers
 
 
+@contextlib.contextmanager
+def replica_of(primary: EmbeddedRedis) -> Iterator[EmbeddedRedis]:
+    """A new node that joins ``primary``'s cluster as its replica, in sync when yielded."""
+    args = ("--cluster-enabled", "yes", "--cluster-config-file", "nodes.conf")
+    with (
+        EmbeddedRedis(extra_args=args, port=_cluster_port()) as replica,
+        redis.Redis(port=primary.port) as src,
+        redis.Redis(port=replica.port) as client,
+    ):
+        client.execute_command("CLUSTER", "MEET", "127.0.0.1", primary.port)
+        primary_id = src.execute_command("CLUSTER", "MYID")
+
+        def known() -> bool:
+            nodes = client.execute_command("CLUSTER", "NODES")
+            return primary_id in (nodes if isinstance(nodes, bytes) else str(nodes).encode())
+
+        eventually_sync(known, what="the replica to meet the primary")
+        client.execute_command("CLUSTER", "REPLICATE", primary_id)
+        eventually_sync(
+            lambda: client.info("replication").get("master_link_status") == "up",
+            what="the replica to sync",
+        )
+
+        def listed() -> bool:  # clients learn of the replica from the primary's CLUSTER SLOTS
+            slots = src.execute_command("CLUSTER", "SLOTS")
+            return any(int(node[1]) == replica.port for row in slots for node in row[3:])
+
+        eventually_sync(listed, what="the primary to list its replica")
+        yield replica
+
+
 def move_slot(slot: int, source: EmbeddedRedis, target: EmbeddedRedis) -> None:
     """Reshard one slot, keys and all, as ``redis-cli --cluster reshard`` does."""
     with redis.Redis(port=source.port) as src, redis.Redis(port=target.port) as dst:

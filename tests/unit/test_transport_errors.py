@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 import redis.exceptions as rex
 
-from deepagents.errors import GroupVanished
-from deepagents.transport.redis_streams.errors import translate
+from deepagents.errors import GroupVanished, TransportError
+from deepagents.transport.redis_streams.errors import redis_errors, translate
 
 PASSING = [
     rex.ConnectionError("Connection refused"),
@@ -62,3 +62,10 @@ def test_a_pipelined_command_s_error_is_read_through_redis_py_s_wrapping() -> No
         "error: NOGROUP No such key 's' or consumer group 'echo'"
     )
     assert isinstance(translate(gone, "read"), GroupVanished)
+
+
+def test_a_cluster_no_node_answers_is_a_transport_error() -> None:
+    unreachable = pytest.raises(TransportError, match="enqueue: Redis Cluster unreachable")
+    with unreachable as caught, redis_errors("enqueue"):
+        raise rex.RedisClusterException("Redis Cluster cannot be connected.")
+    assert caught.value.retryable

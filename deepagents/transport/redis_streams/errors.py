@@ -66,3 +66,7 @@ def redis_errors(what: str) -> Iterator[None]:
         yield
     except rex.RedisError as exc:
         raise translate(exc, what) from exc
+    except rex.RedisClusterException as exc:
+        # redis-py's cluster client when no node it knows answers (not a RedisError): a
+        # failover under way, or every node gone.
+        raise TransportError(f"{what}: Redis Cluster unreachable ({exc})") from exc

@@ -16,11 +16,13 @@ Given a ``RedisCluster`` client, each command goes to the node serving its key's
 (every command here names its shard's keys, one slot); a pipeline spanning nodes is split
 and the parts sent at once. A ``MOVED`` or ``ASK`` answer (slots migrating) refreshes the
 client's map of the cluster before it is raised: the caller's retry finds the new node.
+So does a node that cannot be reached: after a failover its slots are served elsewhere.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 from collections.abc import Sequence
 from typing import Any
 
@@ -31,6 +33,9 @@ from redis.asyncio.connection import AbstractConnection
 from deepagents.transport.redis_streams.pool import own_connection
 
 _SINGLE = ""  # the node name of a client that is not a cluster's
+# Answers after which a cluster's map of slots to nodes may be out of date: slots moving
+# (MOVED is an AskError too), a primary being replaced, or its node gone (a failover).
+_MAP_CHANGED = (rex.AskError, rex.ClusterDownError, rex.ConnectionError, rex.TimeoutError)
 
 
 class Lanes:
@@ -99,11 +104,19 @@ class Lanes:
         except BaseException as exc:
             self._open.discard(conn)
             await conn.disconnect(nowait=True)
-            if self._cluster is not None and isinstance(exc, rex.AskError | rex.ClusterDownError):
-                await self._cluster.nodes_manager.initialize()  # MOVED is an AskError too
+            if self._cluster is not None and isinstance(exc, _MAP_CHANGED):
+                await self._refresh_map()
             raise
         self._idle.setdefault(node, []).append(conn)
         return replies
+
+    async def _refresh_map(self) -> None:
+        """Ask the cluster again which node serves which slots. After a failover the dead
+        primary's address stays in the map until then, and every retry would go there."""
+        assert self._cluster is not None
+        # No node answering yet is no news: the caller's retry comes back here.
+        with contextlib.suppress(rex.RedisError, rex.RedisClusterException):
+            await self._cluster.nodes_manager.initialize()
 
     def _connection(self, node: str) -> AbstractConnection:
         conn = own_connection(self._client, node or None)

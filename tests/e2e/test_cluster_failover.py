@@ -1,0 +1,104 @@
+"""A Redis Cluster primary killed with ``-9`` and its replica promoted: a running worker
+and a submitter, both on the cluster client, find the new primary and carry on. Tasks
+acknowledged before the failover and replicated complete; every task is committed once."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Iterator
+
+import pytest
+import redis
+
+from deepagents._internal.redis_server import EmbeddedRedis
+from deepagents.config import FileConfig, Settings, parse_config
+from deepagents.contract import ResultStatus, Task
+from deepagents.errors import TransportError
+from deepagents.orchestrator import Orchestrator
+from deepagents.transport.redis_streams import connect
+from deepagents.transport.redis_streams.lanes import Lanes
+from tests.support.cluster import replica_of, running_cluster
+from tests.support.wait import eventually_sync
+from tests.support.workers import running_worker
+
+pytestmark = pytest.mark.slow
+
+CONFIG = """
+defaults: {shards: 2, block_ms: 200, visibility_timeout_ms: 2000}
+agents: {echo: {class: "agents.echo:EchoAgent"}}
+"""
+
+
+@pytest.fixture
+def pair() -> Iterator[tuple[EmbeddedRedis, EmbeddedRedis]]:
+    with running_cluster(1) as (primary,), replica_of(primary) as replica:
+        yield primary, replica
+
+
+def _promote(replica: EmbeddedRedis) -> None:
+    with redis.Redis(port=replica.port) as client:
+        client.execute_command("CLUSTER", "FAILOVER", "TAKEOVER")
+
+        def serving() -> bool:
+            info = client.execute_command("CLUSTER", "INFO").decode()
+            return client.info("replication")["role"] == "master" and "cluster_state:ok" in info
+
+        eventually_sync(serving, what="the replica to take over")
+
+
+async def test_worker_and_submitter_follow_a_failover(
+    pair: tuple[EmbeddedRedis, EmbeddedRedis], prefix: str
+) -> None:
+    primary, replica = pair
+    config: FileConfig = parse_config(CONFIG)
+    settings = Settings(redis_url=primary.url, redis_cluster=True, prefix=prefix, outbox=True)
+    client = connect(primary.url, cluster=True)
+    try:
+        async with (
+            running_worker(client, settings, config),
+            Orchestrator(client, config=config, settings=settings) as orch,
+        ):
+            before = await orch.submit_many(
+                [Task(intent="echo", payload={"i": i}) for i in range(100)]
+            )
+            done = await asyncio.gather(*(h.result(timeout=30) for h in before))
+            assert all(r.status is ResultStatus.SUCCESS for r in done)
+            assert primary.process is not None
+            primary.process.kill()
+            primary.process.wait(10)
+            _promote(replica)
+            after = []
+            for i in range(100):  # the first submits may meet the dead node: retry them
+                for _ in range(100):
+                    try:
+                        after += await orch.submit_many([Task(intent="echo", payload={"i": i})])
+                        break
+                    except TransportError:  # retryable, until the client follows
+                        await asyncio.sleep(0.1)
+            results = await asyncio.gather(*(h.result(timeout=60) for h in after))
+            assert len(after) == 100
+            assert all(r.status is ResultStatus.SUCCESS for r in results)
+    finally:
+        await client.aclose()
+
+
+async def test_lanes_find_the_new_primary_by_themselves(
+    pair: tuple[EmbeddedRedis, EmbeddedRedis],
+) -> None:
+    """The worker's own connections (``Lanes``) refresh the map after a node is lost, with
+    no other command on the client to do it for them."""
+    primary, replica = pair
+    client = connect(primary.url, cluster=True)
+    lanes = Lanes(client)
+    try:
+        await lanes.pipeline([("SET", "{a}k", "1")])
+        assert primary.process is not None
+        primary.process.kill()
+        primary.process.wait(10)
+        _promote(replica)
+        with pytest.raises(redis.exceptions.ConnectionError):
+            await lanes.pipeline([("GET", "{a}k")])  # the map still names the dead node
+        assert await lanes.pipeline([("GET", "{a}k")]) == [b"1"]
+    finally:
+        await lanes.aclose()
+        await client.aclose()
