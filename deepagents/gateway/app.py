@@ -53,8 +53,15 @@ VERSION = "1.0.0"
 def create_served_app() -> ASGIApp:
     """The app as ``deepagents gateway`` serves it: the process is the app's alone, so its
     start-up heap is frozen once the lifespan is up (see ``freeze_startup_heap``), and
-    ``POST /v1/tasks`` enters through ``SubmitFront``."""
-    app = create_app(freeze_heap=True)
+    ``POST /v1/tasks`` enters through ``SubmitFront``.
+
+    A bad config file ends the process with one line, not a traceback: with ``--workers``,
+    each process started by a ``SIGHUP`` reads the file again (``reload.py``)."""
+    try:
+        app = create_app(freeze_heap=True)
+    except ConfigError as exc:
+        log.error("cannot start: %s", exc, extra={"action": "config_error"})
+        raise SystemExit(2) from None
     return SubmitFront(app, app.state.request_metrics, exception_response)
 
 

@@ -15,6 +15,8 @@ from tests.gateway.procs import Gateway, auth, config_yaml, start_gateway
 from tests.support.wait import eventually_sync
 from tests.telemetry.support import samples
 
+URGENT_P0 = "payload.urgent: true}, tier: p0"
+
 
 @pytest.fixture
 def own(redis_url: str) -> Iterator[Deployment]:
@@ -60,10 +62,33 @@ def test_sighup_swaps_in_a_good_file_and_keeps_the_running_one_otherwise(own: De
 
         # A good file: urgent echo tasks go to p1 now, and beta's key is revoked.
         revoked = "\n".join(line for line in good.splitlines() if "beta-test" not in line)
-        own.config.write_text(
-            revoked.replace("payload.urgent: true}, tier: p0", "payload.urgent: true}, tier: p1")
-        )
+        own.config.write_text(revoked.replace(URGENT_P0, URGENT_P0.replace("p0", "p1")))
         _hang_up(gw, "ok", 1)
         assert _urgent(gw).json()["tier"] == "p1"
         assert _urgent(gw, "beta").status_code == 401
         assert _reloads(gw, "failed") == 2
+
+
+def test_with_workers_a_sighup_replaces_the_processes_or_keeps_them(own: Deployment) -> None:
+    """``--workers N``: uvicorn's parent takes the signal and replaces its processes one by
+    one, each reading the file as it starts; one that cannot start is stopped, the old one
+    kept."""
+    good = own.config.read_text()
+    with start_gateway(own.env, "--workers", "2") as gw:
+        assert gw.process is not None
+        assert _urgent(gw).json()["tier"] == "p0"
+
+        own.config.write_text(good[: good.index("max_wait_ms")])
+        gw.process.send_signal(signal.SIGHUP)
+        eventually_sync(lambda: "aborting the restart" in gw.output(), what="restart given up")
+        assert "cannot start: " in gw.output() and "Traceback" not in gw.output()
+        assert {_urgent(gw).json()["tier"] for _ in range(6)} == {"p0"}
+
+        own.config.write_text(good.replace(URGENT_P0, URGENT_P0.replace("p0", "p1")))
+        gw.process.send_signal(signal.SIGHUP)
+
+        def replaced() -> bool:  # new connections each time: both processes answer
+            return {_urgent(gw).json()["tier"] for _ in range(6)} == {"p1"}
+
+        eventually_sync(replaced, what="every process on the new file")
+        assert gw.process.poll() is None
