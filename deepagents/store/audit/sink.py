@@ -36,9 +36,13 @@ _TS = COLUMNS.index("ts")
 
 class PgSink:
     def __init__(
-        self, url: str, schema: str, *, lock_timeout_ms: int = 5_000,
+        self,
+        url: str,
+        schema: str,
+        *,
+        lock_timeout_ms: int = 5_000,
         statement_timeout_ms: int = 30_000,
-    ) -> None:  # fmt: skip
+    ) -> None:
         self.url = url
         self.schema = schema
         self._timeouts = {
