@@ -1,8 +1,9 @@
 """The model-call layer on Redis Cluster. Its shared state (breaker, budgets, quotas,
 rate and concurrency limits, the fleet's credential) keeps each model's keys under one
-hash tag, ``{model:<name>}``, so every script runs in one slot. A cluster node refuses any
-command whose keys span slots (CROSSSLOT): the single-node tests below, imported and run
-again here with a cluster client, show that none does."""
+hash tag, ``{model:<name>}``, so every script runs in one slot. redis-py's cluster client
+(and a cluster node after it, CROSSSLOT) refuses any command whose keys span slots: the
+single-node tests below, imported and run again here with a cluster client, show that
+none does."""
 
 from __future__ import annotations
 
