@@ -6,7 +6,7 @@ work again every event is stored exactly once."""
 from __future__ import annotations
 
 import uuid
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable, Callable
 from urllib.parse import urlsplit
 
 import asyncpg
@@ -21,16 +21,26 @@ from tests.audit.support import drained, duplicates, fill_outbox, running_writer
 from tests.support.wait import eventually
 
 
-async def _refused_while_waiting(writer: AuditWriter, more: int) -> None:
-    """The writer failed ``more`` times again, kept its batch, and stored nothing."""
+async def _refused_until_released(
+    client: Redis, prefix: str, writer: AuditWriter, release: Callable[[], Awaitable[None]]
+) -> dict[str, list[str]]:
+    """Events of 200 more tasks arrive while PostgreSQL refuses the writer's writes: it
+    fails three more times, retrying each, keeps its batch and stores nothing. Then
+    ``release`` ends the refusal and the writer drains. Returns the events' sequences."""
     failures, stored = writer.stats.db_failures, writer.stats.events
+    try:
+        expected = await fill_outbox(client, prefix, "echo", 2, 200)
 
-    async def failing() -> bool:
-        return writer.stats.db_failures >= failures + more
+        async def failing() -> bool:
+            return writer.stats.db_failures >= failures + 3
 
-    await eventually(failing, timeout=30, what=f"{more} more failed writes, each retried")
-    assert writer.stats.events == stored
-    assert (await writer.backlog()).total > 0  # waiting in Redis
+        await eventually(failing, timeout=30, what="3 more failed writes, each retried")
+        assert writer.stats.events == stored
+        assert (await writer.backlog()).total > 0  # waiting in Redis
+    finally:
+        await release()
+    await drained(writer)
+    return expected
 
 
 async def test_a_locked_table_times_out_and_is_retried_until_released(
@@ -43,16 +53,10 @@ async def test_a_locked_table_times_out_and_is_retried_until_released(
     async with running_writer(client, settings, config) as writer:
         await drained(writer)  # the table exists and takes writes
         locker = await asyncpg.connect(pg_url, server_settings={"search_path": schema})
-        try:
-            async with locker.transaction():
-                await locker.execute("LOCK TABLE audit_log IN ACCESS EXCLUSIVE MODE")
-                expected |= await fill_outbox(client, prefix, "echo", 2, 200)
-                # Without a lock timeout the first write would wait for as long as the
-                # lock is held, and this would never count three failures.
-                await _refused_while_waiting(writer, 3)
-        finally:
-            await locker.close()
-        await drained(writer)
+        await locker.execute("BEGIN; LOCK TABLE audit_log IN ACCESS EXCLUSIVE MODE")
+        # Without a lock timeout the first write would wait for as long as the lock is
+        # held, and the writer would never count three failures.
+        expected |= await _refused_until_released(client, prefix, writer, locker.close)
 
     assert await duplicates(db) == 0
     assert await sequences(db) == expected
@@ -104,12 +108,7 @@ async def test_no_connection_slot_left_is_retried_until_one_frees(
                 return None
 
         holder = await eventually(take_the_slot, what="the role's one connection slot")
-        try:
-            expected |= await fill_outbox(client, prefix, "echo", 2, 200)
-            await _refused_while_waiting(writer, 3)
-        finally:
-            await holder.close()
-        await drained(writer)
+        expected |= await _refused_until_released(client, prefix, writer, holder.close)
 
     assert await duplicates(db) == 0
     assert await sequences(db) == expected
