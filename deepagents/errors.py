@@ -23,6 +23,8 @@ contract) and says whether retrying can help::
 
 from __future__ import annotations
 
+from collections.abc import Collection
+
 
 class DeepAgentsError(Exception):
     """Root of every error deepagents raises on purpose."""
@@ -116,9 +118,22 @@ class NotReplicated(TransportError):
 
     code = "not_replicated"
 
-    def __init__(self, message: str, *, task_ids: list[str]) -> None:
+    def __init__(self, task_ids: list[str], *, confirmed: int, replicas: int, wait_ms: int):
         self.task_ids = task_ids  # written to the primary, not confirmed by its replicas
-        super().__init__(message)
+        self.confirmed, self.replicas, self.wait_ms = confirmed, replicas, wait_ms
+        shown = ", ".join(task_ids[:5]) + (f" and {len(task_ids) - 5} more" * (len(task_ids) > 5))
+        super().__init__(
+            f"enqueue: written to the primary, but {confirmed} of {replicas} replica(s) "
+            f"confirmed within {wait_ms} ms, so a failover now could lose task(s) {shown}; "
+            "resend them with the same idempotency key"
+        )
+
+    def only(self, task_ids: Collection[str]) -> NotReplicated:
+        """The same refusal for some of its tasks (a caller must not see others' ids)."""
+        mine = [t for t in self.task_ids if t in task_ids]
+        return NotReplicated(
+            mine, confirmed=self.confirmed, replicas=self.replicas, wait_ms=self.wait_ms
+        )
 
 
 class RedisNotSafe(TransportError):

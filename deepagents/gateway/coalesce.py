@@ -25,7 +25,7 @@ import asyncio
 from collections.abc import Sequence
 
 from deepagents.contract.task import Task
-from deepagents.errors import Overloaded, SubmitError
+from deepagents.errors import NotReplicated, Overloaded, SubmitError
 from deepagents.orchestrator import Orchestrator, TaskHandle
 
 _Waiter = tuple[Task, "asyncio.Future[TaskHandle]"]
@@ -72,14 +72,12 @@ class SubmitCoalescer:
                 tasks, recorded=[t.task_id for t in tasks]
             )
         except Overloaded as exc:
-            accepted = {h.task_id: h for h in getattr(exc, "accepted", [])}
+            self._overloaded(batch, exc)
+        except NotReplicated as exc:
+            # Written, not yet replicated: each caller hears of its own task alone (the
+            # batch mixes tenants, and another tenant's task ids are not theirs to see).
             for task, future in batch:
-                handle = accepted.get(task.task_id)
-                if handle is not None:
-                    _resolve(future, handle)
-                else:
-                    route = self.orchestrator.router.route(task)
-                    _fail(future, self.orchestrator.overloaded(route, 1, []))
+                _fail(future, exc.only({task.task_id}))
         except SubmitError:
             # Refused before anything was enqueued: let each task answer for itself.
             await asyncio.gather(*(self._one(task, future) for task, future in batch))
@@ -91,6 +89,17 @@ class SubmitCoalescer:
         else:
             for (_, future), handle in zip(batch, handles, strict=True):
                 _resolve(future, handle)
+
+    def _overloaded(self, batch: Sequence[_Waiter], exc: Overloaded) -> None:
+        """Each caller gets its own handle if its task got in, else its own refusal."""
+        accepted = {h.task_id: h for h in getattr(exc, "accepted", [])}
+        for task, future in batch:
+            handle = accepted.get(task.task_id)
+            if handle is not None:
+                _resolve(future, handle)
+            else:
+                route = self.orchestrator.router.route(task)
+                _fail(future, self.orchestrator.overloaded(route, 1, []))
 
     async def _one(self, task: Task, future: asyncio.Future[TaskHandle]) -> None:
         try:

@@ -9,7 +9,7 @@ from redis.asyncio import Redis
 
 from deepagents.config import Settings, load_config, parse_config
 from deepagents.contract import Task
-from deepagents.errors import InvalidPayload, Overloaded
+from deepagents.errors import InvalidPayload, NotReplicated, Overloaded
 from deepagents.gateway.coalesce import SubmitCoalescer
 from deepagents.orchestrator import Orchestrator
 
@@ -71,3 +71,23 @@ async def test_a_backlog_refusal_names_one_task_per_caller(
 def _where(orch: Orchestrator, task: Task) -> tuple[str, int]:
     route = orch.router.route(task)
     return route.agent, route.shard
+
+
+async def test_a_replication_refusal_names_only_each_callers_task(
+    client: Redis, settings: Settings
+) -> None:
+    """Coalesced callers may be different tenants: each hears of its own task alone."""
+    config = load_config(REPO / "config" / "deepagents.yaml")
+    waiting = settings.model_copy(update={"min_replicas": 1, "replica_wait_ms": 50})
+    async with Orchestrator(client, config=config, settings=waiting) as orch:
+        coalescer = SubmitCoalescer(orch)  # the shared Redis has no replica
+        tasks = [Task(intent="echo", payload={"i": i}) for i in range(10)]
+        results = await asyncio.gather(
+            *(coalescer.submit(t) for t in tasks), return_exceptions=True
+        )
+    assert all(isinstance(r, NotReplicated) for r in results), results
+    for task, refused in zip(tasks, results, strict=True):
+        assert isinstance(refused, NotReplicated)
+        assert refused.task_ids == [task.task_id]
+        others = [t.task_id for t in tasks if t is not task]
+        assert task.task_id in str(refused) and not any(o in str(refused) for o in others)

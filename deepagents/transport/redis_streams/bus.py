@@ -61,25 +61,6 @@ def _read_entries(reply: dict[Any, Any] | list[Any] | None) -> list[RawEntry]:
     return _entries(next(iter(reply.values())) if isinstance(reply, dict) else reply[0][1])
 
 
-def _not_replicated(
-    items: Sequence[tuple[StreamRef, str, bytes, str, bytes]],
-    statuses: list[tuple[str, str]],
-    confirmed: int,
-    replicas: int,
-    wait_ms: int,
-) -> NotReplicated:
-    written = [
-        item[1] for item, (status, _) in zip(items, statuses, strict=True) if status != "overloaded"
-    ]
-    shown = ", ".join(written[:5]) + (f" and {len(written) - 5} more" if len(written) > 5 else "")
-    return NotReplicated(
-        f"enqueue: written to the primary, but {confirmed} of {replicas} replica(s) confirmed "
-        f"within {wait_ms} ms, so a failover now could lose task(s) {shown}; resend them with "
-        "the same idempotency key",
-        task_ids=written,
-    )
-
-
 class RedisStreamBus:
     """Uses the client it is given and never closes it; the worker's stream commands (read,
     reclaim, begin, commit) go over connections of its own (``Lanes``), which ``aclose()``
@@ -176,7 +157,14 @@ class RedisStreamBus:
                     await self.client.script_load(script.script)
         out = [(_s(status), _s(entry)) for status, entry in replies[: len(items)]]
         if replicas and int(replies[-1]) < replicas:
-            raise _not_replicated(items, out, int(replies[-1]), replicas, replica_wait_ms)
+            written = [
+                item[1]
+                for item, (status, _) in zip(items, out, strict=True)
+                if status != "overloaded"
+            ]
+            raise NotReplicated(
+                written, confirmed=int(replies[-1]), replicas=replicas, wait_ms=replica_wait_ms
+            )
         return out
 
     async def read(
