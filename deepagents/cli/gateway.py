@@ -51,6 +51,8 @@ def main(args: argparse.Namespace) -> int:
         "timeout_keep_alive": 5,
         "timeout_graceful_shutdown": 10,
         "server_header": False,
+        # httptools with a deadline for the request line and headers (slowloris)
+        "http": "deepagents.gateway.http:HeaderDeadlineProtocol",
     }
     app = "deepagents.gateway.app:create_served_app"
     if args.workers == 1 or os.environ.get("PROMETHEUS_MULTIPROC_DIR"):

@@ -27,6 +27,7 @@ from deepagents.gateway.auth import Authenticator
 from deepagents.gateway.coalesce import SubmitCoalescer
 from deepagents.gateway.fastpath import SubmitFastPath, SubmitFront
 from deepagents.gateway.health import FullCheck
+from deepagents.gateway.http import HEADER_TIMEOUT_KEY
 from deepagents.gateway.limits import Admission
 from deepagents.gateway.metrics import GatewayMetrics
 from deepagents.gateway.middleware import MetricsMiddleware
@@ -74,7 +75,7 @@ def create_app(
     metrics = GatewayMetrics()
 
     @contextlib.asynccontextmanager
-    async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+    async def lifespan(app: FastAPI) -> AsyncIterator[dict[str, float]]:
         if settings.redis_url is None:
             raise ConfigError("DEEPAGENTS_REDIS_URL is not set", file="environment")
         client = connect(
@@ -106,7 +107,8 @@ def create_app(
                     freeze_startup_heap()
                 try:
                     with reload_on_hangup(app.state.gateway, settings.config_path(), metrics):
-                        yield
+                        # uvicorn hands this state to every connection (``http.py``).
+                        yield {HEADER_TIMEOUT_KEY: config.gateway.header_timeout_s}
                 finally:
                     await admission.aclose()
         finally:

@@ -63,6 +63,13 @@ class GatewayConfig(_Strict):
     tenants: dict[str, TenantLimits] = Field(default_factory=dict)
     body: BodyLimits = Field(default_factory=BodyLimits)
     max_batch: int = Field(default=100, ge=1, le=10_000)
+    header_timeout_s: float = Field(
+        default=10.0,
+        gt=0,
+        le=300,
+        description="the request line and headers must arrive within this (a slower "
+        "client gets 408 and is disconnected); read at start, not on a reload",
+    )
     long_poll_max_s: float = Field(default=30.0, gt=0, le=300)
     probe_timeout_s: float = Field(default=5.0, gt=0, le=60)
     request_lease_s: float = Field(

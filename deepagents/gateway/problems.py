@@ -30,7 +30,7 @@ CODES: dict[str, tuple[int, str]] = {
     "unauthorized": (401, "A valid API key is required"),
     "not_found": (404, "No such resource"),
     "method_not_allowed": (405, "Method not allowed"),
-    "request_timeout": (408, "The request body arrived too slowly"),
+    "request_timeout": (408, "The request arrived too slowly"),
     "too_late": (409, "The task has already started"),
     "idempotency_conflict": (409, "The idempotency key belongs to a different task"),
     "body_too_large": (413, "The request body is too large"),

@@ -45,6 +45,7 @@ gateway:
   api_keys:
 {keys}
   probe_timeout_s: {probe_timeout_s}
+  header_timeout_s: 2.0
   body: {{max_body_bytes: {max_body}, read_timeout_s: 1.5}}
 {tenants}
 """

@@ -3,7 +3,10 @@ document that says what to fix, nothing reaches a stream, and the gateway keeps 
 
 from __future__ import annotations
 
+import contextlib
+import select
 import socket
+import time
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 
@@ -201,6 +204,42 @@ def test_slow_body_gets_408_and_the_connection_is_freed(gateway: Gateway) -> Non
             reply += chunk
     assert reply.startswith(b"HTTP/1.1 408"), reply[:200]
     assert b'"code":"request_timeout"' in reply and b"within 1.5 s" in reply
+
+
+def test_slow_headers_get_408_and_the_connections_are_freed(gateway: Gateway) -> None:
+    """Slowloris (RELIABILITY row 51): 20 connections send their headers a byte every
+    0.2 s, and one sends nothing. Each is closed once the header deadline (2 s in the test
+    config) passes, however long it keeps sending, while the gateway serves others."""
+    slow = [socket.create_connection(("127.0.0.1", gateway.port), timeout=5) for _ in range(20)]
+    silent = socket.create_connection(("127.0.0.1", gateway.port), timeout=5)
+    replies = {s: b"" for s in (*slow, silent)}
+    still_open = set(replies)
+    try:
+        for s in slow:
+            s.sendall(b"POST /v1/tasks HTTP/1.1\r\nHost: gateway\r\nX-Slow: ")
+        give_up = time.monotonic() + 15
+        while still_open and time.monotonic() < give_up:
+            readable, _, _ = select.select(list(still_open), [], [], 0.2)
+            for s in readable:
+                try:
+                    chunk = s.recv(4096)
+                except ConnectionResetError:  # our last byte met the closed socket
+                    chunk = b""
+                replies[s] += chunk
+                if not chunk:
+                    still_open.discard(s)
+            for s in still_open & set(slow) - set(readable):
+                with contextlib.suppress(OSError):
+                    s.sendall(b"a")  # one more header byte
+        assert httpx.get(gateway.url + "/health", timeout=5).status_code == 200
+    finally:
+        for s in replies:
+            s.close()
+    assert not still_open, f"{len(still_open)} connections still open after 15 s"
+    assert replies[silent].startswith(b"HTTP/1.1 408"), replies[silent][:200]
+    assert b"did not arrive within 2.0 s" in replies[silent]
+    answered = [r for s, r in replies.items() if s is not silent and r]
+    assert all(r.startswith(b"HTTP/1.1 408") for r in answered)
 
 
 @pytest.mark.parametrize(
