@@ -75,9 +75,14 @@ class SubmitCoalescer:
             self._overloaded(batch, exc)
         except NotReplicated as exc:
             # Written, not yet replicated: each caller hears of its own task alone (the
-            # batch mixes tenants, and another tenant's task ids are not theirs to see).
+            # batch mixes tenants, and another tenant's task ids are not theirs to see). A
+            # task that was not written was refused for its stream's backlog.
             for task, future in batch:
-                _fail(future, exc.only({task.task_id}))
+                if task.task_id in exc.task_ids:
+                    _fail(future, exc.only({task.task_id}))
+                else:
+                    route = self.orchestrator.router.route(task)
+                    _fail(future, self.orchestrator.overloaded(route, 1, []))
         except SubmitError:
             # Refused before anything was enqueued: let each task answer for itself.
             await asyncio.gather(*(self._one(task, future) for task, future in batch))

@@ -91,3 +91,22 @@ async def test_a_replication_refusal_names_only_each_callers_task(
         assert refused.task_ids == [task.task_id]
         others = [t.task_id for t in tasks if t is not task]
         assert task.task_id in str(refused) and not any(o in str(refused) for o in others)
+
+
+async def test_a_replication_refusal_tells_backlog_refusals_apart(
+    client: Redis, settings: Settings
+) -> None:
+    config = parse_config(
+        "defaults: {shards: 1, max_backlog: 5}\nagents: {echo: {class: 'agents.echo:EchoAgent'}}"
+    )
+    waiting = settings.model_copy(update={"min_replicas": 1, "replica_wait_ms": 50})
+    async with Orchestrator(client, config=config, settings=waiting) as orch:
+        coalescer = SubmitCoalescer(orch)
+        tasks = [Task(intent="echo", payload={"i": i}) for i in range(10)]
+        results = await asyncio.gather(
+            *(coalescer.submit(t) for t in tasks), return_exceptions=True
+        )
+    written = [r for r in results if isinstance(r, NotReplicated)]
+    refused = [r for r in results if isinstance(r, Overloaded)]
+    assert len(written) == 5 and len(refused) == 5, results  # the stream holds 5
+    assert all(len(r.task_ids) == 1 for r in written)
