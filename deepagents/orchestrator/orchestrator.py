@@ -15,14 +15,14 @@ import logging
 import uuid
 from collections import OrderedDict
 from collections.abc import Collection, Iterable, Mapping, Sequence
-from typing import Any, cast
+from typing import Any
 
 import orjson
 from opentelemetry.trace import Span, StatusCode
 from prometheus_client import Counter
 from pydantic import ValidationError
 from pydantic_core import to_jsonable_python
-from redis.asyncio import Redis, RedisCluster
+from redis.asyncio import Redis
 
 from deepagents.config.schema import FileConfig
 from deepagents.config.settings import Settings
@@ -71,11 +71,6 @@ class Orchestrator:
         telemetry: Telemetry | None = None,
     ) -> None:
         self.client: Any = client  # replies are bytes (decode_responses=False)
-        if settings.min_replicas and isinstance(cast(object, client), RedisCluster):
-            raise ConfigError(
-                "DEEPAGENTS_MIN_REPLICAS is not supported on Redis Cluster yet (WAIT must go "
-                "to every node a submit wrote to); set it to 0"
-            )
         self.telemetry = telemetry or process_telemetry()
         self._submitted: dict[tuple[str, str, str], Counter] = {}
         self.config = config
@@ -343,14 +338,10 @@ class Orchestrator:
         return out
 
     async def _record_locations(self, located: list[tuple[str, Route]]) -> None:
-        if not located:
-            return
-        ttl = self.location_ttl_s
-        with redis_errors("record task locations"):
-            pipe = self.client.pipeline(transaction=False)
-            for task_id, route in located:
-                pipe.set(self.keys.location(task_id), _location_value(route), ex=ttl)
-            await pipe.execute()
+        pairs = [(self.keys.location(t), _location_value(route)) for t, route in located]
+        # Not waited for by DEEPAGENTS_MIN_REPLICAS on its own: on one server the enqueue's
+        # WAIT, which comes after, covers it (replication keeps the server's order).
+        await self.bus.set_many(pairs, self.location_ttl_s, what="record task locations")
 
     # health -------------------------------------------------------------------------------
 

@@ -5,6 +5,7 @@ acknowledged before the failover and replicated complete; every task is committe
 from __future__ import annotations
 
 import asyncio
+import signal
 from collections.abc import Iterator
 
 import pytest
@@ -13,8 +14,9 @@ import redis
 from deepagents._internal.redis_server import EmbeddedRedis
 from deepagents.config import FileConfig, Settings, parse_config
 from deepagents.contract import ResultStatus, Task
-from deepagents.errors import TransportError
+from deepagents.errors import NotReplicated, TransportError
 from deepagents.orchestrator import Orchestrator
+from deepagents.transport.keys import Keys
 from deepagents.transport.redis_streams import connect
 from deepagents.transport.redis_streams.lanes import Lanes
 from tests.support.cluster import replica_of, running_cluster
@@ -101,4 +103,41 @@ async def test_lanes_find_the_new_primary_by_themselves(
         assert await lanes.pipeline([("GET", "{a}k")]) == [b"1"]
     finally:
         await lanes.aclose()
+        await client.aclose()
+
+
+async def test_min_replicas_waits_for_the_replicas_of_each_node(
+    pair: tuple[EmbeddedRedis, EmbeddedRedis], prefix: str
+) -> None:
+    """On a cluster, each node's part of a submit ends with ``WAIT`` on its connection:
+    an acknowledged task is on the replica; with the replica stalled, the submit fails
+    and names why."""
+    primary, replica = pair
+    config = parse_config(CONFIG)
+    settings = Settings(
+        redis_url=primary.url, redis_cluster=True, prefix=prefix, min_replicas=1,
+        replica_wait_ms=300,
+    )  # fmt: skip
+    client = connect(primary.url, cluster=True)
+    try:
+        async with Orchestrator(client, config=config, settings=settings) as orch:
+            tasks = [Task(intent="echo", payload={"i": i}) for i in range(50)]
+            handles = await orch.submit_many(tasks)
+            with redis.Redis(port=replica.port) as follower:
+                follower.execute_command("READONLY")  # serve reads of its primary's slots
+                keys = Keys(prefix)
+                held = [
+                    follower.exists(keys.shard("echo", h.shard).task(h.task_id)) for h in handles
+                ]
+            assert held == [1] * 50
+            assert replica.process is not None
+            replica.process.send_signal(signal.SIGSTOP)
+            late = Task(intent="echo", payload={"late": True})
+            try:
+                with pytest.raises(NotReplicated, match="0 of 1 replica") as refused:
+                    await orch.submit_many([late])
+            finally:
+                replica.process.send_signal(signal.SIGCONT)
+            assert refused.value.task_ids == [late.task_id] and refused.value.retryable
+    finally:
         await client.aclose()

@@ -18,7 +18,7 @@ from redis.asyncio import Redis
 from deepagents._internal.redis_server import EmbeddedRedis
 from deepagents.config import FileConfig, Settings
 from deepagents.contract import ResultStatus, Task
-from deepagents.errors import ConfigError, NotReplicated, TransportError
+from deepagents.errors import NotReplicated, TransportError
 from deepagents.orchestrator import Orchestrator, TaskHandle
 from deepagents.transport.redis_streams import connect
 from tests.support.proxy import SilencingProxy
@@ -117,18 +117,6 @@ async def test_acknowledged_submits_survive_failover_to_a_lagging_replica(
             assert lost == unconfirmed + primary_only
     finally:
         await promoted.aclose()
-
-
-async def test_min_replicas_is_refused_on_a_cluster_client(
-    cluster_url: str, prefix: str, config: FileConfig
-) -> None:
-    settings = Settings(redis_url=cluster_url, prefix=prefix, min_replicas=1)
-    client = connect(cluster_url, cluster=True)
-    try:
-        with pytest.raises(ConfigError, match="not supported on Redis Cluster"):
-            Orchestrator(client, config=config, settings=settings)
-    finally:
-        await client.aclose()
 
 
 async def test_min_replicas_without_a_replica_refuses_after_the_wait(

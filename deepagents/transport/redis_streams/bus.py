@@ -128,44 +128,74 @@ class RedisStreamBus:
         """Enqueue a batch in one round trip; items are (stream, task_id, json, reply, events).
         ``max_backlog`` is one limit for all, or one per item (a batch may mix agent types).
 
-        ``replicas``: the same round trip ends with ``WAIT``, and fewer replicas confirming
-        the batch within ``replica_wait_ms`` raises ``NotReplicated`` (not for a cluster
-        client, whose pipeline cannot send a command without a key)."""
+        ``replicas``: the round trip ends with ``WAIT`` (on a cluster, each node's part
+        does), and fewer replicas confirming the batch within ``replica_wait_ms`` raises
+        ``NotReplicated``."""
         limits = [max_backlog] * len(items) if isinstance(max_backlog, int) else max_backlog
         script = self.scripts.enqueue
         at = now_ms()
+        commands = []
+        for (stream, task_id, task_json, reply, events), limit in zip(items, limits, strict=True):
+            keys = [stream.name, stream.keys.task(task_id), stream.keys.outbox]
+            args = [task_json, 1, at, reply, limit, stream.tier, events]
+            commands.append(("EVALSHA", script.sha, len(keys), *keys, *args))
         with redis_errors("enqueue"):
-            # EVALSHA directly: a pipeline given Script objects asks SCRIPT EXISTS first on
-            # every execute, an extra round trip per submit. As a plain command: a cluster
-            # client's pipeline has no evalsha() but routes the command by its keys.
-            for _ in range(2):
-                pipe = self.client.pipeline(transaction=False)
-                for (stream, task_id, task_json, reply, events), limit in zip(
-                    items, limits, strict=True
-                ):
-                    keys = [stream.name, stream.keys.task(task_id), stream.keys.outbox]
-                    args = [task_json, 1, at, reply, limit, stream.tier, events]
-                    pipe.execute_command("EVALSHA", script.sha, len(keys), *keys, *args)
-                if replicas:
-                    pipe.execute_command("WAIT", replicas, replica_wait_ms)
-                try:
-                    replies = await pipe.execute()
-                    break
-                except rex.NoScriptError:
-                    # The server lost its scripts (restart, SCRIPT FLUSH). Running the batch
-                    # again is safe: the script adds nothing for a task that already exists.
-                    await self.client.script_load(script.script)
-        out = [(_s(status), _s(entry)) for status, entry in replies[: len(items)]]
-        if replicas and int(replies[-1]) < replicas:
+            if replicas:
+                replies, confirmed = await self._replicated(
+                    script, commands, replicas, replica_wait_ms
+                )
+            else:
+                replies, confirmed = await self._pipelined(script, commands), 0
+        out = [(_s(status), _s(entry)) for status, entry in replies]
+        if confirmed < replicas:
             written = [
                 item[1]
                 for item, (status, _) in zip(items, out, strict=True)
                 if status != "overloaded"
             ]
             raise NotReplicated(
-                written, confirmed=int(replies[-1]), replicas=replicas, wait_ms=replica_wait_ms
+                written, confirmed=confirmed, replicas=replicas, wait_ms=replica_wait_ms
             )
         return out
+
+    async def _pipelined(self, script: Any, commands: list[tuple[Any, ...]]) -> list[Any]:
+        """EVALSHA directly: a pipeline given Script objects asks SCRIPT EXISTS first on
+        every execute, an extra round trip per submit. As a plain command: a cluster
+        client's pipeline has no evalsha() but routes the command by its keys."""
+        for attempt in range(2):
+            pipe = self.client.pipeline(transaction=False)
+            for command in commands:
+                pipe.execute_command(*command)
+            try:
+                return list(await pipe.execute())
+            except rex.NoScriptError:
+                if attempt:
+                    raise
+                # The server lost its scripts (restart, SCRIPT FLUSH). Running the batch
+                # again is safe: the script adds nothing for a task that already exists.
+                await self.client.script_load(script.script)
+        raise AssertionError("unreachable")
+
+    async def _replicated(
+        self, script: Any, commands: list[tuple[Any, ...]], replicas: int, wait_ms: int
+    ) -> tuple[list[Any], int]:
+        """The commands, each node's part followed by ``WAIT`` on its connection (``WAIT``
+        counts the writes of its own connection, so not through the client's pool)."""
+        try:
+            return await self.lanes.pipeline_replicated(commands, replicas, wait_ms)
+        except rex.NoScriptError:
+            await self.lanes.load_script(script.script)  # as above: safe to run again
+            return await self.lanes.pipeline_replicated(commands, replicas, wait_ms)
+
+    async def set_many(self, pairs: Sequence[tuple[str, str]], ttl_s: int, *, what: str) -> None:
+        """``SET key value EX ttl_s`` for each pair, in one round trip (per node)."""
+        if not pairs:
+            return
+        with redis_errors(what):
+            pipe = self.client.pipeline(transaction=False)
+            for key, value in pairs:
+                pipe.set(key, value, ex=ttl_s)
+            await pipe.execute()
 
     async def read(
         self, stream: StreamRef, group: str, consumer: str, count: int, block_ms: int | None

@@ -58,8 +58,27 @@ class Lanes:
         An error reply raises (the connection is then closed: later replies were left
         unread), or with ``raise_on_error=False`` takes its command's place in the replies
         (every reply is read, so the connection stays in step)."""
-        if self._cluster is None:
+        if self._cluster is None:  # the worker's hot path: straight to the one server
             return await self._exchange(_SINGLE, commands, raise_on_error)
+        groups = await self._by_node(commands)
+        parts = await self._send(commands, groups, raise_on_error, ())
+        return _merged(len(commands), groups, parts)
+
+    async def pipeline_replicated(
+        self, commands: Sequence[Sequence[Any]], replicas: int, wait_ms: int
+    ) -> tuple[list[Any], int]:
+        """As ``pipeline``, each node's part followed by ``WAIT replicas wait_ms`` on the
+        same connection (``WAIT`` counts the writes of its own connection). Returns the
+        replies and the fewest replicas that any node confirmed its part to."""
+        groups = await self._by_node(commands)
+        parts = await self._send(commands, groups, True, ("WAIT", replicas, wait_ms))
+        confirmed = min(int(part[-1]) for part in parts)
+        return _merged(len(commands), groups, [part[:-1] for part in parts]), confirmed
+
+    async def _by_node(self, commands: Sequence[Sequence[Any]]) -> dict[str, list[int]]:
+        """The commands' positions per node that serves them (one node: all of them)."""
+        if self._cluster is None:
+            return {_SINGLE: list(range(len(commands)))}
         await self._cluster.initialize()  # learns the nodes on first use; then a no-op
         by_node: dict[str, list[int]] = {}
         for i, command in enumerate(commands):
@@ -67,19 +86,28 @@ class Lanes:
             if node is None:  # a slot no node serves: the cluster is down or resharding
                 raise rex.ClusterDownError(f"no node serves the slot of {_key(command)!r}")
             by_node.setdefault(node.name, []).append(i)
-        if len(by_node) == 1:
-            return await self._exchange(next(iter(by_node)), commands, raise_on_error)
-        parts = await asyncio.gather(
-            *(
-                self._exchange(node, [commands[i] for i in at], raise_on_error)
-                for node, at in by_node.items()
+        return by_node
+
+    async def _send(
+        self,
+        commands: Sequence[Sequence[Any]],
+        groups: dict[str, list[int]],
+        raise_on_error: bool,
+        tail: tuple[Any, ...],
+    ) -> list[list[Any]]:
+        """Each node's part at once, ``tail`` (a command) after each; replies per part."""
+        extra = [tail] if tail else []
+        if len(groups) == 1:
+            ((node, _),) = groups.items()
+            return [await self._exchange(node, [*commands, *extra], raise_on_error)]
+        return list(
+            await asyncio.gather(
+                *(
+                    self._exchange(node, [*(commands[i] for i in at), *extra], raise_on_error)
+                    for node, at in groups.items()
+                )
             )
         )
-        replies: list[Any] = [None] * len(commands)
-        for at, part in zip(by_node.values(), parts, strict=True):
-            for i, reply in zip(at, part, strict=True):
-                replies[i] = reply
-        return replies
 
     async def load_script(self, script: str) -> None:
         """SCRIPT LOAD on every node a script may run on (a cluster's primaries)."""
@@ -134,6 +162,17 @@ async def _reply_or_error(conn: AbstractConnection) -> Any:
         return await conn.read_response()
     except rex.ResponseError as exc:  # an error reply, read whole: the next one follows
         return exc
+
+
+def _merged(n: int, groups: dict[str, list[int]], parts: list[list[Any]]) -> list[Any]:
+    """The parts' replies back in the order of the ``n`` commands."""
+    if len(parts) == 1:
+        return parts[0]
+    replies: list[Any] = [None] * n
+    for at, part in zip(groups.values(), parts, strict=True):
+        for i, reply in zip(at, part, strict=True):
+            replies[i] = reply
+    return replies
 
 
 def _key(command: Sequence[Any]) -> Any:
