@@ -131,6 +131,8 @@ class RedisStreamBus:
         ``replicas``: the round trip ends with ``WAIT`` (on a cluster, each node's part
         does), and fewer replicas confirming the batch within ``replica_wait_ms`` raises
         ``NotReplicated``."""
+        if not items:
+            return []
         limits = [max_backlog] * len(items) if isinstance(max_backlog, int) else max_backlog
         script = self.scripts.enqueue
         at = now_ms()
