@@ -136,6 +136,7 @@ class Orchestrator:
         for future in self._waiters.values():
             future.cancel()
         self._waiters.clear()
+        await self.bus.aclose()  # the connections its own, if any (DEEPAGENTS_MIN_REPLICAS)
 
     # submit -------------------------------------------------------------------------------
 
