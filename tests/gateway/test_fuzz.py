@@ -14,6 +14,12 @@ from hypothesis import strategies as st
 from schemathesis import checks
 from schemathesis.specs.openapi import checks as openapi_checks
 
+# schemathesis imports this module on first use, and pytest rewrites the asserts of a
+# plugin's modules as they are imported. Imported in the middle of a test, that rewrite
+# once failed on CPython 3.11 with "AST constructor recursion depth mismatch"
+# (python/cpython#106905). Imported here, it happens at collection.
+from schemathesis.specs.openapi import schemas as _schemas  # noqa: F401
+
 from tests.gateway.procs import Gateway, Proc, auth
 from tests.support.wait import eventually_sync
 
