@@ -10,6 +10,7 @@ network partition between them): nothing the primary writes from then on reaches
 from __future__ import annotations
 
 import asyncio
+import contextlib
 from collections.abc import AsyncIterator
 
 import pytest
@@ -35,27 +36,39 @@ class Pair:
         self.primary, self.replica, self.link = primary, replica, link
 
 
-@pytest.fixture
-async def pair() -> AsyncIterator[Pair]:
-    with EmbeddedRedis() as primary:
+@contextlib.asynccontextmanager
+async def _pair(
+    primary_args: tuple[str, ...] = (), replica_args: tuple[str, ...] = ()
+) -> AsyncIterator[Pair]:
+    """A primary, and a replica following it through a proxy; yielded once the replica is
+    in sync and, where the primary is given ``min-replicas-to-write``, counts as good."""
+    with EmbeddedRedis(extra_args=primary_args) as primary:
         link = SilencingProxy("127.0.0.1", primary.port)
         await link.start()
         port = link.url.rsplit(":", 1)[1].split("/")[0]
+        follow = ("--replicaof", "127.0.0.1", port, *replica_args)
         try:
-            with EmbeddedRedis(extra_args=("--replicaof", "127.0.0.1", port)) as replica:
-                follower = connect(replica.url)
+            with EmbeddedRedis(extra_args=follow) as replica:
+                client = connect(primary.url)
                 try:
 
-                    async def following() -> bool:
-                        info = await follower.info("replication")
-                        return info.get("master_link_status") == "up"
+                    async def good() -> bool:
+                        info = await client.info("replication")
+                        online = info.get("slave0", {}).get("state") == "online"
+                        return online and int(info.get("min_slaves_good_slaves", 1)) >= 1
 
-                    await eventually(following, what="the replica to follow the primary")
+                    await eventually(good, what="the replica to follow the primary")
                 finally:
-                    await follower.aclose()
+                    await client.aclose()
                 yield Pair(primary, replica, link)
         finally:
             await link.close()
+
+
+@pytest.fixture
+async def pair() -> AsyncIterator[Pair]:
+    async with _pair() as running:
+        yield running
 
 
 def _echo(n: int) -> list[Task]:
@@ -137,31 +150,8 @@ async def guarded_pair() -> AsyncIterator[Pair]:
     from the rest cannot take writes that a failover on the other side would lose. The
     replica gives up a silent link after 2 s and connects again."""
     guard = ("--min-replicas-to-write", "1", "--min-replicas-max-lag", "1")
-    with EmbeddedRedis(extra_args=guard) as primary:
-        link = SilencingProxy("127.0.0.1", primary.port)
-        await link.start()
-        port = link.url.rsplit(":", 1)[1].split("/")[0]
-        follow = ("--replicaof", "127.0.0.1", port, "--repl-timeout", "2")
-        try:
-            with EmbeddedRedis(extra_args=follow) as replica:
-                await _guarded_writes(primary)
-                yield Pair(primary, replica, link)
-        finally:
-            await link.close()
-
-
-async def _guarded_writes(primary: EmbeddedRedis) -> None:
-    """Until the primary has the replica it needs to take writes."""
-    client = connect(primary.url)
-    try:
-
-        async def good() -> bool:
-            info = await client.info("replication")
-            return int(info.get("min_slaves_good_slaves", 0)) >= 1
-
-        await eventually(good, what="the replica to be good for writes")
-    finally:
-        await client.aclose()
+    async with _pair(guard, ("--repl-timeout", "2")) as running:
+        yield running
 
 
 async def test_a_primary_cut_off_from_its_replicas_refuses_writes_until_they_return(
