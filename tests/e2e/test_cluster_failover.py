@@ -15,12 +15,12 @@ from deepagents._internal.redis_server import EmbeddedRedis
 from deepagents.config import FileConfig, Settings, parse_config
 from deepagents.contract import ResultStatus, Task
 from deepagents.errors import NotReplicated, TransportError
-from deepagents.orchestrator import Orchestrator
+from deepagents.orchestrator import Orchestrator, TaskHandle
 from deepagents.transport.keys import Keys
 from deepagents.transport.redis_streams import connect
 from deepagents.transport.redis_streams.lanes import Lanes
 from tests.support.cluster import replica_of, running_cluster
-from tests.support.wait import eventually_sync
+from tests.support.wait import eventually, eventually_sync
 from tests.support.workers import running_worker
 
 pytestmark = pytest.mark.slow
@@ -69,14 +69,17 @@ async def test_worker_and_submitter_follow_a_failover(
             primary.process.kill()
             primary.process.wait(10)
             _promote(replica)
-            after = []
-            for i in range(100):  # the first submits may meet the dead node: retry them
-                for _ in range(100):
-                    try:
-                        after += await orch.submit_many([Task(intent="echo", payload={"i": i})])
-                        break
-                    except TransportError:  # retryable, until the client follows
-                        await asyncio.sleep(0.1)
+            after: list[TaskHandle] = []
+
+            async def submitted(i: int) -> bool:
+                try:
+                    after.extend(await orch.submit_many([Task(intent="echo", payload={"i": i})]))
+                except TransportError:  # retryable: the first may meet the dead node
+                    return False
+                return True
+
+            for i in range(100):
+                await eventually(lambda i=i: submitted(i), what="the submitter to follow")
             results = await asyncio.gather(*(h.result(timeout=60) for h in after))
             assert len(after) == 100
             assert all(r.status is ResultStatus.SUCCESS for r in results)
