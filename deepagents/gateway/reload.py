@@ -45,8 +45,8 @@ def reload_on_hangup(
         loop.remove_signal_handler(signal.SIGHUP)
 
 
-def reload_config(state: GatewayState, path: Path | None, metrics: GatewayMetrics) -> bool:
-    """One reload; True when the new file is in service."""
+def reload_config(state: GatewayState, path: Path | None, metrics: GatewayMetrics) -> None:
+    """One reload: the new file in service, or the running one kept and the failure told."""
     try:
         state.reload(load_config(path))
     except ConfigError as exc:
@@ -59,6 +59,5 @@ def reload_config(state: GatewayState, path: Path | None, metrics: GatewayMetric
         metrics.config_reloads.labels("ok").inc()
         log.info("config reloaded from %s", path or "the defaults",
                  extra={"action": "config_reloaded"})  # fmt: skip
-        return True
+        return
     metrics.config_reloads.labels("failed").inc()
-    return False
