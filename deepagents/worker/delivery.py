@@ -63,8 +63,9 @@ class InFlight:
     # Handed to the group commit: its slot is free, and it stays in flight (heartbeats
     # keep its entry) until the commit lands.
     handed: bool = False
-    # The fields its audit events share (``_event_context``), when the outbox is on.
-    context: dict[str, Any] | None = None
+    # The fields its audit events share, as encoded JSON members (``_event_context``),
+    # when the outbox is on.
+    context: bytes | None = None
     # A suspect's, run with no other delivery beside it (``quarantine.py``): set when the
     # delivery is over. An ordinary delivery (None) leaves the quarantine then instead.
     settled: asyncio.Event | None = None
@@ -88,7 +89,7 @@ class DeliveryHandler:
         self.group = worker.name
         self.outbox = worker.settings.outbox
         self.quarantine = Quarantine()
-        self._bases: dict[StreamRef, dict[str, Any]] = {}
+        self._bases: dict[StreamRef, bytes] = {}
         metrics = worker.telemetry.metrics
         # Children bound once per tier: the hot path does a dict lookup, never a label lookup.
         self._tm: dict[str, TierMetrics] | None = (
@@ -184,16 +185,16 @@ class DeliveryHandler:
         if start and not quarantine.try_enter(keys):
             await quarantine.enter(keys)
         now = utcnow()  # one clock read for the batch: they start together
-        at = now_ms()
-        # Every event of a delivery shares these fields: built once, for the started event
-        # now and the terminal one at commit.
+        at, ts = now_ms(), orjson.dumps(now)
+        # Every event of a delivery shares these fields: encoded once, for the started
+        # event now and the terminal one at commit.
         contexts = [self._event_context(ref, env) if self.outbox else None for _, env in good]
         items = [
             BeginItem(
                 e.entry_id,
                 env.task.task_id,
                 env.attempt,
-                self._started_event(env, context, now, max(0, at - env.enqueued_ms))
+                self._started_event(env, context, ts, max(0, at - env.enqueued_ms))
                 if context is not None
                 else b"",
             )
@@ -397,45 +398,49 @@ class DeliveryHandler:
         return audit_event(kind, flight.envelope.task.task_id, **self._event_base(flight), **fields)
 
     def _event_base(self, flight: InFlight) -> dict[str, Any]:
+        """The shared fields as a dict, for the rarer events (retried, overdue, ...)."""
         context = flight.context
         if context is None:
             context = self._event_context(flight.stream, flight.envelope)
-        return {**context, "deliveries": flight.deliveries}
+        return {**orjson.loads(b"{" + context + b"}"), "deliveries": flight.deliveries}
 
-    def _event_context(self, ref: StreamRef, envelope: Envelope) -> dict[str, Any]:
-        """Every event's fields of this delivery but its delivery count."""
+    def _event_context(self, ref: StreamRef, envelope: Envelope) -> bytes:
+        """Every event's fields of this delivery but its delivery count, as JSON object
+        members: encoded once per delivery, pasted into its started and terminal events."""
         task = envelope.task
         fixed = self._bases.get(ref)
         if fixed is None:  # once per stream: these never change for a worker
-            fixed = self._bases[ref] = {
-                "agent": self.w.agent.name,
-                "agent_version": self.w.agent.version,
-                "tier": ref.tier,
-                "shard": ref.keys.shard,
-            }
-        base = {**fixed, "attempt": envelope.attempt, "consumer": self.w.consumer}
+            fixed = self._bases[ref] = orjson.dumps(
+                {
+                    "agent": self.w.agent.name,
+                    "agent_version": self.w.agent.version,
+                    "tier": ref.tier,
+                    "shard": ref.keys.shard,
+                    "consumer": self.w.consumer,
+                }
+            )[1:-1]
+        context = b'%s,"attempt":%d' % (fixed, envelope.attempt)
         if task.tenant is not None:
-            base["tenant"] = task.tenant
+            context += b',"tenant":' + orjson.dumps(task.tenant)
         if task.traceparent is not None:
-            base["traceparent"] = task.traceparent
-        return base
+            context += b',"traceparent":' + orjson.dumps(task.traceparent)
+        return context
 
     @staticmethod
-    def _started_event(
-        envelope: Envelope, context: dict[str, Any], now: datetime, queue_ms: int
-    ) -> bytes:
+    def _started_event(envelope: Envelope, context: bytes, ts: bytes, queue_ms: int) -> bytes:
         """The ``started`` event, written by the begin script as the delivery starts. Its
-        JSON stops before the delivery count, which only that script knows and appends."""
-        event = {
-            "event_id": uuid7_str(),
-            "type": "started",
-            "task_id": envelope.task.task_id,
-            # A datetime, not its isoformat(): orjson writes the same RFC 3339 text faster.
-            "ts": now,
-            "queue_ms": queue_ms,
-            **context,
-        }
-        return orjson.dumps(event)[:-1] + b',"deliveries":'
+        JSON stops before the delivery count, which only that script knows and appends.
+        ``ts`` is the batch's start time, encoded once for the batch."""
+        return (
+            b'{"event_id":"%s","type":"started","task_id":%s,"ts":%s,"queue_ms":%d,%s,"deliveries":'
+            % (  # noqa: E501
+                uuid7_str().encode(),
+                orjson.dumps(envelope.task.task_id),
+                ts,
+                queue_ms,
+                context,
+            )
+        )
 
     def _commit_events(
         self,
@@ -445,16 +450,25 @@ class DeliveryHandler:
         extra: list[dict[str, Any]],
         now: datetime,
     ) -> bytes:
-        """The terminal event of one task, after any the run added (model calls, overdue)."""
-        finished = {
-            "event_id": uuid7_str(),
-            "type": kind,
-            "task_id": flight.envelope.task.task_id,
-            "ts": now,  # the result's finished_at
-            "result": orjson.Fragment(result_json),
-            **self._event_base(flight),
-        }
-        return encode_events([*extra, finished])
+        """The terminal event of one task, after any the run added (model calls, overdue),
+        as a JSON array. Pasted from encoded parts: this is per task."""
+        context = flight.context
+        if context is None:
+            context = self._event_context(flight.stream, flight.envelope)
+        before = orjson.dumps(extra)[1:-1] + b"," if extra else b""
+        return (
+            b'[%s{"event_id":"%s","type":"%s","task_id":%s,"ts":%s,"result":%s,%s,"deliveries":%d}]'
+            % (  # noqa: E501
+                before,
+                uuid7_str().encode(),
+                kind.encode(),
+                orjson.dumps(flight.envelope.task.task_id),
+                orjson.dumps(now),  # the result's finished_at
+                result_json,
+                context,
+                flight.deliveries,
+            )
+        )
 
     def _commit(
         self,

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import os
 import time
 import uuid
+from concurrent.futures import ThreadPoolExecutor
 
 from deepagents._internal.ids import uuid7_str
 
@@ -26,3 +28,28 @@ def test_ids_carry_the_millisecond_clock() -> None:
     after = time.time_ns() // 1_000_000
     # The first 48 bits are the Unix time in ms.
     assert before <= value.int >> 80 <= after
+
+
+def test_a_forked_child_never_repeats_its_parents_ids() -> None:
+    """Random parts are drawn in bulk; a child must not draw from its copy of the parent's."""
+    uuid7_str()  # the parent holds unused random parts now
+    read, write = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # the child: send ten ids and leave at once
+        os.write(write, ",".join(uuid7_str() for _ in range(10)).encode())
+        os._exit(0)
+    os.close(write)
+    os.waitpid(pid, 0)
+    with os.fdopen(read) as pipe:
+        child = pipe.read().split(",")
+    parent = [uuid7_str() for _ in range(10)]
+    # compare the random parts alone: the two may share a millisecond or not
+    assert len(child) == 10
+    assert not {c[-21:] for c in child} & {p[-21:] for p in parent}
+
+
+def test_threads_drawing_at_once_get_distinct_ids() -> None:
+    with ThreadPoolExecutor(8) as pool:
+        batches = list(pool.map(lambda _: [uuid7_str() for _ in range(2000)], range(8)))
+    ids = [i for batch in batches for i in batch]
+    assert len(set(ids)) == len(ids) == 16_000

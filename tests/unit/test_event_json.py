@@ -1,0 +1,95 @@
+"""The worker pastes a delivery's audit events together from pre-encoded JSON parts: each
+must still parse to the event it stands for, whatever the strings hold."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import orjson
+
+from deepagents.contract import Task
+from deepagents.contract.codec import Envelope
+from deepagents.contract.events import audit_event
+from deepagents.contract.task import utcnow
+from deepagents.transport.base import StreamRef
+from deepagents.transport.keys import Keys
+from deepagents.worker.delivery import DeliveryHandler, InFlight
+
+AWKWARD = 'quote " backslash \\ newline \n nul \x00 é 𝄞'
+
+
+class _Agent:
+    name = 'agent "quoted"'
+    version = "1.0\\beta"
+
+
+class _Worker:
+    agent = _Agent()
+    consumer = 'host-"1"'
+
+
+def _handler() -> Any:
+    handler: Any = DeliveryHandler.__new__(DeliveryHandler)  # the event builders only
+    handler.w, handler._bases, handler.outbox = _Worker(), {}, True
+    return handler
+
+
+def _flight(task: Task) -> InFlight:
+    ref = StreamRef(Keys("t").shard("agent", 3), "p1")
+    return InFlight(ref, "1-1", Envelope(task, attempt=2, enqueued_ms=0), 4)
+
+
+SHARED = {
+    "agent": 'agent "quoted"',
+    "agent_version": "1.0\\beta",
+    "tier": "p1",
+    "shard": 3,
+    "consumer": 'host-"1"',
+    "attempt": 2,
+}
+
+
+def test_started_and_terminal_events_parse_to_their_fields() -> None:
+    handler = _handler()
+    task = Task(intent="x", payload={}, tenant=AWKWARD, traceparent=AWKWARD[:40])
+    flight = _flight(task)
+    flight.context = handler._event_context(flight.stream, flight.envelope)
+    now = utcnow()
+    started = handler._started_event(flight.envelope, flight.context, orjson.dumps(now), 7)
+    # the begin script appends the delivery count and the closing brace
+    event = orjson.loads(started + b"4}")
+    shared = {**SHARED, "tenant": AWKWARD, "traceparent": AWKWARD[:40], "deliveries": 4}
+    assert event == {
+        "event_id": event["event_id"],
+        "type": "started",
+        "task_id": task.task_id,
+        "ts": now.isoformat(),
+        "queue_ms": 7,
+        **shared,
+    }
+    result = orjson.dumps({"status": "success", "output": {"text": AWKWARD}})
+    extra = [audit_event("model_call", task.task_id, model=AWKWARD)]
+    model_call, terminal = orjson.loads(
+        handler._commit_events(flight, "succeeded", result, extra, now)
+    )
+    assert model_call == orjson.loads(orjson.dumps(extra[0]))
+    assert terminal == {
+        "event_id": terminal["event_id"],
+        "type": "succeeded",
+        "task_id": task.task_id,
+        "ts": now.isoformat(),
+        "result": {"status": "success", "output": {"text": AWKWARD}},
+        **shared,
+    }
+    assert terminal["event_id"] != event["event_id"]
+
+
+def test_a_task_without_tenant_or_trace_omits_them_and_rare_events_share_the_fields() -> None:
+    handler = _handler()
+    flight = _flight(Task(intent="x", payload={}))
+    (terminal,) = orjson.loads(handler._commit_events(flight, "failed", b"{}", [], utcnow()))
+    assert {k: terminal[k] for k in SHARED} == SHARED
+    assert "tenant" not in terminal and "traceparent" not in terminal
+    retried = handler._event("retried", flight, reason="r")
+    assert {k: retried[k] for k in SHARED} == SHARED
+    assert retried["deliveries"] == 4 and retried["reason"] == "r"
