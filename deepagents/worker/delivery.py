@@ -433,7 +433,7 @@ class DeliveryHandler:
         ``ts`` is the batch's start time, encoded once for the batch."""
         return (
             b'{"event_id":"%s","type":"started","task_id":%s,"ts":%s,"queue_ms":%d,%s,"deliveries":'
-            % (  # noqa: E501
+            % (
                 uuid7_str().encode(),
                 orjson.dumps(envelope.task.task_id),
                 ts,
@@ -458,7 +458,7 @@ class DeliveryHandler:
         before = orjson.dumps(extra)[1:-1] + b"," if extra else b""
         return (
             b'[%s{"event_id":"%s","type":"%s","task_id":%s,"ts":%s,"result":%s,%s,"deliveries":%d}]'
-            % (  # noqa: E501
+            % (
                 before,
                 uuid7_str().encode(),
                 kind.encode(),
