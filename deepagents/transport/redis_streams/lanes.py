@@ -122,7 +122,12 @@ class Lanes:
         self, node: str, commands: Sequence[Sequence[Any]], raise_on_error: bool = True
     ) -> list[Any]:
         idle = self._idle.get(node)
-        conn = idle.pop() if idle else self._connection(node)
+        try:
+            conn = idle.pop() if idle else self._connection(node)
+        except _MAP_CHANGED:  # the map names a node the node table no longer holds
+            if self._cluster is not None:
+                await self._refresh_map()
+            raise
         try:
             await conn.send_packed_command(conn.pack_commands(commands), check_health=False)
             if raise_on_error:
