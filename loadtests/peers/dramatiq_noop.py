@@ -1,0 +1,13 @@
+"""A no-op actor on Dramatiq's Redis broker (lists + a Lua dispatch script, acks)."""
+
+import os
+
+import dramatiq
+from dramatiq.brokers.redis import RedisBroker
+
+dramatiq.set_broker(RedisBroker(url=os.environ["PEER_REDIS_URL"]))
+
+
+@dramatiq.actor
+def noop(i: int) -> None:
+    return None
