@@ -46,7 +46,7 @@ class ResultMetrics(BaseModel):
     attempts: int = 1
 
 
-_NO_METRICS = ResultMetrics()
+NO_METRICS = ResultMetrics()
 
 
 class Result(BaseModel):
@@ -60,7 +60,7 @@ class Result(BaseModel):
     error: ErrorInfo | None = None
     degraded: bool = False
     # One shared instance (frozen): a default built per Result costs a second validation.
-    metrics: ResultMetrics = _NO_METRICS
+    metrics: ResultMetrics = NO_METRICS
     agent: str | None = None
     agent_version: str | None = None
     finished_at: datetime | None = None

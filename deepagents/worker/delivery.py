@@ -24,7 +24,7 @@ from deepagents.contract.codec import (
     encode_task,
 )
 from deepagents.contract.events import audit_event, encode_events
-from deepagents.contract.result import ErrorCode, Result, ResultStatus
+from deepagents.contract.result import NO_METRICS, ErrorCode, Result, ResultStatus
 from deepagents.contract.task import utcnow
 from deepagents.errors import TransportError
 from deepagents.modelcall.usage import start_usage
@@ -372,18 +372,30 @@ class DeliveryHandler:
     ) -> bytes:
         """The committed Result as JSON with the runtime's fields filled in. Written directly
         rather than through a new model: every value is valid already, and this is per task."""
-        metrics = {
-            **result.metrics.__dict__,
-            **(result.metrics.__pydantic_extra__ or {}),
-            "latency_ms": round((time.monotonic() - started) * 1000, 3),
-            "queue_ms": queue_ms,
-            "attempts": flight.deliveries,
-        }
+        own = result.metrics
+        latency_ms = round((time.monotonic() - started) * 1000, 3)
+        if own is NO_METRICS:  # most results: the agent set none, nothing to merge
+            metrics = {
+                "latency_ms": latency_ms,
+                "queue_ms": queue_ms,
+                "tokens_used": 0,
+                "cost_usd": 0.0,
+                "attempts": flight.deliveries,
+            }
+        else:
+            merged = {
+                **own.__dict__,
+                **(own.__pydantic_extra__ or {}),
+                "latency_ms": latency_ms,
+                "queue_ms": queue_ms,
+                "attempts": flight.deliveries,
+            }
+            metrics = {k: v for k, v in merged.items() if v is not None}
         body: dict[str, Any] = {
             "task_id": flight.envelope.task.task_id,
             "status": result.status.value,
             "degraded": result.degraded,
-            "metrics": {k: v for k, v in metrics.items() if v is not None},
+            "metrics": metrics,
             "agent": self.w.agent.name,
             "agent_version": self.w.agent.version,
             "finished_at": now,

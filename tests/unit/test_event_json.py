@@ -3,13 +3,15 @@ must still parse to the event it stands for, whatever the strings hold."""
 
 from __future__ import annotations
 
+import time
 from typing import Any
 
 import orjson
 
-from deepagents.contract import Task
+from deepagents.contract import Result, Task
 from deepagents.contract.codec import Envelope
 from deepagents.contract.events import audit_event
+from deepagents.contract.result import ResultMetrics
 from deepagents.contract.task import utcnow
 from deepagents.transport.base import StreamRef
 from deepagents.transport.keys import Keys
@@ -93,3 +95,25 @@ def test_a_task_without_tenant_or_trace_omits_them_and_rare_events_share_the_fie
     retried = handler._event("retried", flight, reason="r")
     assert {k: retried[k] for k in SHARED} == SHARED
     assert retried["deliveries"] == 4 and retried["reason"] == "r"
+
+
+def test_the_committed_result_is_the_same_whether_the_agent_set_metrics_or_not() -> None:
+    """Results without metrics of their own take a shortcut; it writes what the general
+    path writes for the same values."""
+    handler = _handler()
+    flight = _flight(Task(intent="x", payload={}))
+    now = utcnow()
+
+    def committed(result: Result) -> dict[str, Any]:
+        body = orjson.loads(handler._finish(flight, result, time.monotonic(), 12, now))
+        assert body["metrics"].pop("latency_ms") >= 0
+        return body
+
+    shortcut = committed(Result(output={"a": 1}))
+    general = committed(Result(output={"a": 1}, metrics=ResultMetrics()))
+    assert shortcut == general
+    assert shortcut["metrics"] == {"queue_ms": 12, "tokens_used": 0, "cost_usd": 0.0, "attempts": 4}
+    own = committed(Result(output=None, metrics=ResultMetrics(tokens_used=5, risk_score=0.5)))
+    assert own["metrics"] == {
+        "queue_ms": 12, "tokens_used": 5, "cost_usd": 0.0, "attempts": 4, "risk_score": 0.5
+    }  # fmt: skip
