@@ -7,6 +7,7 @@ reschedule (retry or degrade), or dead-letter. Nothing is dropped silently.
 from __future__ import annotations
 
 import asyncio
+import contextvars
 import logging
 import time
 from dataclasses import dataclass, field
@@ -16,6 +17,7 @@ from typing import TYPE_CHECKING, Any
 import orjson
 from pydantic_core import to_jsonable_python
 
+from deepagents._internal.eager import Resume, first_step
 from deepagents._internal.ids import uuid7_str
 from deepagents.contract.codec import (
     DecodeError,
@@ -56,7 +58,10 @@ class InFlight:
     entry_id: str
     envelope: Envelope
     deliveries: int
+    # The asyncio task that runs it, shared with the deliveries of its batch until it
+    # starts (``_run_in_turn``): cancel it only once ``started``.
     task: asyncio.Task[None] | None = None
+    started: bool = False
     started_at: datetime = field(default_factory=utcnow)
     lost: bool = False
     committing: bool = False
@@ -230,10 +235,38 @@ class DeliveryHandler:
             self.w.inflight[(ref.name, entry.entry_id)] = flight
             pool.started()
             self.w.stats.started += 1
-            if start:
-                flight.task = asyncio.create_task(self._process(flight))
             flights.append(flight)
+        if start and flights:
+            task = asyncio.create_task(self._run_in_turn(flights))
+            for flight in flights:
+                flight.task = task
         return flights
+
+    async def _run_in_turn(self, flights: list[InFlight]) -> None:
+        """Start the deliveries one after the other in this task, each in a context of its
+        own (``eager.py``). Most finish in their first step; the first that waits keeps
+        this task to itself to its end, and the ones after it go on in a new task."""
+        for at, flight in enumerate(flights):
+            if flight.lost:  # lost before it started (``Worker._lost``): its slot is free
+                self._settle(flight)
+                continue
+            flight.started = True
+            coro, context = self._process(flight), contextvars.copy_context()
+            try:
+                finished, yielded = first_step(coro, context)
+            except BaseException:
+                self._hand_on(flights[at + 1 :])
+                raise
+            if not finished:
+                self._hand_on(flights[at + 1 :])
+                await Resume(coro, context, yielded)
+                return
+
+    def _hand_on(self, flights: list[InFlight]) -> None:
+        if flights:
+            task = asyncio.create_task(self._run_in_turn(flights))
+            for flight in flights:
+                flight.task = task
 
     @staticmethod
     def _decode(entry: RawEntry) -> tuple[str, str, Envelope | None]:
@@ -262,7 +295,7 @@ class DeliveryHandler:
     # the contract -------------------------------------------------------------------------
 
     async def _process(self, flight: InFlight) -> None:
-        """One delivery's own asyncio task (the guard in line: this is per task)."""
+        """One delivery, from its first step in its batch's task (``_run_in_turn``)."""
         try:
             await self._contract(flight)
         except asyncio.CancelledError:

@@ -191,13 +191,15 @@ class Worker:
         await asyncio.wait(readers, timeout=block) if readers else None
         for task in readers:
             task.cancel()
-        running = [f.task for f in self.inflight.values() if f.task is not None]
+        running = {f.task for f in self.inflight.values() if f.task is not None}
         if running:
             await asyncio.wait(running, timeout=self.agent_settings.grace_period_s)
         leftover = list(self.inflight.values())
         for flight in leftover:
-            if flight.task is not None:
+            if flight.task is not None and flight.started:
                 flight.task.cancel()
+            else:  # its batch's task has not reached it: it never will
+                flight.lost = True
         if leftover:
             await handler.hand_back(leftover)
         await asyncio.gather(*others, *readers, return_exceptions=True)
@@ -341,7 +343,9 @@ class Worker:
         if flight is not None and not flight.lost:
             flight.lost = True
             self.stats.lost_ownership += 1
-            if flight.task is not None and not flight.committing:
+            # Not started yet: its batch's task skips it (cancelling that task would
+            # stop the deliveries before it too).
+            if flight.task is not None and flight.started and not flight.committing:
                 flight.task.cancel()
 
     async def _delayed_pump(self) -> None:
