@@ -11,17 +11,17 @@ from deepagents.errors import TransportError
 from deepagents.transport.base import CommitItem, StreamRef
 from deepagents.transport.redis_streams.bus import RedisStreamBus
 
-# Called once per item after its flush: (token, status, None), or (token, None, error) when
-# the commit failed for good. Called on the loop, never concurrently.
-OnCommitted = Callable[[Any, str | None, BaseException | None], None]
+# Called once per stream's batch after its flush, with the items' tokens and statuses (each
+# None, and the error, when the commit failed for good). On the loop, never concurrently.
+OnCommitted = Callable[[list[Any], Sequence[str | None], BaseException | None], None]
 
 _Batch = list[tuple[CommitItem, Any]]
 
 
 class Committer:
     """Collects commits and flushes them per stream. A caller hands an item over with a
-    token and goes on; ``on_committed`` gets the token and the item's status: no future and
-    no wake-up per task, which is a measurable share of a fast task's cost.
+    token and goes on; ``on_committed`` gets the tokens and the items' statuses: no future
+    and no wake-up per task, which is a measurable share of a fast task's cost.
 
     ``backlog`` bounds a tier's items handed over and not yet landed: its readers wait in
     ``room()`` beyond that, so a slow Redis slows reading rather than piling up commits, and
@@ -110,8 +110,7 @@ class Committer:
                 delay = min(delay * 2, 2.0)
         for (stream, batch), stream_statuses in zip(batches, statuses, strict=True):
             self._landed(stream.tier, len(batch))
-            for (_, token), status in zip(batch, stream_statuses, strict=True):
-                self._on_committed(token, status, error)
+            self._on_committed([token for _, token in batch], stream_statuses, error)
 
     def close(self) -> None:
         self._closed = True

@@ -10,6 +10,7 @@ import asyncio
 import contextvars
 import logging
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
@@ -50,6 +51,8 @@ if TYPE_CHECKING:
     from deepagents.worker.worker import Worker
 
 log = logging.getLogger("deepagents.worker")
+# A status's text without the enum's ``value`` descriptor, which is per task here.
+_STATUS_TEXT = {status: status.value for status in ResultStatus}
 
 
 @dataclass(slots=True)
@@ -406,7 +409,8 @@ class DeliveryHandler:
         """The committed Result as JSON with the runtime's fields filled in. Written directly
         rather than through a new model: every value is valid already, and this is per task."""
         own = result.metrics
-        latency_ms = round((time.monotonic() - started) * 1000, 3)
+        # To the µs, as round(x, 3) would, without its float formatting (per task).
+        latency_ms = int((time.monotonic() - started) * 1_000_000) / 1000
         if own is NO_METRICS:  # most results: the agent set none, nothing to merge
             metrics = {
                 "latency_ms": latency_ms,
@@ -426,7 +430,7 @@ class DeliveryHandler:
             metrics = {k: v for k, v in merged.items() if v is not None}
         body: dict[str, Any] = {
             "task_id": flight.envelope.task.task_id,
-            "status": result.status.value,
+            "status": result.status,  # a StrEnum: orjson writes its value
             "degraded": result.degraded,
             "metrics": metrics,
             "agent": self.w.agent.name,
@@ -539,24 +543,35 @@ class DeliveryHandler:
             flight.envelope.reply,
             events_json,
         )
-        self.committer.put(flight.stream, item, (flight, result.status.value, started, queue_ms))
+        outcome = _STATUS_TEXT[result.status]
+        self.committer.put(flight.stream, item, (flight, outcome, started, queue_ms))
         # The slot is free for the next task at once; the delivery stays active (lower
         # tiers keep yielding to it) until its commit lands.
         self.w.pools[flight.stream.tier].release()
 
-    def committed(self, done: Any, status: str | None, error: BaseException | None) -> None:
-        """The group commit's answer for one delivery (``done`` is what ``_commit`` gave)."""
-        flight, outcome, started, queue_ms = done
-        self._settle(flight)
-        if status is None:
-            # Not retryable (e.g. the group is gone): the entry stays pending for a reclaim.
-            log.error("commit failed: %s", error, extra={"action": "commit_failed"})
-            return
-        self._count(status, "committed")
-        if status == "ok":
-            self.w.stats.by_status[outcome] += 1
-            if self._tm is not None:
-                self._observe(flight.stream.tier, outcome, started, queue_ms)
+    def committed(
+        self, tokens: list[Any], statuses: Sequence[str | None], error: BaseException | None
+    ) -> None:
+        """The group commit's answer for one stream's batch (each token is what ``_commit``
+        gave). Completions are counted once per batch and status: a counter's increment
+        takes a lock."""
+        completed: dict[tuple[str, str], int] = {}
+        for (flight, outcome, started, queue_ms), status in zip(tokens, statuses, strict=True):
+            self._settle(flight)
+            if status is None:
+                # Not retryable (e.g. the group is gone): the entry stays pending for a reclaim.
+                log.error("commit failed: %s", error, extra={"action": "commit_failed"})
+                continue
+            self._count(status, "committed")
+            if status == "ok":
+                self.w.stats.by_status[outcome] += 1
+                if self._tm is not None:
+                    self._observe_times(flight.stream.tier, started, queue_ms)
+                    key = (flight.stream.tier, outcome)
+                    completed[key] = completed.get(key, 0) + 1
+        if self._tm is not None:
+            for (tier, outcome), n in completed.items():
+                self._tm[tier].completed[outcome].inc(n)
 
     async def _reschedule(
         self, flight: InFlight, tier: str, delay_ms: int, kind: str, reason: str
@@ -675,13 +690,17 @@ class DeliveryHandler:
 
     def _observe(self, tier: str, status: str, started: float, queue_ms: int) -> None:
         assert self._tm is not None
+        self._observe_times(tier, started, queue_ms)
+        self._tm[tier].completed[status].inc()
+
+    def _observe_times(self, tier: str, started: float, queue_ms: int) -> None:
+        assert self._tm is not None
         m = self._tm[tier]
         wait_s = queue_ms / 1000
         run_s = time.monotonic() - started
         m.queue_wait.observe(wait_s)
         m.execution.observe(run_s)
         m.latency.observe(wait_s + run_s)
-        m.completed[status].inc()
 
     def _count(self, status: str, what: str) -> None:
         stats = self.w.stats

@@ -25,7 +25,7 @@ async def test_backlog_bound_holds_a_tier_until_its_commits_land(
         bus,
         "echo",
         "c1",
-        lambda token, status, _: landed.append((token, status)),
+        lambda tokens, statuses, _: landed.extend(zip(tokens, statuses, strict=True)),
         backlog={"p0": 2, "p2": 2},
     )
     for n in range(2):  # no such entries: each lands as "lost", which is enough here
