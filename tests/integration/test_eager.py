@@ -1,0 +1,73 @@
+"""A batch's deliveries start one after the other in one task (``worker/delivery.py``,
+``_internal/eager.py``): one that waits must not hold up the rest of its batch, its
+deadline must cancel it alone, and each must see its own context variables."""
+
+from __future__ import annotations
+
+import asyncio
+from datetime import timedelta
+from typing import Any
+
+from redis.asyncio import Redis
+
+from deepagents import AgentContract, Result
+from deepagents.config import Settings, parse_config
+from deepagents.contract import ErrorCode, ResultStatus, Task
+from deepagents.contract.task import utcnow
+from deepagents.orchestrator import Orchestrator
+from deepagents.telemetry.logs import current_task_id
+from tests.support.workers import running_worker
+
+CONFIG = """
+defaults: {shards: 1, block_ms: 100}
+agents: {probe: {class: "tests.integration.test_eager:ContextProbe"}}
+"""
+
+
+class ContextProbe(AgentContract):
+    """Reports the task id its context holds, before and after it waits for ``release``
+    (payload ``wait``)."""
+
+    name = "probe"
+    version = "1.0.0"
+    intents = ("probe",)
+
+    def __init__(self, release: asyncio.Event | None = None) -> None:
+        self.release = release or asyncio.Event()
+
+    async def execute(self, context: dict[str, Any]) -> Result:
+        before = current_task_id.get()
+        if context["payload"].get("wait"):
+            await self.release.wait()
+        return Result(output={"before": before, "after": current_task_id.get()})
+
+
+async def test_a_waiting_delivery_holds_up_neither_its_batch_nor_its_context(
+    client: Redis, prefix: str
+) -> None:
+    config = parse_config(CONFIG)
+    settings = Settings(prefix=prefix, outbox=True)
+    release = asyncio.Event()
+    async with Orchestrator(client, config=config, settings=settings) as orch:
+        # Queued before the worker starts: read and begun as one batch, the waiting ones
+        # first.
+        soon = utcnow() + timedelta(seconds=1)
+        slow = [
+            await orch.submit(Task(intent="probe", payload={"wait": True}, deadline=soon)),
+            await orch.submit(Task(intent="probe", payload={"wait": True})),
+        ]
+        fast = await orch.submit_many([Task(intent="probe", payload={}) for _ in range(30)])
+        async with running_worker(client, settings, config, ContextProbe(release)):
+            done = await asyncio.gather(*(h.result(timeout=30) for h in fast))
+            expired = await slow[0].result(timeout=30)  # its deadline, while it waits
+            assert await slow[1].state() == "running"  # nothing has released it yet
+            release.set()
+            waited = await slow[1].result(timeout=30)
+    for handle, result in zip(fast, done, strict=True):
+        assert result.status is ResultStatus.SUCCESS
+        assert result.output == {"before": handle.task_id, "after": handle.task_id}
+    # The deadline cancelled the delivery it belongs to, and only that one.
+    assert expired.status is ResultStatus.FAILED
+    assert expired.error is not None and expired.error.code == ErrorCode.DEADLINE_EXCEEDED
+    assert waited.status is ResultStatus.SUCCESS
+    assert waited.output == {"before": slow[1].task_id, "after": slow[1].task_id}
