@@ -41,6 +41,9 @@ class Resume:
         while True:
             try:
                 sent = yield yielded  # the future it waits on, as the task expects it
+            except GeneratorExit:  # this awaitable is being closed: so is the coroutine
+                coro.close()
+                raise
             except BaseException as exc:
                 try:
                     yielded = run(coro.throw, exc)

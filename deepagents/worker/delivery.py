@@ -409,7 +409,7 @@ class DeliveryHandler:
         """The committed Result as JSON with the runtime's fields filled in. Written directly
         rather than through a new model: every value is valid already, and this is per task."""
         own = result.metrics
-        # To the µs, as round(x, 3) would, without its float formatting (per task).
+        # Truncated to the µs: round(x, 3) formats the float, a cost per task.
         latency_ms = int((time.monotonic() - started) * 1_000_000) / 1000
         if own is NO_METRICS:  # most results: the agent set none, nothing to merge
             metrics = {
