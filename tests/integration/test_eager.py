@@ -8,6 +8,7 @@ import asyncio
 from datetime import timedelta
 from typing import Any
 
+import pytest
 from redis.asyncio import Redis
 
 from deepagents import AgentContract, Result
@@ -16,6 +17,7 @@ from deepagents.contract import ErrorCode, ResultStatus, Task
 from deepagents.contract.task import utcnow
 from deepagents.orchestrator import Orchestrator
 from deepagents.telemetry.logs import current_task_id
+from deepagents.worker.delivery import DeliveryHandler
 from tests.support.workers import running_worker
 
 CONFIG = """
@@ -71,3 +73,52 @@ async def test_a_waiting_delivery_holds_up_neither_its_batch_nor_its_context(
     assert expired.error is not None and expired.error.code == ErrorCode.DEADLINE_EXCEEDED
     assert waited.status is ResultStatus.SUCCESS
     assert waited.output == {"before": slow[1].task_id, "after": slow[1].task_id}
+
+
+class Counting(AgentContract):
+    name = "probe"
+    version = "1.0.0"
+    intents = ("probe",)
+
+    def __init__(self) -> None:
+        self.ran: list[str] = []
+
+    async def execute(self, context: dict[str, Any]) -> Result:
+        self.ran.append(context["task"].task_id)
+        return Result(output={})
+
+
+async def test_a_delivery_lost_before_its_batch_task_reaches_it_is_skipped(
+    client: Redis, prefix: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Ownership lost between its begin and its batch's first step (the heartbeat found
+    another owner): the batch's task skips it and frees its slot; the rest of the batch
+    runs. Cancelling the shared task instead would have stopped them all."""
+    config = parse_config(
+        CONFIG.replace("block_ms: 100", "block_ms: 100, visibility_timeout_ms: 500")
+    )
+    settings = Settings(prefix=prefix, outbox=True)
+    begin = DeliveryHandler._start
+    marked: list[str] = []
+
+    async def start_then_lose_one(self: DeliveryHandler, *args: Any, **kw: Any) -> Any:
+        flights = await begin(self, *args, **kw)
+        if flights and not marked:  # the first batch: its task has not run yet
+            marked.append(flights[0].envelope.task.task_id)
+            self.w._lost(flights[0].stream, flights[0].entry_id)
+        return flights
+
+    monkeypatch.setattr(DeliveryHandler, "_start", start_then_lose_one)
+    agent = Counting()
+    async with Orchestrator(client, config=config, settings=settings) as orch:
+        handles = await orch.submit_many([Task(intent="probe", payload={}) for _ in range(10)])
+        async with running_worker(client, settings, config, agent) as worker:
+            results = await asyncio.gather(*(h.result(timeout=30) for h in handles))
+            assert worker.stats.lost_ownership == 1
+            assert not worker.inflight  # every delivery settled, the skipped one too
+    # The skipped one ran once, on its second delivery (reclaimed after the visibility
+    # timeout: it was still pending here); run in its first, it would show one delivery.
+    assert sorted(agent.ran) == sorted(h.task_id for h in handles)
+    attempts = {h.task_id: r.metrics.attempts for h, r in zip(handles, results, strict=True)}
+    assert attempts.pop(marked[0]) == 2
+    assert set(attempts.values()) == {1}
