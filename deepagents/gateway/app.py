@@ -27,7 +27,7 @@ from deepagents.gateway.auth import Authenticator
 from deepagents.gateway.coalesce import SubmitCoalescer
 from deepagents.gateway.fastpath import SubmitFastPath, SubmitFront
 from deepagents.gateway.health import FullCheck
-from deepagents.gateway.http import HEADER_TIMEOUT_KEY
+from deepagents.gateway.http import HEADER_TIMEOUT_KEY, HeaderDeadline
 from deepagents.gateway.limits import Admission
 from deepagents.gateway.metrics import GatewayMetrics
 from deepagents.gateway.middleware import MetricsMiddleware
@@ -100,6 +100,7 @@ def create_app(
                     full_check=FullCheck(orchestrator, config.gateway.probe_timeout_s),
                     metrics=metrics,
                     submits=SubmitCoalescer(orchestrator),
+                    header_deadline=HeaderDeadline(config.gateway.header_timeout_s),
                 )
                 if not config.gateway.api_keys:
                     log.warning("no gateway.api_keys configured: every /v1 request answers 401")
@@ -108,7 +109,7 @@ def create_app(
                 try:
                     with reload_on_hangup(app.state.gateway, settings.config_path(), metrics):
                         # uvicorn hands this state to every connection (``http.py``).
-                        yield {HEADER_TIMEOUT_KEY: config.gateway.header_timeout_s}
+                        yield {HEADER_TIMEOUT_KEY: app.state.gateway.header_deadline}
                 finally:
                     await admission.aclose()
         finally:

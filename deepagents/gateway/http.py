@@ -8,8 +8,9 @@ the process's file descriptors. Here the request line and headers must have arri
 request's first byte (later ones); a slower client gets ``408`` and the connection is
 closed. Bodies have their own deadline (``gateway.body.read_timeout_s``).
 
-The lifespan hands the configured value to uvicorn's application state, which uvicorn
-passes to every connection (``HEADER_TIMEOUT_KEY``).
+The lifespan hands a ``HeaderDeadline`` to uvicorn's application state, which uvicorn
+passes to every connection (``HEADER_TIMEOUT_KEY``); a config reload changes its
+``seconds`` for the connections that open after it.
 """
 
 from __future__ import annotations
@@ -24,6 +25,15 @@ from deepagents.gateway.problems import MEDIA_TYPE, Problem
 
 HEADER_TIMEOUT_KEY = "deepagents.header_timeout_s"
 DEFAULT_HEADER_TIMEOUT_S = 10.0
+
+
+class HeaderDeadline:
+    """The header deadline in force, shared by the gateway's state and every connection."""
+
+    __slots__ = ("seconds",)
+
+    def __init__(self, seconds: float) -> None:
+        self.seconds = seconds
 
 
 class HeaderDeadlineProtocol(HttpToolsProtocol):
@@ -48,7 +58,8 @@ class HeaderDeadlineProtocol(HttpToolsProtocol):
 
     def _arm(self) -> None:
         self._disarm()
-        timeout = float(self.app_state.get(HEADER_TIMEOUT_KEY, DEFAULT_HEADER_TIMEOUT_S))
+        value = self.app_state.get(HEADER_TIMEOUT_KEY, DEFAULT_HEADER_TIMEOUT_S)
+        timeout = float(value.seconds if isinstance(value, HeaderDeadline) else value)
         self._headers_due = self.loop.call_later(timeout, self._too_slow, timeout)
 
     def _disarm(self) -> None:

@@ -12,6 +12,7 @@ from deepagents.config.settings import Settings
 from deepagents.gateway.auth import Authenticator, Principal
 from deepagents.gateway.coalesce import SubmitCoalescer
 from deepagents.gateway.health import FullCheck
+from deepagents.gateway.http import HeaderDeadline
 from deepagents.gateway.limits import Admission
 from deepagents.gateway.metrics import GatewayMetrics
 from deepagents.orchestrator import Orchestrator
@@ -30,16 +31,20 @@ class GatewayState:
     full_check: FullCheck
     metrics: GatewayMetrics
     submits: SubmitCoalescer
+    header_deadline: HeaderDeadline
 
     def reload(self, config: FileConfig) -> None:
         """Serve with ``config`` from now on: routing (``Orchestrator.reload``), API keys,
-        tenant limits, body limits. All is built before anything changes, and nothing
-        awaits in between: a request sees the old file or the new one, never a mix. Raises
-        ``ConfigError`` (changing nothing) for a file the running fleet cannot take."""
+        tenant limits, body limits, the header deadline (for connections opened from now
+        on) and the full health check's timeout. All is built before anything changes, and
+        nothing awaits in between: a request sees the old file or the new one, never a mix.
+        Raises ``ConfigError`` (changing nothing) for a file the running fleet cannot take."""
         auth = Authenticator(config.gateway.api_keys)
         self.orchestrator.reload(config)
         self.auth = auth
         self.admission.config = config.gateway
+        self.header_deadline.seconds = config.gateway.header_timeout_s
+        self.full_check.timeout_s = config.gateway.probe_timeout_s
         self.config = config
 
     def owner_key(self, task_id: str) -> str:

@@ -5,9 +5,11 @@ service; a good one is swapped in whole, routing rules and API keys alike."""
 from __future__ import annotations
 
 import signal
+import socket
 from collections.abc import Iterator
 
 import httpx
+import orjson
 import pytest
 
 from tests.gateway.conftest import Deployment, make_deployment
@@ -42,6 +44,16 @@ def _hang_up(gw: Gateway, outcome: str, count: int) -> None:
     assert gw.process.poll() is None, gw.output()
 
 
+def _silent_answer(gw: Gateway) -> bytes:
+    """What a connection that sends nothing gets: 408 once the header deadline passes."""
+    with socket.create_connection(("127.0.0.1", gw.port), timeout=15) as silent:
+        reply = b""
+        while chunk := silent.recv(4096):
+            reply += chunk
+    assert reply.startswith(b"HTTP/1.1 408"), reply[:200]
+    return orjson.loads(reply.split(b"\r\n\r\n", 1)[1])["detail"].encode()
+
+
 def test_sighup_swaps_in_a_good_file_and_keeps_the_running_one_otherwise(own: Deployment) -> None:
     good = own.config.read_text()
     with start_gateway(own.env) as gw:
@@ -60,12 +72,16 @@ def test_sighup_swaps_in_a_good_file_and_keeps_the_running_one_otherwise(own: De
         assert "shards changed (2 -> 4)" in gw.output()
         assert _urgent(gw).json()["tier"] == "p0"
 
-        # A good file: urgent echo tasks go to p1 now, and beta's key is revoked.
+        # A good file: urgent echo tasks go to p1 now, beta's key is revoked, and the
+        # header deadline is 1 s for the connections opened from now on.
+        assert _silent_answer(gw).endswith(b"did not arrive within 2.0 s")
         revoked = "\n".join(line for line in good.splitlines() if "beta-test" not in line)
-        own.config.write_text(revoked.replace(URGENT_P0, URGENT_P0.replace("p0", "p1")))
+        changed = revoked.replace(URGENT_P0, URGENT_P0.replace("p0", "p1"))
+        own.config.write_text(changed.replace("header_timeout_s: 2.0", "header_timeout_s: 1.0"))
         _hang_up(gw, "ok", 1)
         assert _urgent(gw).json()["tier"] == "p1"
         assert _urgent(gw, "beta").status_code == 401
+        assert _silent_answer(gw).endswith(b"did not arrive within 1.0 s")
         assert _reloads(gw, "failed") == 2
 
 
