@@ -6,13 +6,16 @@ An entry has the fields ``task`` (the Task as JSON), ``attempt`` (1-based),
 
 from __future__ import annotations
 
+import re
 from typing import Any, NamedTuple
 
 import orjson
 from pydantic import ValidationError
 
 from deepagents.contract.result import Result
-from deepagents.contract.task import Task
+from deepagents.contract.task import TASK_ID_PATTERN, Task
+
+_TASK_ID = re.compile(TASK_ID_PATTERN.strip("^$"))
 
 
 class DecodeError(ValueError):
@@ -66,6 +69,24 @@ def decode_envelope(fields: dict[Any, Any] | None) -> Envelope:
         raise DecodeError("attempt must be >= 1")
     reply_s = reply.decode() if isinstance(reply, bytes) else str(reply)
     return Envelope(task=task, attempt=attempt, enqueued_ms=enqueued, reply=reply_s)
+
+
+def salvage_ids(fields: dict[Any, Any] | None) -> tuple[str, str] | None:
+    """The task id and reply channel of an entry that did not decode, when its task is
+    still JSON with a well-formed ``task_id`` (a producer on another schema version, say):
+    enough to answer its submitter. None when nothing can be trusted."""
+    if not fields:
+        return None
+    try:
+        task = orjson.loads(fields.get(b"task", fields.get("task", b"")))
+        reply = fields.get(b"reply", fields.get("reply", b""))
+        reply_s = reply.decode() if isinstance(reply, bytes) else str(reply)
+    except (orjson.JSONDecodeError, UnicodeDecodeError, TypeError):
+        return None
+    task_id = task.get("task_id") if isinstance(task, dict) else None
+    if not isinstance(task_id, str) or not _TASK_ID.fullmatch(task_id) or len(task_id) > 64:
+        return None
+    return task_id, reply_s
 
 
 def encode_result(result: Result) -> bytes:

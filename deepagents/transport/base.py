@@ -81,6 +81,11 @@ class DeadLetter:
     reply: str = ""
     events_json: bytes = b""
     check_owner: bool = True
+    # task_id was read from an entry that did not decode: its hash is updated only if it
+    # names this entry (a bogus entry must not end another task); otherwise these events
+    # (naming no task) are recorded instead of events_json
+    salvaged: bool = False
+    unbound_events_json: bytes = b""
 
 
 @dataclass(frozen=True, slots=True)

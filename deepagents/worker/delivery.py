@@ -24,10 +24,12 @@ from deepagents.contract.codec import (
     DecodeError,
     Envelope,
     decode_envelope,
+    encode_result,
     encode_task,
+    salvage_ids,
 )
 from deepagents.contract.events import audit_event, encode_events
-from deepagents.contract.result import NO_METRICS, ErrorCode, Result, ResultStatus
+from deepagents.contract.result import NO_METRICS, ErrorCode, ErrorInfo, Result, ResultStatus
 from deepagents.contract.task import utcnow
 from deepagents.errors import TransportError
 from deepagents.modelcall.usage import start_usage
@@ -119,7 +121,7 @@ class DeliveryHandler:
         for entry in entries:
             reason, error, envelope = self._decode(entry)
             if envelope is None:
-                await self._dead_letter_raw(ref, entry.entry_id, reason, error)
+                await self._dead_letter_raw(ref, entry, reason, error)
                 pool.release()
             else:
                 good.append((entry, envelope))
@@ -630,21 +632,41 @@ class DeliveryHandler:
         )
 
     async def _dead_letter_raw(
-        self, ref: StreamRef, entry_id: str, reason: str, error: str
+        self, ref: StreamRef, entry: RawEntry, reason: str, error: str
     ) -> None:
-        """An entry that is not a task (undecodable, or its body is gone)."""
-        events = [
-            audit_event(
-                "payload_lost" if reason == "payload_lost" else "dead_lettered",
-                None,
+        """An entry that is not a task (undecodable, or its body is gone). When its task id
+        can still be read (``salvage_ids``), the task fails with the reason, so that its
+        submitter hears it rather than waiting for ever."""
+        entry_id = entry.entry_id
+        salvaged = salvage_ids(entry.fields) if reason == "decode_error" else None
+        task_id, reply = salvaged if salvaged is not None else (None, "")
+        result_json = b""
+        if task_id is not None:
+            failed = Result(
+                task_id=task_id,
+                status=ResultStatus.FAILED,
+                error=ErrorInfo(code=ErrorCode.DEAD_LETTERED, message=f"{reason}: {error}"),
                 agent=self.w.agent.name,
-                entry=entry_id,
-                reason=reason,
-                error=error,
+                agent_version=self.w.agent.version,
+                finished_at=utcnow(),
             )
-        ]
+            result_json = encode_result(failed)
+        kind = "payload_lost" if reason == "payload_lost" else "dead_lettered"
+        fields = {"agent": self.w.agent.name, "entry": entry_id, "reason": reason, "error": error}
+        events, unbound = (
+            [audit_event(kind, task_id, **fields)],
+            [audit_event(kind, None, **fields)],
+        )
         item = DeadLetter(
-            entry_id, reason, error, events_json=encode_events(events) if self.outbox else b""
+            entry_id,
+            reason,
+            error,
+            task_id=task_id,
+            result_json=result_json,
+            reply=reply,
+            events_json=encode_events(events) if self.outbox else b"",
+            salvaged=task_id is not None,
+            unbound_events_json=encode_events(unbound) if self.outbox else b"",
         )
         status = await self.w.bus.dead_letter(ref, self.group, self.w.consumer, item)
         self._count(status, "dead_lettered")
@@ -656,7 +678,7 @@ class DeliveryHandler:
             ref.name,
             reason,
             error,
-            extra={"action": "dead_lettered"},
+            extra={"action": "dead_lettered", "task_id": task_id},
         )
 
     async def payload_lost(self, ref: StreamRef, entry_ids: list[str]) -> None:

@@ -345,6 +345,8 @@ class RedisStreamBus:
             self.result_ttl_s,
             item.events_json,
             "1" if item.check_owner else "0",
+            "1" if item.salvaged else "0",
+            item.unbound_events_json,
         ]
         with redis_errors(f"dead-letter on {stream.name}"):
             return _s(await self.scripts.dead_letter(keys=keys, args=args))
