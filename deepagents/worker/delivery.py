@@ -640,17 +640,7 @@ class DeliveryHandler:
         entry_id = entry.entry_id
         salvaged = salvage_ids(entry.fields) if reason == "decode_error" else None
         task_id, reply = salvaged if salvaged is not None else (None, "")
-        result_json = b""
-        if task_id is not None:
-            failed = Result(
-                task_id=task_id,
-                status=ResultStatus.FAILED,
-                error=ErrorInfo(code=ErrorCode.DEAD_LETTERED, message=f"{reason}: {error}"),
-                agent=self.w.agent.name,
-                agent_version=self.w.agent.version,
-                finished_at=utcnow(),
-            )
-            result_json = encode_result(failed)
+        result_json = b"" if task_id is None else self._failed_json(task_id, reason, error)
         kind = "payload_lost" if reason == "payload_lost" else "dead_lettered"
         fields = {"agent": self.w.agent.name, "entry": entry_id, "reason": reason, "error": error}
         events, unbound = (
@@ -680,6 +670,18 @@ class DeliveryHandler:
             error,
             extra={"action": "dead_lettered", "task_id": task_id},
         )
+
+    def _failed_json(self, task_id: str, reason: str, error: str) -> bytes:
+        """A dead-lettered task's Result, for a task that never decoded (no flight)."""
+        failed = Result(
+            task_id=task_id,
+            status=ResultStatus.FAILED,
+            error=ErrorInfo(code=ErrorCode.DEAD_LETTERED, message=f"{reason}: {error}"),
+            agent=self.w.agent.name,
+            agent_version=self.w.agent.version,
+            finished_at=utcnow(),
+        )
+        return encode_result(failed)
 
     async def payload_lost(self, ref: StreamRef, entry_ids: list[str]) -> None:
         """Ids XAUTOCLAIM reported deleted: already out of the PEL; record a tombstone each."""
