@@ -12,6 +12,7 @@ import orjson
 import pytest
 from redis.asyncio import Redis
 
+from deepagents._internal.redis_server import EmbeddedRedis
 from deepagents.config import FileConfig, Settings, load_config
 from deepagents.contract import ResultStatus, Task
 from deepagents.orchestrator import Orchestrator, TaskHandle
@@ -158,3 +159,24 @@ async def kill_9_mid_run(
     assert all(by_id[t].metrics.attempts == 2 for t in rerun)
     assert all(by_id[t].output["pid"] != victim.pid for t in rerun)
     return handles
+
+
+@pytest.fixture
+def durable_dir(tmp_path: Path) -> Path:
+    """The data directory of ``durable``: it outlives the server's restarts."""
+    path = tmp_path / "redis"
+    path.mkdir()
+    return path
+
+
+@pytest.fixture
+def durable(durable_dir: Path) -> Iterator[EmbeddedRedis]:
+    """A private Redis that fsyncs every write (append-only file) and keeps its directory
+    across restarts."""
+    args = ("--appendonly", "yes", "--appendfsync", "always")
+    server = EmbeddedRedis(extra_args=args, data_dir=str(durable_dir))
+    server.start()
+    try:
+        yield server
+    finally:
+        server.stop()

@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import asyncio
 import subprocess
-from collections.abc import Iterator
 from pathlib import Path
 
 import orjson
@@ -31,25 +30,6 @@ from tests.e2e.conftest import assert_committed_once, committed_events, worker_p
 pytestmark = pytest.mark.slow
 
 BATCHES, BATCH = 4, 100
-
-
-@pytest.fixture
-def data(tmp_path: Path) -> Path:
-    path = tmp_path / "redis"
-    path.mkdir()
-    return path
-
-
-@pytest.fixture
-def durable(data: Path) -> Iterator[EmbeddedRedis]:
-    """A private Redis that fsyncs every write and keeps its directory across restarts."""
-    args = ("--appendonly", "yes", "--appendfsync", "always")
-    server = EmbeddedRedis(extra_args=args, data_dir=str(data))
-    server.start()
-    try:
-        yield server
-    finally:
-        server.stop()
 
 
 def _aof(data: Path) -> Path:
@@ -104,15 +84,15 @@ async def _whole_or_absent(
 
 
 async def test_a_cut_tail_loses_the_last_tasks_whole_and_the_rest_complete_once(
-    durable: EmbeddedRedis, data: Path, prefix: str, config: FileConfig, config_path: Path
+    durable: EmbeddedRedis, durable_dir: Path, prefix: str, config: FileConfig, config_path: Path
 ) -> None:
     batches = await _submit(durable.url, prefix, config)
     _kill(durable)
-    aof = _aof(data)
+    aof = _aof(durable_dir)
     with aof.open("r+b") as f:  # `truncate -s -7`: a crash in the middle of the last write
         f.truncate(aof.stat().st_size - 7)
     durable.start()  # aof-load-truncated (the default): loads what precedes the cut
-    assert "loaded anyway because aof-load-truncated is enabled" in _log(data)
+    assert "loaded anyway because aof-load-truncated is enabled" in _log(durable_dir)
     procs = worker_procs(durable.url, prefix, config_path)
     client = connect(durable.url)
     try:
@@ -141,11 +121,11 @@ def _middle_enqueue(data: bytes) -> tuple[int, int]:
 
 
 async def test_a_damaged_frame_stops_redis_and_the_fixed_file_keeps_tasks_whole(
-    durable: EmbeddedRedis, data: Path, prefix: str, config: FileConfig, config_path: Path
+    durable: EmbeddedRedis, durable_dir: Path, prefix: str, config: FileConfig, config_path: Path
 ) -> None:
     batches = await _submit(durable.url, prefix, config)
     _kill(durable)
-    aof = _aof(data)
+    aof = _aof(durable_dir)
     original = aof.read_bytes()
     multi, _ = _middle_enqueue(original)
     damage = multi + len(b"*1\r\n$5\r\nMULTI\r\n")  # the '*' of the XADD's header
@@ -154,7 +134,7 @@ async def test_a_damaged_frame_stops_redis_and_the_fixed_file_keeps_tasks_whole(
         f.write(b"XX")
     with pytest.raises(TransportError, match="exited at start"):
         durable.start()
-    assert "Bad file format reading the append only file" in _log(data)
+    assert "Bad file format reading the append only file" in _log(durable_dir)
     procs = worker_procs(durable.url, prefix, config_path)
     try:
         status = await asyncio.to_thread(procs.run, "status")
@@ -187,13 +167,13 @@ async def test_a_damaged_frame_stops_redis_and_the_fixed_file_keeps_tasks_whole(
 
 
 async def test_a_damaged_value_loads_and_its_entry_is_dead_lettered_with_the_reason(
-    durable: EmbeddedRedis, data: Path, prefix: str, config: FileConfig, config_path: Path
+    durable: EmbeddedRedis, durable_dir: Path, prefix: str, config: FileConfig, config_path: Path
 ) -> None:
     """The file's frames carry lengths, not checksums: a byte changed inside a value loads
     without a word. The worker's decoder is what notices, and dead-letters that entry."""
     batches = await _submit(durable.url, prefix, config)
     _kill(durable)
-    aof = _aof(data)
+    aof = _aof(durable_dir)
     original = aof.read_bytes()
     _, body = _middle_enqueue(original)
     damaged = original[body + len(b'{"task_id":"') :].split(b'"', 1)[0].decode()

@@ -5,7 +5,6 @@ is committed twice, and the worker, blocked in its reads when Redis died, carrie
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -21,20 +20,6 @@ from tests.support.wait import eventually
 pytestmark = pytest.mark.slow
 
 TASKS = 2_000
-
-
-@pytest.fixture
-def durable(tmp_path: Path) -> Iterator[EmbeddedRedis]:
-    """A private Redis that fsyncs every write and keeps its directory across restarts."""
-    data = tmp_path / "redis"
-    data.mkdir()
-    args = ("--appendonly", "yes", "--appendfsync", "always")
-    server = EmbeddedRedis(extra_args=args, data_dir=str(data))
-    server.start()
-    try:
-        yield server
-    finally:
-        server.stop()
 
 
 async def test_redis_kill_9_and_restart_lose_nothing_and_commit_once(
