@@ -118,13 +118,25 @@ class NotReplicated(TransportError):
 
     code = "not_replicated"
 
-    def __init__(self, task_ids: list[str], *, confirmed: int, replicas: int, wait_ms: int):
+    def __init__(
+        self,
+        task_ids: list[str],
+        *,
+        confirmed: int,
+        replicas: int,
+        wait_ms: int,
+        stage: str = "enqueue",
+    ):
         self.task_ids = task_ids  # written to the primary, not confirmed by its replicas
         self.confirmed, self.replicas, self.wait_ms = confirmed, replicas, wait_ms
+        self.stage = stage  # "locations": their location records only, nothing enqueued
         shown = ", ".join(task_ids[:5]) + (f" and {len(task_ids) - 5} more" * (len(task_ids) > 5))
+        confirmations = f"{confirmed} of {replicas} replica(s) confirmed within {wait_ms} ms"
         super().__init__(
-            f"enqueue: written to the primary, but {confirmed} of {replicas} replica(s) "
-            f"confirmed within {wait_ms} ms, so a failover now could lose task(s) {shown}; "
+            f"enqueue: written to the primary, but {confirmations}, so a failover now could "
+            f"lose task(s) {shown}; resend them with the same idempotency key"
+            if stage == "enqueue"
+            else f"{stage}: {confirmations}; nothing was enqueued for task(s) {shown}: "
             "resend them with the same idempotency key"
         )
 
@@ -132,7 +144,11 @@ class NotReplicated(TransportError):
         """The same refusal for some of its tasks (a caller must not see others' ids)."""
         mine = [t for t in self.task_ids if t in task_ids]
         return NotReplicated(
-            mine, confirmed=self.confirmed, replicas=self.replicas, wait_ms=self.wait_ms
+            mine,
+            confirmed=self.confirmed,
+            replicas=self.replicas,
+            wait_ms=self.wait_ms,
+            stage=self.stage,
         )
 
 

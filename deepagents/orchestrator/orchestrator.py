@@ -36,6 +36,7 @@ from deepagents.errors import (
     DeadlinePassed,
     IdempotencyConflict,
     InvalidPayload,
+    NotReplicated,
     Overloaded,
     PayloadTooLarge,
     ResultTimeout,
@@ -340,9 +341,26 @@ class Orchestrator:
 
     async def _record_locations(self, located: list[tuple[str, Route]]) -> None:
         pairs = [(self.keys.location(t), _location_value(route)) for t, route in located]
-        # Not waited for by DEEPAGENTS_MIN_REPLICAS on its own: on one server the enqueue's
-        # WAIT, which comes after, covers it (replication keeps the server's order).
-        await self.bus.set_many(pairs, self.location_ttl_s, what="record task locations")
+        # With DEEPAGENTS_MIN_REPLICAS, on one server the enqueue's WAIT, which comes after,
+        # covers these too (replication keeps the server's order). On a cluster they may sit
+        # on other nodes than their tasks: each node's part waits on its own, before
+        # anything is enqueued.
+        replicas = self.settings.min_replicas if self.bus.cluster else 0
+        confirmed = await self.bus.set_many(
+            pairs,
+            self.location_ttl_s,
+            what="record task locations",
+            replicas=replicas,
+            replica_wait_ms=self.settings.replica_wait_ms,
+        )
+        if confirmed < replicas:
+            raise NotReplicated(
+                [t for t, _ in located],
+                confirmed=confirmed,
+                replicas=replicas,
+                wait_ms=self.settings.replica_wait_ms,
+                stage="locations",
+            )
 
     # health -------------------------------------------------------------------------------
 

@@ -10,16 +10,17 @@ from collections.abc import Iterator
 
 import pytest
 import redis
+from redis.crc import key_slot
 
 from deepagents._internal.redis_server import EmbeddedRedis
 from deepagents.config import FileConfig, Settings, parse_config
 from deepagents.contract import ResultStatus, Task
 from deepagents.errors import NotReplicated, TransportError
 from deepagents.orchestrator import Orchestrator, TaskHandle
-from deepagents.transport.keys import Keys
+from deepagents.transport.keys import Keys, shard_of
 from deepagents.transport.redis_streams import connect
 from deepagents.transport.redis_streams.lanes import Lanes
-from tests.support.cluster import replica_of, running_cluster
+from tests.support.cluster import owner, replica_of, running_cluster
 from tests.support.wait import eventually, eventually_sync
 from tests.support.workers import running_worker
 
@@ -144,3 +145,56 @@ async def test_min_replicas_waits_for_the_replicas_of_each_node(
             assert refused.value.task_ids == [late.task_id] and refused.value.retryable
     finally:
         await client.aclose()
+
+
+def _split_task(prefix: str, servers: list[EmbeddedRedis], shards: int) -> tuple[Task, int]:
+    """A task whose location record sits on one node and its stream on the other, and the
+    index of the location's node."""
+    keys = Keys(prefix)
+    for _ in range(10_000):
+        task = Task(intent="echo", payload={})
+        stream = keys.shard("echo", shard_of(task.task_id, shards)).stream("p2")
+        at = [
+            servers.index(owner(key_slot(k.encode()), servers))
+            for k in (keys.location(task.task_id), stream)
+        ]
+        if at[0] != at[1]:
+            return task, at[0]
+    raise AssertionError("no task id splits its keys across the nodes")
+
+
+async def test_min_replicas_waits_for_location_records_on_their_own_node(prefix: str) -> None:
+    """A task's location record (for lookups by id) may live on another node than the task.
+    With that node's replica stalled, the submit fails before anything is enqueued, rather
+    than acknowledge a task whose record a failover there could lose."""
+    with (
+        running_cluster(2) as servers,
+        replica_of(servers[0]) as first,
+        replica_of(servers[1]) as second,
+    ):
+        config = parse_config(CONFIG)
+        settings = Settings(
+            redis_url=servers[0].url, redis_cluster=True, prefix=prefix, min_replicas=1,
+            replica_wait_ms=300,
+        )  # fmt: skip
+        client = connect(servers[0].url, cluster=True)
+        try:
+            async with Orchestrator(client, config=config, settings=settings) as orch:
+                await orch.submit_many([Task(intent="echo", payload={}) for _ in range(20)])
+                task, node = _split_task(prefix, servers, shards=2)
+                stalled = (first, second)[node]
+                assert stalled.process is not None
+                stalled.process.send_signal(signal.SIGSTOP)
+                try:
+                    with pytest.raises(NotReplicated, match="nothing was enqueued") as refused:
+                        await orch.submit_many([task])
+                finally:
+                    stalled.process.send_signal(signal.SIGCONT)
+                assert refused.value.task_ids == [task.task_id]
+                route = Keys(prefix).shard("echo", shard_of(task.task_id, 2))
+                assert await client.hget(route.task(task.task_id), "state") is None
+                # With the replica back, the same task goes through.
+                (handle,) = await orch.submit_many([task])
+                assert handle.task_id == task.task_id
+        finally:
+            await client.aclose()

@@ -8,7 +8,7 @@ from typing import Any
 
 import orjson
 import redis.exceptions as rex
-from redis.asyncio import Redis
+from redis.asyncio import Redis, RedisCluster
 
 from deepagents.errors import NotReplicated
 from deepagents.transport.base import (
@@ -189,15 +189,36 @@ class RedisStreamBus:
             await self.lanes.load_script(script.script)  # as above: safe to run again
             return await self.lanes.pipeline_replicated(commands, replicas, wait_ms)
 
-    async def set_many(self, pairs: Sequence[tuple[str, str]], ttl_s: int, *, what: str) -> None:
-        """``SET key value EX ttl_s`` for each pair, in one round trip (per node)."""
+    @property
+    def cluster(self) -> bool:
+        return isinstance(self.client, RedisCluster)
+
+    async def set_many(
+        self,
+        pairs: Sequence[tuple[str, str]],
+        ttl_s: int,
+        *,
+        what: str,
+        replicas: int = 0,
+        replica_wait_ms: int = 1_000,
+    ) -> int:
+        """``SET key value EX ttl_s`` for each pair, in one round trip (per node). With
+        ``replicas``, each node's part ends with ``WAIT``; returns the fewest replicas any
+        node confirmed its part to (0 without)."""
         if not pairs:
-            return
+            return replicas
         with redis_errors(what):
+            if replicas:
+                commands = [("SET", key, value, "EX", ttl_s) for key, value in pairs]
+                _, confirmed = await self.lanes.pipeline_replicated(
+                    commands, replicas, replica_wait_ms
+                )
+                return confirmed
             pipe = self.client.pipeline(transaction=False)
             for key, value in pairs:
                 pipe.set(key, value, ex=ttl_s)
             await pipe.execute()
+            return 0
 
     async def read(
         self, stream: StreamRef, group: str, consumer: str, count: int, block_ms: int | None
