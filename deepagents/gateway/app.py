@@ -75,7 +75,7 @@ def create_app(
     metrics = GatewayMetrics()
 
     @contextlib.asynccontextmanager
-    async def lifespan(app: FastAPI) -> AsyncIterator[dict[str, float]]:
+    async def lifespan(app: FastAPI) -> AsyncIterator[dict[str, HeaderDeadline]]:
         if settings.redis_url is None:
             raise ConfigError("DEEPAGENTS_REDIS_URL is not set", file="environment")
         client = connect(

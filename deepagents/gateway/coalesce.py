@@ -81,8 +81,7 @@ class SubmitCoalescer:
                 if task.task_id in exc.task_ids:
                     _fail(future, exc.only({task.task_id}))
                 else:
-                    route = self.orchestrator.router.route(task)
-                    _fail(future, self.orchestrator.overloaded(route, 1, []))
+                    self._refuse_for_backlog(task, future)
         except SubmitError:
             # Refused before anything was enqueued: let each task answer for itself.
             await asyncio.gather(*(self._one(task, future) for task, future in batch))
@@ -103,8 +102,12 @@ class SubmitCoalescer:
             if handle is not None:
                 _resolve(future, handle)
             else:
-                route = self.orchestrator.router.route(task)
-                _fail(future, self.orchestrator.overloaded(route, 1, []))
+                self._refuse_for_backlog(task, future)
+
+    def _refuse_for_backlog(self, task: Task, future: asyncio.Future[TaskHandle]) -> None:
+        """A task of the batch that its stream's backlog kept out: its own refusal."""
+        route = self.orchestrator.router.route(task)
+        _fail(future, self.orchestrator.overloaded(route, 1, []))
 
     async def _one(self, task: Task, future: asyncio.Future[TaskHandle]) -> None:
         try:

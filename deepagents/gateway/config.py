@@ -68,7 +68,7 @@ class GatewayConfig(_Strict):
         gt=0,
         le=300,
         description="the request line and headers must arrive within this (a slower "
-        "client gets 408 and is disconnected); read at start, not on a reload",
+        "client gets 408 and is disconnected); a reload applies to connections opened after it",
     )
     long_poll_max_s: float = Field(default=30.0, gt=0, le=300)
     probe_timeout_s: float = Field(default=5.0, gt=0, le=60)

@@ -58,8 +58,8 @@ class HeaderDeadlineProtocol(HttpToolsProtocol):
 
     def _arm(self) -> None:
         self._disarm()
-        value = self.app_state.get(HEADER_TIMEOUT_KEY, DEFAULT_HEADER_TIMEOUT_S)
-        timeout = float(value.seconds if isinstance(value, HeaderDeadline) else value)
+        deadline: HeaderDeadline | None = self.app_state.get(HEADER_TIMEOUT_KEY)
+        timeout = deadline.seconds if deadline is not None else DEFAULT_HEADER_TIMEOUT_S
         self._headers_due = self.loop.call_later(timeout, self._too_slow, timeout)
 
     def _disarm(self) -> None:
