@@ -66,7 +66,7 @@ def events_of_one_task() -> Callable[[], Any]:
         def both() -> Any:
             flight.context = handler._event_context(ref, envelope)
             ts = orjson.dumps(now)  # once per batch
-            started = handler._started_event(envelope, flight.context, ts, 3)
+            started = handler._started_event(flight.context, ts, 3)
             return started, handler._commit_events(flight, "succeeded", result, [], now)
 
         return both

@@ -204,7 +204,7 @@ class DeliveryHandler:
                 e.entry_id,
                 env.task.task_id,
                 env.attempt,
-                self._started_event(env, context, ts, max(0, at - env.enqueued_ms))
+                self._started_event(context, ts, max(0, at - env.enqueued_ms))
                 if context is not None
                 else b"",
             )
@@ -453,11 +453,14 @@ class DeliveryHandler:
         context = flight.context
         if context is None:
             context = self._event_context(flight.stream, flight.envelope)
-        return {**orjson.loads(b"{" + context + b"}"), "deliveries": flight.deliveries}
+        fields = orjson.loads(b"{" + context + b"}")
+        del fields["task_id"]  # audit_event takes it on its own
+        return {**fields, "deliveries": flight.deliveries}
 
     def _event_context(self, ref: StreamRef, envelope: Envelope) -> bytes:
-        """Every event's fields of this delivery but its delivery count, as JSON object
-        members: encoded once per delivery, pasted into its started and terminal events."""
+        """Every event's fields of this delivery (its task id among them) but its delivery
+        count, as JSON object members: encoded once per delivery, pasted into its started
+        and terminal events."""
         task = envelope.task
         fixed = self._bases.get(ref)
         if fixed is None:  # once per stream: these never change for a worker
@@ -470,7 +473,11 @@ class DeliveryHandler:
                     "consumer": self.w.consumer,
                 }
             )[1:-1]
-        context = b'%s,"attempt":%d' % (fixed, envelope.attempt)
+        context = b'"task_id":%s,%s,"attempt":%d' % (
+            orjson.dumps(task.task_id),
+            fixed,
+            envelope.attempt,
+        )
         if task.tenant is not None:
             context += b',"tenant":' + orjson.dumps(task.tenant)
         if task.traceparent is not None:
@@ -478,19 +485,15 @@ class DeliveryHandler:
         return context
 
     @staticmethod
-    def _started_event(envelope: Envelope, context: bytes, ts: bytes, queue_ms: int) -> bytes:
+    def _started_event(context: bytes, ts: bytes, queue_ms: int) -> bytes:
         """The ``started`` event, written by the begin script as the delivery starts. Its
         JSON stops before the delivery count, which only that script knows and appends.
         ``ts`` is the batch's start time, encoded once for the batch."""
-        return (
-            b'{"event_id":"%s","type":"started","task_id":%s,"ts":%s,"queue_ms":%d,%s,"deliveries":'
-            % (
-                uuid7_str().encode(),
-                orjson.dumps(envelope.task.task_id),
-                ts,
-                queue_ms,
-                context,
-            )
+        return b'{"event_id":"%s","type":"started","ts":%s,"queue_ms":%d,%s,"deliveries":' % (
+            uuid7_str().encode(),
+            ts,
+            queue_ms,
+            context,
         )
 
     def _commit_events(
@@ -507,18 +510,14 @@ class DeliveryHandler:
         if context is None:
             context = self._event_context(flight.stream, flight.envelope)
         before = orjson.dumps(extra)[1:-1] + b"," if extra else b""
-        return (
-            b'[%s{"event_id":"%s","type":"%s","task_id":%s,"ts":%s,"result":%s,%s,"deliveries":%d}]'
-            % (
-                before,
-                uuid7_str().encode(),
-                kind.encode(),
-                orjson.dumps(flight.envelope.task.task_id),
-                orjson.dumps(now),  # the result's finished_at
-                result_json,
-                context,
-                flight.deliveries,
-            )
+        return b'[%s{"event_id":"%s","type":"%s","ts":%s,"result":%s,%s,"deliveries":%d}]' % (
+            before,
+            uuid7_str().encode(),
+            kind.encode(),
+            orjson.dumps(now),  # the result's finished_at
+            result_json,
+            context,
+            flight.deliveries,
         )
 
     def _commit(

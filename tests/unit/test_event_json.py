@@ -57,7 +57,7 @@ def test_started_and_terminal_events_parse_to_their_fields() -> None:
     flight = _flight(task)
     flight.context = handler._event_context(flight.stream, flight.envelope)
     now = utcnow()
-    started = handler._started_event(flight.envelope, flight.context, orjson.dumps(now), 7)
+    started = handler._started_event(flight.context, orjson.dumps(now), 7)
     # the begin script appends the delivery count and the closing brace
     event = orjson.loads(started + b"4}")
     shared = {**SHARED, "tenant": AWKWARD, "traceparent": AWKWARD[:40], "deliveries": 4}
