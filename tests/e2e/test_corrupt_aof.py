@@ -41,24 +41,25 @@ def _log(data: Path) -> str:
     return (data / "redis.log").read_text(errors="replace")
 
 
-async def _submit(url: str, prefix: str, config: FileConfig) -> list[list[TaskHandle]]:
-    """BATCHES submits, one after the other; then Redis dies (``kill -9``)."""
-    client = connect(url)
-    settings = Settings(redis_url=url, prefix=prefix, outbox=True)
+async def _submitted_then_killed(
+    server: EmbeddedRedis, data: Path, prefix: str, config: FileConfig
+) -> tuple[list[list[TaskHandle]], Path]:
+    """BATCHES submits, one after the other; then Redis dies (``kill -9``). Returns the
+    handles per submit and the append-only file they are in."""
+    client = connect(server.url)
+    settings = Settings(redis_url=server.url, prefix=prefix, outbox=True)
     try:
         async with Orchestrator(client, config=config, settings=settings) as orch:
-            return [
+            batches = [
                 await orch.submit_many([Task(intent="lab", payload={}) for _ in range(BATCH)])
                 for _ in range(BATCHES)
             ]
     finally:
         await client.aclose()
-
-
-def _kill(server: EmbeddedRedis) -> None:
     assert server.process is not None
     server.process.kill()
     server.process.wait(10)
+    return batches, _aof(data)
 
 
 async def _whole_or_absent(
@@ -86,9 +87,7 @@ async def _whole_or_absent(
 async def test_a_cut_tail_loses_the_last_tasks_whole_and_the_rest_complete_once(
     durable: EmbeddedRedis, durable_dir: Path, prefix: str, config: FileConfig, config_path: Path
 ) -> None:
-    batches = await _submit(durable.url, prefix, config)
-    _kill(durable)
-    aof = _aof(durable_dir)
+    batches, aof = await _submitted_then_killed(durable, durable_dir, prefix, config)
     with aof.open("r+b") as f:  # `truncate -s -7`: a crash in the middle of the last write
         f.truncate(aof.stat().st_size - 7)
     durable.start()  # aof-load-truncated (the default): loads what precedes the cut
@@ -123,9 +122,7 @@ def _middle_enqueue(data: bytes) -> tuple[int, int]:
 async def test_a_damaged_frame_stops_redis_and_the_fixed_file_keeps_tasks_whole(
     durable: EmbeddedRedis, durable_dir: Path, prefix: str, config: FileConfig, config_path: Path
 ) -> None:
-    batches = await _submit(durable.url, prefix, config)
-    _kill(durable)
-    aof = _aof(durable_dir)
+    batches, aof = await _submitted_then_killed(durable, durable_dir, prefix, config)
     original = aof.read_bytes()
     multi, _ = _middle_enqueue(original)
     damage = multi + len(b"*1\r\n$5\r\nMULTI\r\n")  # the '*' of the XADD's header
@@ -171,9 +168,7 @@ async def test_a_damaged_value_loads_and_its_entry_is_dead_lettered_with_the_rea
 ) -> None:
     """The file's frames carry lengths, not checksums: a byte changed inside a value loads
     without a word. The worker's decoder is what notices, and dead-letters that entry."""
-    batches = await _submit(durable.url, prefix, config)
-    _kill(durable)
-    aof = _aof(durable_dir)
+    batches, aof = await _submitted_then_killed(durable, durable_dir, prefix, config)
     original = aof.read_bytes()
     _, body = _middle_enqueue(original)
     damaged = original[body + len(b'{"task_id":"') :].split(b'"', 1)[0].decode()
