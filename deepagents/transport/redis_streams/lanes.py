@@ -163,7 +163,8 @@ async def _round_trip(
 ) -> list[Any]:
     """Write the commands, read every reply, all within the connection's socket timeout:
     one timer for the exchange. redis-py starts one per read (and our connection one per
-    write), which cost about 4% of the worker's CPU at a few dozen tasks per batch."""
+    write), about 4% of the worker's CPU at a few dozen tasks per batch (``docs/benchmarks.md``,
+    session 12)."""
     limit = conn.socket_timeout
     conn.socket_timeout = None  # its reads and writes below start no timer of their own
     try:
