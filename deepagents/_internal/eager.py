@@ -41,10 +41,7 @@ class Resume:
         while True:
             try:
                 sent = yield yielded  # the future it waits on, as the task expects it
-            except GeneratorExit:  # this awaitable is being closed: so is the coroutine
-                coro.close()
-                raise
-            except BaseException as exc:
+            except BaseException as exc:  # a cancellation, or this awaitable closed
                 try:
                     yielded = run(coro.throw, exc)
                 except StopIteration as stop:
