@@ -204,7 +204,7 @@ class RedisStreamBus:
     ) -> int:
         """``SET key value EX ttl_s`` for each pair, in one round trip (per node). With
         ``replicas``, each node's part ends with ``WAIT``; returns the fewest replicas any
-        node confirmed its part to (0 without)."""
+        node confirmed its part to (0 without; ``replicas`` when there is nothing to write)."""
         if not pairs:
             return replicas
         with redis_errors(what):
