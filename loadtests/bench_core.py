@@ -147,6 +147,8 @@ async def one_run(
     out["worker_cpu_us_per_task"] = round(
         ((cpu1.user - cpu0.user) + (cpu1.system - cpu0.system)) / n * 1e6, 1
     )
+    # The kernel's share: socket writes and reads, per round trip rather than per task.
+    out["worker_sys_us_per_task"] = round((cpu1.system - cpu0.system) / n * 1e6, 1)
     # 3. latency at a fixed offered load, submitted and awaited through an orchestrator
     # (results by its reply channel). The harness's own heap (20,000 tasks and handles
     # from step 1) is frozen first: a full collection of it pauses this process for tens

@@ -2,6 +2,7 @@
 these shared VMs moves by a third from one run to the next.
 
     .venv/bin/python loadtests/bench_instructions.py --tasks 5000
+    .venv/bin/python loadtests/bench_instructions.py --tasks 3000 --keep /tmp/worker.cg
 
 A fresh embedded Redis; ``deepagents worker agents.echo:EchoAgent`` (the full protocol,
 as ``bench_core.py``) started under ``valgrind --tool=callgrind``. Once it is registered
@@ -117,6 +118,8 @@ def main(args: argparse.Namespace) -> None:
             dump = asyncio.run(measure(server.url, args.tasks, out_dir))
         per_task = summary(dump) / args.tasks
         print(orjson.dumps({"tasks": args.tasks, "worker_ir_per_task": round(per_task)}).decode())
+        if args.keep:
+            shutil.copy(dump, args.keep)
     finally:
         shutil.rmtree(out_dir, ignore_errors=True)
 
@@ -126,4 +129,7 @@ if __name__ == "__main__":
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
     parser.add_argument("--tasks", type=int, default=5_000)
+    parser.add_argument(
+        "--keep", metavar="FILE", help="copy the dump there, for callgrind_annotate FILE"
+    )
     main(parser.parse_args())
