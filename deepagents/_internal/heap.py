@@ -1,14 +1,22 @@
-"""Keep start-up objects out of the garbage collector's full passes (for long-lived servers)."""
+"""Keep start-up objects out of the garbage collector's passes (for long-lived servers)."""
 
 from __future__ import annotations
 
 import gc
+
+# Allocations (net of frees) between young-generation passes; CPython's default is 700.
+# A worker's per-task objects are freed by reference counting, not by the collector, yet
+# every 700 of them triggered a pass: 2.5% of the worker's instructions per task
+# (``loadtests/bench_instructions.py``, docs/benchmarks.md). Cycles wait a little longer.
+YOUNG_THRESHOLD = 10_000
 
 
 def freeze_startup_heap() -> None:
     """Move every object alive now (modules, schemas, clients, the agent) out of the
     collector's view. A full collection otherwise walks them all: 20-50 ms on a small
     machine, a pause every request or task in flight waits out (p99 latency). Called once,
-    by the process's owner, when start-up is done."""
+    by the process's owner, when start-up is done; also spaces the young passes out."""
     gc.collect()
     gc.freeze()
+    _, older, oldest = gc.get_threshold()
+    gc.set_threshold(YOUNG_THRESHOLD, older, oldest)
