@@ -1,49 +1,69 @@
-"""Fast UUIDv7 strings for hot paths (audit event ids): time-ordered to the millisecond."""
+"""Fast UUIDv7 strings for hot paths (audit event ids): time-ordered to the millisecond,
+and in creation order within one process."""
 
 from __future__ import annotations
 
+import itertools
 import os
 import time
+from collections.abc import Iterator
 
 # The variant nibble (10xx) from a random hex digit's low two bits.
 _VARIANT = {f"{i:x}": "89ab"[i & 3] for i in range(16)}
-# The text of the last millisecond seen, up to the version digit: ids made in the same
-# millisecond (a batch of events) share it. One tuple, so threads never see half of it.
-_clock: tuple[int, str] = (-1, "")
-# Ids' random parts are drawn from the OS and formatted 256 at a time: a getrandom system
-# call and the slicing per id were most of the cost of building a task's audit events.
-_POOL_IDS = 256
-# Formatted random parts (``xxx-Vxxx-xxxxxxxxxxxx``) not yet used. ``list.pop`` is atomic,
-# so threads share it without a lock; two refilling at once only add more.
-_tails: list[str] = []
+# The counter's 48 bits as text: 36 bits of block, formatted once per block, then the 12
+# bits of an id within its block, from this table.
+_LOW = [f"{i:03x}" for i in range(4096)]
+_BLOCK_MASK = (1 << 36) - 1
 
 
-def _refill() -> None:
-    raw = os.urandom(10 * _POOL_IDS).hex()
-    _tails.extend(
-        f"{r[:3]}-{_VARIANT[r[3]]}{r[4:7]}-{r[7:19]}"
-        for r in (raw[i : i + 20] for i in range(0, len(raw), 20))
-    )
+def _reseed() -> None:
+    """RFC 9562 §6.2, method 1: the 74 bits after the version are 26 random bits drawn
+    once per process and a 48-bit counter that starts at a random value. An id costs a
+    step of an iterator and two concatenations, where drawing and formatting 74 random
+    bits per id was a third of the cost of a task's audit events
+    (``loadtests/bench_hot_path.py``). Two processes repeat an id only if they draw the
+    same 26 bits and their counters meet within the same millisecond."""
+    global _stem, _blocks, _tails, _clock
+    raw = os.urandom(8)
+    rand = raw[:4].hex()
+    _stem = f"{rand[:3]}-{_VARIANT[rand[3]]}{rand[4:7]}-"
+    _blocks = itertools.count(int.from_bytes(raw[4:]) >> 1)  # 31 bits: far from wrapping
+    _tails = iter(())
+    # The text of the last millisecond seen, up to the counter: ids made in the same
+    # millisecond share it. One tuple, so threads never see half of it.
+    _clock = (-1, "")
 
 
-# A forked child starts with a copy of its parent's unused parts: drawing from them would
-# repeat the parent's ids.
-os.register_at_fork(after_in_child=_tails.clear)
+_stem: str
+_blocks: itertools.count[int]
+_tails: Iterator[str]
+_clock: tuple[int, str]
+_reseed()
+# A forked child would otherwise go on with its parent's random bits and counter.
+os.register_at_fork(after_in_child=_reseed)
+
+
+def _next_block() -> Iterator[str]:
+    """The next 4,096 counter values as text. Threads that run out at once each take a
+    block of their own (``next`` on ``itertools.count`` and on a list iterator is atomic);
+    a block one of them drops is never used again, so no value repeats."""
+    global _tails
+    high = f"{next(_blocks) & _BLOCK_MASK:09x}"
+    _tails = tails = iter([high + low for low in _LOW])
+    return tails
 
 
 def uuid7_str() -> str:
-    """A UUIDv7 as text: 48 bits of Unix time in ms, then 74 random bits from the OS. Built
-    from strings rather than one 128-bit integer, the random parts in bulk
-    (``loadtests/bench_hot_path.py``, ``docs/benchmarks.md``)."""
+    """A UUIDv7 as text: 48 bits of Unix time in ms, the process's 26 random bits, then
+    its counter."""
     global _clock
     ms = time.time_ns() // 1_000_000
     last, head = _clock
     if ms != last:
         t = f"{ms & 0xFFFF_FFFF_FFFF:012x}"
-        head = f"{t[:8]}-{t[8:]}-7"
+        head = f"{t[:8]}-{t[8:]}-7{_stem}"
         _clock = (ms, head)
-    while True:
-        try:
-            return head + _tails.pop()
-        except IndexError:
-            _refill()
+    tail = next(_tails, None)
+    if tail is None:
+        tail = next(_next_block())
+    return head + tail

@@ -1,4 +1,5 @@
-"""Audit event ids are valid, distinct UUIDv7s ordered with the clock."""
+"""Audit event ids are valid, distinct UUIDv7s ordered with the clock, and in creation
+order within one process."""
 
 from __future__ import annotations
 
@@ -30,9 +31,16 @@ def test_ids_carry_the_millisecond_clock() -> None:
     assert before <= value.int >> 80 <= after
 
 
+def test_ids_of_one_process_sort_in_creation_order() -> None:
+    """Within a millisecond the counter orders them; 10,000 cross several of its blocks."""
+    ids = [uuid7_str() for _ in range(10_000)]
+    assert ids == sorted(ids)
+    assert len(set(ids)) == len(ids)
+
+
 def test_a_forked_child_never_repeats_its_parents_ids() -> None:
-    """Random parts are drawn in bulk; a child must not draw from its copy of the parent's."""
-    uuid7_str()  # the parent holds unused random parts now
+    """A child must not go on with its copy of the parent's random bits and counter."""
+    uuid7_str()  # the parent holds a started block of counter values now
     read, write = os.pipe()
     pid = os.fork()
     if pid == 0:  # the child: send ten ids and leave at once
