@@ -21,9 +21,8 @@ from pydantic_core import to_jsonable_python
 from deepagents._internal.eager import Resume, first_step
 from deepagents._internal.ids import uuid7_str
 from deepagents.contract.codec import (
-    DecodeError,
     Envelope,
-    decode_envelope,
+    decode_envelopes,
     encode_result,
     encode_task,
     salvage_ids,
@@ -55,6 +54,7 @@ if TYPE_CHECKING:
 log = logging.getLogger("deepagents.worker")
 # A status's text without the enum's ``value`` descriptor, which is per task here.
 _STATUS_TEXT = {status: status.value for status in ResultStatus}
+_BODY_GONE = "the entry's body was deleted before it was processed"
 
 
 @dataclass(slots=True)
@@ -118,13 +118,16 @@ class DeliveryHandler:
         this consumer (begin skips their owner check)."""
         pool = self.w.pools[ref.tier]
         good: list[tuple[RawEntry, Envelope]] = []
-        for entry in entries:
-            reason, error, envelope = self._decode(entry)
-            if envelope is None:
-                await self._dead_letter_raw(ref, entry, reason, error)
-                pool.release()
-            else:
+        decoded = decode_envelopes([entry.fields for entry in entries])
+        for entry, envelope in zip(entries, decoded, strict=True):
+            if isinstance(envelope, Envelope):
                 good.append((entry, envelope))
+                continue
+            if entry.fields:
+                await self._dead_letter_raw(ref, entry, "decode_error", str(envelope))
+            else:
+                await self._dead_letter_raw(ref, entry, "payload_lost", _BODY_GONE)
+            pool.release()
         if not good:
             return
         if not fresh:  # recovered entries (a restart's own, or reclaimed): any suspects?
@@ -272,15 +275,6 @@ class DeliveryHandler:
             task = asyncio.create_task(self._run_in_turn(flights))
             for flight in flights:
                 flight.task = task
-
-    @staticmethod
-    def _decode(entry: RawEntry) -> tuple[str, str, Envelope | None]:
-        if not entry.fields:
-            return "payload_lost", "the entry's body was deleted before it was processed", None
-        try:
-            return "", "", decode_envelope(entry.fields)
-        except DecodeError as exc:
-            return "decode_error", str(exc), None
 
     def _settle(self, flight: InFlight) -> None:
         """The delivery is over (committed, handed back or abandoned): it no longer counts
@@ -689,7 +683,7 @@ class DeliveryHandler:
             item = DeadLetter(
                 entry_id,
                 "payload_lost",
-                "the entry's body was deleted before it was processed",
+                _BODY_GONE,
                 events_json=encode_events(events) if self.outbox else b"",
                 check_owner=False,
             )

@@ -13,7 +13,13 @@ from redis.crc import key_slot
 from deepagents.config.rules import RuleError, compile_match
 from deepagents.config.schema import RetryPolicy
 from deepagents.contract import Task
-from deepagents.contract.codec import DecodeError, decode_envelope, encode_task
+from deepagents.contract.codec import (
+    DecodeError,
+    Envelope,
+    decode_envelope,
+    decode_envelopes,
+    encode_task,
+)
 from deepagents.errors import InvalidInput, RetryableError
 from deepagents.transport.keys import Keys, shard_of
 from deepagents.worker.retry import backoff_ms, decide
@@ -131,6 +137,41 @@ def test_codec_round_trip_and_errors() -> None:
     for fields_ in bad:
         with pytest.raises(DecodeError):
             decode_envelope(fields_)
+
+
+def _entry(t: Task, attempt: bytes = b"1") -> dict[bytes, bytes]:
+    return {b"task": encode_task(t), b"attempt": attempt, b"enq": b"5", b"reply": b"ch"}
+
+
+def test_a_batch_decodes_as_its_entries_do() -> None:
+    batch = [_entry(task(i=i), attempt=b"%d" % (i + 1)) for i in range(30)]
+    assert decode_envelopes(batch) == [decode_envelope(fields) for fields in batch]
+
+
+@given(st.lists(st.sampled_from(range(8)), min_size=1, max_size=12))
+def test_a_batch_with_bad_entries_names_each_of_them(kinds: list[int]) -> None:
+    """Whatever mix of good and bad entries: every error lands on its own entry, and every
+    good entry still decodes (validating the batch at once must not shift anything)."""
+    good_task = task(ok=True)
+    two_tasks = encode_task(task(a=1)) + b"," + encode_task(task(b=2))
+    makers = [
+        lambda: _entry(good_task),
+        lambda: None,
+        lambda: {b"task": b"{", b"attempt": b"1", b"enq": b"0"},
+        lambda: {b"task": b'{"intent": "x", "payload": 1}', b"attempt": b"1", b"enq": b"0"},
+        lambda: _entry(good_task, attempt=b"0"),
+        lambda: {b"attempt": b"1", b"enq": b"0"},
+        lambda: {b"task": two_tasks, b"attempt": b"1", b"enq": b"0"},  # not one task
+        lambda: _entry(good_task, attempt=b"two"),
+    ]
+    batch = [makers[k]() for k in kinds]
+    decoded = decode_envelopes(batch)
+    assert len(decoded) == len(batch)
+    for k, out in zip(kinds, decoded, strict=True):
+        if k == 0:
+            assert isinstance(out, Envelope) and out.task == good_task
+        else:
+            assert isinstance(out, DecodeError)
 
 
 def test_backoff_grows_with_jitter_and_caps() -> None:
