@@ -86,13 +86,12 @@ def _decode_or_error(fields: dict[Any, Any] | None) -> Envelope | DecodeError:
 def _envelope(fields: dict[Any, Any], task: Task) -> Envelope:
     """The envelope's other fields, around its validated task."""
     try:
-        attempt_raw = fields.get(b"attempt")
-        attempt = int(attempt_raw if attempt_raw is not None else _field(fields, "attempt"))
-        enq_raw = fields.get(b"enq")
-        enqueued = int(enq_raw if enq_raw is not None else _field(fields, "enq"))
-        reply = fields.get(b"reply")
-        if reply is None:
-            reply = fields.get("reply", b"")
+        try:  # as read from Redis: bytes keys (this is per task)
+            attempt, enqueued = int(fields[b"attempt"]), int(fields[b"enq"])
+            reply = fields.get(b"reply", b"")
+        except KeyError:  # str keys, or a field missing
+            attempt, enqueued = int(_field(fields, "attempt")), int(_field(fields, "enq"))
+            reply = fields.get(b"reply", fields.get("reply", b""))
     except DecodeError:
         raise
     except (ValueError, TypeError) as exc:
@@ -100,7 +99,7 @@ def _envelope(fields: dict[Any, Any], task: Task) -> Envelope:
     if attempt < 1:
         raise DecodeError("attempt must be >= 1")
     reply_s = reply.decode() if isinstance(reply, bytes) else str(reply)
-    return Envelope(task=task, attempt=attempt, enqueued_ms=enqueued, reply=reply_s)
+    return Envelope(task, attempt, enqueued, reply_s)
 
 
 def salvage_ids(fields: dict[Any, Any] | None) -> tuple[str, str] | None:

@@ -37,6 +37,12 @@ class TierMetrics:
         self.latency: HistogramChild = metrics.latency.labels(agent, tier)
         self.completed = {s: metrics.completed.labels(agent, tier, s) for s in TASK_STATUSES}
 
+    def observe(self, wait_s: float, run_s: float) -> None:
+        """One delivery's queue wait, its run (start to commit) and their sum."""
+        self.queue_wait.observe(wait_s)
+        self.execution.observe(run_s)
+        self.latency.observe(wait_s + run_s)
+
 
 class Metrics:
     """The metrics of one process, in a registry this object owns (never the global one)."""

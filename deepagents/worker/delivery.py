@@ -548,25 +548,46 @@ class DeliveryHandler:
         self, tokens: list[Any], statuses: Sequence[str | None], error: BaseException | None
     ) -> None:
         """The group commit's answer for one stream's batch (each token is what ``_commit``
-        gave). Completions are counted once per batch and status: a counter's increment
-        takes a lock."""
-        completed: dict[tuple[str, str], int] = {}
-        for (flight, outcome, started, queue_ms), status in zip(tokens, statuses, strict=True):
-            self._settle(flight)
-            if status is None:
+        gave): the batch settles and is counted at once, per status, since a counter's
+        increment takes a lock; only the latencies are observed one by one."""
+        if not tokens:
+            return
+        self._settle_handed([token[0] for token in tokens])
+        stats, tier = self.w.stats, tokens[0][0].stream.tier
+        m = self._tm[tier] if self._tm is not None else None
+        landed = time.monotonic()  # the batch's commit landed now
+        completed: dict[str, int] = {}
+        for (_, outcome, started, queue_ms), status in zip(tokens, statuses, strict=True):
+            if status == "ok":
+                completed[outcome] = completed.get(outcome, 0) + 1
+                if m is not None:
+                    m.observe(queue_ms / 1000, landed - started)
+            elif status is None:
                 # Not retryable (e.g. the group is gone): the entry stays pending for a reclaim.
                 log.error("commit failed: %s", error, extra={"action": "commit_failed"})
-                continue
-            self._count(status, "committed")
-            if status == "ok":
-                self.w.stats.by_status[outcome] += 1
-                if self._tm is not None:
-                    self._observe_times(flight.stream.tier, started, queue_ms)
-                    key = (flight.stream.tier, outcome)
-                    completed[key] = completed.get(key, 0) + 1
-        if self._tm is not None:
-            for (tier, outcome), n in completed.items():
-                self._tm[tier].completed[outcome].inc(n)
+            elif status == "dup":
+                stats.duplicates += 1
+            else:
+                stats.lost_ownership += 1
+        for outcome, n in completed.items():
+            stats.committed += n
+            stats.by_status[outcome] += n
+            if m is not None:
+                m.completed[outcome].inc(n)
+
+    def _settle_handed(self, flights: list[InFlight]) -> None:
+        """``_settle`` for a committed batch of one stream: every delivery in it was handed
+        over, so its slot is free already."""
+        inflight, ordinary = self.w.inflight, []
+        for flight in flights:
+            key = (flight.stream.name, flight.entry_id)
+            inflight.pop(key, None)
+            if flight.settled is not None:
+                flight.settled.set()
+            else:
+                ordinary.append(key)
+        self.quarantine.leave(*ordinary)
+        self.w.pools[flights[0].stream.tier].finished(len(flights))
 
     async def _reschedule(
         self, flight: InFlight, tier: str, delay_ms: int, kind: str, reason: str
@@ -707,17 +728,8 @@ class DeliveryHandler:
 
     def _observe(self, tier: str, status: str, started: float, queue_ms: int) -> None:
         assert self._tm is not None
-        self._observe_times(tier, started, queue_ms)
+        self._tm[tier].observe(queue_ms / 1000, time.monotonic() - started)
         self._tm[tier].completed[status].inc()
-
-    def _observe_times(self, tier: str, started: float, queue_ms: int) -> None:
-        assert self._tm is not None
-        m = self._tm[tier]
-        wait_s = queue_ms / 1000
-        run_s = time.monotonic() - started
-        m.queue_wait.observe(wait_s)
-        m.execution.observe(run_s)
-        m.latency.observe(wait_s + run_s)
 
     def _count(self, status: str, what: str) -> None:
         stats = self.w.stats

@@ -22,8 +22,8 @@ class TierPool:
         self.active += 1
         self._idle.clear()
 
-    def finished(self) -> None:
-        self.active -= 1
+    def finished(self, n: int = 1) -> None:
+        self.active -= n
         if self.active == 0:
             self._idle.set()
 

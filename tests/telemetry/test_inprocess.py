@@ -99,6 +99,16 @@ async def test_series_do_not_grow_with_traffic(
     got = samples(generate_latest(telemetry.metrics.registry).decode())  # type: ignore[union-attr]
     done = sum(v for lab, v in got["deepagents_tasks_completed_total"] if lab["agent"] == "echo")
     assert done == 10_000
+    # Each committed task is observed once in each latency histogram, in its own tier.
+    by_tier: dict[str, float] = {}
+    for lab, v in got["deepagents_tasks_completed_total"]:
+        if lab["agent"] == "echo" and v:
+            by_tier[lab["tier"]] = by_tier.get(lab["tier"], 0) + v
+    assert set(by_tier) == {"p0", "p2"}
+    for name in ("latency", "queue_wait", "execution"):
+        rows = got[f"deepagents_task_{name}_seconds_count"]
+        observed = {lab["tier"]: v for lab, v in rows if lab["agent"] == "echo" and v}
+        assert observed == by_tier, name
     submitted = sum(v for _, v in got["deepagents_tasks_submitted_total"])
     assert submitted == 10_000
     assert not any("tenant" in lab for rows in got.values() for lab, _ in rows)
