@@ -76,6 +76,8 @@ class InFlight:
     # The fields its audit events share, as encoded JSON members (``_event_context``),
     # when the outbox is on.
     context: bytes | None = None
+    # Enqueue to begin: the wait its started event and its Result report.
+    queue_ms: int = 0
     # A suspect's, run with no other delivery beside it (``quarantine.py``): set when the
     # delivery is over. An ordinary delivery (None) leaves the quarantine then instead.
     settled: asyncio.Event | None = None
@@ -99,7 +101,8 @@ class DeliveryHandler:
         self.group = worker.name
         self.outbox = worker.settings.outbox
         self.quarantine = Quarantine()
-        self._bases: dict[StreamRef, bytes] = {}
+        self._bases: dict[str, bytes] = {}  # per stream name: a str hashes in C
+        self._max_wait = {name: tier.max_wait_ms for name, tier in worker.config.tiers.items()}
         metrics = worker.telemetry.metrics
         # Children bound once per tier: the hot path does a dict lookup, never a label lookup.
         self._tm: dict[str, TierMetrics] | None = (
@@ -202,16 +205,15 @@ class DeliveryHandler:
         # Every event of a delivery shares these fields: encoded once, for the started
         # event now and the terminal one at commit.
         contexts = [self._event_context(ref, env) if self.outbox else None for _, env in good]
+        waits = [max(0, at - env.enqueued_ms) for _, env in good]
         items = [
             BeginItem(
                 e.entry_id,
                 env.task.task_id,
                 env.attempt,
-                self._started_event(context, ts, max(0, at - env.enqueued_ms))
-                if context is not None
-                else b"",
+                self._started_event(context, ts, wait) if context is not None else b"",
             )
-            for (e, env), context in zip(good, contexts, strict=True)
+            for (e, env), context, wait in zip(good, contexts, waits, strict=True)
         ]
         try:
             begun = await self.w.bus.begin(ref, self.group, self.w.consumer, items, fresh=fresh)
@@ -225,8 +227,8 @@ class DeliveryHandler:
             log.warning("begin failed: %s", exc, extra={"action": "begin_failed"})
             return []
         flights = []
-        for (entry, envelope), context, status, key in zip(
-            good, contexts, begun, keys, strict=True
+        for (entry, envelope), context, wait, status, key in zip(
+            good, contexts, waits, begun, keys, strict=True
         ):
             if status.status != "ok":
                 pool.release()
@@ -238,7 +240,13 @@ class DeliveryHandler:
                     self.w.stats.lost_ownership += 1
                 continue
             flight = InFlight(
-                ref, entry.entry_id, envelope, status.deliveries, started_at=now, context=context
+                ref,
+                entry.entry_id,
+                envelope,
+                status.deliveries,
+                started_at=now,
+                context=context,
+                queue_ms=wait,
             )
             self.w.inflight[(ref.name, entry.entry_id)] = flight
             pool.started()
@@ -309,19 +317,18 @@ class DeliveryHandler:
         if flight.deliveries > self.w.agent_settings.max_deliveries:
             await self._exhausted(flight)  # crashes or failures: dead-letter it
             return
-        env, ref = flight.envelope, flight.stream
-        task = env.task
+        task, ref, queue_ms = flight.envelope.task, flight.stream, flight.queue_ms
         started = time.monotonic()
-        queue_ms = max(0, now_ms() - env.enqueued_ms)
-        tier = self.w.config.tiers[ref.tier]
         events: list[dict[str, Any]] = []
-        if task.expired():
+        if task.deadline is not None and task.expired():
             result = Result.failed(
                 ErrorCode.DEADLINE_EXCEEDED, "deadline passed before the task started"
             )
             self._commit(flight, result, started, queue_ms, "expired", events)
             return
-        if queue_ms > tier.max_wait_ms and await self._overdue(flight, queue_ms, started, events):
+        if queue_ms > self._max_wait[ref.tier] and await self._overdue(
+            flight, queue_ms, started, events
+        ):
             return
         try:
             result = await self._run_metered(flight, events)
@@ -394,8 +401,7 @@ class DeliveryHandler:
     async def _exhausted(self, flight: InFlight) -> None:
         """Delivered more than max_deliveries times (crashes or failures): dead-letter it."""
         reason = f"delivered {flight.deliveries} times (max {self.w.agent_settings.max_deliveries})"
-        queue_ms = max(0, now_ms() - flight.envelope.enqueued_ms)
-        await self._dead_letter(flight, "max_deliveries", reason, time.monotonic(), queue_ms)
+        await self._dead_letter(flight, "max_deliveries", reason, time.monotonic(), flight.queue_ms)
 
     # outcomes -----------------------------------------------------------------------------
 
@@ -456,9 +462,9 @@ class DeliveryHandler:
         count, as JSON object members: encoded once per delivery, pasted into its started
         and terminal events."""
         task = envelope.task
-        fixed = self._bases.get(ref)
+        fixed = self._bases.get(ref.name)
         if fixed is None:  # once per stream: these never change for a worker
-            fixed = self._bases[ref] = orjson.dumps(
+            fixed = self._bases[ref.name] = orjson.dumps(
                 {
                     "agent": self.w.agent.name,
                     "agent_version": self.w.agent.version,
