@@ -10,7 +10,7 @@ import asyncio
 import contextvars
 import functools
 import inspect
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from concurrent.futures import Executor
 from typing import Any
 
@@ -60,16 +60,21 @@ class AgentRunner:
             value = await value
         return value
 
-    async def run(self, task: Task) -> Result:
+    def run(self, task: Task) -> Awaitable[Result]:
         """The contract, in the task's trace: a CONSUMER span continuing the submitter's
         traceparent and one span per method when a tracer records; otherwise only the
         submitter's context is attached (log lines and model calls still see its trace id).
-        Each task runs in its own asyncio task, so the context variables set here stay in it."""
+        Each task runs in its own context, so the context variables set here stay in it.
+        Not a coroutine itself: untraced and without a traceparent (most tasks) the caller
+        awaits ``_run`` directly, one coroutine less per task."""
         current_task_id.set(task.task_id)
+        if self._tracer is None and task.traceparent is None:
+            return self._run(task)
+        return self._run_traced(task)
+
+    async def _run_traced(self, task: Task) -> Result:
         parent = extract(task.traceparent) if task.traceparent is not None else None
         if self._tracer is None:
-            if parent is None:
-                return await self._run(task)
             with attached(parent):
                 return await self._run(task)
         with self._tracer.start_as_current_span(
