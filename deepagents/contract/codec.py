@@ -99,7 +99,7 @@ def _envelope(fields: dict[Any, Any], task: Task) -> Envelope:
     if attempt < 1:
         raise DecodeError("attempt must be >= 1")
     reply_s = reply.decode() if isinstance(reply, bytes) else str(reply)
-    return Envelope(task, attempt, enqueued, reply_s)
+    return tuple.__new__(Envelope, (task, attempt, enqueued, reply_s))  # see transport/base.py
 
 
 def salvage_ids(fields: dict[Any, Any] | None) -> tuple[str, str] | None:

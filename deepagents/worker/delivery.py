@@ -207,11 +207,14 @@ class DeliveryHandler:
         contexts = [self._event_context(ref, env) if self.outbox else None for _, env in good]
         waits = [max(0, at - env.enqueued_ms) for _, env in good]
         items = [
-            BeginItem(
-                e.entry_id,
-                env.task.task_id,
-                env.attempt,
-                self._started_event(context, ts, wait) if context is not None else b"",
+            tuple.__new__(  # a BeginItem (see transport/base.py)
+                BeginItem,
+                (
+                    e.entry_id,
+                    env.task.task_id,
+                    env.attempt,
+                    self._started_event(context, ts, wait) if context is not None else b"",
+                ),
             )
             for (e, env), context, wait in zip(good, contexts, waits, strict=True)
         ]
@@ -537,12 +540,9 @@ class DeliveryHandler:
             self._commit_events(flight, kind, result_json, events, now) if self.outbox else b""
         )
         flight.committing = flight.handed = True
-        item = CommitItem(
-            flight.entry_id,
-            flight.envelope.task.task_id,
-            result_json,
-            flight.envelope.reply,
-            events_json,
+        env = flight.envelope
+        item = tuple.__new__(  # a CommitItem (see transport/base.py)
+            CommitItem, (flight.entry_id, env.task.task_id, result_json, env.reply, events_json)
         )
         outcome = _STATUS_TEXT[result.status]
         self.committer.put(flight.stream, item, (flight, outcome, started, queue_ms))
