@@ -252,9 +252,9 @@ class DeliveryHandler:
                 queue_ms=wait,
             )
             self.w.inflight[(ref.name, entry.entry_id)] = flight
-            pool.started()
-            self.w.stats.started += 1
             flights.append(flight)
+        pool.started(len(flights))
+        self.w.stats.started += len(flights)
         if start and flights:
             task = asyncio.create_task(self._run_in_turn(flights))
             for flight in flights:
@@ -563,11 +563,14 @@ class DeliveryHandler:
         m = self._tm[tier] if self._tm is not None else None
         landed = time.monotonic()  # the batch's commit landed now
         completed: dict[str, int] = {}
+        waits: list[float] = []
+        runs: list[float] = []
         for (_, outcome, started, queue_ms), status in zip(tokens, statuses, strict=True):
             if status == "ok":
                 completed[outcome] = completed.get(outcome, 0) + 1
                 if m is not None:
-                    m.observe(queue_ms / 1000, landed - started)
+                    waits.append(queue_ms / 1000)
+                    runs.append(landed - started)
             elif status is None:
                 # Not retryable (e.g. the group is gone): the entry stays pending for a reclaim.
                 log.error("commit failed: %s", error, extra={"action": "commit_failed"})
@@ -575,6 +578,8 @@ class DeliveryHandler:
                 stats.duplicates += 1
             else:
                 stats.lost_ownership += 1
+        if m is not None:
+            m.observe_many(waits, runs)
         for outcome, n in completed.items():
             stats.committed += n
             stats.by_status[outcome] += n

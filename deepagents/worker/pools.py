@@ -18,9 +18,10 @@ class TierPool:
         self._idle = asyncio.Event()
         self._idle.set()
 
-    def started(self) -> None:
-        self.active += 1
-        self._idle.clear()
+    def started(self, n: int = 1) -> None:
+        if n:
+            self.active += n
+            self._idle.clear()
 
     def finished(self, n: int = 1) -> None:
         self.active -= n

@@ -38,6 +38,16 @@ def test_fast_histogram_matches_prometheus_client() -> None:
     for v in values:
         fast.observe(v)
         ref.labels("p0").observe(v)
+    batched = CollectorRegistry()  # the worker observes a committed batch at once
+    many = FastHistogram("x_seconds", "x", ("tier",), registry=batched).labels("p0")
+    for at in range(0, len(values), 25):
+        many.observe_many(values[at : at + 25])
+    # Equal but for the order in which the sum was added up.
+    in_batches = samples(generate_latest(batched).decode())
+    for name, rows in samples(generate_latest(ours).decode()).items():
+        assert [lab for lab, _ in in_batches[name]] == [lab for lab, _ in rows]
+        for (_, got_v), (_, want_v) in zip(in_batches[name], rows, strict=True):
+            assert abs(got_v - want_v) < 1e-9, name
     got = {(n, lab.get("le")): v for n, rows in samples(generate_latest(ours).decode()).items()
            for lab, v in rows}  # fmt: skip
     want = {(n, lab.get("le")): v for n, rows in samples(generate_latest(theirs).decode()).items()
