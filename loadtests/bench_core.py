@@ -24,6 +24,7 @@ import asyncio
 import contextlib
 import gc
 import os
+import signal
 import statistics
 import subprocess
 import sys
@@ -128,59 +129,61 @@ async def one_run(
         await submitter.aclose()
     # 2. drain with one worker process
     worker = start_worker(url, prefix, f.name)
-    proc = psutil.Process(worker.pid)
-    await wait_registered(client, prefix)
-    cpu0, harness0 = proc.cpu_times(), time.process_time()
-    redis0 = cpu_s(redis_pid) if redis_pid else 0.0
-    start = time.perf_counter()
-    while await backlog(client, prefix):
-        await asyncio.sleep(0.01)
-    drain_s = time.perf_counter() - start
-    cpu1 = proc.cpu_times()
-    await submitter.aclose()  # (listen: after the drain)
-    if redis_pid:
-        # The Redis server's own CPU per task: the ceiling one Redis core puts on the
-        # drain rate, whatever the worker does (1e6 / this = tasks/s at 100% of a core).
-        out["redis_cpu_us_per_task"] = round((cpu_s(redis_pid) - redis0) / n * 1e6, 1)
-    out["harness_cpu_us_per_task"] = round((time.process_time() - harness0) / n * 1e6, 1)
-    out["drain_per_s"] = round(n / drain_s)
-    out["worker_cpu_us_per_task"] = round(
-        ((cpu1.user - cpu0.user) + (cpu1.system - cpu0.system)) / n * 1e6, 1
-    )
-    # The kernel's share: socket writes and reads, per round trip rather than per task.
-    out["worker_sys_us_per_task"] = round((cpu1.system - cpu0.system) / n * 1e6, 1)
-    # 3. latency at a fixed offered load, submitted and awaited through an orchestrator
-    # (results by its reply channel). The harness's own heap (20,000 tasks and handles
-    # from step 1) is frozen first: a full collection of it pauses this process for tens
-    # of ms, which would be timed as task latency.
-    gc.collect()
-    gc.freeze()
-    async with Orchestrator(client, config=config, settings=settings) as orch:
-        latencies: list[float] = []
+    try:
+        proc = psutil.Process(worker.pid)
+        await wait_registered(client, prefix)
+        cpu0, harness0 = proc.cpu_times(), time.process_time()
+        redis0 = cpu_s(redis_pid) if redis_pid else 0.0
+        start = time.perf_counter()
+        while await backlog(client, prefix):
+            await asyncio.sleep(0.01)
+        drain_s = time.perf_counter() - start
+        cpu1 = proc.cpu_times()
+        await submitter.aclose()  # (listen: after the drain)
+        if redis_pid:
+            # The Redis server's own CPU per task: the ceiling one Redis core puts on the
+            # drain rate, whatever the worker does (1e6 / this = tasks/s at 100% of a core).
+            out["redis_cpu_us_per_task"] = round((cpu_s(redis_pid) - redis0) / n * 1e6, 1)
+        out["harness_cpu_us_per_task"] = round((time.process_time() - harness0) / n * 1e6, 1)
+        out["drain_per_s"] = round(n / drain_s)
+        out["worker_cpu_us_per_task"] = round(
+            ((cpu1.user - cpu0.user) + (cpu1.system - cpu0.system)) / n * 1e6, 1
+        )
+        # The kernel's share: socket writes and reads, per round trip rather than per task.
+        out["worker_sys_us_per_task"] = round((cpu1.system - cpu0.system) / n * 1e6, 1)
+        # 3. latency at a fixed offered load, submitted and awaited through an orchestrator
+        # (results by its reply channel). The harness's own heap (20,000 tasks and handles
+        # from step 1) is frozen first: a full collection of it pauses this process for tens
+        # of ms, which would be timed as task latency.
+        gc.collect()
+        gc.freeze()
+        async with Orchestrator(client, config=config, settings=settings) as orch:
+            latencies: list[float] = []
 
-        async def timed(record: bool) -> None:
-            t0 = time.perf_counter()
-            handle = await orch.submit(Task(intent="echo", payload={}))
-            await handle.result(timeout=60)
-            if record:
-                latencies.append((time.perf_counter() - t0) * 1000)
+            async def timed(record: bool) -> None:
+                t0 = time.perf_counter()
+                handle = await orch.submit(Task(intent="echo", payload={}))
+                await handle.result(timeout=60)
+                if record:
+                    latencies.append((time.perf_counter() - t0) * 1000)
 
-        # The first second is warm-up, not timed: the client's pool opens the connections
-        # concurrent submits need (the drain phase used one), which takes tens of ms.
-        warmup = int(rate)
-        pending = []
-        begin = time.perf_counter()
-        for i in range(warmup + int(rate * seconds)):
-            delay = begin + i / rate - time.perf_counter()
-            if delay > 0:
-                await asyncio.sleep(delay)
-            pending.append(asyncio.create_task(timed(i >= warmup)))
-        await asyncio.gather(*pending)
-    out.update({f"p{q}_ms": round(pct(latencies, q / 100), 2) for q in (50, 95, 99)})
-    out["offered_per_s"] = rate
-    out["worker_peak_rss_mb"] = round(peak_rss_mb(worker.pid), 1)
-    worker.terminate()
-    worker.wait(30)
+            # The first second is warm-up, not timed: the client's pool opens the connections
+            # concurrent submits need (the drain phase used one), which takes tens of ms.
+            warmup = int(rate)
+            pending = []
+            begin = time.perf_counter()
+            for i in range(warmup + int(rate * seconds)):
+                delay = begin + i / rate - time.perf_counter()
+                if delay > 0:
+                    await asyncio.sleep(delay)
+                pending.append(asyncio.create_task(timed(i >= warmup)))
+            await asyncio.gather(*pending)
+        out.update({f"p{q}_ms": round(pct(latencies, q / 100), 2) for q in (50, 95, 99)})
+        out["offered_per_s"] = rate
+        out["worker_peak_rss_mb"] = round(peak_rss_mb(worker.pid), 1)
+    finally:  # also when this run is interrupted (SIGTERM is Ctrl-C here)
+        worker.terminate()
+        worker.wait(30)
     gc.unfreeze()
     # 4. baseline: bare XREADGROUP + XACK loop over the same number of entries
     out["baseline_bare_drain_per_s"] = await bare_drain(client, f"{prefix}:bare", n)
@@ -246,6 +249,9 @@ async def main(args: argparse.Namespace) -> None:
 
 
 if __name__ == "__main__":
+    # SIGTERM ends a run as Ctrl-C does, so that its cleanup stops the worker process and
+    # the embedded Redis (the default action left them running).
+    signal.signal(signal.SIGTERM, signal.default_int_handler)
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
@@ -263,4 +269,7 @@ if __name__ == "__main__":
         help="keep the submitting orchestrator (and its reply listener) open during the "
         "drain, as this harness did before session 9",
     )
-    asyncio.run(main(parser.parse_args()))
+    try:
+        asyncio.run(main(parser.parse_args()))
+    except KeyboardInterrupt:
+        sys.exit("interrupted: the worker and the embedded Redis were stopped")
