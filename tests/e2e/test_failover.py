@@ -57,7 +57,15 @@ async def _pair(
                         online = info.get("slave0", {}).get("state") == "online"
                         return online and int(info.get("min_slaves_good_slaves", 1)) >= 1
 
+                    async def acks() -> bool:
+                        # "online" can come before the replica answers the primary's
+                        # GETACK promptly: a test's first WAIT then timed out (seen in CI).
+                        await client.set("pair:probe", "1")
+                        return int(await client.execute_command("WAIT", 1, 200)) >= 1
+
                     await eventually(good, what="the replica to follow the primary")
+                    await eventually(acks, what="the replica to confirm a write")
+                    await client.delete("pair:probe")
                 finally:
                     await client.aclose()
                 yield Pair(primary, replica, link)
