@@ -109,8 +109,6 @@ async def one_run(
     config = parse_config(CONFIG)
     settings = Settings(prefix=prefix, outbox=True)
     client = connect(url)
-    with tempfile.NamedTemporaryFile("w", suffix=".yaml", delete=False) as f:
-        f.write(CONFIG)
     out: dict[str, Any] = {"run": run, "tasks": n}
     # 1. submit. The orchestrator is closed before the drain (unless ``listen``): its reply
     # listener would take every result on the cores the worker and Redis share, and an
@@ -128,6 +126,8 @@ async def one_run(
     if not listen:
         await submitter.aclose()
     # 2. drain with one worker process
+    with tempfile.NamedTemporaryFile("w", suffix=".yaml", delete=False) as f:
+        f.write(CONFIG)
     worker = start_worker(url, prefix, f.name)
     try:
         proc = psutil.Process(worker.pid)
@@ -184,6 +184,7 @@ async def one_run(
     finally:  # also when this run is interrupted (SIGTERM is Ctrl-C here)
         worker.terminate()
         worker.wait(30)
+        os.unlink(f.name)
     gc.unfreeze()
     # 4. baseline: bare XREADGROUP + XACK loop over the same number of entries
     out["baseline_bare_drain_per_s"] = await bare_drain(client, f"{prefix}:bare", n)
@@ -191,7 +192,6 @@ async def one_run(
     for i in range(0, len(keys), 500):
         await client.delete(*keys[i : i + 500])
     await client.aclose()
-    os.unlink(f.name)
     return out
 
 
