@@ -291,16 +291,9 @@ class DeliveryHandler:
         """The delivery is over (committed, handed back or abandoned): it no longer counts
         as active, its slot is free if it still held one, and a suspect may run (not before:
         a process dying with its commit in the air charges it a delivery)."""
-        key = (flight.stream.name, flight.entry_id)
-        self.w.inflight.pop(key, None)
-        if flight.settled is not None:
-            flight.settled.set()
-        else:
-            self.quarantine.leave(key)
-        pool = self.w.pools[flight.stream.tier]
-        pool.finished()
+        self._settle_all([flight])
         if not flight.handed:
-            pool.release()
+            self.w.pools[flight.stream.tier].release()
 
     # the contract -------------------------------------------------------------------------
 
@@ -558,7 +551,7 @@ class DeliveryHandler:
         increment takes a lock; only the latencies are observed one by one."""
         if not tokens:
             return
-        self._settle_handed([token[0] for token in tokens])
+        self._settle_all([token[0] for token in tokens])
         stats, tier = self.w.stats, tokens[0][0].stream.tier
         m = self._tm[tier] if self._tm is not None else None
         landed = time.monotonic()  # the batch's commit landed now
@@ -586,9 +579,9 @@ class DeliveryHandler:
             if m is not None:
                 m.completed[outcome].inc(n)
 
-    def _settle_handed(self, flights: list[InFlight]) -> None:
-        """``_settle`` for a committed batch of one stream: every delivery in it was handed
-        over, so its slot is free already."""
+    def _settle_all(self, flights: list[InFlight]) -> None:
+        """``_settle`` for deliveries of one stream at once, but for their slots: a
+        committed batch was handed over, so its slots are free already."""
         inflight, ordinary = self.w.inflight, []
         for flight in flights:
             key = (flight.stream.name, flight.entry_id)
@@ -597,7 +590,8 @@ class DeliveryHandler:
                 flight.settled.set()
             else:
                 ordinary.append(key)
-        self.quarantine.leave(*ordinary)
+        if ordinary:
+            self.quarantine.leave(*ordinary)
         self.w.pools[flights[0].stream.tier].finished(len(flights))
 
     async def _reschedule(
