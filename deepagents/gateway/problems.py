@@ -24,6 +24,7 @@ CODES: dict[str, tuple[int, str]] = {
     "duplicate_key": (400, "A JSON object repeats a key"),
     "non_finite_number": (400, "NaN and Infinity are not JSON"),
     "number_too_long": (400, "A number has too many digits"),
+    "number_out_of_range": (400, "An integer is outside the 64-bit range"),
     "nesting_too_deep": (400, "The JSON is nested too deeply"),
     "too_many_keys": (400, "A JSON object has too many keys"),
     "bad_string": (400, "A string is too long or holds characters that cannot be stored"),

@@ -49,6 +49,7 @@ _BODY = (
     "duplicate_key",
     "non_finite_number",
     "number_too_long",
+    "number_out_of_range",
     "nesting_too_deep",
     "too_many_keys",
     "bad_string",
