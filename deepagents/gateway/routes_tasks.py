@@ -136,7 +136,7 @@ async def _submit(state: GatewayState, tasks: list[Task], tenant: str) -> list[T
             handles = [await state.submits.submit(tasks[0])]
         else:
             handles = await state.orchestrator.submit_many(tasks, recorded=ids)
-    except DeepAgentsError as exc:
+    except Exception as exc:  # on every error path: no record may outlive a refused task
         accepted: list[TaskHandle] = (
             getattr(exc, "accepted", []) if isinstance(exc, Overloaded) else []
         )
@@ -144,6 +144,8 @@ async def _submit(state: GatewayState, tasks: list[Task], tenant: str) -> list[T
         stale = [k for i in ids if i not in kept for k in _records(state, i)]
         if stale:
             await state.client.delete(*stale)
+        if not isinstance(exc, DeepAgentsError):
+            raise
         raise submit_problem(exc, [h.task_id for h in accepted]) from exc
     for handle in handles:
         state.metrics.submitted.labels(tenant, handle.agent).inc()
