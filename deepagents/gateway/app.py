@@ -111,6 +111,7 @@ def create_app(
                         # uvicorn hands this state to every connection (``http.py``).
                         yield {HEADER_TIMEOUT_KEY: app.state.gateway.header_deadline}
                 finally:
+                    app.state.gateway.parser.shutdown(wait=False, cancel_futures=True)
                     await admission.aclose()
         finally:
             await client.aclose()

@@ -55,6 +55,19 @@ class BodyLimits(_Strict):
         le=300,
         description="the whole body must arrive within this (a slow-body client gets 408)",
     )
+    parse_cpu_per_s: float = Field(
+        default=0.25,
+        gt=0,
+        le=1,
+        description="per tenant and gateway process: seconds per second spent parsing its "
+        "bodies; a tenant in debt gets 429 before its body is parsed",
+    )
+    parse_cpu_burst_s: float = Field(default=1.0, gt=0, le=60)
+    inline_parse_bytes: int = Field(
+        default=65_536,
+        ge=0,
+        description="bodies larger than this are parsed off the event loop, in one thread",
+    )
 
 
 class GatewayConfig(_Strict):

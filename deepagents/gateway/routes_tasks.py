@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 from typing import Annotated, Any, Literal
 
@@ -16,7 +17,7 @@ from deepagents.contract.result import Result
 from deepagents.contract.task import Task
 from deepagents.errors import DeepAgentsError, Overloaded, ResultTimeout
 from deepagents.gateway.auth import Principal
-from deepagents.gateway.body import parse_json, read_body
+from deepagents.gateway.body import read_body
 from deepagents.gateway.problems import Problem, responses_for
 from deepagents.gateway.schemas import (
     Accepted,
@@ -73,6 +74,18 @@ def _claims(state: GatewayState, tasks: list[Task], tenant: str) -> dict[str, An
     claims = [(state.owner_key(t.task_id), tenant) for t in tasks]
     claims += state.orchestrator.locations(tasks)
     return {"claims": claims, "claim_ttl_s": state.owner_ttl_s}
+
+
+async def _read_json(request: Request, state: GatewayState, tenant: str) -> Any:
+    """The parsed body, on the tenant's parse budget (``budget.py``); a large body is
+    parsed in the parse thread, so that the event loop keeps serving meanwhile."""
+    limits = state.config.gateway.body
+    body = await read_body(request, limits)
+    budget = state.parse_budget
+    if len(body) <= limits.inline_parse_bytes:
+        return budget.parse(tenant, body, limits)
+    loop = asyncio.get_running_loop()
+    return await loop.run_in_executor(state.parser, budget.parse, tenant, body, limits)
 
 
 def _body_doc(model: str) -> dict[str, Any]:
@@ -183,10 +196,7 @@ async def submit_one_core(
 ) -> Response:
     """``POST /v1/tasks`` once authenticated and ``wait`` validated; ``fastpath`` calls it
     directly, without FastAPI's per-request routing and dependency solving."""
-    body = validate_body(
-        SubmitRequest,
-        parse_json(await read_body(request, state.config.gateway.body), state.config.gateway.body),
-    )
+    body = validate_body(SubmitRequest, await _read_json(request, state, principal.tenant))
     tasks = build_tasks([body], principal.tenant, state.orchestrator, batch=False)
     async with state.admission.admit(
         principal.tenant, 1, **_claims(state, tasks, principal.tenant)
@@ -209,9 +219,7 @@ async def submit_one_core(
 )
 async def submit_batch(request: Request, state: StateDep, principal: PrincipalDep) -> Response:
     limits = state.config.gateway
-    body = validate_body(
-        BatchRequest, parse_json(await read_body(request, limits.body), limits.body)
-    )
+    body = validate_body(BatchRequest, await _read_json(request, state, principal.tenant))
     if len(body.tasks) > limits.max_batch:
         raise Problem(
             "batch_too_large",

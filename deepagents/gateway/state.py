@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
 
 from redis.asyncio import Redis
 from starlette.requests import Request
@@ -10,6 +11,7 @@ from starlette.requests import Request
 from deepagents.config.schema import FileConfig
 from deepagents.config.settings import Settings
 from deepagents.gateway.auth import Authenticator, Principal
+from deepagents.gateway.budget import ParseBudget
 from deepagents.gateway.coalesce import SubmitCoalescer
 from deepagents.gateway.health import FullCheck
 from deepagents.gateway.http import HeaderDeadline
@@ -32,11 +34,17 @@ class GatewayState:
     metrics: GatewayMetrics
     submits: SubmitCoalescer
     header_deadline: HeaderDeadline
+    parse_budget: ParseBudget = field(default_factory=ParseBudget)
+    # One thread for large bodies: several would only take turns at the GIL, taking more
+    # of it from the event loop.
+    parser: ThreadPoolExecutor = field(
+        default_factory=lambda: ThreadPoolExecutor(1, thread_name_prefix="gateway-parse")
+    )
 
     def reload(self, config: FileConfig) -> None:
         """Serve with ``config`` from now on: routing (``Orchestrator.reload``), API keys,
         tenant limits, body limits, the header deadline (for connections opened from now
-        on) and the full health check's timeout. All is built before anything changes, and
+        on) and the full health check's timeout and cache. All is built before anything changes, and
         nothing awaits in between: a request sees the old file or the new one, never a mix.
         Raises ``ConfigError`` (changing nothing) for a file the running fleet cannot take."""
         auth = Authenticator(config.gateway.api_keys)

@@ -1,0 +1,60 @@
+"""Issue 16, finding 3: one tenant's large bodies cannot stall another tenant.
+
+A body is parsed (Python hooks, on the order of 100 ms per MiB of small values) before the
+token bucket sees it, and one that then fails validation spent no token: 80 invalid 1 MiB
+bodies from one tenant, 8 at a time, moved another tenant's median from milliseconds to
+seconds. Now each tenant has a parse budget in bytes, charged before the parse, and a
+large body is parsed off the event loop.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator
+
+import httpx
+import pytest
+
+from tests.gateway.conftest import Deployment, make_deployment
+from tests.gateway.procs import Gateway, config_yaml, start_gateway
+from tests.gateway.tenants import attack_with, b_under_attack, tenant_b
+
+MIB = 1_048_576
+# Valid JSON of about 1 MiB of small integers, then a field the schema refuses (422).
+INVALID_MIB = b'{"intent":"echo","payload":{"x":[' + b"1," * (MIB // 2 - 64) + b'1]},"bogus":1}'
+
+
+@pytest.fixture(scope="module")
+def deployment(redis_url: str) -> Iterator[Deployment]:
+    yield from make_deployment(redis_url, config_yaml())
+
+
+@pytest.fixture(scope="module")
+def gateway(deployment: Deployment) -> Iterator[Gateway]:
+    with start_gateway(deployment.env) as gw:
+        yield gw
+
+
+def _invalid(http: httpx.Client) -> int:
+    r = http.post("/v1/tasks", content=INVALID_MIB, headers={"Content-Type": "application/json"})
+    return r.status_code
+
+
+def test_large_invalid_bodies_cost_their_sender_not_other_tenants(gateway: Gateway) -> None:
+    """Alpha sends 80 invalid 1 MiB bodies, 8 at a time, while beta submits: beta's
+    answers stay 202, and its median stays within 5x of its median alone. Alpha's bodies
+    past its parse budget (1 s of CPU, then 0.25 s/s, by default) are refused unparsed."""
+    assert len(INVALID_MIB) <= MIB
+    solo = tenant_b(gateway, count=50)
+    start = time.monotonic()
+    under, a_statuses = b_under_attack(gateway, attack_with(gateway, 80, 8, _invalid), count=5)
+    took = time.monotonic() - start
+    assert set(solo.statuses) == {202} and set(under.statuses) == {202}, under.statuses
+    ratio = under.p50_ms / solo.p50_ms
+    print(
+        f"beta p50 solo {solo.p50_ms:.2f} ms, under alpha's 1 MiB bodies {under.p50_ms:.2f} ms "
+        f"({ratio:.2f}x); alpha {dict(a_statuses)} in {took:.1f} s; "
+        f"beta {len(under.latencies)} requests"
+    )
+    assert ratio < 5, (solo.p50_ms, under.p50_ms)
+    assert set(a_statuses) <= {422, 429} and a_statuses[429] > 0, a_statuses
