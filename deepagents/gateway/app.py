@@ -97,7 +97,9 @@ def create_app(
                     auth=Authenticator(config.gateway.api_keys),
                     admission=admission,
                     registry=AgentRegistry(client, Keys(settings.prefix)),
-                    full_check=FullCheck(orchestrator, config.gateway.probe_timeout_s),
+                    full_check=FullCheck(
+                        orchestrator, config.gateway.probe_timeout_s, config.gateway.probe_cache_s
+                    ),
                     metrics=metrics,
                     submits=SubmitCoalescer(orchestrator),
                     header_deadline=HeaderDeadline(config.gateway.header_timeout_s),

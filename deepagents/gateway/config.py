@@ -85,6 +85,13 @@ class GatewayConfig(_Strict):
     )
     long_poll_max_s: float = Field(default=30.0, gt=0, le=300)
     probe_timeout_s: float = Field(default=5.0, gt=0, le=60)
+    probe_cache_s: float = Field(
+        default=5.0,
+        ge=0,
+        le=300,
+        description="/health?full=true answers its last report for this long (it is "
+        "unauthenticated, and each probe writes a task): one probe per window per process",
+    )
     request_lease_s: float = Field(
         default=120.0,
         gt=0,

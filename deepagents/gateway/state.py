@@ -53,6 +53,7 @@ class GatewayState:
         self.admission.config = config.gateway
         self.header_deadline.seconds = config.gateway.header_timeout_s
         self.full_check.timeout_s = config.gateway.probe_timeout_s
+        self.full_check.cache_s = config.gateway.probe_cache_s
         self.config = config
 
     def owner_key(self, task_id: str) -> str:
