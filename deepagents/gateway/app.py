@@ -27,7 +27,12 @@ from deepagents.gateway.auth import Authenticator
 from deepagents.gateway.coalesce import SubmitCoalescer
 from deepagents.gateway.fastpath import SubmitFastPath, SubmitFront
 from deepagents.gateway.health import FullCheck
-from deepagents.gateway.http import HEADER_TIMEOUT_KEY, HeaderDeadline
+from deepagents.gateway.http import (
+    HEADER_LIMITS_KEY,
+    HEADER_TIMEOUT_KEY,
+    HeaderDeadline,
+    HeaderLimits,
+)
 from deepagents.gateway.limits import Admission
 from deepagents.gateway.metrics import GatewayMetrics
 from deepagents.gateway.middleware import MetricsMiddleware
@@ -75,7 +80,7 @@ def create_app(
     metrics = GatewayMetrics()
 
     @contextlib.asynccontextmanager
-    async def lifespan(app: FastAPI) -> AsyncIterator[dict[str, HeaderDeadline]]:
+    async def lifespan(app: FastAPI) -> AsyncIterator[dict[str, HeaderDeadline | HeaderLimits]]:
         if settings.redis_url is None:
             raise ConfigError("DEEPAGENTS_REDIS_URL is not set", file="environment")
         client = connect(
@@ -103,6 +108,9 @@ def create_app(
                     metrics=metrics,
                     submits=SubmitCoalescer(orchestrator),
                     header_deadline=HeaderDeadline(config.gateway.header_timeout_s),
+                    header_limits=HeaderLimits(
+                        config.gateway.max_header_field_bytes, config.gateway.max_header_bytes
+                    ),
                 )
                 if not config.gateway.api_keys:
                     log.warning("no gateway.api_keys configured: every /v1 request answers 401")
@@ -111,7 +119,10 @@ def create_app(
                 try:
                     with reload_on_hangup(app.state.gateway, settings.config_path(), metrics):
                         # uvicorn hands this state to every connection (``http.py``).
-                        yield {HEADER_TIMEOUT_KEY: app.state.gateway.header_deadline}
+                        yield {
+                            HEADER_TIMEOUT_KEY: app.state.gateway.header_deadline,
+                            HEADER_LIMITS_KEY: app.state.gateway.header_limits,
+                        }
                 finally:
                     app.state.gateway.parser.shutdown(wait=False, cancel_futures=True)
                     await admission.aclose()

@@ -83,6 +83,18 @@ class GatewayConfig(_Strict):
         description="the request line and headers must arrive within this (a slower "
         "client gets 408 and is disconnected); a reload applies to connections opened after it",
     )
+    max_header_field_bytes: int = Field(
+        default=16_384,
+        ge=1_024,
+        le=1_048_576,
+        description="one header's name and value; a larger one gets 431 and a closed connection",
+    )
+    max_header_bytes: int = Field(
+        default=65_536,
+        ge=4_096,
+        le=16 * 1_048_576,
+        description="the request line and all headers together; more gets 431",
+    )
     long_poll_max_s: float = Field(default=30.0, gt=0, le=300)
     probe_timeout_s: float = Field(default=5.0, gt=0, le=60)
     probe_cache_s: float = Field(

@@ -37,6 +37,7 @@ CODES: dict[str, tuple[int, str]] = {
     "body_too_large": (413, "The request body is too large"),
     "payload_too_large": (413, "The encoded task is too large"),
     "unsupported_media_type": (415, "The body must be application/json"),
+    "headers_too_large": (431, "The request headers are too large"),
     "validation_error": (422, "The request does not match the schema"),
     "unknown_intent": (422, "No agent serves this intent"),
     "invalid_payload": (422, "The payload does not match what the agent accepts"),

@@ -14,7 +14,7 @@ from deepagents.gateway.auth import Authenticator, Principal
 from deepagents.gateway.budget import ParseBudget
 from deepagents.gateway.coalesce import SubmitCoalescer
 from deepagents.gateway.health import FullCheck
-from deepagents.gateway.http import HeaderDeadline
+from deepagents.gateway.http import HeaderDeadline, HeaderLimits
 from deepagents.gateway.limits import Admission
 from deepagents.gateway.metrics import GatewayMetrics
 from deepagents.orchestrator import Orchestrator
@@ -34,6 +34,7 @@ class GatewayState:
     metrics: GatewayMetrics
     submits: SubmitCoalescer
     header_deadline: HeaderDeadline
+    header_limits: HeaderLimits
     parse_budget: ParseBudget = field(default_factory=ParseBudget)
     # One thread for large bodies: several would only take turns at the GIL, taking more
     # of it from the event loop.
@@ -52,6 +53,8 @@ class GatewayState:
         self.auth = auth
         self.admission.config = config.gateway
         self.header_deadline.seconds = config.gateway.header_timeout_s
+        self.header_limits.field_bytes = config.gateway.max_header_field_bytes
+        self.header_limits.total_bytes = config.gateway.max_header_bytes
         self.full_check.timeout_s = config.gateway.probe_timeout_s
         self.full_check.cache_s = config.gateway.probe_cache_s
         self.config = config
