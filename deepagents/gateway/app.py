@@ -23,7 +23,7 @@ from deepagents.config.load import load_config, load_settings
 from deepagents.config.schema import FileConfig
 from deepagents.config.settings import Settings
 from deepagents.errors import ConfigError, DeepAgentsError
-from deepagents.gateway.auth import Authenticator
+from deepagents.gateway.auth import Authenticator, MetricsGuard
 from deepagents.gateway.coalesce import SubmitCoalescer
 from deepagents.gateway.fastpath import SubmitFastPath, SubmitFront
 from deepagents.gateway.health import FullCheck
@@ -100,6 +100,7 @@ def create_app(
                     client=client,
                     orchestrator=orchestrator,
                     auth=Authenticator(config.gateway.api_keys),
+                    metrics_guard=MetricsGuard(config.gateway.metrics_keys),
                     admission=admission,
                     registry=AgentRegistry(client, Keys(settings.prefix)),
                     full_check=FullCheck(
@@ -133,6 +134,9 @@ def create_app(
         title=TITLE,
         version=VERSION,
         lifespan=lifespan,
+        # A redirect to the same path without its slash would be built from the request's
+        # Host header: an open redirect to wherever the client names (issue 16, finding 9).
+        redirect_slashes=False,
         description="Submit tasks to deepagents over HTTP. Errors are RFC 9457 "
         "problem documents with a stable `type` per `code`.",
     )

@@ -72,6 +72,11 @@ class BodyLimits(_Strict):
 
 class GatewayConfig(_Strict):
     api_keys: tuple[ApiKey, ...] = ()
+    metrics_keys: tuple[str, ...] = Field(
+        default=(),
+        description="hex SHA-256 of keys that may read /metrics, which names tenants in its "
+        "labels; empty: /metrics is open (bind the gateway where only scrapers reach it)",
+    )
     defaults: TenantLimits = Field(default_factory=TenantLimits)
     tenants: dict[str, TenantLimits] = Field(default_factory=dict)
     body: BodyLimits = Field(default_factory=BodyLimits)
@@ -109,6 +114,14 @@ class GatewayConfig(_Strict):
         gt=0,
         description="an in-flight slot is freed after this even if a gateway died holding it",
     )
+
+    @field_validator("metrics_keys")
+    @classmethod
+    def _metrics_hex(cls, value: tuple[str, ...]) -> tuple[str, ...]:
+        value = tuple(v.lower() for v in value)
+        if not all(_SHA256.match(v) for v in value):
+            raise ValueError("each must be 64 lowercase hex digits (the SHA-256 of the key)")
+        return value
 
     @model_validator(mode="after")
     def _unique_keys(self) -> GatewayConfig:

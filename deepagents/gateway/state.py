@@ -10,7 +10,7 @@ from starlette.requests import Request
 
 from deepagents.config.schema import FileConfig
 from deepagents.config.settings import Settings
-from deepagents.gateway.auth import Authenticator, Principal
+from deepagents.gateway.auth import Authenticator, MetricsGuard, Principal, authorization
 from deepagents.gateway.budget import ParseBudget
 from deepagents.gateway.coalesce import SubmitCoalescer
 from deepagents.gateway.health import FullCheck
@@ -35,6 +35,7 @@ class GatewayState:
     submits: SubmitCoalescer
     header_deadline: HeaderDeadline
     header_limits: HeaderLimits
+    metrics_guard: MetricsGuard
     parse_budget: ParseBudget = field(default_factory=ParseBudget)
     # One thread for large bodies: several would only take turns at the GIL, taking more
     # of it from the event loop.
@@ -49,8 +50,10 @@ class GatewayState:
         nothing awaits in between: a request sees the old file or the new one, never a mix.
         Raises ``ConfigError`` (changing nothing) for a file the running fleet cannot take."""
         auth = Authenticator(config.gateway.api_keys)
+        guard = MetricsGuard(config.gateway.metrics_keys)
         self.orchestrator.reload(config)
         self.auth = auth
+        self.metrics_guard = guard
         self.admission.config = config.gateway
         self.header_deadline.seconds = config.gateway.header_timeout_s
         self.header_limits.field_bytes = config.gateway.max_header_field_bytes
@@ -76,7 +79,7 @@ async def get_state(request: Request) -> GatewayState:
 
 
 async def get_principal(request: Request) -> Principal:
-    return _state(request).auth.authenticate(request.headers.get("authorization"))
+    return _state(request).auth.authenticate(authorization(request.headers))
 
 
 def _state(request: Request) -> GatewayState:
