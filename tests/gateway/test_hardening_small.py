@@ -4,6 +4,7 @@ Authorization headers refused, and ``/metrics`` (which names tenants) behind a k
 
 from __future__ import annotations
 
+import signal
 from collections.abc import Iterator
 
 import httpx
@@ -12,6 +13,7 @@ import pytest
 from deepagents.gateway.auth import hash_key
 from tests.gateway.conftest import Deployment, make_deployment
 from tests.gateway.procs import KEYS, Gateway, auth, config_yaml, start_gateway
+from tests.support.wait import eventually_sync
 
 SCRAPER = "dak_test_metrics_scraper_key_42"
 
@@ -61,3 +63,29 @@ def test_metrics_need_the_metrics_key_when_one_is_set(gateway: Gateway) -> None:
     assert httpx.get(gateway.url + "/metrics", headers=auth()).status_code == 401  # a tenant's
     r = httpx.get(gateway.url + "/metrics", headers={"Authorization": f"Bearer {SCRAPER}"})
     assert r.status_code == 200 and 'tenant="alpha"' in r.text
+
+
+@pytest.fixture
+def own(redis_url: str) -> Iterator[Deployment]:
+    """A deployment of this test alone: its config file is rewritten."""
+    text = config_yaml().replace(
+        "  probe_timeout_s:", f"  metrics_keys: [{hash_key(SCRAPER)}]\n  probe_timeout_s:"
+    )
+    yield from make_deployment(redis_url, text)
+
+
+def test_a_reload_applies_the_metrics_keys_and_header_caps(own: Deployment) -> None:
+    with start_gateway(own.env) as gw:
+        assert gw.process is not None
+        assert httpx.get(gw.url + "/metrics").status_code == 401
+        assert httpx.get(gw.url + "/health", headers={"X-F": "f" * 3000}).status_code == 200
+        text = own.config.read_text().replace(f"  metrics_keys: [{hash_key(SCRAPER)}]\n", "")
+        own.config.write_text(text + "  max_header_field_bytes: 2048\n")
+        gw.process.send_signal(signal.SIGHUP)
+        eventually_sync(
+            lambda: httpx.get(gw.url + "/metrics").status_code == 200,
+            what="/metrics open once the reload dropped the metrics keys",
+        )
+        # On a connection opened after the reload: the new cap.
+        r = httpx.get(gw.url + "/health", headers={"X-F": "f" * 3000})
+        assert r.status_code == 431 and r.json()["code"] == "headers_too_large"
