@@ -679,8 +679,11 @@ class DeliveryHandler:
         )
         status = await self.w.bus.dead_letter(ref, self.group, self.w.consumer, item)
         self._count(status, "dead_lettered")
-        if status == "ok" and self._tm is not None:
-            self._tm[ref.tier].completed["dead_lettered"].inc()
+        metrics = self.w.telemetry.metrics
+        if status == "ok" and metrics is not None:
+            metrics.completed.labels(self.w.name, ref.tier, "dead_lettered").inc()
+            if reason == "decode_error":
+                metrics.decode_errors.labels(self.w.name, "stream").inc()
         log.warning(
             "dead-lettered entry %s of %s: %s (%s)",
             entry_id,

@@ -17,6 +17,7 @@ from deepagents.transport.base import (
     Claimed,
     CommitItem,
     DeadLetter,
+    Promoted,
     RawEntry,
     Reschedule,
     StreamRef,
@@ -418,13 +419,15 @@ class RedisStreamBus:
             )
         return [_s(name) for name in removed]
 
-    async def promote_due(self, keys: ShardKeys, tiers: Sequence[str], limit: int = 500) -> int:
+    async def promote_due(
+        self, keys: ShardKeys, tiers: Sequence[str], limit: int = 500
+    ) -> Promoted:
         with redis_errors(f"promote {keys.delayed}"):
-            moved = await self.scripts.promote(
-                keys=[keys.delayed, *(keys.stream(t) for t in tiers)],
+            moved, dead = await self.scripts.promote(
+                keys=[keys.delayed, keys.dlq, *(keys.stream(t) for t in tiers)],
                 args=[now_ms(), limit, *tiers],
             )
-        return int(moved)
+        return Promoted(int(moved), int(dead))
 
     async def replay(
         self, keys: ShardKeys, dlq_entry: str, tier: str, task_id: str, task_json: bytes, reply: str
