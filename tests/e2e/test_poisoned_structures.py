@@ -1,0 +1,112 @@
+"""A worker process started on poisoned structures (issue 16, finding 6): malformed members
+of the delayed sets, the task streams and the registry hashes are moved to the dead-letter
+stream with reason ``decode_error`` and counted; the worker keeps running and runs the good
+tasks behind them."""
+
+from __future__ import annotations
+
+import orjson
+from prometheus_client import generate_latest
+from redis.asyncio import Redis
+
+from deepagents.contract import ResultStatus, Task
+from deepagents.contract.codec import encode_task
+from deepagents.orchestrator import Orchestrator, TaskHandle
+from deepagents.store.registry import AgentRegistry
+from deepagents.telemetry import Metrics
+from deepagents.transport.keys import Keys, ShardKeys, shard_of
+from tests.e2e.conftest import registered
+from tests.support.procs import Procs
+from tests.support.wait import eventually
+from tests.telemetry.support import free_port, samples, try_scrape
+
+SHARDS = 2  # E2E_CONFIG's
+# Not JSON, not an object, no task string, a bad attempt: each stopped the promote script.
+BAD_MEMBERS = [b"not json", b"[1]", b'{"task": 5}', b'{"task": "{}", "attempt": "x"}']
+
+
+def _task_on(shard: int, n: int) -> Task:
+    """A task whose id falls on ``shard``."""
+    while True:
+        task = Task(intent="echo", payload={"retry": n})
+        if shard_of(task.task_id, SHARDS) == shard:
+            return task
+
+
+async def _poison_shard(client: Redis, keys: ShardKeys, retry: Task) -> None:
+    """The bad members first in the delayed set, a due retry behind them; and a stream
+    entry that is not JSON."""
+    member = {"tier": "p2", "task": encode_task(retry).decode(), "attempt": 2, "entry": "0-1"}
+    await client.zadd(keys.delayed, {**dict.fromkeys(BAD_MEMBERS, 0), orjson.dumps(member): 1})
+    await client.xadd(keys.stream("p2"), {"task": b"{not json", "attempt": 1, "enq": 0})
+
+
+async def _decode_errors(port: int, structure: str) -> float:
+    text = try_scrape(port)
+    found = samples(text).get("deepagents_decode_errors_total", []) if text else []
+    return sum(v for labels, v in found if labels == {"agent": "echo", "structure": structure})
+
+
+async def _letters(client: Redis, dlq: str) -> list[dict[bytes, bytes]]:
+    entries: list[tuple[bytes, dict[bytes, bytes]]] = await client.xrange(dlq)  # type: ignore[assignment]
+    return [fields for _, fields in entries]
+
+
+async def test_a_worker_on_poisoned_structures_moves_them_aside_and_runs_the_good_tasks(
+    client: Redis, orch: Orchestrator, procs: Procs, prefix: str
+) -> None:
+    keys = Keys(prefix)
+    shards = [keys.shard("echo", s) for s in range(SHARDS)]
+    retries = [_task_on(s, s) for s in range(SHARDS)]
+    for shard_keys, retry in zip(shards, retries, strict=True):
+        await _poison_shard(client, shard_keys, retry)
+    # A heartbeat that is not a timestamp: a worker's registration does not rewrite it.
+    await client.hset(keys.agent_instances("echo"), "bogus", "not a number")
+    good = await orch.submit_many([Task(intent="echo", payload={"i": i}) for i in range(10)])
+    port = free_port()
+    worker = procs.worker("agents.echo:EchoAgent", "--metrics-port", str(port))
+
+    async def delayed_sets_empty() -> bool:
+        assert worker.poll() is None, f"the worker exited: {procs.output(worker)}"
+        return all([await client.zcard(k.delayed) == 0 for k in shards])
+
+    await eventually(delayed_sets_empty, timeout=60, what="the delayed sets emptied")
+    retried = [TaskHandle(t.task_id, "echo", "p2", s, False, orch) for s, t in enumerate(retries)]
+    for handle in [*good, *retried]:
+        result = await handle.result(timeout=60)
+        assert result.status is ResultStatus.SUCCESS, procs.output(worker)
+    for shard_keys in shards:
+        letters = await _letters(client, shard_keys.dlq)
+        delayed = [f for f in letters if f[b"source"] == shard_keys.delayed.encode()]
+        assert sorted(f[b"orig_member"] for f in delayed) == sorted(BAD_MEMBERS)
+        assert {f[b"reason"] for f in delayed} == {b"decode_error"}
+        assert any(f[b"source"] == shard_keys.stream("p2").encode() for f in letters)
+    await eventually(lambda: _decode_errors(port, "delayed"), what="delayed decode errors counted")
+    assert await _decode_errors(port, "delayed") == len(BAD_MEMBERS) * SHARDS
+    assert await _decode_errors(port, "stream") == SHARDS
+
+    # The registry, as the gateway's GET /v1/agents and routing read it, poisoned while
+    # the worker runs: the bad fields are moved aside, counted, and read as absent.
+    await registered(client, prefix, "echo", 1)
+    await client.hset(keys.agent("echo"), "intents", b"not json")
+    metrics = Metrics()
+    registry = AgentRegistry(client, keys, metrics)
+    echo = (await registry.agents())["echo"]
+    assert echo["intents"] == []
+    assert isinstance(echo["instances"], dict) and "bogus" not in echo["instances"]
+    assert len(echo["instances"]) == 1  # the worker's own
+    assert (await orch.agent_health())["echo"].instances == 1
+    assert await client.hget(keys.agent("echo"), "intents") is None
+    assert not await client.hexists(keys.agent_instances("echo"), "bogus")
+    moved = {
+        (f[b"field"], f[b"orig_value"])
+        for f in await _letters(client, shards[0].dlq)
+        if f[b"source"].startswith(keys.agent("echo").encode())
+    }
+    assert moved == {(b"intents", b"not json"), (b"bogus", b"not a number")}
+    counted = samples(generate_latest(metrics.registry).decode())["deepagents_decode_errors_total"]
+    assert counted == [({"agent": "echo", "structure": "registry"}, 2.0)]
+
+    after = await orch.submit(Task(intent="echo", payload={"after": True}))
+    assert (await after.result(timeout=60)).status is ResultStatus.SUCCESS
+    assert worker.poll() is None, procs.output(worker)
