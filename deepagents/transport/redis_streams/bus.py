@@ -383,11 +383,12 @@ class RedisStreamBus:
         return [_s(i) for i in lost]
 
     async def deliveries(self, stream: StreamRef, task_ids: Sequence[str]) -> list[int]:
-        """How many deliveries each task has had so far (0 for an unknown task)."""
+        """How many deliveries each task has had so far: 0 for an unknown task, and for a
+        count that is not a number (as the begin script reads it, which then writes 1)."""
         commands = [("HGET", stream.keys.task(task_id), "deliveries") for task_id in task_ids]
         with redis_errors(f"delivery counts on {stream.name}"):
             replies = await self.lanes.pipeline(commands)
-        return [int(n) if n else 0 for n in replies]
+        return [int(n) if n and n.isdigit() else 0 for n in replies]
 
     async def hand_back(
         self,
