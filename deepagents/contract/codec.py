@@ -59,7 +59,9 @@ def decode_envelope(fields: dict[Any, Any] | None) -> Envelope:
         task = Task.model_validate(orjson.loads(raw))
     except DecodeError:
         raise
-    except (orjson.JSONDecodeError, ValidationError, ValueError, TypeError) as exc:
+    except ValidationError as exc:
+        raise DecodeError(f"ValidationError: {_where(exc)}") from exc
+    except (orjson.JSONDecodeError, ValueError, TypeError) as exc:
         raise DecodeError(f"{type(exc).__name__}: {_short(exc)}") from exc
     return _envelope(fields, task)
 
@@ -94,8 +96,8 @@ def _envelope(fields: dict[Any, Any], task: Task) -> Envelope:
             reply = fields.get(b"reply", fields.get("reply", b""))
     except DecodeError:
         raise
-    except (ValueError, TypeError) as exc:
-        raise DecodeError(f"{type(exc).__name__}: {_short(exc)}") from exc
+    except (ValueError, TypeError) as exc:  # its text would quote the value
+        raise DecodeError(f"{type(exc).__name__}: attempt and enq must be integers") from exc
     if attempt < 1:
         raise DecodeError("attempt must be >= 1")
     reply_s = reply.decode() if isinstance(reply, bytes) else str(reply)
@@ -126,6 +128,16 @@ def encode_result(result: Result) -> bytes:
 
 def decode_result(raw: bytes | str) -> Result:
     return Result.model_validate(orjson.loads(raw))
+
+
+def _where(exc: ValidationError, limit: int = 5) -> str:
+    """Where validation failed and how, never with what: pydantic's own text quotes the
+    input (``input_value={... 'password': ...}``), which then reaches logs, the dead-letter
+    stream and the submitter."""
+    errors = exc.errors(include_url=False, include_context=False, include_input=False)
+    parts = [f"{'.'.join(map(str, e['loc'])) or 'task'}: {e['type']}" for e in errors[:limit]]
+    more = f" (and {len(errors) - limit} more)" if len(errors) > limit else ""
+    return "; ".join(parts) + more
 
 
 def _short(exc: Exception, limit: int = 300) -> str:

@@ -110,3 +110,29 @@ async def test_a_worker_on_poisoned_structures_moves_them_aside_and_runs_the_goo
     after = await orch.submit(Task(intent="echo", payload={"after": True}))
     assert (await after.result(timeout=60)).status is ResultStatus.SUCCESS
     assert worker.poll() is None, procs.output(worker)
+
+
+async def test_a_dead_lettered_entry_is_logged_without_its_values(
+    client: Redis, procs: Procs, prefix: str
+) -> None:
+    """Issue 16, finding 7: where validation failed and how, never the input (pydantic's
+    own text quotes it: ``input_value={... 'password': ...}``)."""
+    keys = Keys(prefix).shard("echo", 0)
+    # The payload must be an object: pydantic's text would quote this list.
+    task = {"intent": "echo", "payload": [{"password": "hunter2-secret"}]}
+    await client.xadd(keys.stream("p2"), {"task": orjson.dumps(task), "attempt": 1, "enq": 0})
+    worker = procs.worker("agents.echo:EchoAgent")
+
+    async def dead_lettered() -> list[dict[bytes, bytes]]:
+        return await _letters(client, keys.dlq)
+
+    (letter,) = await eventually(dead_lettered, what="the entry dead-lettered")
+    await eventually(
+        lambda: _logged(procs.output(worker), "dead-lettered entry"), what="the warning"
+    )
+    assert "hunter2" not in procs.output(worker)
+    assert letter[b"error"] == b"ValidationError: payload: dict_type"
+
+
+async def _logged(output: str, text: str) -> bool:
+    return text in output
