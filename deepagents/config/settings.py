@@ -84,6 +84,12 @@ class Settings(BaseSettings):
         default=None, description="write finished spans as JSON lines here (tests, debugging)"
     )
     log_format: str = Field(default="auto", pattern=r"^(auto|json|human)$")
+    debug_loggers: str = Field(
+        default="",
+        pattern=r"^[A-Za-z0-9_.,]*$",
+        description="other libraries' loggers to write at DEBUG with -v, comma-separated "
+        "(e.g. redis,httpx); unnamed ones stay at INFO",
+    )
     health_interval_s: float = Field(default=30.0, gt=0, description="agent health_check period")
 
     @field_validator("log_level")
