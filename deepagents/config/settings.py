@@ -76,6 +76,12 @@ class Settings(BaseSettings):
     metrics_port: int | None = Field(
         default=None, ge=0, le=65_535, description="worker /metrics port; unset: not served"
     )
+    metrics_host: str = Field(
+        default="127.0.0.1",
+        min_length=1,
+        description="address a worker's /metrics listens on; loopback unless set (0.0.0.0 "
+        "for a scraper on another host)",
+    )
     tracing: bool = Field(default=True, description="continue/emit W3C trace context and spans")
     otlp_endpoint: str | None = Field(
         default=None, description="OTLP/HTTP traces endpoint; unset: no exporter"
