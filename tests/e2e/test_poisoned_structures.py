@@ -5,16 +5,20 @@ tasks behind them."""
 
 from __future__ import annotations
 
+from typing import Any
+
 import orjson
 from prometheus_client import generate_latest
 from redis.asyncio import Redis
 
-from deepagents.contract import ResultStatus, Task
+from deepagents.contract import ErrorCode, ResultStatus, Task
 from deepagents.contract.codec import encode_task
 from deepagents.orchestrator import Orchestrator, TaskHandle
 from deepagents.store.registry import AgentRegistry
 from deepagents.telemetry import Metrics
+from deepagents.transport.base import StreamRef
 from deepagents.transport.keys import Keys, ShardKeys, shard_of
+from deepagents.transport.redis_streams.bus import RedisStreamBus
 from tests.e2e.conftest import registered
 from tests.support.procs import Procs
 from tests.support.wait import eventually
@@ -136,3 +140,66 @@ async def test_a_dead_lettered_entry_is_logged_without_its_values(
 
 async def _logged(output: str, text: str) -> bool:
     return text in output
+
+
+async def _enqueue_raw(
+    client: Redis, orch: Orchestrator, task: Task, task_json: bytes
+) -> TaskHandle:
+    """``task`` enqueued as ``submit`` would (task hash, this orchestrator's reply channel),
+    but with ``task_json`` in the stream: what a damaged write or another producer left."""
+    shard = shard_of(task.task_id, SHARDS)
+    ref = StreamRef(Keys(orch.settings.prefix).shard("echo", shard), "p2")
+    bus = RedisStreamBus(client)
+    try:
+        item = (ref, task.task_id, task_json, orch.reply_channel, b"")
+        [(status, _)] = await bus.enqueue_many([item], max_backlog=1_000)
+        assert status == "ok"
+    finally:
+        await bus.aclose()
+    return TaskHandle(task.task_id, "echo", "p2", shard, False, orch)
+
+
+async def test_a_damaged_task_tells_its_submitter_at_once(
+    client: Redis, orch: Orchestrator, procs: Procs
+) -> None:
+    """Issue 24, item 8: its JSON no longer parses, so its id cannot be read the usual way;
+    the submitter is told ``dead``, with the reason, when it is dead-lettered (on main it
+    waited out its whole timeout)."""
+    task = Task(intent="echo", payload={"n": 1})
+    handle = await _enqueue_raw(client, orch, task, encode_task(task)[:-7])  # cut short
+    replies = client.pubsub()
+    await replies.subscribe(orch.reply_channel)
+    procs.worker("agents.echo:EchoAgent")
+
+    async def published() -> dict[str, Any] | None:
+        message = await replies.get_message(ignore_subscribe_messages=True, timeout=0.1)
+        return orjson.loads(message["data"]) if message else None
+
+    try:
+        notified = await eventually(published, what="the reply published")
+    finally:
+        await replies.aclose()  # type: ignore[no-untyped-call]
+    assert notified is not None and notified["task_id"] == task.task_id
+    assert notified["status"] == "failed"
+    result = await handle.result(timeout=30)
+    assert result.error is not None and result.error.code == ErrorCode.DEAD_LETTERED
+    assert result.error.message.startswith("decode_error: JSONDecodeError")
+    task_key = Keys(orch.settings.prefix).shard("echo", handle.shard).task(task.task_id)
+    assert await client.hget(task_key, "state") == b"dead"
+
+
+async def test_a_task_over_the_size_limit_is_dead_lettered_unread(
+    client: Redis, orch: Orchestrator, procs: Procs
+) -> None:
+    """Issue 16, finding 9: written straight to the stream, past what ``submit`` admits
+    (DEEPAGENTS_MAX_PAYLOAD_BYTES, 1 MiB by default), it was run like any other."""
+    big = Task(intent="echo", payload={"blob": "x" * 2_000_000})
+    handle = await _enqueue_raw(client, orch, big, encode_task(big))
+    worker = procs.worker("agents.echo:EchoAgent")
+    result = await handle.result(timeout=60)
+    assert result.status is ResultStatus.FAILED and result.error is not None
+    assert result.error.message.startswith("too_large: the task is 2000"), result.error.message
+    assert "over the limit of 1048576" in result.error.message
+    after = await orch.submit(Task(intent="echo", payload={"after": True}))
+    assert (await after.result(timeout=60)).status is ResultStatus.SUCCESS
+    assert worker.poll() is None, procs.output(worker)
