@@ -17,8 +17,9 @@ from deepagents.contract.result import Result
 from deepagents.contract.task import TASK_ID_PATTERN, Task
 
 _TASK_ID = re.compile(TASK_ID_PATTERN.strip("^$"))
-# A task id as the encoder writes it, found in a task that no longer parses.
-_TASK_ID_MEMBER = re.compile(rb'"task_id"\s*:\s*"(%s)"' % TASK_ID_PATTERN.strip("^$").encode())
+# A task id as the encoder writes it, found in a task that no longer parses; without the
+# key's opening quote, which damage to the JSON's first bytes takes with it.
+_TASK_ID_MEMBER = re.compile(rb'task_id"\s*:\s*"(%s)"' % TASK_ID_PATTERN.strip("^$").encode())
 # A batch of tasks in one validation call (``decode_envelopes``).
 _TASKS = TypeAdapter(list[Task])
 
@@ -127,7 +128,7 @@ def salvage_ids(fields: dict[Any, Any] | None, *, parse: bool = True) -> tuple[s
     """The task id and reply channel of an entry that did not decode: enough to answer its
     submitter. From the task's ``task_id`` when it is still JSON (a producer on another
     schema version, say); when it is not (damaged, or too large to ``parse``), from the
-    first ``"task_id": "…"`` in its text, which the dead-letter script uses only if that
+    first ``task_id": "…"`` in its text, which the dead-letter script uses only if that
     task was enqueued with this very entry. None when nothing can be trusted."""
     if not fields:
         return None
