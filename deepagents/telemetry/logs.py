@@ -90,7 +90,7 @@ def configure_logging(
 
     ``level`` is deepagents' own; other libraries log at INFO at most, since their DEBUG
     lines quote what they carry (redis-py writes whole replies, results included), unless
-    named in ``debug_loggers``."""
+    named in ``debug_loggers`` while ``level`` is DEBUG."""
     stream = stream or sys.stderr
     human = fmt == "human" or (fmt == "auto" and stream.isatty())
     handler = logging.StreamHandler(stream)
@@ -101,7 +101,8 @@ def configure_logging(
     root.addHandler(handler)
     numeric = logging.getLevelNamesMapping()[level]
     root.setLevel(max(numeric, logging.INFO))
-    logging.getLogger("deepagents").setLevel(numeric)
+    # Below INFO only ours: at INFO and above it inherits the root's level, as before.
+    logging.getLogger("deepagents").setLevel(numeric if numeric < logging.INFO else logging.NOTSET)
     logging.getLogger("asyncio").setLevel(logging.WARNING)
-    for name in debug_loggers:
+    for name in debug_loggers if numeric <= logging.DEBUG else ():
         logging.getLogger(name).setLevel(logging.DEBUG)
