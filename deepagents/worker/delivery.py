@@ -114,6 +114,9 @@ class DeliveryHandler:
             if metrics is not None
             else None
         )
+        self._decode_errors = (
+            metrics.decode_errors.labels(worker.name, "stream") if metrics is not None else None
+        )
 
     # intake -------------------------------------------------------------------------------
 
@@ -688,11 +691,10 @@ class DeliveryHandler:
         )
         status = await self.w.bus.dead_letter(ref, self.group, self.w.consumer, item)
         self._count(status, "dead_lettered")
-        metrics = self.w.telemetry.metrics
-        if status == "ok" and metrics is not None:
-            metrics.completed.labels(self.w.name, ref.tier, "dead_lettered").inc()
-            if reason == "decode_error":
-                metrics.decode_errors.labels(self.w.name, "stream").inc()
+        if status == "ok" and self._tm is not None:
+            self._tm[ref.tier].completed["dead_lettered"].inc()
+            if reason == "decode_error" and self._decode_errors is not None:
+                self._decode_errors.inc()
         log.warning(
             "dead-lettered entry %s of %s: %s (%s)",
             entry_id,
