@@ -14,6 +14,7 @@ local function parse(member)
   if attempt == nil or attempt < 1 or attempt ~= math.floor(attempt) then
     return nil, 'attempt is not an integer >= 1'
   end
+  if m.reply == cjson.null then m.reply = nil end
   if m.reply ~= nil and type(m.reply) ~= 'string' then return nil, 'reply is not a string' end
   return m
 end
