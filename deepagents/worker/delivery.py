@@ -22,6 +22,7 @@ from deepagents._internal.eager import Resume, first_step
 from deepagents._internal.ids import uuid7_str
 from deepagents.contract.codec import (
     Envelope,
+    TooLarge,
     decode_envelopes,
     encode_result,
     encode_task,
@@ -103,12 +104,18 @@ class DeliveryHandler:
         self.quarantine = Quarantine()
         self._bases: dict[str, bytes] = {}  # per stream name: a str hashes in C
         self._max_wait = {name: tier.max_wait_ms for name, tier in worker.config.tiers.items()}
+        # What a producer may enqueue (Orchestrator.submit) is what a worker parses: a task
+        # written past it straight to the stream is dead-lettered unread.
+        self._max_task_bytes = worker.settings.max_payload_bytes
         metrics = worker.telemetry.metrics
         # Children bound once per tier: the hot path does a dict lookup, never a label lookup.
         self._tm: dict[str, TierMetrics] | None = (
             {t: metrics.tier(worker.name, t) for t in worker.config.tier_names}
             if metrics is not None
             else None
+        )
+        self._decode_errors = (
+            metrics.decode_errors.labels(worker.name, "stream") if metrics is not None else None
         )
 
     # intake -------------------------------------------------------------------------------
@@ -121,13 +128,14 @@ class DeliveryHandler:
         this consumer (begin skips their owner check)."""
         pool = self.w.pools[ref.tier]
         good: list[tuple[RawEntry, Envelope]] = []
-        decoded = decode_envelopes([entry.fields for entry in entries])
+        decoded = decode_envelopes([entry.fields for entry in entries], self._max_task_bytes)
         for entry, envelope in zip(entries, decoded, strict=True):
             if isinstance(envelope, Envelope):
                 good.append((entry, envelope))
                 continue
             if entry.fields:
-                await self._dead_letter_raw(ref, entry, "decode_error", str(envelope))
+                reason = "too_large" if isinstance(envelope, TooLarge) else "decode_error"
+                await self._dead_letter_raw(ref, entry, reason, str(envelope))
             else:
                 await self._dead_letter_raw(ref, entry, "payload_lost", _BODY_GONE)
             pool.release()
@@ -657,7 +665,11 @@ class DeliveryHandler:
         can still be read (``salvage_ids``), the task fails with the reason, so that its
         submitter hears it rather than waiting for ever."""
         entry_id = entry.entry_id
-        salvaged = salvage_ids(entry.fields) if reason == "decode_error" else None
+        salvaged = (
+            salvage_ids(entry.fields, parse=reason == "decode_error")
+            if reason != "payload_lost"
+            else None
+        )
         task_id, reply = salvaged if salvaged is not None else (None, "")
         result_json = b"" if task_id is None else self._failed_json(task_id, reason, error)
         kind = "payload_lost" if reason == "payload_lost" else "dead_lettered"
@@ -681,6 +693,8 @@ class DeliveryHandler:
         self._count(status, "dead_lettered")
         if status == "ok" and self._tm is not None:
             self._tm[ref.tier].completed["dead_lettered"].inc()
+            if reason == "decode_error" and self._decode_errors is not None:
+                self._decode_errors.inc()
         log.warning(
             "dead-lettered entry %s of %s: %s (%s)",
             entry_id,
