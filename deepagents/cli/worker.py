@@ -89,7 +89,7 @@ def main(args: argparse.Namespace) -> int:
         async with redis_client(
             url, max_connections=readers + 32, cluster=settings.redis_cluster
         ) as client:
-            worker = Worker(
+            worker = Worker.from_client(
                 cls(),
                 client=client,
                 config=runtime.config,

@@ -40,8 +40,8 @@ from deepagents.transport.base import (
     RawEntry,
     Reschedule,
     StreamRef,
+    now_ms,
 )
-from deepagents.transport.redis_streams.bus import now_ms
 from deepagents.worker.committer import Committer
 from deepagents.worker.pools import TierPool
 from deepagents.worker.quarantine import Quarantine

@@ -50,7 +50,7 @@ async def test_a_waiting_delivery_holds_up_neither_its_batch_nor_its_context(
     config = parse_config(CONFIG)
     settings = Settings(prefix=prefix, outbox=True)
     release = asyncio.Event()
-    async with Orchestrator(client, config=config, settings=settings) as orch:
+    async with Orchestrator.from_client(client, config=config, settings=settings) as orch:
         # Queued before the worker starts: read and begun as one batch, the waiting ones
         # first.
         soon = utcnow() + timedelta(seconds=1)
@@ -110,7 +110,7 @@ async def test_a_delivery_lost_before_its_batch_task_reaches_it_is_skipped(
 
     monkeypatch.setattr(DeliveryHandler, "_start", start_then_lose_one)
     agent = Counting()
-    async with Orchestrator(client, config=config, settings=settings) as orch:
+    async with Orchestrator.from_client(client, config=config, settings=settings) as orch:
         handles = await orch.submit_many([Task(intent="probe", payload={}) for _ in range(10)])
         async with running_worker(client, settings, config, agent) as worker:
             results = await asyncio.gather(*(h.result(timeout=30) for h in handles))
