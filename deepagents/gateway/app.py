@@ -24,6 +24,7 @@ from deepagents.config.load import load_config, load_settings
 from deepagents.config.schema import FileConfig
 from deepagents.config.settings import Settings
 from deepagents.errors import ConfigError, DeepAgentsError
+from deepagents.gateway.apidoc import build_openapi
 from deepagents.gateway.auth import Authenticator
 from deepagents.gateway.coalesce import SubmitCoalescer
 from deepagents.gateway.fastpath import SubmitFastPath, SubmitFront
@@ -32,7 +33,6 @@ from deepagents.gateway.http import HEADER_TIMEOUT_KEY, HeaderDeadline
 from deepagents.gateway.limits import Admission
 from deepagents.gateway.metrics import GatewayMetrics
 from deepagents.gateway.middleware import MetricsMiddleware
-from deepagents.gateway.openapi import build_openapi
 from deepagents.gateway.probe import ProbeAgent
 from deepagents.gateway.problems import FieldError, Problem, problem_response
 from deepagents.gateway.reload import reload_on_hangup
@@ -41,6 +41,7 @@ from deepagents.gateway.routes_ops import router as ops_router
 from deepagents.gateway.routes_tasks import router as tasks_router
 from deepagents.gateway.state import GatewayState
 from deepagents.orchestrator import Orchestrator
+from deepagents.store.tenant_limits import TenantLimiter
 
 log = logging.getLogger("deepagents.gateway")
 
@@ -81,7 +82,8 @@ def create_app(
             async with Orchestrator(
                 services, config=config, settings=settings, agents=[ProbeAgent]
             ) as orchestrator:
-                admission = Admission(services.client, settings.prefix, config.gateway)
+                limiter = TenantLimiter(services.client, settings.prefix)
+                admission = Admission(limiter, config.gateway)
                 app.state.gateway = GatewayState(
                     settings=settings,
                     config=config,

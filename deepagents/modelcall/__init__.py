@@ -16,8 +16,8 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
+    from deepagents.config.models import ModelConfig
     from deepagents.modelcall.calls import ModelCalls
-    from deepagents.modelcall.config import ModelConfig
     from deepagents.modelcall.errors import (
         ContentFiltered,
         ContextLengthExceeded,

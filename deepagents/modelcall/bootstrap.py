@@ -16,8 +16,8 @@ from typing import Any
 
 from redis.asyncio import Redis
 
+from deepagents.config.models import ModelConfig
 from deepagents.modelcall.calls import ModelCalls
-from deepagents.modelcall.config import ModelConfig
 from deepagents.modelcall.usage import use_model_calls
 
 # The model the ResearchAgent asks for, when the demo runs against the simulator and the

@@ -17,8 +17,8 @@ from typing import Any
 import httpx
 from redis.asyncio import Redis
 
+from deepagents.config.models import ModelConfig
 from deepagents.modelcall.admission import FleetConcurrency, RateLimiter
-from deepagents.modelcall.config import ModelConfig
 from deepagents.modelcall.credentials import CredentialSource, CredentialStore, source_for
 from deepagents.modelcall.errors import InvalidRequest
 from deepagents.modelcall.gates import Budget, CircuitBreaker

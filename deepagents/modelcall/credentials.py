@@ -25,7 +25,7 @@ import hvac
 import hvac.exceptions
 from redis.asyncio import Redis
 
-from deepagents.modelcall.config import ModelConfig, VaultConfig
+from deepagents.config.models import ModelConfig, VaultConfig
 from deepagents.modelcall.errors import CredentialError
 from deepagents.modelcall.keys import ModelKeys
 

@@ -13,7 +13,7 @@ from enum import StrEnum
 
 from redis.asyncio import Redis
 
-from deepagents.modelcall.config import BreakerConfig, LimitsConfig
+from deepagents.config.models import BreakerConfig, LimitsConfig
 from deepagents.modelcall.keys import ModelKeys, safe_part
 from deepagents.modelcall.pricing import micro_usd
 

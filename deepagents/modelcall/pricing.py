@@ -6,7 +6,7 @@ import math
 from collections.abc import Sequence
 from typing import Any
 
-from deepagents.modelcall.config import ModelConfig
+from deepagents.config.models import ModelConfig
 
 # Chat formats add a few tokens of framing per message (role, separators).
 TOKENS_PER_MESSAGE = 4

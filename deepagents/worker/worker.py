@@ -16,7 +16,6 @@ import time
 from collections import defaultdict
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field
 
 from deepagents.compose import RedisClient, Services, services_for
 from deepagents.config.schema import AgentSettings, FileConfig
@@ -32,25 +31,13 @@ from deepagents.worker.committer import Committer
 from deepagents.worker.delivery import DeliveryHandler, InFlight
 from deepagents.worker.pools import TierPool
 from deepagents.worker.runner import AgentRunner
+from deepagents.worker.stats import WorkerStats
 
 log = logging.getLogger("deepagents.worker")
 
 # How long a lower tier's reader waits for a higher tier's running tasks before reading
 # anyway: strict priority under contention, without starving the lower tier.
 YIELD_TO_HIGHER_S = 0.05
-
-
-@dataclass(slots=True)
-class WorkerStats:
-    started: int = 0
-    committed: int = 0
-    duplicates: int = 0
-    lost_ownership: int = 0
-    retried: int = 0
-    dead_lettered: int = 0
-    failed: int = 0
-    reclaimed: int = 0
-    by_status: dict[str, int] = field(default_factory=lambda: defaultdict(int))
 
 
 class Worker:

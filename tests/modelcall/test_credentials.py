@@ -13,8 +13,8 @@ from typing import Any
 import pytest
 from redis.asyncio import Redis
 
+from deepagents.config.models import VaultConfig
 from deepagents.modelcall import CredentialError, ModelConfig, wrap_model_call
-from deepagents.modelcall.config import VaultConfig
 from deepagents.modelcall.credentials import CredentialStore, EnvSource, VaultSource
 from deepagents.modelcall.keys import ModelKeys
 from deepagents.modelcall.simulator import SimulatorThread
