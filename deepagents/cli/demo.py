@@ -39,6 +39,7 @@ from deepagents.errors import DeepAgentsError
 from deepagents.orchestrator import Orchestrator
 from deepagents.orchestrator.admin import Admin
 from deepagents.store.audit.embedded import database_if_needed
+from deepagents.store.keyspace import drop_prefix
 
 AGENT_CLASSES = {
     "risk": "agents.risk:RiskAgent",
@@ -365,9 +366,7 @@ async def _demo(
             if writer is not None and draining is not None:
                 writer.stop()
                 await draining
-            keys = [k async for k in client.scan_iter(match=f"{settings.prefix}:*", count=1000)]
-            for i in range(0, len(keys), 500):
-                await client.delete(*keys[i : i + 500])
+            await drop_prefix(client, settings.prefix)
     return 0
 
 

@@ -18,10 +18,6 @@ def cost_usd(model: ModelConfig, tokens_in: int, tokens_out: int) -> float:
     return round(cost, 6)
 
 
-def micro_usd(cost: float) -> int:
-    return round(cost * 1_000_000)
-
-
 def estimate_tokens(text: str, chars_per_token: float) -> int:
     return math.ceil(len(text) / chars_per_token) if text else 0
 
