@@ -17,6 +17,7 @@ from deepagents.contract import ErrorCode, ResultStatus, Task
 from deepagents.contract.task import utcnow
 from deepagents.orchestrator import Orchestrator
 from deepagents.telemetry.logs import current_task_id
+from deepagents.worker import Worker
 from deepagents.worker.delivery import DeliveryHandler
 from tests.support.workers import running_worker
 
@@ -105,7 +106,9 @@ async def test_a_delivery_lost_before_its_batch_task_reaches_it_is_skipped(
         flights = await begin(self, *args, **kw)
         if flights and not marked:  # the first batch: its task has not run yet
             marked.append(flights[0].envelope.task.task_id)
-            self.w._lost(flights[0].stream, flights[0].entry_id)
+            worker = self.w
+            assert isinstance(worker, Worker)  # the handler's WorkerView is the worker
+            worker._lost(flights[0].stream, flights[0].entry_id)
         return flights
 
     monkeypatch.setattr(DeliveryHandler, "_start", start_then_lose_one)

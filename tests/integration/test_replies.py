@@ -127,7 +127,9 @@ async def test_a_resp2_client_gets_replies_too(
     resp2 = connect(redis_url + ("&" if "?" in redis_url else "?") + "protocol=2")
     try:
         async with Orchestrator.from_client(resp2, config=_config(), settings=settings) as orch:
-            assert orch._replies is not None and orch._replies._conn.protocol in (2, "2")
+            listener = orch._replies
+            assert isinstance(listener, replies.ReplyChannel)
+            assert listener._conn.protocol in (2, "2")
             waiting = asyncio.ensure_future(
                 orch.wait_result(_handle(orch, "t-resp2"), 30, poll_s=30)
             )

@@ -12,9 +12,9 @@ from deepagents.config import Settings, parse_config
 from deepagents.contract import ErrorCode, ResultStatus, Task
 from deepagents.contract.task import new_task_id
 from deepagents.orchestrator import Orchestrator, TaskHandle
-from deepagents.transport.base import StreamRef
+from deepagents.transport.base import StreamRef, now_ms
 from deepagents.transport.keys import Keys
-from deepagents.transport.redis_streams.bus import RedisStreamBus, now_ms
+from deepagents.transport.redis_streams.bus import RedisStreamBus
 from tests.support.workers import running_worker
 
 CONFIG = """
