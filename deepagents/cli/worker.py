@@ -7,7 +7,6 @@ import asyncio
 from typing import Any
 
 from deepagents._internal.heap import freeze_startup_heap
-from deepagents._internal.imports import load_agent_class
 from deepagents.cli.common import (
     load_runtime,
     redis_client,
@@ -15,6 +14,7 @@ from deepagents.cli.common import (
     run,
 )
 from deepagents.cli.signals import on_stop
+from deepagents.contract.loading import load_agent_class
 from deepagents.errors import ConfigError
 from deepagents.telemetry.core import configure
 from deepagents.telemetry.serve import serve_metrics
@@ -97,7 +97,7 @@ def main(args: argparse.Namespace) -> int:
         async with redis_client(
             url, max_connections=readers + 32, cluster=settings.redis_cluster
         ) as client:
-            worker = Worker(
+            worker = Worker.from_client(
                 cls(),
                 client=client,
                 config=runtime.config,

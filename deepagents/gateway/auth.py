@@ -13,7 +13,7 @@ import hmac
 import secrets
 from dataclasses import dataclass
 
-from deepagents.gateway.config import ApiKey
+from deepagents.config.gateway import ApiKey
 from deepagents.gateway.problems import Problem
 
 KEY_PREFIX = "dak_"

@@ -15,7 +15,7 @@ from typing import Any, NoReturn
 
 from starlette.requests import ClientDisconnect, Request
 
-from deepagents.gateway.config import BodyLimits
+from deepagents.config.gateway import BodyLimits
 from deepagents.gateway.problems import Problem
 
 JSON_TYPES = ("application/json",)

@@ -17,7 +17,6 @@ from deepagents.gateway.problems import responses_for
 from deepagents.gateway.routes_tasks import bearer
 from deepagents.gateway.schemas import AgentList, AgentView, Health
 from deepagents.gateway.state import GatewayState, get_principal, get_state
-from deepagents.transport.redis_streams.errors import redis_errors
 
 router = APIRouter(tags=["operations"])
 agents_router = APIRouter(prefix="/v1", dependencies=[Depends(bearer)], tags=["agents"])
@@ -31,7 +30,7 @@ StateDep = Annotated[GatewayState, Depends(get_state)]
     summary="Liveness (Redis answers); with full=true, a probe task end to end",
 )
 async def health(state: StateDep, full: Annotated[bool, Query()] = False) -> Response:
-    report = await (state.full_check.run() if full else liveness(state.client))
+    report = await (state.full_check.run() if full else liveness(state.services.bus))
     status = 200 if report.status == "ok" else 503
     headers = {"Retry-After": "1"} if status == 503 else None
     return Response(
@@ -67,8 +66,7 @@ async def list_agents(
     state: StateDep, principal: Annotated[Principal, Depends(get_principal)]
 ) -> Response:
     async with state.admission.admit(principal.tenant, 1):
-        with redis_errors("list agents"):
-            found = await state.registry.agents()
+        found = await state.registry.agents()
     now_ms = int(time.time() * 1000)
     views = []
     for name, info in found.items():

@@ -69,7 +69,7 @@ def _claims(state: GatewayState, tasks: list[Task], tenant: str) -> dict[str, An
     # Owner and location records go with admission, in one round trip with the token
     # bucket, instead of a round trip of their own after the enqueue (CPU per request is
     # mostly per-round-trip client work). Both keep the same TTL (see ``owner_ttl_s``).
-    claims = [(state.owner_key(t.task_id), tenant) for t in tasks]
+    claims = [state.tasks.owner_record(t.task_id, tenant) for t in tasks]
     claims += state.orchestrator.locations(tasks)
     return {"claims": claims, "claim_ttl_s": state.owner_ttl_s}
 
@@ -122,11 +122,6 @@ def _done_state(result: Result) -> Literal["done", "dead"]:
     return "dead" if result.error is not None and result.error.code == "dead_lettered" else "done"
 
 
-def _records(state: GatewayState, task_id: str) -> tuple[str, str]:
-    # The keys admission wrote for a task: its owner and its location.
-    return state.owner_key(task_id), state.orchestrator.keys.location(task_id)
-
-
 async def _submit(state: GatewayState, tasks: list[Task], tenant: str) -> list[TaskHandle]:
     """Submit tasks whose owner and location records the admission step has written."""
     ids = [t.task_id for t in tasks]
@@ -140,21 +135,16 @@ async def _submit(state: GatewayState, tasks: list[Task], tenant: str) -> list[T
             getattr(exc, "accepted", []) if isinstance(exc, Overloaded) else []
         )
         kept = {h.task_id for h in accepted}
-        stale = [k for i in ids if i not in kept for k in _records(state, i)]
-        if stale:
-            await state.client.delete(*stale)
+        # The owner and location records admission wrote for tasks that were not enqueued.
+        await state.tasks.forget_submitted([i for i in ids if i not in kept])
         raise submit_problem(exc, [h.task_id for h in accepted]) from exc
     for handle in handles:
         state.metrics.submitted.labels(tenant, handle.agent).inc()
     # A duplicate (idempotency key) returns the first task's id; its records were written then.
-    unused = [
-        k
-        for t, h in zip(tasks, handles, strict=True)
-        if h.duplicate and h.task_id != t.task_id
-        for k in _records(state, t.task_id)
-    ]
-    if unused:
-        await state.client.delete(*unused)
+    pairs = zip(tasks, handles, strict=True)
+    await state.tasks.forget_submitted(
+        [t.task_id for t, h in pairs if h.duplicate and h.task_id != t.task_id]
+    )
     return handles
 
 
@@ -224,8 +214,8 @@ async def submit_batch(request: Request, state: StateDep, principal: PrincipalDe
 
 async def _owned(state: GatewayState, task_id: str, tenant: str) -> dict[str, Any]:
     """The task's hash, or 404 when it does not exist *or belongs to another tenant*."""
-    owner = await state.client.get(state.owner_key(task_id))
-    info = await state.orchestrator.lookup(task_id) if owner == tenant.encode() else None
+    owner = await state.tasks.owner(task_id)
+    info = await state.orchestrator.lookup(task_id) if owner == tenant else None
     if info is None:
         raise Problem(
             "not_found",

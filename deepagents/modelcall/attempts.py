@@ -16,9 +16,7 @@ from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any, NoReturn
 
-from deepagents.modelcall.admission import RateLimiter, Reservation
 from deepagents.modelcall.calls import ModelCalls, ModelRuntime
-from deepagents.modelcall.credentials import Credential
 from deepagents.modelcall.errors import (
     ContentFiltered,
     ContextLengthExceeded,
@@ -27,11 +25,13 @@ from deepagents.modelcall.errors import (
     InvalidRequest,
     ModelCallError,
 )
-from deepagents.modelcall.gates import Permit
 from deepagents.modelcall.pricing import cost_usd, estimate_input_tokens, estimate_tokens
 from deepagents.modelcall.providers.base import AttemptSpec, Completion
 from deepagents.modelcall.record import AttemptRecord
 from deepagents.modelcall.retrying import Decision, ErrorKind, ProviderError, retrying
+from deepagents.store.models.admission import RateLimiter, Reservation
+from deepagents.store.models.credentials import Credential
+from deepagents.store.models.gates import Permit
 
 log = logging.getLogger("deepagents.modelcall")
 

@@ -16,8 +16,8 @@ from typing import Any
 
 from tenacity import AsyncRetrying, RetryCallState, stop_after_attempt
 
+from deepagents.config.models import RetryConfig
 from deepagents.contract.task import utcnow
-from deepagents.modelcall.config import RetryConfig
 
 
 class ErrorKind(StrEnum):

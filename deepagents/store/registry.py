@@ -139,7 +139,11 @@ class AgentRegistry:
             pipe.hdel(self._health_key(name), *instances)
             await pipe.execute()
 
-    async def agents(self) -> dict[str, dict[str, object]]:
+    async def agents(self, *, what: str = "list agents") -> dict[str, dict[str, object]]:
+        with redis_errors(what):
+            return await self._agents()
+
+    async def _agents(self) -> dict[str, dict[str, object]]:
         names = sorted(_text(n) for n in await self.client.smembers(self.keys.agents_index))
         out: dict[str, dict[str, object]] = {}
         for name in names:

@@ -13,13 +13,16 @@ import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 import orjson
 from pydantic_core import to_jsonable_python
 
 from deepagents._internal.eager import Resume, first_step
 from deepagents._internal.ids import uuid7_str
+from deepagents.config.schema import AgentSettings, FileConfig
+from deepagents.config.settings import Settings
+from deepagents.contract.agent import AgentContract
 from deepagents.contract.codec import (
     Envelope,
     TooLarge,
@@ -33,24 +36,24 @@ from deepagents.contract.result import NO_METRICS, ErrorCode, ErrorInfo, Result,
 from deepagents.contract.task import utcnow
 from deepagents.errors import TransportError
 from deepagents.modelcall.usage import start_usage
+from deepagents.telemetry.core import Telemetry
 from deepagents.telemetry.metrics import TierMetrics
 from deepagents.transport.base import (
     BeginItem,
     CommitItem,
     DeadLetter,
+    MessageBus,
     RawEntry,
     Reschedule,
     StreamRef,
+    now_ms,
 )
-from deepagents.transport.redis_streams.bus import now_ms
 from deepagents.worker.committer import Committer
 from deepagents.worker.pools import TierPool
 from deepagents.worker.quarantine import Quarantine
 from deepagents.worker.retry import decide
 from deepagents.worker.runner import AgentRunner
-
-if TYPE_CHECKING:
-    from deepagents.worker.worker import Worker
+from deepagents.worker.stats import WorkerStats
 
 log = logging.getLogger("deepagents.worker")
 # A status's text without the enum's ``value`` descriptor, which is per task here.
@@ -84,8 +87,24 @@ class InFlight:
     settled: asyncio.Event | None = None
 
 
+class WorkerView(Protocol):
+    """What the delivery steps read and change of their worker (``worker.Worker``)."""
+
+    name: str
+    agent: AgentContract
+    agent_settings: AgentSettings
+    config: FileConfig
+    settings: Settings
+    telemetry: Telemetry
+    consumer: str
+    bus: MessageBus
+    pools: dict[str, TierPool]
+    inflight: dict[tuple[str, str], InFlight]
+    stats: WorkerStats
+
+
 class DeliveryHandler:
-    def __init__(self, worker: Worker, runner: AgentRunner) -> None:
+    def __init__(self, worker: WorkerView, runner: AgentRunner) -> None:
         self.w = worker
         self.runner = runner
         self.committer = Committer(

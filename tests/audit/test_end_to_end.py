@@ -25,7 +25,9 @@ SECRET_PASSWORD = "hunter2-correct-horse-battery"
 async def run_tasks(
     client: Redis, settings: Settings, config: FileConfig, payloads: list[dict]
 ) -> list[str]:
-    async with Orchestrator(client, config=config, settings=settings, agents=[EchoAgent]) as orch:
+    async with Orchestrator.from_client(
+        client, config=config, settings=settings, agents=[EchoAgent]
+    ) as orch:
         handles = await orch.submit_many(
             [{"intent": "echo", "payload": p, "tenant": "acme"} for p in payloads]
         )

@@ -81,7 +81,7 @@ def procs(redis_url: str, prefix: str, config_path: Path, client: Redis) -> Iter
 async def orch(
     client: Redis, config: FileConfig, settings: Settings
 ) -> AsyncIterator[Orchestrator]:
-    async with Orchestrator(client, config=config, settings=settings) as o:
+    async with Orchestrator.from_client(client, config=config, settings=settings) as o:
         yield o
 
 

@@ -49,7 +49,7 @@ async def _submitted_then_killed(
     client = connect(server.url)
     settings = Settings(redis_url=server.url, prefix=prefix, outbox=True)
     try:
-        async with Orchestrator(client, config=config, settings=settings) as orch:
+        async with Orchestrator.from_client(client, config=config, settings=settings) as orch:
             batches = [
                 await orch.submit_many([Task(intent="lab", payload={}) for _ in range(BATCH)])
                 for _ in range(BATCHES)
@@ -68,7 +68,7 @@ async def _whole_or_absent(
     """Every task Redis still knows completes exactly once under a worker; every other one
     stays unknown. Returns the lost ones."""
     settings = Settings(redis_url=url, prefix=prefix, outbox=True)
-    async with Orchestrator(client, config=config, settings=settings) as orch:
+    async with Orchestrator.from_client(client, config=config, settings=settings) as orch:
         handles = [h for batch in batches for h in batch]
         states = await asyncio.gather(*(orch.task_state(h.task_id) for h in handles))
         assert set(states) <= {"queued", None}, set(states)
@@ -183,7 +183,7 @@ async def test_a_damaged_value_loads_and_its_entry_is_dead_lettered_with_the_rea
     try:
         procs.worker("tests.agents:LabAgent")
         settings = Settings(redis_url=durable.url, prefix=prefix, outbox=True)
-        async with Orchestrator(client, config=config, settings=settings) as orch:
+        async with Orchestrator.from_client(client, config=config, settings=settings) as orch:
             others = [h for batch in batches for h in batch if h.task_id != damaged]
             results = await asyncio.gather(*(orch.wait_result(h, 60) for h in others))
             assert all(r.status is ResultStatus.SUCCESS for r in results)

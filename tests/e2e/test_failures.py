@@ -42,7 +42,9 @@ async def test_undecodable_and_poison_messages_are_dead_lettered_then_replayed(
     procs: Procs,
     prefix: str,
 ) -> None:
-    worker = Worker(LabAgent(client, prefix), client=client, config=config, settings=settings)
+    worker = Worker.from_client(
+        LabAgent(client, prefix), client=client, config=config, settings=settings
+    )
     running = await _run_worker(worker)
     try:
         garbage_stream = f"{prefix}:{{lab:0}}:p2"
@@ -73,7 +75,9 @@ async def test_undecodable_and_poison_messages_are_dead_lettered_then_replayed(
     await client.set(f"{prefix}:fixed", 1)
     replay = procs.run("dlq", "replay", dead["max_deliveries"]["entry_id"], "--json")
     assert replay.returncode == 0, replay.stderr
-    worker = Worker(LabAgent(client, prefix), client=client, config=config, settings=settings)
+    worker = Worker.from_client(
+        LabAgent(client, prefix), client=client, config=config, settings=settings
+    )
     running = await _run_worker(worker)
     try:
 
@@ -103,7 +107,7 @@ async def test_evicting_redis_is_refused_with_a_clear_message(
     with EmbeddedRedis(extra_args=("--maxmemory-policy", "allkeys-lru")) as server:
         client = connect(server.url)
         try:
-            worker = Worker(
+            worker = Worker.from_client(
                 LabAgent(client, "x"),
                 client=client,
                 config=config,
@@ -130,10 +134,12 @@ async def test_evicting_redis_is_refused_with_a_clear_message(
 async def test_blocking_sync_agent_does_not_stall_other_tasks(
     client: Redis, config: FileConfig, settings: Settings, prefix: str
 ) -> None:
-    async with Orchestrator(
+    async with Orchestrator.from_client(
         client, config=config, settings=settings, agents=[BlockingAgent]
     ) as orch:
-        worker = Worker(BlockingAgent(), client=client, config=config, settings=settings)
+        worker = Worker.from_client(
+            BlockingAgent(), client=client, config=config, settings=settings
+        )
         running = await _run_worker(worker)
         try:
             slow = await orch.submit(Task(intent="block", payload={"block": 2.0}))
@@ -172,7 +178,9 @@ async def test_deadlines_expired_in_queue_and_while_running(
         return utcnow() > soon
 
     await eventually(passed, timeout=5, what="the first deadline to pass in the queue")
-    worker = Worker(LabAgent(client, prefix), client=client, config=config, settings=settings)
+    worker = Worker.from_client(
+        LabAgent(client, prefix), client=client, config=config, settings=settings
+    )
     running = await _run_worker(worker)
     try:
         first = await expiring.result(timeout=30)
@@ -201,7 +209,7 @@ async def test_redis_losing_its_data_mid_run_does_not_stop_the_worker(
 ) -> None:
     """RELIABILITY.md row 23: streams and groups vanish (FLUSHALL, a restart without
     persistence). Readers answered NOGROUP re-create their group; new work flows again."""
-    worker = Worker(EchoAgent(), client=client, config=config, settings=settings)
+    worker = Worker.from_client(EchoAgent(), client=client, config=config, settings=settings)
     running = await _run_worker(worker)
     try:
         first = await orch.submit_many([Task(intent="echo", payload={"i": i}) for i in range(20)])

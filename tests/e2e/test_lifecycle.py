@@ -61,7 +61,7 @@ async def test_restart_under_the_same_name_resumes_its_pending_at_once(
     from deepagents.config import load_config
 
     config = load_config(config_path)
-    async with Orchestrator(client, config=config, settings=settings) as orch:  # type: ignore[arg-type]
+    async with Orchestrator.from_client(client, config=config, settings=settings) as orch:  # type: ignore[arg-type]
         first = procs.worker("tests.agents:LabAgent", "--consumer", "same")
         await _registered(client, prefix, "same")
         handles = await orch.submit_many(

@@ -46,7 +46,7 @@ async def vclient(server: EmbeddedRedis) -> AsyncIterator[Redis]:
 async def test_reclaim_and_payload_lost(vclient: Redis, config: FileConfig, prefix: str) -> None:
     info = await vclient.info("server")
     settings = Settings(prefix=prefix, outbox=True)
-    async with Orchestrator(vclient, config=config, settings=settings) as orch:
+    async with Orchestrator.from_client(vclient, config=config, settings=settings) as orch:
         handles = await orch.submit_many([Task(intent="lab", payload={"n": i}) for i in range(20)])
         streams = {f"{prefix}:{{lab:{h.shard}}}:p2" for h in handles}
         for stream in streams:  # a consumer takes everything, then dies
@@ -59,7 +59,9 @@ async def test_reclaim_and_payload_lost(vclient: Redis, config: FileConfig, pref
         ).decode()
         await vclient.xdel(victim_stream, entry)  # its body vanishes while pending
 
-        worker = Worker(LabAgent(vclient, prefix), client=vclient, config=config, settings=settings)
+        worker = Worker.from_client(
+            LabAgent(vclient, prefix), client=vclient, config=config, settings=settings
+        )
         running = asyncio.create_task(worker.run())
         try:
             results = await asyncio.gather(*(h.result(timeout=30) for h in handles[1:]))

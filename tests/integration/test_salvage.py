@@ -12,9 +12,9 @@ from deepagents.config import Settings, parse_config
 from deepagents.contract import ErrorCode, ResultStatus, Task
 from deepagents.contract.task import new_task_id
 from deepagents.orchestrator import Orchestrator, TaskHandle
-from deepagents.transport.base import StreamRef
+from deepagents.transport.base import StreamRef, now_ms
 from deepagents.transport.keys import Keys
-from deepagents.transport.redis_streams.bus import RedisStreamBus, now_ms
+from deepagents.transport.redis_streams.bus import RedisStreamBus
 from tests.support.workers import running_worker
 
 CONFIG = """
@@ -33,7 +33,7 @@ async def test_an_undecodable_task_that_names_itself_fails_with_the_reason(
     # A newer producer's task: a field this worker's schema does not know.
     skewed_id = new_task_id()
     skewed = {"task_id": skewed_id, "intent": "echo", "payload": {}, "speed_hint": 3}
-    async with Orchestrator(client, config=config, settings=settings) as orch:
+    async with Orchestrator.from_client(client, config=config, settings=settings) as orch:
         victim = await orch.submit(Task(intent="echo", payload={"i": 1}))
         await bus.enqueue_many([(ref, skewed_id, orjson.dumps(skewed), "", b"")], max_backlog=1_000)
         # A bogus entry naming the victim, which it was not enqueued for.

@@ -64,7 +64,7 @@ async def test_resends_during_a_stall_enqueue_each_key_once(
     config: FileConfig = load_config(REPO / "config" / "deepagents.yaml")
     admin = own_redis
     timed_out = 0
-    async with Orchestrator(admin, config=config, settings=settings) as orch:
+    async with Orchestrator.from_client(admin, config=config, settings=settings) as orch:
         await admin.execute_command("CLIENT", "PAUSE", 60_000, "WRITE")
         try:
             for _ in range(RESENDS):

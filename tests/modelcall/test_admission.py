@@ -9,8 +9,8 @@ from typing import TypeVar
 from redis.asyncio import Redis
 
 from deepagents.modelcall import wrap_model_call
-from deepagents.modelcall.admission import RateLimiter
 from deepagents.modelcall.simulator import SimulatorThread, count_tokens
+from deepagents.store.models.admission import RateLimiter
 from tests.modelcall.conftest import FAST, MakeCalls, model_config
 from tests.modelcall.fleet import run_fleet
 from tests.support.wait import eventually

@@ -9,8 +9,8 @@ from email.utils import format_datetime
 import httpx
 import pytest
 
+from deepagents.config.models import RetryConfig
 from deepagents.contract.task import utcnow
-from deepagents.modelcall.config import RetryConfig
 from deepagents.modelcall.providers.openai import map_httpx_error
 from deepagents.modelcall.retrying import (
     ErrorKind,

@@ -60,7 +60,9 @@ async def test_real_run_exports_every_metric(
                          what=f"worker /metrics on {port}")  # fmt: skip
     telemetry = Telemetry(metrics=Metrics(), tracing=Tracing(None))
     config = load_config(config_path)
-    async with Orchestrator(client, config=config, settings=settings, telemetry=telemetry) as orch:
+    async with Orchestrator.from_client(
+        client, config=config, settings=settings, telemetry=telemetry
+    ) as orch:
         ok = await orch.submit_many(
             [Task(intent="lab", payload={"n": i, "urgent": i % 2 == 0}) for i in range(20)]
         )
@@ -130,7 +132,9 @@ async def test_one_trace_from_submit_to_model_call_across_two_processes(
     provider.add_span_processor(SimpleSpanProcessor(memory))
     telemetry = Telemetry(metrics=Metrics(), tracing=Tracing(provider))
     config = load_config(config_path)
-    async with Orchestrator(client, config=config, settings=settings, telemetry=telemetry) as orch:
+    async with Orchestrator.from_client(
+        client, config=config, settings=settings, telemetry=telemetry
+    ) as orch:
         handle = await orch.submit(Task(intent="research", payload=RESEARCH))
         result = await handle.result(timeout=60)
     assert result.status.value == "success" and result.output["model"] == "research"
@@ -208,7 +212,7 @@ async def _kill_scenario(
               "--addr", "127.0.0.1")  # fmt: skip
     settings = Settings(prefix=prefix, outbox=False)
     config = load_config(config_path)
-    async with Orchestrator(client, config=config, settings=settings) as orch:
+    async with Orchestrator.from_client(client, config=config, settings=settings) as orch:
         await orch.submit_many([Task(intent="lab", payload={"sleep": 60, "n": i})
                                 for i in range(24)])  # fmt: skip
 
