@@ -24,7 +24,7 @@ async def test_a_malformed_delivery_count_does_not_stop_the_worker(
     config = parse_config(CONFIG)
     settings = Settings(prefix=prefix, consumer="restarted")
     keys = Keys(prefix).shard("echo", 0)
-    async with Orchestrator(client, config=config, settings=settings) as orch:
+    async with Orchestrator.from_client(client, config=config, settings=settings) as orch:
         handle = await orch.submit(Task(intent="echo", payload={"n": 1}))
         stream = keys.stream(handle.tier)
         # A consumer of this name read it, then died: on start the worker reads it again

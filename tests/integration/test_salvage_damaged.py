@@ -28,7 +28,7 @@ async def test_a_damaged_entry_naming_another_task_never_ends_it(
     config = parse_config(CONFIG)
     settings = Settings(prefix=prefix)
     ref = StreamRef(Keys(prefix).shard("echo", 0), "p2")
-    async with Orchestrator(client, config=config, settings=settings) as orch:
+    async with Orchestrator.from_client(client, config=config, settings=settings) as orch:
         victim = await orch.submit(Task(intent="echo", payload={"i": 1}))
         async with running_worker(client, settings, config):
             assert (await victim.result(timeout=30)).status is ResultStatus.SUCCESS
