@@ -15,14 +15,17 @@ from pydantic import TypeAdapter, ValidationError
 
 from deepagents.contract.result import Result
 from deepagents.contract.task import TASK_ID_PATTERN, Task
+from deepagents.errors import DeepAgentsError, ErrorCode
 
 _TASK_ID = re.compile(TASK_ID_PATTERN.strip("^$"))
 # A batch of tasks in one validation call (``decode_envelopes``).
 _TASKS = TypeAdapter(list[Task])
 
 
-class DecodeError(ValueError):
+class DecodeError(DeepAgentsError, ValueError):
     """A stream entry that is not a valid task envelope."""
+
+    code = ErrorCode.DECODE_ERROR
 
 
 class Envelope(NamedTuple):  # one per delivery: a tuple builds faster than a frozen dataclass

@@ -17,6 +17,7 @@ from dataclasses import dataclass
 import redis.exceptions as rex
 from redis.asyncio import Redis
 
+from deepagents.errors import ErrorCode
 from deepagents.gateway.batcher import PipelineBatcher
 from deepagents.gateway.config import GatewayConfig
 from deepagents.gateway.problems import Problem
@@ -118,7 +119,7 @@ class Admission:
         limits = self.config.limits_for(tenant)
         if cost > limits.burst:
             raise Problem(
-                "batch_too_large",
+                ErrorCode.BATCH_TOO_LARGE,
                 f"this request needs {cost} tokens but your burst is {limits.burst}; "
                 "send smaller batches",
             )
@@ -137,18 +138,18 @@ class Admission:
             verdict, retry_ms = await self._run(keys, args, claims, claim_ttl_s)
         except (rex.ConnectionError, rex.TimeoutError) as exc:
             raise Problem(
-                "unavailable", "Redis is unreachable; retry shortly", retry_after_s=1
+                ErrorCode.UNAVAILABLE, "Redis is unreachable; retry shortly", retry_after_s=1
             ) from exc
         if verdict == 0:
             raise Problem(
-                "rate_limited",
+                ErrorCode.RATE_LIMITED,
                 f"tenant {tenant!r} is over {limits.rate_per_s:g} tasks/s (burst {limits.burst}); "
                 "wait Retry-After seconds",
                 retry_after_s=max(int(retry_ms), 1) / 1000,
             )
         if verdict == -1:
             raise Problem(
-                "too_many_in_flight",
+                ErrorCode.TOO_MANY_IN_FLIGHT,
                 f"tenant {tenant!r} already has {limits.max_in_flight} requests in flight; "
                 "wait for some to finish",
                 retry_after_s=max(int(retry_ms), 1) / 1000,

@@ -11,7 +11,7 @@ from redis.asyncio import Redis
 
 from deepagents.config.schema import FileConfig
 from deepagents.contract.task import Task
-from deepagents.errors import DeepAgentsError, InvalidPayload
+from deepagents.errors import DeepAgentsError, ErrorCode, InvalidPayload
 from deepagents.orchestrator.routing import agent_specs
 from deepagents.transport.base import StreamRef
 from deepagents.transport.keys import Keys, ShardKeys
@@ -22,7 +22,7 @@ from deepagents.transport.redis_streams.errors import redis_errors
 class DeadLetterNotFound(DeepAgentsError):
     """No dead letter with that id."""
 
-    code = "not_found"
+    code = ErrorCode.NOT_FOUND
 
 
 @dataclass(frozen=True, slots=True)

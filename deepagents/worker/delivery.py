@@ -127,9 +127,9 @@ class DeliveryHandler:
                 good.append((entry, envelope))
                 continue
             if entry.fields:
-                await self._dead_letter_raw(ref, entry, "decode_error", str(envelope))
+                await self._dead_letter_raw(ref, entry, ErrorCode.DECODE_ERROR, str(envelope))
             else:
-                await self._dead_letter_raw(ref, entry, "payload_lost", _BODY_GONE)
+                await self._dead_letter_raw(ref, entry, ErrorCode.PAYLOAD_LOST, _BODY_GONE)
             pool.release()
         if not good:
             return
@@ -397,7 +397,9 @@ class DeliveryHandler:
     async def _exhausted(self, flight: InFlight) -> None:
         """Delivered more than max_deliveries times (crashes or failures): dead-letter it."""
         reason = f"delivered {flight.deliveries} times (max {self.w.agent_settings.max_deliveries})"
-        await self._dead_letter(flight, "max_deliveries", reason, time.monotonic(), flight.queue_ms)
+        await self._dead_letter(
+            flight, ErrorCode.MAX_DELIVERIES, reason, time.monotonic(), flight.queue_ms
+        )
 
     # outcomes -----------------------------------------------------------------------------
 
@@ -620,7 +622,7 @@ class DeliveryHandler:
             self._tm[flight.stream.tier].completed[kind].inc()
 
     async def _dead_letter(
-        self, flight: InFlight, reason: str, error: str, started: float, queue_ms: int
+        self, flight: InFlight, reason: ErrorCode, error: str, started: float, queue_ms: int
     ) -> None:
         failed = Result.failed(ErrorCode.DEAD_LETTERED, f"{reason}: {error}")
         result_json = self._finish(flight, failed, started, queue_ms, utcnow())
@@ -651,16 +653,16 @@ class DeliveryHandler:
         )
 
     async def _dead_letter_raw(
-        self, ref: StreamRef, entry: RawEntry, reason: str, error: str
+        self, ref: StreamRef, entry: RawEntry, reason: ErrorCode, error: str
     ) -> None:
         """An entry that is not a task (undecodable, or its body is gone). When its task id
         can still be read (``salvage_ids``), the task fails with the reason, so that its
         submitter hears it rather than waiting for ever."""
         entry_id = entry.entry_id
-        salvaged = salvage_ids(entry.fields) if reason == "decode_error" else None
+        salvaged = salvage_ids(entry.fields) if reason == ErrorCode.DECODE_ERROR else None
         task_id, reply = salvaged if salvaged is not None else (None, "")
         result_json = b"" if task_id is None else self._failed_json(task_id, reason, error)
-        kind = "payload_lost" if reason == "payload_lost" else "dead_lettered"
+        kind = "payload_lost" if reason == ErrorCode.PAYLOAD_LOST else "dead_lettered"
         fields = {"agent": self.w.agent.name, "entry": entry_id, "reason": reason, "error": error}
         events, unbound = (
             [audit_event(kind, task_id, **fields)],
@@ -690,7 +692,7 @@ class DeliveryHandler:
             extra={"action": "dead_lettered", "task_id": task_id},
         )
 
-    def _failed_json(self, task_id: str, reason: str, error: str) -> bytes:
+    def _failed_json(self, task_id: str, reason: ErrorCode, error: str) -> bytes:
         """A dead-lettered task's Result, for a task that never decoded (no flight)."""
         failed = Result(
             task_id=task_id,
@@ -708,7 +710,7 @@ class DeliveryHandler:
             events = [audit_event("payload_lost", None, agent=self.w.agent.name, entry=entry_id)]
             item = DeadLetter(
                 entry_id,
-                "payload_lost",
+                ErrorCode.PAYLOAD_LOST,
                 _BODY_GONE,
                 events_json=encode_events(events) if self.outbox else b"",
                 check_owner=False,
