@@ -1,4 +1,5 @@
-"""The public surface is deliberate: the exception tree and its codes."""
+"""The public surface is deliberate: the names ``deepagents`` exports, the error codes on
+the wire and the exception tree. Changing any of them means changing this."""
 
 from __future__ import annotations
 
@@ -9,6 +10,82 @@ from collections.abc import Iterator
 
 import deepagents
 from deepagents import DeepAgentsError, ErrorCode
+
+PUBLIC_NAMES = {
+    "AgentContract",
+    "DeepAgentsError",
+    "ErrorCode",
+    "InvalidInput",
+    "Orchestrator",
+    "Result",
+    "ResultStatus",
+    "RetryableError",
+    "Settings",
+    "Task",
+    "TaskHandle",
+    "Worker",
+    "__version__",
+    "load_config",
+    "load_settings",
+}
+
+# The wire strings: clients branch on them, so none may be renamed or dropped.
+ERROR_CODES = {
+    # Result.error.code
+    "invalid_input",
+    "unroutable",
+    "deadline_exceeded",
+    "agent_error",
+    "model_unavailable",
+    "dropped",
+    "cancelled",
+    "rejected",
+    "dead_lettered",
+    # exceptions
+    "error",
+    "config_error",
+    "payload_too_large",
+    "idempotency_conflict",
+    "overloaded",
+    "transport_error",
+    "not_replicated",
+    "redis_not_safe",
+    "group_vanished",
+    "result_timeout",
+    "not_found",
+    "audit_store_error",
+    "audit_unavailable",
+    "migration_error",
+    "http_error",
+    # dead-letter reasons
+    "decode_error",
+    "payload_lost",
+    "max_deliveries",
+    # gateway problem documents
+    "empty_body",
+    "invalid_json",
+    "duplicate_key",
+    "non_finite_number",
+    "number_too_long",
+    "nesting_too_deep",
+    "too_many_keys",
+    "bad_string",
+    "unauthorized",
+    "method_not_allowed",
+    "request_timeout",
+    "too_late",
+    "body_too_large",
+    "unsupported_media_type",
+    "validation_error",
+    "unknown_intent",
+    "invalid_payload",
+    "deadline_passed",
+    "batch_too_large",
+    "rate_limited",
+    "too_many_in_flight",
+    "internal_error",
+    "unavailable",
+}
 
 
 def _package_classes() -> Iterator[type]:
@@ -21,6 +98,15 @@ def _package_classes() -> Iterator[type]:
         for _, cls in inspect.getmembers(module, inspect.isclass):
             if cls.__module__ == module.__name__:
                 yield cls
+
+
+def test_the_public_api_is_exactly_these_names() -> None:
+    assert set(deepagents.__all__) == PUBLIC_NAMES
+    assert all(hasattr(deepagents, name) for name in deepagents.__all__)
+
+
+def test_the_error_codes_are_exactly_these() -> None:
+    assert {code.value for code in ErrorCode} == ERROR_CODES
 
 
 def test_every_exception_of_the_package_derives_from_deepagents_error() -> None:
