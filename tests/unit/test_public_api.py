@@ -1,15 +1,20 @@
 """The public surface is deliberate: the names ``deepagents`` exports, the error codes on
-the wire and the exception tree. Changing any of them means changing this."""
+the wire, the exception tree and the version. Changing any of them means changing this."""
 
 from __future__ import annotations
 
 import importlib
+import importlib.metadata
 import inspect
 import pkgutil
+import tomllib
 from collections.abc import Iterator
+from pathlib import Path
 
 import deepagents
 from deepagents import DeepAgentsError, ErrorCode
+
+REPO = Path(__file__).resolve().parents[2]
 
 PUBLIC_NAMES = {
     "AgentContract",
@@ -122,3 +127,14 @@ def test_every_exception_code_is_an_error_code() -> None:
     errors = [c for c in _package_classes() if issubclass(c, DeepAgentsError)]
     loose = [(c.__qualname__, c.code) for c in errors if not isinstance(c.code, ErrorCode)]
     assert loose == []
+
+
+def test_the_version_has_one_source() -> None:
+    """pyproject.toml reads the version from ``deepagents.__version__``; the installed
+    metadata, built from pyproject.toml, agrees with it."""
+    project = tomllib.loads((REPO / "pyproject.toml").read_text(encoding="utf-8"))
+    assert "version" not in project["project"]
+    assert "version" in project["project"]["dynamic"]
+    dynamic = project["tool"]["setuptools"]["dynamic"]["version"]
+    assert dynamic == {"attr": "deepagents.__version__"}
+    assert importlib.metadata.version("deepagents-middleware") == deepagents.__version__
