@@ -39,10 +39,6 @@ def encode_task(task: Task) -> bytes:
     return orjson.dumps(task.model_dump(mode="json", exclude_none=True))
 
 
-def envelope_fields(task_json: bytes, attempt: int, enqueued_ms: int, reply: str) -> dict[str, Any]:
-    return {"task": task_json, "attempt": attempt, "enq": enqueued_ms, "reply": reply}
-
-
 def _field(fields: dict[Any, Any], name: str) -> Any:
     value = fields.get(name.encode(), fields.get(name))
     if value is None:
