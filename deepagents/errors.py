@@ -60,6 +60,7 @@ class ErrorCode(StrEnum):
     HTTP_ERROR = "http_error"  # an error response without a code, seen by the HTTP client
     # Why an entry was dead-lettered
     DECODE_ERROR = "decode_error"
+    TOO_LARGE = "too_large"  # a task in the stream over DEEPAGENTS_MAX_PAYLOAD_BYTES
     PAYLOAD_LOST = "payload_lost"
     MAX_DELIVERIES = "max_deliveries"
     # The gateway's problem documents (with not_found, idempotency_conflict,

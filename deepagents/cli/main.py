@@ -40,7 +40,12 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument(
         "--config", help="YAML config file (default: $DEEPAGENTS_CONFIG or config/deepagents.yaml)"
     )
-    parser.add_argument("-v", "--verbose", action="store_true", help="log at DEBUG level")
+    parser.add_argument(
+        "-v",
+        "--verbose",
+        action="store_true",
+        help="log deepagents at DEBUG level (other libraries: $DEEPAGENTS_DEBUG_LOGGERS)",
+    )
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     for name in COMMANDS:
         importlib.import_module(f"deepagents.cli.{name.replace('-', '_')}").register(sub)
@@ -51,7 +56,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
     # JSON lines unless stderr is a terminal (DEEPAGENTS_LOG_FORMAT overrides).
-    configure_logging("DEBUG" if args.verbose else "INFO", _log_format())
+    fmt, debug_loggers = _log_settings()
+    configure_logging("DEBUG" if args.verbose else "INFO", fmt, debug_loggers=debug_loggers)
     try:
         return int(args.func(args) or 0)
     except DeepAgentsError as exc:
@@ -61,14 +67,16 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 130
 
 
-def _log_format() -> str:
-    """The configured log format; a bad environment is reported by the command itself."""
+def _log_settings() -> tuple[str, list[str]]:
+    """The configured log format and debug loggers; a bad environment is reported by the
+    command itself."""
     from deepagents.config import load_settings
 
     try:
-        return load_settings().log_format
+        settings = load_settings()
     except Exception:
-        return "auto"
+        return "auto", []
+    return settings.log_format, [n for n in settings.debug_loggers.split(",") if n]
 
 
 if __name__ == "__main__":  # pragma: no cover

@@ -50,6 +50,12 @@ def register(sub: Any) -> None:
         help="serve Prometheus /metrics on this port (default: $DEEPAGENTS_METRICS_PORT; "
         "unset: not served)",
     )
+    p.add_argument(
+        "--metrics-host",
+        metavar="ADDR",
+        help="address /metrics listens on (default: $DEEPAGENTS_METRICS_HOST, else "
+        "127.0.0.1; 0.0.0.0 for a scraper on another host)",
+    )
     p.set_defaults(func=main)
 
 
@@ -81,8 +87,10 @@ def main(args: argparse.Namespace) -> int:
         settings = settings.model_copy(update={"outbox": True})
     if args.metrics_port is not None:
         settings = settings.model_copy(update={"metrics_port": args.metrics_port})
+    if args.metrics_host is not None:
+        settings = settings.model_copy(update={"metrics_host": args.metrics_host})
     telemetry = configure(settings, service=f"deepagents-worker-{cls.name}")
-    server = serve_metrics(telemetry, settings.metrics_port)
+    server = serve_metrics(telemetry, settings.metrics_port, settings.metrics_host)
 
     async def serve() -> None:
         readers = len(runtime.config.tier_names) * runtime.config.agent_settings(cls.name).shards

@@ -102,6 +102,11 @@ class Reschedule:
     events_json: bytes = b""
 
 
+class Promoted(NamedTuple):
+    moved: int  # into their tier streams
+    dead_lettered: int  # members that were not delayed tasks (decode_error)
+
+
 @dataclass(slots=True)
 class StreamStats:
     stream: str
@@ -191,4 +196,4 @@ class MessageBus(Protocol):
         self, stream: StreamRef, group: str, consumer: str, min_idle_ms: int
     ) -> list[str]: ...
 
-    async def promote_due(self, keys: ShardKeys, tiers: Sequence[str], limit: int) -> int: ...
+    async def promote_due(self, keys: ShardKeys, tiers: Sequence[str], limit: int) -> Promoted: ...

@@ -103,12 +103,18 @@ class DeliveryHandler:
         self.quarantine = Quarantine()
         self._bases: dict[str, bytes] = {}  # per stream name: a str hashes in C
         self._max_wait = {name: tier.max_wait_ms for name, tier in worker.config.tiers.items()}
+        # What a producer may enqueue (Orchestrator.submit) is what a worker parses: a task
+        # written past it straight to the stream is dead-lettered unread.
+        self._max_task_bytes = worker.settings.max_payload_bytes
         metrics = worker.telemetry.metrics
         # Children bound once per tier: the hot path does a dict lookup, never a label lookup.
         self._tm: dict[str, TierMetrics] | None = (
             {t: metrics.tier(worker.name, t) for t in worker.config.tier_names}
             if metrics is not None
             else None
+        )
+        self._decode_errors = (
+            metrics.decode_errors.labels(worker.name, "stream") if metrics is not None else None
         )
 
     # intake -------------------------------------------------------------------------------
@@ -121,13 +127,14 @@ class DeliveryHandler:
         this consumer (begin skips their owner check)."""
         pool = self.w.pools[ref.tier]
         good: list[tuple[RawEntry, Envelope]] = []
-        decoded = decode_envelopes([entry.fields for entry in entries])
+        decoded = decode_envelopes([entry.fields for entry in entries], self._max_task_bytes)
         for entry, envelope in zip(entries, decoded, strict=True):
             if isinstance(envelope, Envelope):
                 good.append((entry, envelope))
                 continue
             if entry.fields:
-                await self._dead_letter_raw(ref, entry, ErrorCode.DECODE_ERROR, str(envelope))
+                # decode_error, or too_large for a task never parsed (TooLarge)
+                await self._dead_letter_raw(ref, entry, envelope.code, str(envelope))
             else:
                 await self._dead_letter_raw(ref, entry, ErrorCode.PAYLOAD_LOST, _BODY_GONE)
             pool.release()
@@ -659,7 +666,11 @@ class DeliveryHandler:
         can still be read (``salvage_ids``), the task fails with the reason, so that its
         submitter hears it rather than waiting for ever."""
         entry_id = entry.entry_id
-        salvaged = salvage_ids(entry.fields) if reason == ErrorCode.DECODE_ERROR else None
+        salvaged = (
+            salvage_ids(entry.fields, parse=reason == ErrorCode.DECODE_ERROR)
+            if reason != ErrorCode.PAYLOAD_LOST
+            else None
+        )
         task_id, reply = salvaged if salvaged is not None else (None, "")
         result_json = b"" if task_id is None else self._failed_json(task_id, reason, error)
         kind = "payload_lost" if reason == ErrorCode.PAYLOAD_LOST else "dead_lettered"
@@ -683,6 +694,8 @@ class DeliveryHandler:
         self._count(status, "dead_lettered")
         if status == "ok" and self._tm is not None:
             self._tm[ref.tier].completed["dead_lettered"].inc()
+            if reason == ErrorCode.DECODE_ERROR and self._decode_errors is not None:
+                self._decode_errors.inc()
         log.warning(
             "dead-lettered entry %s of %s: %s (%s)",
             entry_id,

@@ -357,12 +357,27 @@ class Worker:
             await asyncio.sleep(interval)
             try:
                 for keys in shards:
-                    await self.bus.promote_due(keys, tiers)
+                    promoted = await self.bus.promote_due(keys, tiers)
+                    if promoted.dead_lettered:
+                        self._poisoned(keys.delayed, promoted.dead_lettered)
                 backoff.reset()
             except TransportError as exc:
                 if not exc.retryable:
                     raise
                 await backoff.wait("promote", exc)
+
+    def _poisoned(self, delayed: str, n: int) -> None:
+        """The promote script moved ``n`` members that were not delayed tasks to the
+        dead-letter stream; the good ones behind them went on."""
+        self.stats.dead_lettered += n
+        if self.telemetry.metrics is not None:
+            self.telemetry.metrics.decode_errors.labels(self.name, "delayed").inc(n)
+        log.warning(
+            "moved %d malformed members of %s to the dead-letter stream (decode_error)",
+            n,
+            delayed,
+            extra={"action": "dead_lettered", "reason": "decode_error", "count": n},
+        )
 
 
 def _active(pool: TierPool) -> Callable[[], float]:

@@ -64,6 +64,7 @@ ERROR_CODES = {
     "http_error",
     # dead-letter reasons
     "decode_error",
+    "too_large",
     "payload_lost",
     "max_deliveries",
     # gateway problem documents

@@ -17,6 +17,7 @@ from deepagents.transport.base import (
     Claimed,
     CommitItem,
     DeadLetter,
+    Promoted,
     RawEntry,
     Reschedule,
     StreamRef,
@@ -382,11 +383,12 @@ class RedisStreamBus:
         return [_s(i) for i in lost]
 
     async def deliveries(self, stream: StreamRef, task_ids: Sequence[str]) -> list[int]:
-        """How many deliveries each task has had so far (0 for an unknown task)."""
+        """How many deliveries each task has had so far: 0 for an unknown task, and for a
+        count that is not a number (as the begin script reads it, which then writes 1)."""
         commands = [("HGET", stream.keys.task(task_id), "deliveries") for task_id in task_ids]
         with redis_errors(f"delivery counts on {stream.name}"):
             replies = await self.lanes.pipeline(commands)
-        return [int(n) if n else 0 for n in replies]
+        return [int(n) if n and n.isdigit() else 0 for n in replies]
 
     async def hand_back(
         self,
@@ -418,13 +420,15 @@ class RedisStreamBus:
             )
         return [_s(name) for name in removed]
 
-    async def promote_due(self, keys: ShardKeys, tiers: Sequence[str], limit: int = 500) -> int:
+    async def promote_due(
+        self, keys: ShardKeys, tiers: Sequence[str], limit: int = 500
+    ) -> Promoted:
         with redis_errors(f"promote {keys.delayed}"):
-            moved = await self.scripts.promote(
-                keys=[keys.delayed, *(keys.stream(t) for t in tiers)],
+            moved, dead = await self.scripts.promote(
+                keys=[keys.delayed, keys.dlq, *(keys.stream(t) for t in tiers)],
                 args=[now_ms(), limit, *tiers],
             )
-        return int(moved)
+        return Promoted(int(moved), int(dead))
 
     async def replay(
         self, keys: ShardKeys, dlq_entry: str, tier: str, task_id: str, task_json: bytes, reply: str
