@@ -11,7 +11,7 @@ import importlib
 import sys
 from collections.abc import Sequence
 
-from deepagents.errors import DeepAgentsError
+from deepagents.errors import DeepAgentsError, ErrorCode
 from deepagents.telemetry.logs import configure_logging
 
 COMMANDS = (
@@ -62,7 +62,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         return int(args.func(args) or 0)
     except DeepAgentsError as exc:
         print(f"deepagents: error: {exc}", file=sys.stderr)
-        return EXIT_USAGE if exc.code == "config_error" else EXIT_ERROR
+        return EXIT_USAGE if exc.code == ErrorCode.CONFIG_ERROR else EXIT_ERROR
     except KeyboardInterrupt:
         return 130
 

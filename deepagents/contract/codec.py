@@ -15,6 +15,7 @@ from pydantic import TypeAdapter, ValidationError
 
 from deepagents.contract.result import Result
 from deepagents.contract.task import TASK_ID_PATTERN, Task
+from deepagents.errors import DeepAgentsError, ErrorCode
 
 _TASK_ID = re.compile(TASK_ID_PATTERN.strip("^$"))
 # A task id as the encoder writes it, found in a task that no longer parses; without the
@@ -24,12 +25,16 @@ _TASK_ID_MEMBER = re.compile(rb'task_id"\s*:\s*"(%s)"' % TASK_ID_PATTERN.strip("
 _TASKS = TypeAdapter(list[Task])
 
 
-class DecodeError(ValueError):
+class DecodeError(DeepAgentsError, ValueError):
     """A stream entry that is not a valid task envelope."""
+
+    code = ErrorCode.DECODE_ERROR
 
 
 class TooLarge(DecodeError):
     """A stream entry whose task is over the size limit: never parsed."""
+
+    code = ErrorCode.TOO_LARGE
 
 
 class Envelope(NamedTuple):  # one per delivery: a tuple builds faster than a frozen dataclass
@@ -41,10 +46,6 @@ class Envelope(NamedTuple):  # one per delivery: a tuple builds faster than a fr
 
 def encode_task(task: Task) -> bytes:
     return orjson.dumps(task.model_dump(mode="json", exclude_none=True))
-
-
-def envelope_fields(task_json: bytes, attempt: int, enqueued_ms: int, reply: str) -> dict[str, Any]:
-    return {"task": task_json, "attempt": attempt, "enq": enqueued_ms, "reply": reply}
 
 
 def _field(fields: dict[Any, Any], name: str) -> Any:

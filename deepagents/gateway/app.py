@@ -23,7 +23,7 @@ from deepagents.compose import open_services
 from deepagents.config.load import load_config, load_settings
 from deepagents.config.schema import FileConfig
 from deepagents.config.settings import Settings
-from deepagents.errors import ConfigError, DeepAgentsError
+from deepagents.errors import ConfigError, DeepAgentsError, ErrorCode
 from deepagents.gateway.apidoc import build_openapi
 from deepagents.gateway.auth import Authenticator
 from deepagents.gateway.coalesce import SubmitCoalescer
@@ -145,25 +145,25 @@ async def exception_response(request: Request, exc: Exception) -> Response:
             for e in exc.errors()[:20]
         ]
         detail = f"{errors[0].field}: {errors[0].message}" if errors else "invalid request"
-        return problem_response(Problem("validation_error", detail, errors=errors), request)
+        return problem_response(Problem(ErrorCode.VALIDATION_ERROR, detail, errors=errors), request)
     if isinstance(exc, HTTPException):
         if exc.status_code == 405:
             problem = Problem(
-                "method_not_allowed",
+                ErrorCode.METHOD_NOT_ALLOWED,
                 f"{request.method} is not allowed on this path",
                 headers=dict(exc.headers or {}),
             )
         else:
-            problem = Problem("not_found", f"no endpoint {request.url.path}; see /docs")
+            problem = Problem(ErrorCode.NOT_FOUND, f"no endpoint {request.url.path}; see /docs")
         return problem_response(problem, request)
     if isinstance(exc, DeepAgentsError):
         log.warning("dependency failed: %s", exc)
         return problem_response(
-            Problem("unavailable", f"{exc.code}: retry shortly", retry_after_s=1), request
+            Problem(ErrorCode.UNAVAILABLE, f"{exc.code}: retry shortly", retry_after_s=1), request
         )
     log.exception("unhandled error on %s", request.url.path, exc_info=exc)
     return problem_response(
-        Problem("internal_error", "an unexpected error; it was logged"), request
+        Problem(ErrorCode.INTERNAL_ERROR, "an unexpected error; it was logged"), request
     )
 
 

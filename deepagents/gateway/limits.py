@@ -8,7 +8,7 @@ import uuid
 from collections.abc import AsyncIterator, Sequence
 
 from deepagents.config.gateway import GatewayConfig
-from deepagents.errors import TransportError
+from deepagents.errors import ErrorCode, TransportError
 from deepagents.gateway.problems import Problem
 from deepagents.store.tenant_limits import Ask, TenantLimiter
 
@@ -41,7 +41,7 @@ class Admission:
         limits = self.config.limits_for(tenant)
         if cost > limits.burst:
             raise Problem(
-                "batch_too_large",
+                ErrorCode.BATCH_TOO_LARGE,
                 f"this request needs {cost} tokens but your burst is {limits.burst}; "
                 "send smaller batches",
             )
@@ -58,18 +58,18 @@ class Admission:
             verdict, retry_ms = await self.limiter.acquire(tenant, ask, claims, claim_ttl_s)
         except TransportError as exc:
             raise Problem(
-                "unavailable", "Redis is unreachable; retry shortly", retry_after_s=1
+                ErrorCode.UNAVAILABLE, "Redis is unreachable; retry shortly", retry_after_s=1
             ) from exc
         if verdict == 0:
             raise Problem(
-                "rate_limited",
+                ErrorCode.RATE_LIMITED,
                 f"tenant {tenant!r} is over {limits.rate_per_s:g} tasks/s (burst {limits.burst}); "
                 "wait Retry-After seconds",
                 retry_after_s=max(int(retry_ms), 1) / 1000,
             )
         if verdict == -1:
             raise Problem(
-                "too_many_in_flight",
+                ErrorCode.TOO_MANY_IN_FLIGHT,
                 f"tenant {tenant!r} already has {limits.max_in_flight} requests in flight; "
                 "wait for some to finish",
                 retry_after_s=max(int(retry_ms), 1) / 1000,

@@ -10,6 +10,7 @@ from fastapi import APIRouter, Depends, Query
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 from starlette.responses import Response
 
+from deepagents.errors import ErrorCode
 from deepagents.gateway.auth import Principal
 from deepagents.gateway.health import liveness
 from deepagents.gateway.metrics import scrape_registry
@@ -59,7 +60,12 @@ async def metrics(state: StateDep) -> Response:
 @agents_router.get(
     "/agents",
     response_model=AgentList,
-    responses=responses_for("unauthorized", "rate_limited", "too_many_in_flight", "unavailable"),
+    responses=responses_for(
+        ErrorCode.UNAUTHORIZED,
+        ErrorCode.RATE_LIMITED,
+        ErrorCode.TOO_MANY_IN_FLIGHT,
+        ErrorCode.UNAVAILABLE,
+    ),
     summary="Agent types with versions, intents and live instances",
 )
 async def list_agents(

@@ -16,6 +16,7 @@ from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any, NoReturn
 
+from deepagents.errors import DeepAgentsError, ErrorCode
 from deepagents.modelcall.calls import ModelCalls, ModelRuntime
 from deepagents.modelcall.errors import (
     ContentFiltered,
@@ -44,8 +45,11 @@ _TERMINAL: dict[ErrorKind, type[ModelCallError]] = {
 _MOVE_ON = {ErrorKind.SPEND_LIMIT: "provider_spend_limit", ErrorKind.AUTH: "auth_failed"}
 
 
-class Refused(Exception):
+class Refused(DeepAgentsError):
     """This model cannot answer now; ``reason`` says why (circuit_open, budget_exhausted…)."""
+
+    code = ErrorCode.MODEL_UNAVAILABLE
+    retryable = True  # another model, or this one later, may answer
 
     def __init__(self, reason: str) -> None:
         super().__init__(reason)

@@ -12,7 +12,7 @@ from deepagents.compose import RedisClient, services_for
 from deepagents.config.schema import FileConfig
 from deepagents.config.settings import Settings
 from deepagents.contract.task import Task
-from deepagents.errors import DeepAgentsError, InvalidPayload
+from deepagents.errors import DeepAgentsError, ErrorCode, InvalidPayload
 from deepagents.orchestrator.routing import agent_specs
 from deepagents.store.tasks import DeadLetterEntry, TaskStore
 from deepagents.transport.base import MessageBus, StreamRef
@@ -22,7 +22,7 @@ from deepagents.transport.keys import ShardKeys
 class DeadLetterNotFound(DeepAgentsError):
     """No dead letter with that id."""
 
-    code = "not_found"
+    code = ErrorCode.NOT_FOUND
 
 
 class Admin:

@@ -34,6 +34,7 @@ from deepagents.contract.task import Task, utcnow
 from deepagents.errors import (
     ConfigError,
     DeadlinePassed,
+    ErrorCode,
     IdempotencyConflict,
     InvalidPayload,
     NotReplicated,
@@ -485,7 +486,7 @@ class Orchestrator:
             return "missing"
         agent = loc.agent
         result = Result.failed(
-            "cancelled",
+            ErrorCode.CANCELLED,
             "cancelled before it started",
             task_id=task_id,
             agent=agent,
@@ -494,7 +495,7 @@ class Orchestrator:
         events = b""
         if self.settings.outbox:
             events = encode_events(
-                [audit_event("failed", task_id, agent=agent, reason="cancelled")]
+                [audit_event("failed", task_id, agent=agent, reason=ErrorCode.CANCELLED)]
             )
         return await self.bus.cancel(
             self.keys.shard(agent, loc.shard), task_id, encode_result(result), events

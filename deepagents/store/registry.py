@@ -18,6 +18,7 @@ import orjson
 from redis.asyncio import Redis
 
 from deepagents.contract.agent import AgentContract
+from deepagents.errors import ErrorCode
 from deepagents.telemetry.core import process_telemetry
 from deepagents.telemetry.metrics import Metrics
 from deepagents.transport.keys import Keys
@@ -190,7 +191,7 @@ class AgentRegistry:
         record = {
             "source": key,
             "field": field,
-            "reason": "decode_error",
+            "reason": ErrorCode.DECODE_ERROR,
             "error": error,
             "dead_ms": int(time.time() * 1000),
             "deliveries": 0,

@@ -25,7 +25,6 @@ from deepagents.config.settings import Settings
 from deepagents.contract.agent import AgentContract
 from deepagents.contract.codec import (
     Envelope,
-    TooLarge,
     decode_envelopes,
     encode_result,
     encode_task,
@@ -153,10 +152,10 @@ class DeliveryHandler:
                 good.append((entry, envelope))
                 continue
             if entry.fields:
-                reason = "too_large" if isinstance(envelope, TooLarge) else "decode_error"
-                await self._dead_letter_raw(ref, entry, reason, str(envelope))
+                # decode_error, or too_large for a task never parsed (TooLarge)
+                await self._dead_letter_raw(ref, entry, envelope.code, str(envelope))
             else:
-                await self._dead_letter_raw(ref, entry, "payload_lost", _BODY_GONE)
+                await self._dead_letter_raw(ref, entry, ErrorCode.PAYLOAD_LOST, _BODY_GONE)
             pool.release()
         if not good:
             return
@@ -424,7 +423,9 @@ class DeliveryHandler:
     async def _exhausted(self, flight: InFlight) -> None:
         """Delivered more than max_deliveries times (crashes or failures): dead-letter it."""
         reason = f"delivered {flight.deliveries} times (max {self.w.agent_settings.max_deliveries})"
-        await self._dead_letter(flight, "max_deliveries", reason, time.monotonic(), flight.queue_ms)
+        await self._dead_letter(
+            flight, ErrorCode.MAX_DELIVERIES, reason, time.monotonic(), flight.queue_ms
+        )
 
     # outcomes -----------------------------------------------------------------------------
 
@@ -647,7 +648,7 @@ class DeliveryHandler:
             self._tm[flight.stream.tier].completed[kind].inc()
 
     async def _dead_letter(
-        self, flight: InFlight, reason: str, error: str, started: float, queue_ms: int
+        self, flight: InFlight, reason: ErrorCode, error: str, started: float, queue_ms: int
     ) -> None:
         failed = Result.failed(ErrorCode.DEAD_LETTERED, f"{reason}: {error}")
         result_json = self._finish(flight, failed, started, queue_ms, utcnow())
@@ -678,20 +679,20 @@ class DeliveryHandler:
         )
 
     async def _dead_letter_raw(
-        self, ref: StreamRef, entry: RawEntry, reason: str, error: str
+        self, ref: StreamRef, entry: RawEntry, reason: ErrorCode, error: str
     ) -> None:
         """An entry that is not a task (undecodable, or its body is gone). When its task id
         can still be read (``salvage_ids``), the task fails with the reason, so that its
         submitter hears it rather than waiting for ever."""
         entry_id = entry.entry_id
         salvaged = (
-            salvage_ids(entry.fields, parse=reason == "decode_error")
-            if reason != "payload_lost"
+            salvage_ids(entry.fields, parse=reason == ErrorCode.DECODE_ERROR)
+            if reason != ErrorCode.PAYLOAD_LOST
             else None
         )
         task_id, reply = salvaged if salvaged is not None else (None, "")
         result_json = b"" if task_id is None else self._failed_json(task_id, reason, error)
-        kind = "payload_lost" if reason == "payload_lost" else "dead_lettered"
+        kind = "payload_lost" if reason == ErrorCode.PAYLOAD_LOST else "dead_lettered"
         fields = {"agent": self.w.agent.name, "entry": entry_id, "reason": reason, "error": error}
         events, unbound = (
             [audit_event(kind, task_id, **fields)],
@@ -712,7 +713,7 @@ class DeliveryHandler:
         self._count(status, "dead_lettered")
         if status == "ok" and self._tm is not None:
             self._tm[ref.tier].completed["dead_lettered"].inc()
-            if reason == "decode_error" and self._decode_errors is not None:
+            if reason == ErrorCode.DECODE_ERROR and self._decode_errors is not None:
                 self._decode_errors.inc()
         log.warning(
             "dead-lettered entry %s of %s: %s (%s)",
@@ -723,7 +724,7 @@ class DeliveryHandler:
             extra={"action": "dead_lettered", "task_id": task_id},
         )
 
-    def _failed_json(self, task_id: str, reason: str, error: str) -> bytes:
+    def _failed_json(self, task_id: str, reason: ErrorCode, error: str) -> bytes:
         """A dead-lettered task's Result, for a task that never decoded (no flight)."""
         failed = Result(
             task_id=task_id,
@@ -741,7 +742,7 @@ class DeliveryHandler:
             events = [audit_event("payload_lost", None, agent=self.w.agent.name, entry=entry_id)]
             item = DeadLetter(
                 entry_id,
-                "payload_lost",
+                ErrorCode.PAYLOAD_LOST,
                 _BODY_GONE,
                 events_json=encode_events(events) if self.outbox else b"",
                 check_owner=False,

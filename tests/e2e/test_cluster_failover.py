@@ -7,6 +7,7 @@ from __future__ import annotations
 import asyncio
 import signal
 from collections.abc import Iterator
+from functools import partial
 
 import pytest
 import redis
@@ -80,7 +81,7 @@ async def test_worker_and_submitter_follow_a_failover(
                 return True
 
             for i in range(100):
-                await eventually(lambda i=i: submitted(i), what="the submitter to follow")
+                await eventually(partial(submitted, i), what="the submitter to follow")
             results = await asyncio.gather(*(h.result(timeout=60) for h in after))
             assert len(after) == 100
             assert all(r.status is ResultStatus.SUCCESS for r in results)

@@ -61,7 +61,7 @@ async def _pair(
                         # "online" can come before the replica answers the primary's
                         # GETACK promptly: a test's first WAIT then timed out (seen in CI).
                         await client.set("pair:probe", "1")
-                        return int(await client.execute_command("WAIT", 1, 200)) >= 1
+                        return await client.wait(1, 200) >= 1
 
                     await eventually(good, what="the replica to follow the primary")
                     await eventually(acks, what="the replica to confirm a write")
@@ -116,7 +116,7 @@ async def test_acknowledged_submits_survive_failover_to_a_lagging_replica(
     pair.primary.process.wait(10)
     promoted = connect(pair.replica.url)
     try:
-        await promoted.execute_command("REPLICAOF", "NO", "ONE")
+        await promoted.replicaof("NO", "ONE")
         settings = Settings(redis_url=pair.replica.url, prefix=prefix, outbox=True)
         async with (
             running_worker(promoted, settings, config),

@@ -21,6 +21,7 @@ from deepagents.worker import Worker
 from tests.agents import BlockingAgent, LabAgent
 from tests.e2e.conftest import committed_events
 from tests.support.procs import REPO, Procs
+from tests.support.replies import as_bytes
 from tests.support.wait import eventually
 
 
@@ -69,7 +70,7 @@ async def test_undecodable_and_poison_messages_are_dead_lettered_then_replayed(
     assert "JSONDecodeError" in dead["decode_error"]["error"]
     assert dead["max_deliveries"]["task_id"] == poison.task_id
     assert dead["max_deliveries"]["deliveries"] == 3
-    assert int(await client.get(f"{prefix}:exec:{poison.task_id}")) == 3
+    assert int(as_bytes(await client.get(f"{prefix}:exec:{poison.task_id}"))) == 3
 
     # The fix ships; replay the poison message and it completes.
     await client.set(f"{prefix}:fixed", 1)
@@ -258,7 +259,7 @@ async def test_a_task_that_kills_its_worker_is_dead_lettered_after_max_deliverie
     result = await poison.result(timeout=30)
     assert result.error is not None and result.error.code == "dead_lettered"
     assert "max_deliveries" in result.error.message
-    assert int(await client.get(f"{prefix}:exec:{poison.task_id}")) == 3
+    assert int(as_bytes(await client.get(f"{prefix}:exec:{poison.task_id}"))) == 3
     done = await asyncio.gather(*(h.result(timeout=60) for h in others))
     assert all(r.status is ResultStatus.SUCCESS for r in done), [
         (r.metrics.attempts, r.error) for r in done if r.status is not ResultStatus.SUCCESS

@@ -19,6 +19,7 @@ from deepagents.orchestrator import Orchestrator
 from deepagents.transport.redis_streams import connect
 from deepagents.worker import Worker
 from tests.agents import LabAgent
+from tests.support.replies import as_bytes, entries
 from tests.support.wait import eventually
 
 BINARIES = {
@@ -54,7 +55,7 @@ async def test_reclaim_and_payload_lost(vclient: Redis, config: FileConfig, pref
             await vclient.xreadgroup("lab", "ghost", {stream: ">"}, count=100)
         victim = handles[0]
         victim_stream = f"{prefix}:{{lab:{victim.shard}}}:p2"
-        entry = (
+        entry = as_bytes(
             await vclient.hget(f"{prefix}:{{lab:{victim.shard}}}:t:{victim.task_id}", "entry")
         ).decode()
         await vclient.xdel(victim_stream, entry)  # its body vanishes while pending
@@ -75,7 +76,7 @@ async def test_reclaim_and_payload_lost(vclient: Redis, config: FileConfig, pref
             await running
     assert all(r.status is ResultStatus.SUCCESS for r in results), info["redis_version"]
     assert worker.stats.reclaimed == 19
-    ((_, fields),) = await vclient.xrange(f"{prefix}:{{lab:{victim.shard}}}:dlq")
+    ((_, fields),) = await entries(vclient, f"{prefix}:{{lab:{victim.shard}}}:dlq")
     assert fields[b"reason"] == b"payload_lost"
     for stream in streams:
         assert (await vclient.xpending(stream, "lab"))["pending"] == 0

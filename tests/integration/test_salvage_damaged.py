@@ -10,9 +10,8 @@ from redis.asyncio import Redis
 from deepagents.config import Settings, parse_config
 from deepagents.contract import ResultStatus, Task
 from deepagents.orchestrator import Orchestrator
-from deepagents.transport.base import StreamRef
+from deepagents.transport.base import StreamRef, now_ms
 from deepagents.transport.keys import Keys
-from deepagents.transport.redis_streams.bus import now_ms
 from tests.support.wait import eventually
 from tests.support.workers import running_worker
 

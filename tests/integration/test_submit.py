@@ -221,8 +221,13 @@ async def test_a_submit_that_fails_has_enqueued_nothing(
     while the enqueue script would pass: the submit fails and no stream holds the task."""
     with EmbeddedRedis() as server:
         admin = connect(server.url)
-        await admin.execute_command(
-            "ACL", "SETUSER", "noset", "on", "nopass", "~*", "&*", "+@all", "-set"
+        await admin.acl_setuser(
+            "noset",
+            enabled=True,
+            nopass=True,
+            keys=["*"],
+            channels=["*"],
+            commands=["+@all", "-set"],
         )
         client = connect(server.url.replace("redis://", "redis://noset:x@"))
         try:
