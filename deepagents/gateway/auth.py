@@ -15,7 +15,8 @@ from dataclasses import dataclass
 
 from starlette.datastructures import Headers
 
-from deepagents.gateway.config import ApiKey
+from deepagents.config.gateway import ApiKey
+from deepagents.errors import ErrorCode
 from deepagents.gateway.problems import Problem
 
 KEY_PREFIX = "dak_"
@@ -50,7 +51,7 @@ class Authenticator:
                 found = principal
         if found is None:
             raise Problem(
-                "unauthorized",
+                ErrorCode.UNAUTHORIZED,
                 "the API key is not valid; check the key your operator issued",
                 headers=_CHALLENGE,
             )
@@ -63,7 +64,9 @@ def authorization(headers: Headers) -> str | None:
     values = headers.getlist("authorization")
     if len(values) > 1:
         raise Problem(
-            "unauthorized", "send one Authorization header, not several", headers=_CHALLENGE
+            ErrorCode.UNAUTHORIZED,
+            "send one Authorization header, not several",
+            headers=_CHALLENGE,
         )
     return values[0] if values else None
 
@@ -85,7 +88,7 @@ class MetricsGuard:
             ok |= hmac.compare_digest(stored, digest)
         if not ok:
             raise Problem(
-                "unauthorized",
+                ErrorCode.UNAUTHORIZED,
                 "/metrics needs a metrics key (gateway.metrics_keys)",
                 headers=_CHALLENGE,
             )
@@ -96,7 +99,7 @@ def _bearer_token(authorization: str | None) -> str:
     token = token.strip()
     if scheme.lower() != "bearer" or not token:
         raise Problem(
-            "unauthorized",
+            ErrorCode.UNAUTHORIZED,
             "send your API key as 'Authorization: Bearer <key>'",
             headers=_CHALLENGE,
         )

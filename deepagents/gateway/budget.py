@@ -21,8 +21,9 @@ import threading
 import time
 from typing import Any
 
+from deepagents.config.gateway import BodyLimits
+from deepagents.errors import ErrorCode
 from deepagents.gateway.body import parse_json
-from deepagents.gateway.config import BodyLimits
 from deepagents.gateway.problems import Problem
 
 
@@ -47,7 +48,7 @@ class ParseBudget:
             left = self._refilled(tenant, limits)
         if left <= 0:
             raise Problem(
-                "rate_limited",
+                ErrorCode.RATE_LIMITED,
                 f"tenant {tenant!r} has used its share of this gateway process's time for "
                 f"parsing ({limits.parse_cpu_per_s:g} s/s); wait Retry-After seconds or "
                 "send smaller bodies",

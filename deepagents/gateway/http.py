@@ -29,6 +29,7 @@ from http import HTTPStatus
 import orjson
 from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
 
+from deepagents.errors import ErrorCode
 from deepagents.gateway.problems import MEDIA_TYPE, Problem
 
 HEADER_TIMEOUT_KEY = "deepagents.header_timeout_s"
@@ -139,7 +140,8 @@ class HeaderDeadlineProtocol(HttpToolsProtocol):
         if self.transport.is_closing():
             return
         problem = Problem(
-            "request_timeout", f"the request line and headers did not arrive within {timeout} s"
+            ErrorCode.REQUEST_TIMEOUT,
+            f"the request line and headers did not arrive within {timeout} s",
         )
         self.transport.write(_response(problem))
         self.transport.close()
@@ -148,7 +150,7 @@ class HeaderDeadlineProtocol(HttpToolsProtocol):
         self._refused = True
         self._disarm()
         if not self.transport.is_closing():
-            self.transport.write(_response(Problem("headers_too_large", detail)))
+            self.transport.write(_response(Problem(ErrorCode.HEADERS_TOO_LARGE, detail)))
             self.transport.close()
 
 

@@ -72,7 +72,7 @@ async def test_a_coalesced_group_fails_only_the_task_that_broke_it(
     """Behind the edge: a task the codec cannot encode (an error no refusal names) fails
     alone, and the other tasks of its group, other tenants', are enqueued."""
     config = load_config(REPO / "config" / "deepagents.yaml")
-    async with Orchestrator(client, config=config, settings=settings) as orch:
+    async with Orchestrator.from_client(client, config=config, settings=settings) as orch:
         coalescer = SubmitCoalescer(orch)
         good = [Task(intent="echo", payload={"i": i}, tenant="beta") for i in range(20)]
         bad = Task(intent="echo", payload={"n": TOO_BIG}, tenant="alpha")

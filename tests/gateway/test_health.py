@@ -30,7 +30,7 @@ def full(gw: Gateway) -> httpx.Response:
 
 
 def full_answering(gw: Gateway, status: int, what: str) -> httpx.Response:
-    def answered() -> httpx.Response | None:
+    def answered() -> httpx.Response | None:  # the answer once it has that status
         r = full(gw)
         return r if r.status_code == status else None
 
