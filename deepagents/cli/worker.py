@@ -6,6 +6,7 @@ import argparse
 import asyncio
 from typing import Any
 
+from deepagents._internal.extras import require_extra
 from deepagents._internal.heap import freeze_startup_heap
 from deepagents._internal.imports import load_agent_class
 from deepagents.cli.common import (
@@ -80,6 +81,7 @@ def main(args: argparse.Namespace) -> int:
     if args.consumer:
         settings = settings.model_copy(update={"consumer": args.consumer})
     if args.with_audit_writer:
+        require_extra("audit", "--with-audit-writer")
         if settings.database_url is None:
             raise ConfigError(
                 "--with-audit-writer needs DEEPAGENTS_DATABASE_URL", file="environment"
