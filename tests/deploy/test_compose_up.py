@@ -9,9 +9,10 @@ service name mapped to 127.0.0.1 on the file's ports. The test's Redis and Postg
 in for the ``redis`` and ``postgres`` images; their health checks run against them. Then
 every health check in the file must pass, and ``/health?full=true`` through the gateway.
 
-Prometheus and Grafana are not started (their images' programs are not ours; promtool
-checks Prometheus's config in test_validators.py). The test adds only what keeps runs
-apart: a key prefix and an audit schema of its own, dropped at the end.
+Prometheus runs too (Debian's binary, with the file's mounts): every scrape target must be
+up and the alert rules loaded. Grafana does not (no binary here; its provisioning is plain
+files). The test adds only what keeps runs apart: a key prefix and an audit schema of its
+own, dropped at the end.
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ import contextlib
 import os
 import re
 import secrets
+import shutil
 import signal
 import socket
 import subprocess
@@ -44,9 +46,11 @@ pytestmark = [pytest.mark.slow, pytest.mark.timeout(420)]
 
 BIN = Path(sys.executable).parent
 DATA_SERVICES = ("redis", "postgres")  # the test's servers stand in for these images
-NOT_RUN = ("prometheus", "grafana")
-# Files the images hold that the compose file does not mount (the Dockerfile's COPY).
+NOT_RUN = ("grafana",)  # no Grafana binary here: its provisioning is checked as files
+# What the images hold that the compose file does not say: the Dockerfile's COPY, and the
+# entrypoint of prom/prometheus (its service gives only the arguments).
 IMAGE_FILES = {"/app/config/deepagents.yaml": REPO / "config" / "deepagents.yaml"}
+ENTRYPOINTS = {"prometheus": ["prometheus"]}
 
 
 @pytest.fixture(scope="module")
@@ -91,18 +95,43 @@ class LocalStack:
         names = "|".join(map(re.escape, self.services))
         return re.sub(rf"^(\w+)://({names})(:\d+)?/", swap, value)
 
-    def _path(self, service: dict[str, Any], value: str) -> str:
-        mounts = {
-            m["target"]: m["source"] for m in service.get("volumes", []) if m["type"] == "bind"
-        }
-        mounts.update({k: str(v) for k, v in IMAGE_FILES.items() if k not in mounts})
-        return str(mounts.get(value, value))
+    def filesystem(self, name: str) -> Path:
+        """The service's container paths under a directory of its own: its bind mounts
+        (service names in them mapped to 127.0.0.1), its volumes, the image's files."""
+        fs = self.root / f"fs-{name}"
+        if fs.exists():
+            return fs
+        for target, source in IMAGE_FILES.items():
+            (fs / target.lstrip("/")).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy(source, fs / target.lstrip("/"))
+        names = "|".join(map(re.escape, self.services))
+        for mount in self.services[name].get("volumes", []):
+            local = fs / mount["target"].lstrip("/")
+            if mount["type"] != "bind":
+                local.mkdir(parents=True, exist_ok=True)
+                continue
+            source = Path(mount["source"])
+            files = [source] if source.is_file() else [p for p in source.rglob("*") if p.is_file()]
+            for file in files:
+                copy = local / file.relative_to(source) if source.is_dir() else local
+                copy.parent.mkdir(parents=True, exist_ok=True)
+                text = re.sub(rf"\b(?:{names}):(\d+)\b", r"127.0.0.1:\1", file.read_text())
+                copy.write_text(text)
+        return fs
+
+    def _path(self, name: str, value: str) -> str:
+        """``/container/path`` or ``--flag=/container/path`` under the service's directory."""
+        flag, eq, path = value.rpartition("=") if value.startswith("--") else ("", "", value)
+        if not path.startswith("/") or "://" in path:
+            return value
+        local = self.filesystem(name) / path.lstrip("/")
+        return f"{flag}{eq}{local}" if local.exists() else value
 
     def environ(self, name: str) -> dict[str, str]:
         service = self.services[name]
         env = {k: v for k, v in os.environ.items() if not k.startswith("DEEPAGENTS_")}
         for key, value in (service.get("environment") or {}).items():
-            env[key] = self._path(service, self._host(str(value)))
+            env[key] = self._path(name, self._host(str(value)))
         secret_files = {s["target"]: s["source"] for s in service.get("secrets", [])}
         if secret_files:
             mounted = self.root / f"secrets-{name}"
@@ -113,10 +142,11 @@ class LocalStack:
         env |= {"DEEPAGENTS_PREFIX": self.prefix, "DEEPAGENTS_AUDIT_SCHEMA": self.schema}
         return env
 
-    @staticmethod
-    def argv(command: list[str]) -> list[str]:
+    def argv(self, name: str, command: list[str]) -> list[str]:
         local = {"deepagents": str(BIN / "deepagents"), "python": sys.executable}
-        return [local.get(a, "127.0.0.1" if a == "0.0.0.0" else a) for a in command]
+        return [
+            self._path(name, local.get(a, "127.0.0.1" if a == "0.0.0.0" else a)) for a in command
+        ]
 
     # compose up ---------------------------------------------------------------------------
 
@@ -139,7 +169,8 @@ class LocalStack:
             assert not busy, f"port {port} of {name} is taken on this host"
         log = (self.root / f"{name}.log").open("wb")
         self.procs[name] = subprocess.Popen(
-            self.argv(service["command"]), env=self.environ(name), cwd=self.root,
+            self.argv(name, [*ENTRYPOINTS.get(name, []), *service["command"]]),
+            env=self.environ(name), cwd=self.root,
             stdout=log, stderr=subprocess.STDOUT,
         )  # fmt: skip
         log.close()
@@ -159,7 +190,7 @@ class LocalStack:
     def health_command(self, name: str) -> tuple[list[str], dict[str, str]]:
         test = self.services[name]["healthcheck"]["test"]
         kind, rest = test[0], test[1:]
-        argv = ["sh", "-c", rest[0]] if kind == "CMD-SHELL" else self.argv(rest)
+        argv = ["sh", "-c", rest[0]] if kind == "CMD-SHELL" else self.argv(name, rest)
         env = dict(os.environ)
         if name == "redis":
             argv += ["-u", self.redis_url]
@@ -234,20 +265,46 @@ def stack(redis_url: str, pg_url: str, tmp_path: Path) -> Iterator[LocalStack]:
         local.down()
 
 
+def _prometheus_runs() -> bool:
+    """Debian's prometheus package (.ci/run installs it) brings the server beside promtool."""
+    if shutil.which("prometheus"):
+        return True
+    if os.environ.get("CI") or os.environ.get("DEEPAGENTS_TEST_REQUIRE_PROMTOOL"):
+        pytest.fail("prometheus is missing: .ci/run installs Debian's prometheus package")
+    return False
+
+
 def test_the_compose_stack_comes_up_healthy_and_a_probe_task_gets_through(
     stack: LocalStack,
 ) -> None:
     ours = [n for n, s in stack.services.items() if "build" in s]
-    assert set(stack.services) == {*ours, *DATA_SERVICES, *NOT_RUN}
-    for name in ours:
+    assert set(stack.services) == {*ours, *DATA_SERVICES, "prometheus", *NOT_RUN}
+    run = [*ours, "prometheus"] if _prometheus_runs() else ours
+    for name in run:
         stack.up(name)
-    with_checks = [n for n in stack.services if "healthcheck" in stack.services[n]]
-    for name in with_checks:
-        if name not in NOT_RUN:
+    for name in [*DATA_SERVICES, *run]:
+        if "healthcheck" in stack.services[name]:
             stack.wait_healthy(name)
     assert stack.procs["db-migrate"].returncode == 0  # a one-shot: done, not running
     gateway_port = stack.services["gateway"]["ports"][0]["published"]
     with contextlib.closing(httpx.Client(timeout=30)) as http:
         answer = http.get(f"http://127.0.0.1:{gateway_port}/health", params={"full": "true"})
-    assert answer.status_code == 200, answer.text
-    assert answer.json()["status"] == "ok", answer.text
+        assert answer.status_code == 200, answer.text
+        assert answer.json()["status"] == "ok", answer.text
+        if "prometheus" in stack.procs:
+            _prometheus_scrapes_everything(http, stack.services["prometheus"])
+
+
+def _prometheus_scrapes_everything(http: httpx.Client, service: dict[str, Any]) -> None:
+    """Every scrape target of prometheus.yml answers, and the alert rules are loaded."""
+    api = f"http://127.0.0.1:{service['ports'][0]['published']}/api/v1"
+
+    def all_up() -> list[dict[str, Any]]:
+        targets: list[dict[str, Any]] = http.get(f"{api}/targets").json()["data"]["activeTargets"]
+        return targets if all(t["health"] == "up" for t in targets) else []
+
+    targets = eventually_sync(all_up, timeout=60, interval=1, what="every scrape target up")
+    jobs = {t["labels"]["job"] for t in targets}
+    assert {"deepagents-exporter", "deepagents-gateway", "deepagents-workers"} <= jobs
+    groups = http.get(f"{api}/rules").json()["data"]["groups"]
+    assert any(g["name"] == "deepagents" and g["rules"] for g in groups), groups
