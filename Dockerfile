@@ -35,7 +35,8 @@ RUN --mount=type=bind,from=build,source=/wheels,target=/wheels \
 USER 10001:10001
 ENV DEEPAGENTS_METRICS_PORT=9100
 EXPOSE 9100
-# Live: the worker's event loop turns (GET /healthz beside /metrics).
+# Live: the worker's event loop turns (GET /healthz beside /metrics). The exporter and the
+# simulator also run from this target; docker-compose.yml gives them their own checks.
 HEALTHCHECK --interval=10s --timeout=5s --start-period=20s --retries=3 \
     CMD ["python", "-c", "import os, urllib.request; urllib.request.urlopen('http://127.0.0.1:' + os.environ['DEEPAGENTS_METRICS_PORT'] + '/healthz', timeout=4)"]
 CMD ["deepagents", "worker", "agents.echo:EchoAgent"]
