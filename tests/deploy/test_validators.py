@@ -13,6 +13,7 @@ import re
 import shutil
 import subprocess
 import sys
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -113,56 +114,44 @@ def test_the_kubernetes_manifests_pass_their_schemas(path: Path) -> None:
 # a broken copy of each is refused -------------------------------------------------------
 
 
-def _broken(tmp: Path, source: Path, old: str, new: str) -> Path:
+def _refusal(done: subprocess.CompletedProcess[str]) -> str:
+    return "" if done.returncode == 0 else done.stdout + done.stderr
+
+
+CHECKS: dict[str, Callable[[Path], str]] = {  # what a validator reports: empty when it passes
+    "compose schema": lambda p: "\n".join(compose_schema_errors(p)),
+    "docker-compose config": lambda p: _refusal(compose_config(p)),
+    "hadolint": lambda p: _refusal(hadolint(p)),
+    "promtool": lambda p: _refusal(promtool_config(p)),
+    "kubernetes-validate": lambda p: "\n".join(k8s_errors(p)),
+}
+BREAKAGES = {  # validator: (file, text, replaced by, what the refusal names)
+    "compose schema": ("docker-compose.yml", "service_healthy", "when_ready", "when_ready"),
+    "docker-compose config": (
+        "docker-compose.yml", "  depends_on:\n    redis:", "  depends_on:\n    nosuch:",
+        'depends on undefined service "nosuch"',
+    ),
+    "hadolint": ("Dockerfile", "WORKDIR /app\n", "WORKDIR /app\nRUN apt-get install -y curl\n",
+                 "DL3008"),
+    "promtool": ("config/prometheus/prometheus.yml", "scrape_interval: 15s",
+                 "scrape_interval: 15", 'not a valid duration string: "15"'),
+    "kubernetes-validate": ("deploy/k8s/workers.yaml", "httpGet: {path: /healthz",
+                            "httpGet: {paht: /healthz", "paht"),
+}  # fmt: skip
+
+
+@pytest.mark.parametrize("validator", BREAKAGES)
+def test_each_validator_refuses_a_broken_copy(validator: str, tmp_path: Path) -> None:
+    name, old, new, named = BREAKAGES[validator]
+    source = REPO / name
     text = source.read_text()
-    assert old in text, f"{old!r} not in {source.name}: update this test's breakage"
-    target = tmp / source.name
-    target.write_text(text.replace(old, new, 1))
-    return target
-
-
-def test_the_schema_refuses_an_unknown_depends_on_condition(tmp_path: Path) -> None:
-    bad = _broken(tmp_path, REPO / "docker-compose.yml", "service_healthy", "when_ready")
-    assert any("when_ready" in e for e in compose_schema_errors(bad))
-
-
-def test_docker_compose_config_refuses_a_dependency_on_no_service(tmp_path: Path) -> None:
-    bad = _broken(
-        tmp_path,
-        REPO / "docker-compose.yml",
-        "  depends_on:\n    redis:",
-        "  depends_on:\n    nosuch:",
-    )
-    done = compose_config(bad)
-    assert done.returncode != 0 and "nosuch" in done.stderr, done.stderr
-
-
-def test_hadolint_refuses_an_unpinned_apt_install(tmp_path: Path) -> None:
-    bad = _broken(
-        tmp_path,
-        REPO / "Dockerfile",
-        "WORKDIR /app\n",
-        "WORKDIR /app\nRUN apt-get install -y curl\n",
-    )
-    done = hadolint(bad)
-    assert done.returncode != 0 and "DL3008" in done.stdout, done.stdout
-
-
-def test_promtool_refuses_a_bad_scrape_interval(tmp_path: Path) -> None:
-    prometheus = REPO / "config" / "prometheus"
-    shutil.copy(prometheus / "alerts.yml", tmp_path / "alerts.yml")
-    bad = _broken(
-        tmp_path, prometheus / "prometheus.yml", "scrape_interval: 15s", "scrape_interval: 15"
-    )
-    done = promtool_config(bad)
-    assert done.returncode != 0 and 'not a valid duration string: "15"' in done.stderr
-
-
-def test_kubernetes_validate_refuses_a_misspelt_probe_field(tmp_path: Path) -> None:
-    bad = _broken(
-        tmp_path, K8S / "workers.yaml", "httpGet: {path: /healthz", "httpGet: {paht: /healthz"
-    )
-    assert any("paht" in e for e in k8s_errors(bad))
+    assert old in text, f"{old!r} not in {name}: update this test's breakage"
+    for sibling in source.parent.iterdir():  # what the file refers to (alerts.yml)
+        if sibling.is_file():
+            shutil.copy(sibling, tmp_path / sibling.name)
+    (tmp_path / name.rsplit("/", 1)[-1]).write_text(text.replace(old, new, 1))
+    refusal = CHECKS[validator](tmp_path / source.name)
+    assert named in refusal, refusal
 
 
 # what the validators cannot know --------------------------------------------------------
