@@ -38,7 +38,6 @@ import httpx
 import pytest
 import redis
 
-from deepagents.store.audit.embedded import EmbeddedPostgres
 from tests.deploy.support import REPO, compose_model
 from tests.support.wait import eventually_sync
 
@@ -51,16 +50,6 @@ NOT_RUN = ("grafana",)  # no Grafana binary here: its provisioning is checked as
 # entrypoint of prom/prometheus (its service gives only the arguments).
 IMAGE_FILES = {"/app/config/deepagents.yaml": REPO / "config" / "deepagents.yaml"}
 ENTRYPOINTS = {"prometheus": ["prometheus"]}
-
-
-@pytest.fixture(scope="module")
-def pg_url() -> Iterator[str]:
-    url = os.environ.get("DEEPAGENTS_TEST_DATABASE_URL")
-    if url:
-        yield url
-        return
-    with EmbeddedPostgres() as server:
-        yield server.url
 
 
 class LocalStack:
