@@ -240,3 +240,24 @@ def test_scaled_objects_scale_each_worker_on_its_own_backlog() -> None:
             assert f'{metric}{{agent="{agent}"}}' in query, (name, query)
         assert float(trigger["metadata"]["threshold"]) > 0
         assert 1 <= obj["spec"]["minReplicaCount"] <= obj["spec"]["maxReplicaCount"]
+
+
+def test_grafana_provisions_the_dashboard_it_mounts_and_a_prometheus_datasource() -> None:
+    grafana = _compose()["services"]["grafana"]
+    mounts = {v.split(":")[0]: v.split(":")[1] for v in grafana["volumes"]}  # source: target
+    provisioning = REPO / "config" / "grafana" / "provisioning"
+    assert mounts["./config/grafana/provisioning"] == "/etc/grafana/provisioning"
+    (provider,) = yaml.safe_load((provisioning / "dashboards" / "deepagents.yml").read_text())[
+        "providers"
+    ]
+    dashboard = mounts["./config/grafana/deepagents.json"]
+    assert Path(dashboard).parent == Path(provider["options"]["path"])
+    (source,) = yaml.safe_load((provisioning / "datasources" / "prometheus.yml").read_text())[
+        "datasources"
+    ]
+    prometheus_port = _compose()["services"]["prometheus"]["ports"][0].split(":")[-1]
+    assert (source["type"], source["url"]) == ("prometheus", f"http://prometheus:{prometheus_port}")
+    panels = json.loads((REPO / "config" / "grafana" / "deepagents.json").read_text())
+    assert {"name": "datasource", "type": "datasource", "query": "prometheus"}.items() <= next(
+        v for v in panels["templating"]["list"] if v["name"] == "datasource"
+    ).items()
