@@ -33,7 +33,9 @@ FROM base AS worker
 RUN --mount=type=bind,from=build,source=/wheels,target=/wheels \
     pip install --no-index --find-links=/wheels deepagents-middleware
 USER 10001:10001
-ENV DEEPAGENTS_METRICS_PORT=9100
+# /metrics and /healthz on every address of the container: Prometheus scrapes from another.
+ENV DEEPAGENTS_METRICS_PORT=9100 \
+    DEEPAGENTS_METRICS_HOST=0.0.0.0
 EXPOSE 9100
 # Live: the worker's event loop turns (GET /healthz beside /metrics). The exporter and the
 # simulator also run from this target; docker-compose.yml gives them their own checks.

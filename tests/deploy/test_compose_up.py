@@ -82,6 +82,8 @@ class LocalStack:
             return f"{scheme}://127.0.0.1{match.group(3)}/"
 
         names = "|".join(map(re.escape, self.services))
+        if value == "0.0.0.0":  # every address of a container: this host's loopback
+            return "127.0.0.1"
         return re.sub(rf"^(\w+)://({names})(:\d+)?/", swap, value)
 
     def filesystem(self, name: str) -> Path:

@@ -180,6 +180,16 @@ def test_compose_workers_get_longer_than_their_grace_period_to_stop() -> None:
         assert _seconds(service["stop_grace_period"]) > _worker_stop_s(), name
 
 
+def test_workers_serve_their_metrics_and_probes_beyond_loopback() -> None:
+    """Prometheus and the kubelet reach a worker from outside its container or pod; a
+    worker's metrics server listens on loopback unless told."""
+    services = _compose()["services"]
+    workers = [s for s in services.values() if "worker" in s.get("command", [])]
+    for service in workers:
+        assert service["environment"]["DEEPAGENTS_METRICS_HOST"] == "0.0.0.0"
+    assert _k8s("ConfigMap")["deepagents-env"]["data"]["DEEPAGENTS_METRICS_HOST"] == "0.0.0.0"
+
+
 def test_every_compose_secret_is_a_file_and_no_value_is_a_literal_secret() -> None:
     compose = _compose()
     assert all(set(s) == {"file"} for s in compose["secrets"].values())
