@@ -36,14 +36,15 @@ class ParseBudget:
 
     def parse(self, tenant: str, body: bytes, limits: BodyLimits) -> Any:
         """``parse_json`` on the tenant's budget; 429 while the tenant is in debt."""
-        self._admit(tenant, limits)
+        self.check(tenant, limits)  # again: queued parses may have spent the budget since
         start = time.perf_counter()
         try:
             return parse_json(body, limits)
         finally:
             self._spend(tenant, time.perf_counter() - start, limits)
 
-    def _admit(self, tenant: str, limits: BodyLimits) -> None:
+    def check(self, tenant: str, limits: BodyLimits) -> None:
+        """429 while the tenant is in debt; called before its body is even read."""
         with self._lock:
             left = self._refilled(tenant, limits)
         if left <= 0:

@@ -86,8 +86,9 @@ async def _read_json(request: Request, state: GatewayState, tenant: str) -> Any:
     """The parsed body, on the tenant's parse budget (``budget.py``); a large body is
     parsed in the parse thread, so that the event loop keeps serving meanwhile."""
     limits = state.config.gateway.body
-    body = await read_body(request, limits)
     budget = state.parse_budget
+    budget.check(tenant, limits)  # a tenant in debt is refused before its body is read
+    body = await read_body(request, limits)
     if len(body) <= limits.inline_parse_bytes:
         return budget.parse(tenant, body, limits)
     loop = asyncio.get_running_loop()

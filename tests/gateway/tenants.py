@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import concurrent.futures as cf
 import statistics
+import subprocess
+import sys
 import threading
 import time
 from collections import Counter
@@ -16,8 +18,9 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 import httpx
+import orjson
 
-from tests.gateway.procs import Gateway, auth
+from tests.gateway.procs import ROOT, Gateway, auth
 
 GOOD = {"intent": "echo", "payload": {"x": 1}}
 
@@ -97,3 +100,24 @@ def attack_with(
         return statuses
 
     return run
+
+
+def b_during_attack(gw: Gateway, *, connections: int, count: int) -> tuple[Run, Counter[int]]:
+    """Beta's run (``count`` per client) while alpha floods the gateway with invalid 1 MiB
+    bodies over ``connections`` connections (``alpha_flood``, a process of its own), from
+    before beta starts until beta is done. Returns beta's run and alpha's status counts."""
+    flood = subprocess.Popen(
+        [sys.executable, "-m", "tests.gateway.alpha_flood", gw.url, str(connections)],
+        cwd=ROOT,
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+    )
+    try:
+        assert flood.stdout is not None and flood.stdout.readline() == b"started\n"
+        b = tenant_b(gw, count=count)
+        out, _ = flood.communicate(timeout=120)  # closes its stdin: it stops and reports
+    finally:
+        if flood.poll() is None:
+            flood.kill()
+            flood.wait()
+    return b, Counter({int(k): v for k, v in orjson.loads(out).items()})
