@@ -271,21 +271,23 @@ async def _read_capped(response: httpx.Response, cap: int) -> bytes:
 async def _bounded_lines(
     response: httpx.Response, max_line: int, max_total: int
 ) -> AsyncIterator[str]:
-    """The body's lines (LF or CRLF), none longer than ``max_line``, all within ``max_total``:
-    httpx's ``aiter_lines`` would buffer a line of any length."""
+    """The body's lines (ended by LF, CRLF or CR, as SSE allows), none longer than
+    ``max_line``, all within ``max_total``: httpx's ``aiter_lines`` buffers a line of any
+    length. A CRLF split between chunks gives an extra empty line, which SSE ignores."""
     pending = b""
     total = 0
     async for chunk in response.aiter_bytes():
         total += len(chunk)
         if total > max_total:
             raise _too_large(response)
-        *complete, pending = (pending + chunk).split(b"\n")
-        for line in complete:
-            yield line.rstrip(b"\r").decode(errors="replace")
+        lines = (pending + chunk).splitlines(keepends=True)
+        pending = lines.pop() if lines and not lines[-1].endswith((b"\n", b"\r")) else b""
+        for line in lines:
+            yield line.rstrip(b"\r\n").decode(errors="replace")
         if len(pending) > max_line:
             raise _too_large(response)
     if pending:
-        yield pending.rstrip(b"\r").decode(errors="replace")
+        yield pending.decode(errors="replace")
 
 
 async def _drain(lines: AsyncIterator[str]) -> None:
