@@ -10,6 +10,7 @@ model of a test (``server.url("big200")`` → ``http://127.0.0.1:<port>/big200/v
   ``max_tokens`` completion tokens; every arrival is logged with those tokens.
 - ``big200`` / ``big500``: that status, then 50 MB of junk, chunked (no length announced).
 - ``bigsse``: a 200 event stream whose first line is one 50 MB ``data:`` line.
+- ``biglen``: a 200 announcing a 50 MB ``Content-Length``, then nothing (no body at all).
 - ``hang<n>``: the first ``n`` requests get no answer at all (not even headers); the next
   are answered like ``perchar1``.
 - ``late<ms>``: answered like ``perchar1``, headers and body after ``ms`` milliseconds.
@@ -134,6 +135,12 @@ class HostileServer:
             return False
         if mode in ("big", "bigsse"):
             await self._junk(conn, writer, target)
+            return False
+        if mode == "biglen":
+            self._note(mode, 0)
+            headers = [("content-type", "application/json"), ("content-length", str(BIG))]
+            writer.write(conn.send(h11.Response(status_code=200, headers=headers)))
+            await reader.read()  # until the client closes the connection
             return False
         if mode == "late":
             await asyncio.sleep(number / 1000)

@@ -14,7 +14,8 @@ from typing import Any
 import orjson
 import pytest
 
-from tests.modelcall.conftest import FAST
+from deepagents.modelcall import ResponseTooLarge, wrap_model_call
+from tests.modelcall.conftest import FAST, MakeCalls, model_config
 from tests.modelcall.fleet import ROOT
 from tests.modelcall.hostile_server import BIG, HostileServer
 
@@ -63,3 +64,31 @@ async def test_an_oversized_answer_is_response_too_large(
     # 50 MB came at it; the process grew by at most about the cap (allocator slack included).
     assert BIG > 20 * CAP
     assert peak / baseline <= 1 + 2 * CAP / baseline, (peak - baseline) / CAP
+
+
+async def test_an_announced_oversized_length_is_refused_before_reading(
+    server: HostileServer, make_calls: MakeCalls
+) -> None:
+    # Headers announce 50 MB and no body follows: refused at the headers, not timed out.
+    model = model_config(
+        server.url("biglen"), stream=False, max_response_bytes=CAP, timeouts={"total_s": 10}
+    )
+    calls = make_calls({"m": model})
+    with pytest.raises(ResponseTooLarge):
+        await wrap_model_call("m", prompt="q", calls=calls)
+
+
+async def test_retrying_an_oversized_answer_when_configured(
+    server: HostileServer, make_calls: MakeCalls
+) -> None:
+    model = model_config(
+        server.url("big200"),
+        stream=False,
+        max_response_bytes=CAP,
+        retry={"max_retries": 1, "response_too_large": True},
+    )
+    calls = make_calls({"m": model})
+    reply = await wrap_model_call("m", prompt="q", calls=calls, fallback="fb")
+    assert (reply.degraded, reply.reason) == (True, "response_too_large")
+    assert [a.outcome for a in reply.attempts] == ["response_too_large"] * 2
+    assert len(server.log("big200")) == 2
