@@ -37,6 +37,7 @@ from deepagents.modelcall.pricing import (
 from deepagents.modelcall.providers.base import AttemptSpec, Completion
 from deepagents.modelcall.record import AttemptRecord
 from deepagents.modelcall.retrying import Decision, ErrorKind, ProviderError, retrying
+from deepagents.store.model_budget import Hold
 
 log = logging.getLogger("deepagents.modelcall")
 
@@ -120,6 +121,8 @@ class ModelAttempts:
         self.refreshed = False
         self.last: Decision | None = None
         self.spent_usd = 0.0  # every attempt's cost, settled against the budget hold
+        self.hold: Hold | None = None
+        self.held_extra_usd = 0.0  # what the hold was grown by, beyond one attempt's worst
         self.sent = False  # a request reached the provider: it counts against the quota
 
     async def run(self) -> str:
@@ -138,10 +141,11 @@ class ModelAttempts:
         )
         if isinstance(hold, str):
             self._refuse(hold)
+        self.hold = hold
         try:
             return await self._attempts()
         finally:
-            await self.rt.budget.settle(hold, self.spent_usd, int(self.sent))
+            await self.rt.budget.settle(self.hold, self.spent_usd, int(self.sent))
 
     async def _attempts(self) -> str:
         cfg = self.rt.config
@@ -196,6 +200,7 @@ class ModelAttempts:
 
     async def _attempt(self, number: int) -> str:
         self._need_time()
+        await self._cover_billed()
         credential = await self._credential()
         async with self._admitted(credential) as reservations:
             permit = await self.rt.breaker.allow(probe_ttl_s=max(self.ctx.time_left(), 0.001))
@@ -203,6 +208,17 @@ class ModelAttempts:
                 await self._undo(reservations)
                 self._refuse("circuit_open")
             return await self._send(number, permit, credential, reservations)
+
+    async def _cover_billed(self) -> None:
+        """Before a retry, the hold grows by what earlier attempts were billed (the partial
+        output of a stalled stream), so the retry's worst case is still held in full."""
+        extra = self.spent_usd - self.held_extra_usd
+        if self.hold is None or extra <= 0:
+            return
+        grown = await self.rt.budget.extend(self.hold, self.ctx.tenant, self.ctx.agent, extra)
+        if isinstance(grown, str):
+            self._refuse(grown)
+        self.hold, self.held_extra_usd = grown, self.spent_usd
 
     async def _credential(self) -> Credential | None:
         if self.rt.credentials is None:

@@ -252,6 +252,13 @@ class Budget:
             self._keys.day(self.today()), self._scopes(tenant, agent), micro_usd(worst_usd), hold_s
         )
 
+    async def extend(
+        self, hold: Hold, tenant: str | None, agent: str, extra_usd: float
+    ) -> Hold | str:
+        """Grow a hold by ``extra_usd`` (a retry after billed partial output needs both)."""
+        grown = await self._ledger.extend(hold, self._scopes(tenant, agent), micro_usd(extra_usd))
+        return "deadline" if grown == "gone" else grown  # only an overdue hold expires
+
     async def settle(self, hold: Hold | None, spent_usd: float, requests: int) -> None:
         if hold is not None:
             await self._ledger.settle(hold, micro_usd(spent_usd), requests)

@@ -89,6 +89,28 @@ return 1
 """
 )
 
+# KEYS: day hash, holds zset. ARGV: member, new member, extra µUSD, then the scopes as for
+# _RESERVE. Grows a live hold by ``extra`` if every budget allows it. Returns 'ok', the
+# refusal reason, or 'gone' (the hold expired: nothing is held any more).
+_EXTEND = (
+    _PARSE
+    + """
+local expires = redis.call('ZSCORE', KEYS[2], ARGV[1])
+if not expires then return 'gone' end
+local extra = tonumber(ARGV[3])
+for i = 4, #ARGV, 4 do
+  local f, budget = ARGV[i], tonumber(ARGV[i + 1])
+  if budget >= 0 and num(f .. 'spend') + num(f .. 'held') + extra > budget then
+    return ARGV[i + 3] .. 'budget_exhausted'
+  end
+end
+for i = 4, #ARGV, 4 do redis.call('HINCRBY', KEYS[1], ARGV[i] .. 'held', extra) end
+redis.call('ZREM', KEYS[2], ARGV[1])
+redis.call('ZADD', KEYS[2], expires, ARGV[2])
+return 'ok'
+"""
+)
+
 KEY_TTL_S = 2 * 86_400
 
 
@@ -117,6 +139,7 @@ class BudgetLedger:
         self._redis = redis
         self._reserve = redis.register_script(_RESERVE)
         self._settle = redis.register_script(_SETTLE)
+        self._extend = redis.register_script(_EXTEND)
 
     async def reserve(
         self, day_key: str, scopes: Sequence[Scope], micro_usd: int, hold_s: float
@@ -129,6 +152,17 @@ class BudgetLedger:
         reason = await self._reserve(keys=[day_key, holds_key(day_key)], args=args)
         text = reason.decode() if isinstance(reason, bytes) else str(reason)
         return Hold(day_key, member) if text == "ok" else text
+
+    async def extend(self, hold: Hold, scopes: Sequence[Scope], extra: int) -> Hold | str:
+        """Grow ``hold`` by ``extra`` µUSD if every budget allows it, or return why not."""
+        ident, amount, tail = hold.member.split("|", 2)
+        grown = Hold(hold.day_key, f"{ident}|{int(amount) + extra}|{tail}")
+        args: list[str | int] = [hold.member, grown.member, extra]
+        for scope in scopes:
+            args += [scope.prefix, scope.budget_micro_usd, scope.requests, scope.reason]
+        reason = await self._extend(keys=[hold.day_key, holds_key(hold.day_key)], args=args)
+        text = reason.decode() if isinstance(reason, bytes) else str(reason)
+        return grown if text == "ok" else text
 
     async def settle(self, hold: Hold, micro_usd: int, requests: int) -> None:
         """Replace the hold with what the call spent (0, 0 releases it)."""

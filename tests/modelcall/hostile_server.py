@@ -10,6 +10,7 @@ model of a test (``server.url("big200")`` → ``http://127.0.0.1:<port>/big200/v
   ``max_tokens`` completion tokens; every arrival is logged with those tokens.
 - ``big200`` / ``big500``: that status, then 50 MB of junk, chunked (no length announced).
 - ``bigsse``: a 200 event stream whose first line is one 50 MB ``data:`` line.
+- ``stall<n>``: a 200 event stream of ``n`` one-token content events, then silence.
 - ``biglen``: a 200 announcing a 50 MB ``Content-Length``, then nothing (no body at all).
 - ``hang<n>``: the first ``n`` requests get no answer at all (not even headers); the next
   are answered like ``perchar1``.
@@ -135,6 +136,15 @@ class HostileServer:
             return False
         if mode in ("big", "bigsse"):
             await self._junk(conn, writer, target)
+            return False
+        if mode == "stall":
+            self._note(mode, number)
+            headers = [("content-type", "text/event-stream")]
+            writer.write(conn.send(h11.Response(status_code=200, headers=headers)))
+            event = b'data: {"choices": [{"delta": {"content": "t"}}]}\n\n'
+            writer.write(conn.send(h11.Data(data=event * number)))
+            await writer.drain()
+            await reader.read()  # until the client gives up on the stalled stream
             return False
         if mode == "biglen":
             self._note(mode, 0)

@@ -250,3 +250,23 @@ async def test_the_hold_of_a_killed_process_expires(
     assert await _field(client, prefix, "held") == 0
     assert await _field(client, prefix, "spend") == CALL_USD * 1_000_000
     assert await client.zcard(holds) == 0
+
+
+async def test_a_retry_after_billed_partial_output_stays_within_the_budget(
+    server: HostileServer, make_calls: MakeCalls, client: Redis, prefix: str
+) -> None:
+    # Each attempt streams 60 tokens (0.06 USD, billed) and stalls. The hold must cover them
+    # and the retry's worst case (0.1 USD): 0.16 USD does not fit a budget of 0.15.
+    model = model_config(
+        server.url("stall60"),
+        **{**PRICES, "stream": True},
+        limits={"daily_budget_usd": 0.15},
+        timeouts={"total_s": 10, "first_token_s": 2, "per_token_s": 0.2},
+    )
+    calls = make_calls({"m": model})
+    reply = await wrap_model_call("m", prompt="q", calls=calls, fallback="fb")
+    assert (reply.degraded, reply.reason) == (True, "budget_exhausted")
+    assert [a.outcome for a in reply.attempts] == ["transient", "refused"]
+    assert len(server.log("stall")) == 1
+    assert await _field(client, prefix, "spend") == 60 * 1000  # 60 tokens at 1 USD / 1,000
+    assert await _field(client, prefix, "held") == 0
