@@ -6,8 +6,8 @@ import argparse
 import asyncio
 from typing import Any
 
+from deepagents._internal.extras import require_extra
 from deepagents._internal.heap import freeze_startup_heap
-from deepagents._internal.imports import load_agent_class
 from deepagents.cli.common import (
     load_runtime,
     redis_client,
@@ -15,10 +15,12 @@ from deepagents.cli.common import (
     run,
 )
 from deepagents.cli.signals import on_stop
+from deepagents.contract.loading import load_agent_class
 from deepagents.errors import ConfigError
 from deepagents.telemetry.core import configure
 from deepagents.telemetry.serve import serve_metrics
 from deepagents.worker import Worker
+from deepagents.worker.probes import WorkerProbes
 
 
 def register(sub: Any) -> None:
@@ -50,6 +52,12 @@ def register(sub: Any) -> None:
         help="serve Prometheus /metrics on this port (default: $DEEPAGENTS_METRICS_PORT; "
         "unset: not served)",
     )
+    p.add_argument(
+        "--metrics-host",
+        metavar="ADDR",
+        help="address /metrics listens on (default: $DEEPAGENTS_METRICS_HOST, else "
+        "127.0.0.1; 0.0.0.0 for a scraper on another host)",
+    )
     p.set_defaults(func=main)
 
 
@@ -74,6 +82,7 @@ def main(args: argparse.Namespace) -> int:
     if args.consumer:
         settings = settings.model_copy(update={"consumer": args.consumer})
     if args.with_audit_writer:
+        require_extra("audit", "--with-audit-writer")
         if settings.database_url is None:
             raise ConfigError(
                 "--with-audit-writer needs DEEPAGENTS_DATABASE_URL", file="environment"
@@ -81,15 +90,18 @@ def main(args: argparse.Namespace) -> int:
         settings = settings.model_copy(update={"outbox": True})
     if args.metrics_port is not None:
         settings = settings.model_copy(update={"metrics_port": args.metrics_port})
+    if args.metrics_host is not None:
+        settings = settings.model_copy(update={"metrics_host": args.metrics_host})
     telemetry = configure(settings, service=f"deepagents-worker-{cls.name}")
-    server = serve_metrics(telemetry, settings.metrics_port)
+    probes = WorkerProbes()
+    server = serve_metrics(telemetry, settings.metrics_port, settings.metrics_host, probes.probes())
 
     async def serve() -> None:
         readers = len(runtime.config.tier_names) * runtime.config.agent_settings(cls.name).shards
         async with redis_client(
             url, max_connections=readers + 32, cluster=settings.redis_cluster
         ) as client:
-            worker = Worker(
+            worker = Worker.from_client(
                 cls(),
                 client=client,
                 config=runtime.config,
@@ -97,6 +109,7 @@ def main(args: argparse.Namespace) -> int:
                 concurrency=concurrency,
                 telemetry=telemetry,
             )
+            probes.worker = worker
             task = asyncio.ensure_future(worker.run())
             writer = (
                 _audit_writer(client, runtime.config, settings) if args.with_audit_writer else None

@@ -23,9 +23,11 @@ SECRET_PASSWORD = "hunter2-correct-horse-battery"
 
 
 async def run_tasks(
-    client: Redis, settings: Settings, config: FileConfig, payloads: list[dict]
+    client: Redis, settings: Settings, config: FileConfig, payloads: list[dict[str, Any]]
 ) -> list[str]:
-    async with Orchestrator(client, config=config, settings=settings, agents=[EchoAgent]) as orch:
+    async with Orchestrator.from_client(
+        client, config=config, settings=settings, agents=[EchoAgent]
+    ) as orch:
         handles = await orch.submit_many(
             [{"intent": "echo", "payload": p, "tenant": "acme"} for p in payloads]
         )
@@ -57,6 +59,7 @@ async def test_real_runtime_events_land_once_in_order_and_redacted(
         "SELECT payload, output, trace_id FROM audit_log WHERE task_id = $1 AND type = 'succeeded'",
         task_ids[-1],
     )
+    assert row is not None
     assert orjson.loads(row["output"])["output"] == {
         "api_key": "[REDACTED]",
         "nested": {"password": "[REDACTED]"},

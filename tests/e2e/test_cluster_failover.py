@@ -7,6 +7,7 @@ from __future__ import annotations
 import asyncio
 import signal
 from collections.abc import Iterator
+from functools import partial
 
 import pytest
 import redis
@@ -59,7 +60,7 @@ async def test_worker_and_submitter_follow_a_failover(
     try:
         async with (
             running_worker(client, settings, config),
-            Orchestrator(client, config=config, settings=settings) as orch,
+            Orchestrator.from_client(client, config=config, settings=settings) as orch,
         ):
             before = await orch.submit_many(
                 [Task(intent="echo", payload={"i": i}) for i in range(100)]
@@ -80,7 +81,7 @@ async def test_worker_and_submitter_follow_a_failover(
                 return True
 
             for i in range(100):
-                await eventually(lambda i=i: submitted(i), what="the submitter to follow")
+                await eventually(partial(submitted, i), what="the submitter to follow")
             results = await asyncio.gather(*(h.result(timeout=60) for h in after))
             assert len(after) == 100
             assert all(r.status is ResultStatus.SUCCESS for r in results)
@@ -124,7 +125,7 @@ async def test_min_replicas_waits_for_the_replicas_of_each_node(
     )  # fmt: skip
     client = connect(primary.url, cluster=True)
     try:
-        async with Orchestrator(client, config=config, settings=settings) as orch:
+        async with Orchestrator.from_client(client, config=config, settings=settings) as orch:
             tasks = [Task(intent="echo", payload={"i": i}) for i in range(50)]
             handles = await orch.submit_many(tasks)
             with redis.Redis(port=replica.port) as follower:
@@ -179,7 +180,7 @@ async def test_min_replicas_waits_for_location_records_on_their_own_node(prefix:
         )  # fmt: skip
         client = connect(servers[0].url, cluster=True)
         try:
-            async with Orchestrator(client, config=config, settings=settings) as orch:
+            async with Orchestrator.from_client(client, config=config, settings=settings) as orch:
                 await orch.submit_many([Task(intent="echo", payload={}) for _ in range(20)])
                 task, node = _split_task(prefix, servers, shards=2)
                 stalled = (first, second)[node]

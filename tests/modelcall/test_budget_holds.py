@@ -17,9 +17,9 @@ import pytest
 from redis.asyncio import Redis
 
 from deepagents.modelcall import wrap_model_call
-from deepagents.modelcall.gates import Budget
-from deepagents.modelcall.keys import ModelKeys
-from deepagents.store.model_budget import holds_key
+from deepagents.store.models.budget import holds_key
+from deepagents.store.models.gates import Budget
+from deepagents.store.models.keys import ModelKeys
 from tests.modelcall.conftest import FAST, MakeCalls, model_config
 from tests.modelcall.fleet import ROOT, run_fleet
 from tests.modelcall.hostile_server import HostileServer

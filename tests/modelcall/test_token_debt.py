@@ -13,7 +13,7 @@ import pytest
 from redis.asyncio import Redis
 
 from deepagents.modelcall import wrap_model_call
-from deepagents.modelcall.admission import RateLimiter
+from deepagents.store.models.admission import RateLimiter
 from tests.modelcall.conftest import FAST, MakeCalls, model_config
 from tests.modelcall.fleet import run_fleet
 from tests.modelcall.hostile_server import HostileServer, max_window_tokens

@@ -110,6 +110,7 @@ def test_model_call_adapter_records_metrics_and_a_child_span() -> None:
     assert len(spans) == 2  # a gate refusal reached no provider: no span
     for span in spans:
         assert span.parent is not None and span.parent.span_id == parent.get_span_context().span_id
+        assert span.end_time is not None and span.start_time is not None
         assert span.end_time - span.start_time >= 30_000_000  # back-dated by its duration
 
 

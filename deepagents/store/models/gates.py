@@ -1,7 +1,7 @@
 """Pre-call gates kept in Redis, shared by every worker: circuit breaker, budget and quota.
 
 Each gate is one Lua script on the model's hash slot (the budget's is in
-``store.model_budget``), timed by Redis ``TIME`` so workers with skewed clocks still agree
+``store.models.budget``), timed by Redis ``TIME`` so workers with skewed clocks still agree
 on windows and cool-downs.
 """
 
@@ -14,10 +14,15 @@ from enum import StrEnum
 
 from redis.asyncio import Redis
 
-from deepagents.modelcall.config import BreakerConfig, LimitsConfig
-from deepagents.modelcall.keys import ModelKeys, safe_part
-from deepagents.modelcall.pricing import micro_usd
-from deepagents.store.model_budget import BudgetLedger, Hold, Scope
+from deepagents.config.models import BreakerConfig, LimitsConfig
+from deepagents.store.models.budget import BudgetLedger, Hold, Scope
+from deepagents.store.models.keys import ModelKeys, safe_part
+
+
+def micro_usd(cost: float) -> int:
+    """Dollars as the integer micro-dollars the budget counters hold."""
+    return round(cost * 1_000_000)
+
 
 _NOW_MS = "local t = redis.call('TIME') local now = t[1] * 1000 + math.floor(t[2] / 1000)\n"
 
@@ -191,7 +196,7 @@ class Budget:
     """Daily cost budgets and request quotas, per model, tenant and agent (UTC days).
 
     ``reserve`` holds a call's worst-case cost against every budget before the call;
-    ``settle`` replaces the hold with the actual cost (the ledger is ``store.model_budget``).
+    ``settle`` replaces the hold with the actual cost (the ledger is ``store.models.budget``).
     """
 
     def __init__(self, redis: Redis, keys: ModelKeys, limits: LimitsConfig) -> None:
