@@ -17,7 +17,8 @@ from rich.console import Console
 from rich.table import Table
 
 from deepagents._internal.extras import require_extra
-from deepagents.cli.common import load_runtime, run
+from deepagents.cli.common import run
+from deepagents.config import load_settings
 from deepagents.errors import DeepAgentsError, ErrorCode
 
 if TYPE_CHECKING:
@@ -76,7 +77,7 @@ def _query(
     from deepagents.store.audit.errors import database_errors
     from deepagents.store.audit.repository import AuditRepository
 
-    settings = load_runtime(args.config).settings
+    settings = load_settings()  # the database needs no config file
     url = database_url(settings)
 
     async def go() -> T:

@@ -26,14 +26,15 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import yaml
 from rich.console import Console
 from rich.live import Live
 from rich.table import Table
 
 from deepagents._internal.extras import require_extra
 from deepagents._internal.redis_server import free_port
-from deepagents.cli.common import embedded_redis_if_needed, load_runtime, redis_client, run
-from deepagents.config import FileConfig
+from deepagents.cli.common import embedded_redis_if_needed, redis_client, require_reachable, run
+from deepagents.config import FileConfig, Settings, load_config, load_settings
 from deepagents.config.schema import AgentEntry, Strategy
 from deepagents.contract.result import ResultStatus
 from deepagents.errors import DeepAgentsError
@@ -83,6 +84,12 @@ def demo_config() -> FileConfig:
     )
 
 
+def write_config(config: FileConfig, path: Path) -> Path:
+    data = config.model_dump(mode="json", by_alias=True, exclude_defaults=True)
+    path.write_text(yaml.safe_dump(data, sort_keys=False), encoding="utf-8")
+    return path
+
+
 def make_task(rng: random.Random) -> tuple[str, dict[str, Any]]:
     roll = rng.random()
     order = {
@@ -129,16 +136,20 @@ def percentile(values: list[float], q: float) -> float:
 def start_workers(
     url: str,
     prefix: str,
-    config_path: str | None,
+    config_path: str,
     count: int,
     extra_env: dict[str, str],
     log_dir: Path,
 ) -> list[subprocess.Popen[bytes]]:
     """Worker processes; each logs to its own file (a pipe nobody reads would fill and stall
     the worker)."""
-    env = {**os.environ, **extra_env, "DEEPAGENTS_REDIS_URL": url, "DEEPAGENTS_PREFIX": prefix}
-    if config_path:
-        env["DEEPAGENTS_CONFIG"] = config_path
+    env = {
+        **os.environ,
+        **extra_env,
+        "DEEPAGENTS_REDIS_URL": url,
+        "DEEPAGENTS_PREFIX": prefix,
+        "DEEPAGENTS_CONFIG": config_path,
+    }
     procs = []
     for name, path in AGENT_CLASSES.items():
         for i in range(count):
@@ -261,12 +272,24 @@ def summary(tally: Tally, elapsed: float, dead: int) -> Table:
     return table
 
 
+def demo_settings_and_config(config_arg: str | None) -> tuple[Settings, FileConfig, Path | None]:
+    """The settings, the config and its file; with no file at all (the demo run from
+    anywhere), the example agents, which the demo writes to a file for its workers."""
+    settings = load_settings()
+    if config_arg:
+        settings = settings.model_copy(update={"config": Path(config_arg)})
+    path = settings.config_path()
+    if settings.config is None and not path.exists():
+        return settings, demo_config(), None
+    return settings, load_config(path), path.resolve()
+
+
 def main(args: argparse.Namespace) -> int:
-    runtime = load_runtime(args.config)
-    config_path = runtime.settings.config_path()
-    config = runtime.config if config_path else demo_config()
+    base, config, config_path = demo_settings_and_config(args.config)
+    if base.redis_url is not None:  # before PostgreSQL and the simulator are started
+        require_reachable(base.redis_url.get_secret_value(), cluster=base.redis_cluster)
     prefix = f"demo-{uuid.uuid4().hex[:6]}"
-    settings = runtime.settings.model_copy(update={"prefix": prefix, "outbox": not args.no_audit})
+    settings = base.model_copy(update={"prefix": prefix, "outbox": not args.no_audit})
     console = Console(stderr=False)
     if not args.verbose:  # the demo prints its own progress; library logs go to -v
         logging.getLogger("deepagents").setLevel(logging.WARNING)
@@ -286,8 +309,8 @@ def main(args: argparse.Namespace) -> int:
             db_url = stack.enter_context(database_if_needed(settings))
             if settings.database_url is None:
                 console.print("[dim]started an embedded PostgreSQL for the audit log[/dim]")
-        config_file = str(config_path.resolve()) if config_path else None
         log_dir = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="deepagents-demo-")))
+        config_file = str(config_path or write_config(config, log_dir / "deepagents.yaml"))
         procs = start_workers(url, prefix, config_file, args.workers, env, log_dir)
         try:
             return run(_demo(url, db_url, config, settings, procs, args, console, log_dir))

@@ -44,7 +44,10 @@ def agent_specs(
     for name, entry in config.agents.items():
         intents, model = found.get(name, ((), None))
         if entry.class_path:
-            cls = load_agent_class(entry.class_path)
+            try:
+                cls = load_agent_class(entry.class_path)
+            except ConfigError as exc:
+                raise ConfigError(exc.reason, field=f"agents.{name}.class") from exc
             if cls.name != name:
                 raise ConfigError(
                     f"class {entry.class_path} is named {cls.name!r}", field=f"agents.{name}.class"
