@@ -11,6 +11,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TypeVar
 
+from rich.console import Console
+
 from deepagents._internal.redis_server import EmbeddedRedis
 from deepagents.compose import redis_client as redis_client  # the commands open clients here
 from deepagents.config import FileConfig, Settings, load_settings, load_settings_config
@@ -21,6 +23,7 @@ T = TypeVar("T")
 
 EXIT_USAGE = 2
 EXIT_ERROR = 1
+UNWRAPPED_WIDTH = 1_000  # columns given to rich off a terminal: wide enough for any table
 
 
 def report(exc: DeepAgentsError) -> int:
@@ -81,6 +84,12 @@ def embedded_redis_if_needed(settings: Settings) -> Any:
         return
     with EmbeddedRedis() as server:
         yield server.url
+
+
+def console() -> Console:
+    """Rich output for a command: off a terminal (a pipe, a file) tables never wrap, since
+    a wrapped table cannot be read back or grepped."""
+    return Console() if sys.stdout.isatty() else Console(width=UNWRAPPED_WIDTH)
 
 
 def run(coro: Coroutine[Any, Any, T]) -> T:

@@ -44,3 +44,13 @@ def one_line_error(done: subprocess.CompletedProcess[str], code: int, *needles: 
     for needle in needles:
         assert needle in line, shown
     return line
+
+
+def table_rows(text: str, first_cell: str) -> list[list[str]]:
+    """The cells of each row of a rich table whose first cell contains ``first_cell``."""
+    rows = []
+    for line in text.splitlines():
+        cells = [c.strip() for c in line.split("│")[1:-1]]
+        if cells and first_cell in cells[0]:
+            rows.append(cells)
+    return rows
