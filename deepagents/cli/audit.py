@@ -17,6 +17,7 @@ from rich.console import Console
 from rich.table import Table
 
 from deepagents._internal.extras import require_extra
+from deepagents.cli.common import console as cli_console
 from deepagents.cli.common import run
 from deepagents.config import load_settings
 from deepagents.errors import DeepAgentsError, ErrorCode
@@ -126,7 +127,7 @@ def _cost(args: argparse.Namespace) -> int:
                       f"{r['cost_usd']:.6f}")  # fmt: skip
     if not rows:
         table.caption = "no events in this window"
-    Console().print(table)
+    cli_console().print(table)
     return 0
 
 
@@ -135,7 +136,7 @@ def _events_out(args: argparse.Namespace, rows: list[dict[str, Any]], title: str
     if args.json:
         _json(rows)
         return
-    Console().print(events_table(rows, title, with_task=with_task))
+    cli_console().print(events_table(rows, title, with_task=with_task))
 
 
 async def show_task_trail(
@@ -147,7 +148,7 @@ async def show_task_trail(
     async with AuditRepository(url, schema) as repo:
         rows = await repo.task_events(task_id)
     if rows:
-        (console or Console()).print(events_table(rows, f"audit trail of task {task_id}"))
+        (console or cli_console()).print(events_table(rows, f"audit trail of task {task_id}"))
     return len(rows)
 
 

@@ -33,6 +33,7 @@ from rich.table import Table
 
 from deepagents._internal.extras import require_extra
 from deepagents._internal.redis_server import free_port
+from deepagents.cli.common import console as cli_console
 from deepagents.cli.common import embedded_redis_if_needed, redis_client, require_reachable, run
 from deepagents.config import FileConfig, Settings, load_config, load_settings
 from deepagents.config.schema import AgentEntry, Strategy
@@ -46,6 +47,7 @@ AGENT_CLASSES = {
     "risk": "agents.risk:RiskAgent",
     "research": "agents.research:ResearchAgent",
 }
+UNKNOWN_SYMBOL = "ZZ"  # not in agents/data/futures.csv: the risk agent rejects it
 SYMBOLS = ("IF", "IC", "RB", "CU", "AU", "ES", "NQ", "CL", "GC")
 
 
@@ -105,7 +107,7 @@ def make_task(rng: random.Random) -> tuple[str, dict[str, Any]]:
         return "trade", {"intent": "trade", "payload": order}
     if roll < 0.70:
         if rng.random() < 0.02:  # a few orders for contracts the reference table lacks
-            order["symbol"] = "ZZ"
+            order["symbol"] = UNKNOWN_SYMBOL
         return "risk check", {"intent": "risk_check", "payload": order}
     text = " ".join(
         rng.choice(("margin", "futures", "volatility", "hedge", "basis", "rates", "curve"))
@@ -257,11 +259,9 @@ def progress(tally: Tally, elapsed: float) -> Table:
     return table
 
 
-def summary(tally: Tally, elapsed: float, dead: int) -> Table:
-    table = Table(
-        title=f"{tally.done} tasks in {elapsed:.1f} s = {tally.done / elapsed:.0f} tasks/s; "
-        f"{tally.failed} failed, {dead} dead-lettered"
-    )
+def summary(tally: Tally) -> Table:
+    """Latency per tier. Its title stays short: rich wraps a title to the table's width."""
+    table = Table(title="latency per tier (submit to result)")
     for col in ("tier", "tasks", "p50 ms", "p95 ms", "p99 ms"):
         table.add_column(col, justify="right")
     for tier in sorted(tally.latencies):
@@ -270,6 +270,28 @@ def summary(tally: Tally, elapsed: float, dead: int) -> Table:
             tier, str(len(values)), *(f"{percentile(values, q):.1f}" for q in (0.5, 0.95, 0.99))
         )
     return table
+
+
+def headline(tally: Tally, elapsed: float, dead: int) -> str:
+    rate = tally.done / elapsed if elapsed > 0 else 0.0
+    return (
+        f"{tally.done} tasks in {elapsed:.1f} s = {rate:.0f} tasks/s; "
+        f"{tally.failed} failed, {dead} dead-lettered"
+    )
+
+
+# What each outcome other than success means in the demo's own workload.
+OUTCOMES = {
+    "invalid_input": f"risk checks for contract {UNKNOWN_SYMBOL}, which the reference data "
+    "lacks, injected on purpose to show a rejected task",
+}
+
+
+def outcomes(errors: dict[str, int]) -> list[str]:
+    return [
+        f"  {code}={n}" + (f": {OUTCOMES[code]}" if code in OUTCOMES else "")
+        for code, n in sorted(errors.items())
+    ]
 
 
 def demo_settings_and_config(config_arg: str | None) -> tuple[Settings, FileConfig, Path | None]:
@@ -290,7 +312,7 @@ def main(args: argparse.Namespace) -> int:
         require_reachable(base.redis_url.get_secret_value(), cluster=base.redis_cluster)
     prefix = f"demo-{uuid.uuid4().hex[:6]}"
     settings = base.model_copy(update={"prefix": prefix, "outbox": not args.no_audit})
-    console = Console(stderr=False)
+    console = cli_console()
     if not args.verbose:  # the demo prints its own progress; library logs go to -v
         logging.getLogger("deepagents").setLevel(logging.WARNING)
     with contextlib.ExitStack() as stack:
@@ -380,12 +402,10 @@ async def _demo(
                 dead = sum(
                     row["dead_letters"] for row in status if row["tier"] == config.tier_names[0]
                 )
-                console.print(summary(tally, elapsed, dead))
+                console.print(headline(tally, elapsed, dead))
+                console.print(summary(tally))
                 if tally.errors:
-                    console.print(
-                        "outcomes other than success: "
-                        + ", ".join(f"{k}={v}" for k, v in sorted(tally.errors.items()))
-                    )
+                    console.print("outcomes other than success:", *outcomes(tally.errors), sep="\n")
             if writer is not None and db_url is not None and tally.sample_task:
                 await show_trail(writer, db_url, settings, tally.sample_task, console)
         finally:

@@ -8,9 +8,9 @@ from datetime import UTC, datetime
 from typing import Any
 
 import orjson
-from rich.console import Console
 from rich.table import Table
 
+from deepagents.cli.common import console as cli_console
 from deepagents.cli.common import load_runtime, redis_client, require_redis_url, run
 from deepagents.cli.publish import parse_payload
 from deepagents.errors import ConfigError
@@ -45,7 +45,7 @@ def _print(args: argparse.Namespace, data: Any, table: Table | None = None) -> N
     if args.json or table is None:
         sys.stdout.write(orjson.dumps(data, option=orjson.OPT_INDENT_2).decode() + "\n")
     else:
-        Console().print(table)
+        cli_console().print(table)
 
 
 async def _run(args: argparse.Namespace, admin: Admin) -> int:
