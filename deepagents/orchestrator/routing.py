@@ -61,6 +61,14 @@ def agent_specs(
     return specs
 
 
+INTERNAL_PREFIX = "deepagents."  # intents of the runtime itself (the gateway's probe)
+
+
+def internal(intent: str) -> bool:
+    """An intent the runtime serves for itself: routed, never listed to callers."""
+    return intent.startswith(INTERNAL_PREFIX)
+
+
 class Router:
     def __init__(self, config: FileConfig, specs: dict[str, AgentSpec], keys: Keys) -> None:
         self.config = config
@@ -80,11 +88,16 @@ class Router:
         ]
         self.tiers = config.tier_names
 
+    def known_intents(self) -> str:
+        """The intents a caller may send, for an unknown-intent error (none internal)."""
+        return ", ".join(i for i in sorted(self.by_intent) if not internal(i)) or "none"
+
     def route(self, task: Task) -> Route:
         spec = self.by_intent.get(task.intent)
         if spec is None:
-            known = ", ".join(sorted(self.by_intent)) or "none"
-            raise UnknownIntent(f"no agent serves intent {task.intent!r} (known: {known})")
+            raise UnknownIntent(
+                f"no agent serves intent {task.intent!r} (known: {self.known_intents()})"
+            )
         if spec.input_model is not None:
             try:
                 spec.input_model.model_validate(task.payload)
