@@ -13,8 +13,8 @@ from typing import Any
 
 from deepagents._internal.extras import require_extra
 from deepagents.cli.common import Runtime, load_runtime, redis_client, require_redis_url, run
+from deepagents.compose import services_for
 from deepagents.errors import ConfigError
-from deepagents.transport.redis_streams import check_server
 
 # How the CLI tells uvicorn's worker processes the address to announce.
 ADDRESS_ENV = "DEEPAGENTS_GATEWAY_ADDRESS"
@@ -82,7 +82,11 @@ def main(args: argparse.Namespace) -> int:
 async def _check_redis(runtime: Runtime) -> None:
     url = require_redis_url(runtime.settings)
     async with redis_client(url, max_connections=2, cluster=runtime.settings.redis_cluster) as c:
-        await check_server(c, allow_evicting=runtime.settings.allow_evicting_redis)
+        bus = services_for(c, runtime.settings).bus
+        try:
+            await bus.check_server(allow_evicting=runtime.settings.allow_evicting_redis)
+        finally:
+            await bus.aclose()
 
 
 def served_app() -> Any:

@@ -9,7 +9,7 @@ import httpx
 import pytest
 import yaml
 
-from deepagents.gateway.config import GatewayConfig
+from deepagents.config.gateway import GatewayConfig
 from tests.cli.support import CONFIG, clean_env, deepagents
 from tests.gateway.procs import Gateway, auth, config_yaml, env_for, start_gateway, write_config
 
