@@ -5,10 +5,10 @@ from __future__ import annotations
 
 import asyncio
 
-from tests.audit.conftest import pg_url, schema
+from tests.audit.conftest import schema
 from tests.cli.support import clean_env, deepagents, table_rows
 
-__all__ = ["pg_url", "schema"]  # fixtures, used by name
+__all__ = ["schema"]  # a fixture, used by name
 
 
 async def test_piped_demo_output_is_readable(redis_url: str, pg_url: str, schema: str) -> None:
