@@ -51,5 +51,6 @@ async def test_p0_latency_during_a_20k_p2_flood(
         f"p95 {p95(flood) * 1000:.1f} ms (n={len(flood)})"
     )
     assert len(flood) == 20_000
-    assert p0_p95 < 0.5, f"p0 p95 {p0_p95:.3f} s"
-    assert p0_p95 < p2_p50 / 3, "urgent work must not wait behind the flood"
+    # Relative, with a wide margin (measured: p0 p95 about a seventh of the flood's median,
+    # docs/benchmarks.md); the absolute figure is loadtests/bench_from_tests.py's.
+    assert p0_p95 < p2_p50 / 3, f"urgent work waited behind the flood: {p0_p95=} {p2_p50=}"
