@@ -191,6 +191,7 @@ async def test_deadlines_expired_in_queue_and_while_running(
         "an expired task never runs"
     )
     assert second.error is not None and second.error.code == "deadline_exceeded"
+    print(f"\ndeadline 2 s after submit: cut after a run of {second.metrics.latency_ms:.0f} ms")
     committed = await committed_events(client, prefix, "lab", 2)
     assert committed[expiring.task_id][0]["type"] == "expired"
     assert committed[running_over.task_id][0]["type"] == "failed"
