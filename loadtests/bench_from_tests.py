@@ -58,13 +58,15 @@ SCENARIOS = {
 }
 
 
-def run(name: str, scenario: Scenario) -> dict[str, float]:
+def run(name: str, scenario: Scenario) -> dict[str, float] | None:
+    """The scenario's figures; None (and the test's output on stderr) when it failed."""
     command = [sys.executable, "-m", "pytest", scenario.node, "-q", "-s", "-p", "no:cacheprovider"]
     done = subprocess.run(command, cwd=REPO, capture_output=True, text=True, check=False)
     found = re.search(scenario.line, done.stdout)
     if done.returncode != 0 or found is None:
         tail = (done.stdout + done.stderr)[-3000:]
-        raise SystemExit(f"{name}: the test failed or printed no figure:\n{tail}")
+        print(f"{name}: the test failed or printed no figure:\n{tail}", file=sys.stderr)
+        return None
     return {key: float(value) for key, value in found.groupdict().items()}
 
 
@@ -80,9 +82,13 @@ def main() -> None:
     figures: dict[str, list[dict[str, float]]] = {n: [] for n in names}
     for i in range(args.runs):
         for name in names:
-            figures[name].append(run(name, SCENARIOS[name]))
-            print(orjson.dumps({"scenario": name, "run": i + 1, **figures[name][-1]}).decode())
+            got = run(name, SCENARIOS[name])
+            if got is not None:
+                figures[name].append(got)
+            print(orjson.dumps({"scenario": name, "run": i + 1, **(got or {"failed": 1})}).decode())
     for name, runs in figures.items():
+        if not runs:
+            continue
         medians = {k: statistics.median(r[k] for r in runs) for k in runs[0]}
         print(orjson.dumps({"scenario": name, "median_of": len(runs), **medians}).decode())
 
