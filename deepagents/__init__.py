@@ -6,7 +6,7 @@ from deepagents.errors import DeepAgentsError, InvalidInput, RetryableError
 from deepagents.orchestrator import Orchestrator, TaskHandle
 from deepagents.worker import Worker
 
-__version__ = "0.1.0"
+__version__ = "0.1.0"  # the one source of the version: pyproject.toml reads it
 
 __all__ = [
     "AgentContract",

@@ -1,7 +1,7 @@
-"""The exception tree of deepagents.
+"""The error vocabulary of deepagents: the codes on the wire and the exception tree.
 
-Every error carries a stable ``code`` (the ``Result.error.code`` values of the data
-contract) and says whether retrying can help::
+Every error carries a stable ``code`` (an ``ErrorCode``) and says whether retrying can
+help::
 
     DeepAgentsError
     ├── ConfigError            bad configuration file or environment (names file, field, reason)
@@ -24,12 +24,76 @@ contract) and says whether retrying can help::
 from __future__ import annotations
 
 from collections.abc import Collection
+from enum import StrEnum
+
+
+class ErrorCode(StrEnum):
+    """Every code deepagents puts on the wire: ``Result.error.code``, the ``code`` of each
+    exception, dead-letter reasons and the gateway's problem documents. Clients branch on
+    these strings: a value is never renamed."""
+
+    # Result.error.code of a failed task
+    INVALID_INPUT = "invalid_input"
+    UNROUTABLE = "unroutable"
+    DEADLINE_EXCEEDED = "deadline_exceeded"
+    AGENT_ERROR = "agent_error"
+    MODEL_UNAVAILABLE = "model_unavailable"
+    DROPPED = "dropped"
+    CANCELLED = "cancelled"
+    REJECTED = "rejected"  # can_handle said no
+    DEAD_LETTERED = "dead_lettered"
+    # Exceptions (the orchestrator's refusals among them)
+    ERROR = "error"
+    CONFIG_ERROR = "config_error"
+    PAYLOAD_TOO_LARGE = "payload_too_large"
+    IDEMPOTENCY_CONFLICT = "idempotency_conflict"
+    OVERLOADED = "overloaded"
+    TRANSPORT_ERROR = "transport_error"
+    NOT_REPLICATED = "not_replicated"
+    REDIS_NOT_SAFE = "redis_not_safe"
+    GROUP_VANISHED = "group_vanished"
+    RESULT_TIMEOUT = "result_timeout"
+    NOT_FOUND = "not_found"
+    AUDIT_STORE_ERROR = "audit_store_error"
+    AUDIT_UNAVAILABLE = "audit_unavailable"
+    MIGRATION_ERROR = "migration_error"
+    HTTP_ERROR = "http_error"  # an error response without a code, seen by the HTTP client
+    # Why an entry was dead-lettered
+    DECODE_ERROR = "decode_error"
+    TOO_LARGE = "too_large"  # a task in the stream over DEEPAGENTS_MAX_PAYLOAD_BYTES
+    PAYLOAD_LOST = "payload_lost"
+    MAX_DELIVERIES = "max_deliveries"
+    # The gateway's problem documents (with not_found, idempotency_conflict,
+    # payload_too_large and overloaded above)
+    EMPTY_BODY = "empty_body"
+    INVALID_JSON = "invalid_json"
+    DUPLICATE_KEY = "duplicate_key"
+    NON_FINITE_NUMBER = "non_finite_number"
+    NUMBER_TOO_LONG = "number_too_long"
+    NESTING_TOO_DEEP = "nesting_too_deep"
+    TOO_MANY_KEYS = "too_many_keys"
+    BAD_STRING = "bad_string"
+    UNAUTHORIZED = "unauthorized"
+    METHOD_NOT_ALLOWED = "method_not_allowed"
+    REQUEST_TIMEOUT = "request_timeout"
+    TOO_LATE = "too_late"
+    BODY_TOO_LARGE = "body_too_large"
+    UNSUPPORTED_MEDIA_TYPE = "unsupported_media_type"
+    VALIDATION_ERROR = "validation_error"
+    UNKNOWN_INTENT = "unknown_intent"
+    INVALID_PAYLOAD = "invalid_payload"
+    DEADLINE_PASSED = "deadline_passed"
+    BATCH_TOO_LARGE = "batch_too_large"
+    RATE_LIMITED = "rate_limited"
+    TOO_MANY_IN_FLIGHT = "too_many_in_flight"
+    INTERNAL_ERROR = "internal_error"
+    UNAVAILABLE = "unavailable"
 
 
 class DeepAgentsError(Exception):
     """Root of every error deepagents raises on purpose."""
 
-    code: str = "error"
+    code: ErrorCode = ErrorCode.ERROR
     retryable: bool = False
 
     def __init__(self, message: str | None = None) -> None:
@@ -43,7 +107,7 @@ class DeepAgentsError(Exception):
 class ConfigError(DeepAgentsError):
     """The configuration is invalid."""
 
-    code = "config_error"
+    code = ErrorCode.CONFIG_ERROR
 
     def __init__(self, reason: str, *, file: str | None = None, field: str | None = None) -> None:
         self.file = file
@@ -56,38 +120,38 @@ class ConfigError(DeepAgentsError):
 class SubmitError(DeepAgentsError):
     """The task was refused; nothing was enqueued."""
 
-    code = "invalid_input"
+    code = ErrorCode.INVALID_INPUT
 
 
 class UnknownIntent(SubmitError):
     """No agent type serves this intent."""
 
-    code = "unroutable"
+    code = ErrorCode.UNROUTABLE
 
 
 class InvalidPayload(SubmitError):
     """The payload does not match what the agent accepts."""
 
-    code = "invalid_input"
+    code = ErrorCode.INVALID_INPUT
 
 
 class PayloadTooLarge(SubmitError):
     """The encoded task is larger than the configured limit."""
 
-    code = "payload_too_large"
+    code = ErrorCode.PAYLOAD_TOO_LARGE
 
 
 class DeadlinePassed(SubmitError):
     """The task's deadline is already in the past."""
 
-    code = "deadline_exceeded"
+    code = ErrorCode.DEADLINE_EXCEEDED
 
 
 class IdempotencyConflict(SubmitError):
     """The idempotency key was first used for a different task (intent, payload or
     priority differ): a retry must resend the same task, a new task needs a new key."""
 
-    code = "idempotency_conflict"
+    code = ErrorCode.IDEMPOTENCY_CONFLICT
 
     def __init__(self, message: str, *, task_id: str) -> None:
         self.task_id = task_id  # the first task's id, the one the key belongs to
@@ -97,7 +161,7 @@ class IdempotencyConflict(SubmitError):
 class Overloaded(SubmitError):
     """The target stream's backlog is over its limit; retry later."""
 
-    code = "overloaded"
+    code = ErrorCode.OVERLOADED
     retryable = True
 
     def __init__(self, message: str, *, retry_after_s: float = 1.0) -> None:
@@ -108,7 +172,7 @@ class Overloaded(SubmitError):
 class TransportError(DeepAgentsError):
     """The message bus failed."""
 
-    code = "transport_error"
+    code = ErrorCode.TRANSPORT_ERROR
     retryable = True
 
 
@@ -116,7 +180,7 @@ class NotReplicated(TransportError):
     """Tasks were written to the primary, but fewer replicas than ``min_replicas`` confirmed
     them in time: a failover now could lose them. Resend with the same idempotency key."""
 
-    code = "not_replicated"
+    code = ErrorCode.NOT_REPLICATED
 
     def __init__(
         self,
@@ -155,38 +219,38 @@ class NotReplicated(TransportError):
 class RedisNotSafe(TransportError):
     """Redis is configured in a way that can lose tasks."""
 
-    code = "redis_not_safe"
+    code = ErrorCode.REDIS_NOT_SAFE
     retryable = False
 
 
 class GroupVanished(TransportError):
     """A stream's consumer group is gone (Redis restarted without persistence?)."""
 
-    code = "group_vanished"
+    code = ErrorCode.GROUP_VANISHED
     retryable = False
 
 
 class TaskError(DeepAgentsError):
     """Raised by agent code to tell the runtime how a task failed."""
 
-    code = "agent_error"
+    code = ErrorCode.AGENT_ERROR
 
 
 class InvalidInput(TaskError):
     """The task's input cannot succeed as given; it is answered failed, not retried."""
 
-    code = "invalid_input"
+    code = ErrorCode.INVALID_INPUT
 
 
 class RetryableError(TaskError):
     """A failure that may pass (a timeout, an unavailable model); retried with backoff."""
 
-    code = "agent_error"
+    code = ErrorCode.AGENT_ERROR
     retryable = True
 
 
 class ResultTimeout(DeepAgentsError):
     """The result did not arrive within the timeout; the task may still complete."""
 
-    code = "result_timeout"
+    code = ErrorCode.RESULT_TIMEOUT
     retryable = True

@@ -21,17 +21,26 @@ from typing import Any
 import anyio
 import httpx
 
+from deepagents.errors import DeepAgentsError, ErrorCode
+
 RETRY_STATUSES = frozenset({429, 503})
 
 
-class GatewayError(Exception):
+class GatewayError(DeepAgentsError):
     """A non-retryable error response (or retries ran out): ``problem`` says what to fix."""
+
+    code = ErrorCode.HTTP_ERROR
 
     def __init__(self, status: int, problem: dict[str, Any]) -> None:
         self.status = status
+        self.retryable = status in RETRY_STATUSES  # retries ran out; later it may pass
         self.problem = problem
-        self.code = str(problem.get("code", "http_error"))
-        super().__init__(f"{status} {self.code}: {problem.get('detail', '')}")
+        sent = str(problem.get("code", ErrorCode.HTTP_ERROR))
+        try:
+            self.code = ErrorCode(sent)
+        except ValueError:  # a newer gateway's code: ``problem`` still holds it
+            self.code = ErrorCode.HTTP_ERROR
+        super().__init__(f"{status} {sent}: {problem.get('detail', '')}")
 
 
 @dataclass(frozen=True, slots=True)

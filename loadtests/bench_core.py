@@ -115,7 +115,7 @@ async def one_run(
     # upstream service runs elsewhere.
     submitter = contextlib.AsyncExitStack()
     orch = await submitter.enter_async_context(
-        Orchestrator(client, config=config, settings=settings)
+        Orchestrator.from_client(client, config=config, settings=settings)
     )
     start = time.perf_counter()
     for i in range(0, n, 500):
@@ -157,7 +157,7 @@ async def one_run(
         # of ms, which would be timed as task latency.
         gc.collect()
         gc.freeze()
-        async with Orchestrator(client, config=config, settings=settings) as orch:
+        async with Orchestrator.from_client(client, config=config, settings=settings) as orch:
             latencies: list[float] = []
 
             async def timed(record: bool) -> None:

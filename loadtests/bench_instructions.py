@@ -83,7 +83,9 @@ async def measure(url: str, n: int, out_dir: Path) -> Path:
         control("-z", str(worker.pid))  # count from here
         os.kill(worker.pid, signal.SIGSTOP)  # so that it finds the whole backlog at once
         settings = Settings(prefix=prefix)
-        async with Orchestrator(client, config=parse_config(CONFIG), settings=settings) as orch:
+        async with Orchestrator.from_client(
+            client, config=parse_config(CONFIG), settings=settings
+        ) as orch:
             for i in range(0, n, 500):
                 batch = [Task(intent="echo", payload={"i": j}) for j in range(i, min(n, i + 500))]
                 await orch.submit_many(batch)

@@ -92,7 +92,9 @@ async def deepagents(url: str, redis_pid: int, n: int, _venv: Path) -> dict[str,
     prefix = f"peers{os.getpid()}"
     client = connect(url)
     config = parse_config(CONFIG)
-    async with Orchestrator(client, config=config, settings=Settings(prefix=prefix)) as orch:
+    async with Orchestrator.from_client(
+        client, config=config, settings=Settings(prefix=prefix)
+    ) as orch:
         for i in range(0, n, 500):
             await orch.submit_many(
                 [Task(intent="echo", payload={"i": j}) for j in range(i, min(n, i + 500))]

@@ -1,6 +1,6 @@
 """CPU per result notification in the submitter: redis-py's ``PubSub.get_message`` loop with
 every reply validated (the orchestrator's listener until session 9), against the
-orchestrator's ``ReplyChannel`` (``orchestrator/replies.py``), which reads the subscribed
+orchestrator's ``ReplyChannel`` (``transport/redis_streams/replies.py``), which reads the subscribed
 connection directly and validates a reply only when someone waits for it.
 
     .venv/bin/python loadtests/bench_replies.py [--redis-url URL] [--messages 20000]
@@ -76,7 +76,9 @@ async def via_pubsub(url: str, messages: list[bytes]) -> float:
 async def via_reply_channel(url: str, messages: list[bytes]) -> float:
     client = connect(url)
     settings = Settings(prefix="benchreplies")
-    async with Orchestrator(client, config=parse_config(CONFIG), settings=settings) as orch:
+    async with Orchestrator.from_client(
+        client, config=parse_config(CONFIG), settings=settings
+    ) as orch:
         start = time.process_time()
         await publish(url, orch.reply_channel, messages)
         while len(orch._arrived) < len(messages):

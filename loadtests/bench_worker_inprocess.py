@@ -93,7 +93,7 @@ async def one_run(
     config = parse_config(CONFIG)
     settings = Settings(prefix=f"inproc{os.getpid()}", outbox=True)
     client = connect(url)
-    async with Orchestrator(client, config=config, settings=settings) as orch:
+    async with Orchestrator.from_client(client, config=config, settings=settings) as orch:
         for i in range(0, n, 500):
             await orch.submit_many(
                 [Task(intent="echo", payload={"i": j}) for j in range(i, min(n, i + 500))]
@@ -101,7 +101,7 @@ async def one_run(
     await client.config_resetstat()
     calls: dict[str, list[tuple[float, float]]] = defaultdict(list)
     with timed_awaits(calls) if waits else contextlib.nullcontext():
-        worker = Worker(EchoAgent(), client=client, config=config, settings=settings)
+        worker = Worker.from_client(EchoAgent(), client=client, config=config, settings=settings)
         running = asyncio.create_task(worker.run())
         await worker.ready.wait()
         redis = psutil.Process(redis_pid)

@@ -17,7 +17,7 @@ from rich.console import Console
 from rich.table import Table
 
 from deepagents.cli.common import load_runtime, run
-from deepagents.errors import DeepAgentsError
+from deepagents.errors import DeepAgentsError, ErrorCode
 from deepagents.store.audit.db import database_url
 from deepagents.store.audit.errors import database_errors
 from deepagents.store.audit.repository import COST_GROUPS, AuditRepository
@@ -31,7 +31,7 @@ _TRACE_ID = re.compile(r"^[0-9a-f]{32}$")
 class AuditQueryError(DeepAgentsError):
     """The audit query cannot be answered as asked."""
 
-    code = "invalid_input"
+    code = ErrorCode.INVALID_INPUT
 
 
 def register(sub: Any) -> None:

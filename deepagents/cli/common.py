@@ -4,17 +4,15 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import AsyncIterator, Coroutine
+from collections.abc import Coroutine
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TypeVar
 
-from redis.asyncio import Redis
-
 from deepagents._internal.redis_server import EmbeddedRedis
+from deepagents.compose import redis_client as redis_client  # the commands open clients here
 from deepagents.config import FileConfig, Settings, load_config, load_settings
 from deepagents.errors import ConfigError
-from deepagents.transport.redis_streams import connect
 
 T = TypeVar("T")
 
@@ -39,17 +37,6 @@ def require_redis_url(settings: Settings) -> str:
             file="environment",
         )
     return settings.redis_url.get_secret_value()
-
-
-@contextlib.asynccontextmanager
-async def redis_client(
-    url: str, *, max_connections: int = 64, cluster: bool = False
-) -> AsyncIterator[Redis]:
-    client = connect(url, max_connections=max_connections, cluster=cluster)
-    try:
-        yield client
-    finally:
-        await client.aclose()
 
 
 @contextlib.contextmanager

@@ -39,6 +39,7 @@ from deepagents.errors import DeepAgentsError
 from deepagents.orchestrator import Orchestrator
 from deepagents.orchestrator.admin import Admin
 from deepagents.store.audit.embedded import database_if_needed
+from deepagents.store.keyspace import drop_prefix
 
 AGENT_CLASSES = {
     "risk": "agents.risk:RiskAgent",
@@ -173,9 +174,8 @@ async def wait_for_workers(
     orch: Orchestrator, procs: list[subprocess.Popen[bytes]], log_dir: Path, timeout: float = 60
 ) -> None:
     """Until every agent type has registered an instance (or a worker died)."""
-    from deepagents.store.registry import AgentRegistry
 
-    registry = AgentRegistry(orch.client, orch.keys)
+    registry = orch.registry
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         for proc in procs:
@@ -341,7 +341,7 @@ async def _demo(
         try:
             if db_url is not None:
                 writer, draining = await start_audit_writer(client, db_url, config, settings)
-            async with Orchestrator(client, config=config, settings=settings) as orch:
+            async with Orchestrator.from_client(client, config=config, settings=settings) as orch:
                 console.print(f"waiting for {len(procs)} worker process(es)…")
                 await wait_for_workers(orch, procs, log_dir)
                 console.print(
@@ -350,7 +350,7 @@ async def _demo(
                 )
                 tally = Tally()
                 elapsed = await drive(orch, args, tally, console)
-                status = await Admin(client, config, settings.prefix).status()
+                status = await Admin.from_client(client, config, settings).status()
                 dead = sum(
                     row["dead_letters"] for row in status if row["tier"] == config.tier_names[0]
                 )
@@ -366,9 +366,7 @@ async def _demo(
             if writer is not None and draining is not None:
                 writer.stop()
                 await draining
-            keys = [k async for k in client.scan_iter(match=f"{settings.prefix}:*", count=1000)]
-            for i in range(0, len(keys), 500):
-                await client.delete(*keys[i : i + 500])
+            await drop_prefix(client, settings.prefix)
     return 0
 
 

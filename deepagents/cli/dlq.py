@@ -95,6 +95,6 @@ def main(args: argparse.Namespace) -> int:
 
     async def go() -> int:
         async with redis_client(url, cluster=runtime.settings.redis_cluster) as client:
-            return await _run(args, Admin(client, runtime.config, runtime.settings.prefix))
+            return await _run(args, Admin.from_client(client, runtime.config, runtime.settings))
 
     return run(go())

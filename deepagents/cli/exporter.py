@@ -16,8 +16,9 @@ from prometheus_client import generate_latest
 
 from deepagents.cli.common import load_runtime, redis_client, require_redis_url, run
 from deepagents.cli.signals import on_stop
+from deepagents.compose import services_for
 from deepagents.errors import TransportError
-from deepagents.telemetry.fleet import FleetSampler
+from deepagents.orchestrator.fleet import FleetSampler
 from deepagents.telemetry.metrics import FleetMetrics
 from deepagents.telemetry.serve import serve_registry
 
@@ -44,7 +45,8 @@ def main(args: argparse.Namespace) -> int:
 
     async def sample_forever() -> None:
         async with redis_client(url, cluster=runtime.settings.redis_cluster) as client:
-            sampler = FleetSampler(client, runtime.config, runtime.settings.prefix, metrics)
+            services = services_for(client, runtime.settings)
+            sampler = FleetSampler(services, runtime.config, metrics)
             if args.once:
                 await sampler.sample()
                 return

@@ -72,8 +72,8 @@ def main(args: argparse.Namespace) -> int:
 
 
 def _new_key(tenant: str) -> int:
+    from deepagents.config.gateway import ApiKey
     from deepagents.gateway.auth import hash_key, new_key
-    from deepagents.gateway.config import ApiKey
 
     key = new_key()
     entry = ApiKey(tenant=tenant, sha256=hash_key(key))

@@ -11,7 +11,7 @@ import importlib
 import sys
 from collections.abc import Sequence
 
-from deepagents.errors import DeepAgentsError
+from deepagents.errors import DeepAgentsError, ErrorCode
 from deepagents.telemetry.logs import configure_logging
 
 COMMANDS = (
@@ -40,7 +40,12 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument(
         "--config", help="YAML config file (default: $DEEPAGENTS_CONFIG or config/deepagents.yaml)"
     )
-    parser.add_argument("-v", "--verbose", action="store_true", help="log at DEBUG level")
+    parser.add_argument(
+        "-v",
+        "--verbose",
+        action="store_true",
+        help="log deepagents at DEBUG level (other libraries: $DEEPAGENTS_DEBUG_LOGGERS)",
+    )
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     for name in COMMANDS:
         importlib.import_module(f"deepagents.cli.{name.replace('-', '_')}").register(sub)
@@ -51,24 +56,27 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
     # JSON lines unless stderr is a terminal (DEEPAGENTS_LOG_FORMAT overrides).
-    configure_logging("DEBUG" if args.verbose else "INFO", _log_format())
+    fmt, debug_loggers = _log_settings()
+    configure_logging("DEBUG" if args.verbose else "INFO", fmt, debug_loggers=debug_loggers)
     try:
         return int(args.func(args) or 0)
     except DeepAgentsError as exc:
         print(f"deepagents: error: {exc}", file=sys.stderr)
-        return EXIT_USAGE if exc.code == "config_error" else EXIT_ERROR
+        return EXIT_USAGE if exc.code == ErrorCode.CONFIG_ERROR else EXIT_ERROR
     except KeyboardInterrupt:
         return 130
 
 
-def _log_format() -> str:
-    """The configured log format; a bad environment is reported by the command itself."""
+def _log_settings() -> tuple[str, list[str]]:
+    """The configured log format and debug loggers; a bad environment is reported by the
+    command itself."""
     from deepagents.config import load_settings
 
     try:
-        return load_settings().log_format
+        settings = load_settings()
     except Exception:
-        return "auto"
+        return "auto", []
+    return settings.log_format, [n for n in settings.debug_loggers.split(",") if n]
 
 
 if __name__ == "__main__":  # pragma: no cover

@@ -49,7 +49,9 @@ def main(args: argparse.Namespace) -> int:
     async def submit() -> int:
         async with (
             redis_client(url, cluster=runtime.settings.redis_cluster) as client,
-            Orchestrator(client, config=runtime.config, settings=runtime.settings) as orch,
+            Orchestrator.from_client(
+                client, config=runtime.config, settings=runtime.settings
+            ) as orch,
         ):
             handle = await orch.submit(task)
             if args.wait is None:

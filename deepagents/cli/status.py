@@ -13,12 +13,12 @@ from typing import Any
 
 import httpx
 import orjson
-from redis.asyncio import Redis
 from rich.console import Console, Group
 from rich.live import Live
 from rich.table import Table
 
 from deepagents.cli.common import Runtime, load_runtime, redis_client, require_redis_url, run
+from deepagents.compose import services_for
 from deepagents.config.schema import FileConfig
 from deepagents.orchestrator.admin import Admin
 from deepagents.store.registry import AgentRegistry
@@ -93,8 +93,9 @@ def render_tiers(tiers: dict[str, dict[str, float | None]]) -> Table:
     return table
 
 
-async def _health(client: Redis, config: FileConfig, admin: Admin) -> dict[str, dict[str, Any]]:
-    registry = AgentRegistry(client, admin.keys)
+async def _health(
+    registry: AgentRegistry, config: FileConfig, admin: Admin
+) -> dict[str, dict[str, Any]]:
     out: dict[str, dict[str, Any]] = {}
     for name in admin.agents:
         stale_ms = config.agent_settings(name).visibility_timeout_ms
@@ -125,16 +126,17 @@ def _tiers(before: Snapshot | None, after: Snapshot | None) -> dict[str, dict[st
 
 async def watch(args: argparse.Namespace, url: str, runtime: Runtime) -> None:
     console = Console()
-    config, prefix = runtime.config, runtime.settings.prefix
+    config = runtime.config
     cluster = runtime.settings.redis_cluster
     async with redis_client(url, cluster=cluster) as client, httpx.AsyncClient() as http:
-        admin = Admin(client, config, prefix)
+        services = services_for(client, runtime.settings)
+        admin = Admin(services.bus, services.tasks, config)
         before = await _scrape(http, args.metrics)
         with Live(console=console, auto_refresh=False, transient=False) as live:
             n = 0
             while not args.iterations or n < args.iterations:
                 rows = await admin.status(args.agent)
-                health = await _health(client, config, admin)
+                health = await _health(services.registry, config, admin)
                 after = await _scrape(http, args.metrics)
                 tiers = _tiers(before, after)
                 before = after
@@ -161,7 +163,8 @@ def main(args: argparse.Namespace) -> int:
 
     async def collect() -> list[dict[str, Any]]:
         async with redis_client(url, cluster=runtime.settings.redis_cluster) as client:
-            return await Admin(client, runtime.config, runtime.settings.prefix).status(args.agent)
+            admin = Admin.from_client(client, runtime.config, runtime.settings)
+            return await admin.status(args.agent)
 
     rows = run(collect())
     if args.json:

@@ -7,7 +7,6 @@ import asyncio
 from typing import Any
 
 from deepagents._internal.heap import freeze_startup_heap
-from deepagents._internal.imports import load_agent_class
 from deepagents.cli.common import (
     load_runtime,
     redis_client,
@@ -15,6 +14,7 @@ from deepagents.cli.common import (
     run,
 )
 from deepagents.cli.signals import on_stop
+from deepagents.contract.loading import load_agent_class
 from deepagents.errors import ConfigError
 from deepagents.telemetry.core import configure
 from deepagents.telemetry.serve import serve_metrics
@@ -50,6 +50,12 @@ def register(sub: Any) -> None:
         help="serve Prometheus /metrics on this port (default: $DEEPAGENTS_METRICS_PORT; "
         "unset: not served)",
     )
+    p.add_argument(
+        "--metrics-host",
+        metavar="ADDR",
+        help="address /metrics listens on (default: $DEEPAGENTS_METRICS_HOST, else "
+        "127.0.0.1; 0.0.0.0 for a scraper on another host)",
+    )
     p.set_defaults(func=main)
 
 
@@ -81,15 +87,17 @@ def main(args: argparse.Namespace) -> int:
         settings = settings.model_copy(update={"outbox": True})
     if args.metrics_port is not None:
         settings = settings.model_copy(update={"metrics_port": args.metrics_port})
+    if args.metrics_host is not None:
+        settings = settings.model_copy(update={"metrics_host": args.metrics_host})
     telemetry = configure(settings, service=f"deepagents-worker-{cls.name}")
-    server = serve_metrics(telemetry, settings.metrics_port)
+    server = serve_metrics(telemetry, settings.metrics_port, settings.metrics_host)
 
     async def serve() -> None:
         readers = len(runtime.config.tier_names) * runtime.config.agent_settings(cls.name).shards
         async with redis_client(
             url, max_connections=readers + 32, cluster=settings.redis_cluster
         ) as client:
-            worker = Worker(
+            worker = Worker.from_client(
                 cls(),
                 client=client,
                 config=runtime.config,

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 from typing import Any
 
@@ -72,10 +73,11 @@ def parse_config(text: str, *, source: str = "<config>") -> FileConfig:
     return config
 
 
-def load_config(path: Path | None) -> FileConfig:
+def load_config(path: str | os.PathLike[str] | None) -> FileConfig:
     """Read the YAML file (or the built-in defaults when ``path`` is None)."""
     if path is None:
         return FileConfig()
+    path = Path(path)
     try:
         if path.stat().st_size > MAX_CONFIG_BYTES:
             raise ConfigError(f"larger than {MAX_CONFIG_BYTES} bytes", file=str(path))

@@ -20,6 +20,7 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from deepagents.contract.task import Task
+from deepagents.errors import DeepAgentsError, ErrorCode
 
 Predicate = Callable[[Task], bool]
 
@@ -37,8 +38,10 @@ _ORDER_OPS: dict[str, Callable[[Any, Any], bool]] = {
 }
 
 
-class RuleError(ValueError):
+class RuleError(DeepAgentsError, ValueError):
     """A rule that cannot be compiled; the message names the path and the reason."""
+
+    code = ErrorCode.CONFIG_ERROR
 
 
 def _getter(path: str) -> Callable[[Task], Any]:

@@ -8,9 +8,9 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
+from deepagents.config.gateway import GatewayConfig
+from deepagents.config.models import ModelsSection
 from deepagents.contract.task import AGENT_NAME_RE
-from deepagents.gateway.config import GatewayConfig
-from deepagents.modelcall.config import ModelsSection
 
 TIER_NAME_PATTERN = r"^[a-z0-9][a-z0-9_-]{0,15}$"
 

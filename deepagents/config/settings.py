@@ -76,6 +76,12 @@ class Settings(BaseSettings):
     metrics_port: int | None = Field(
         default=None, ge=0, le=65_535, description="worker /metrics port; unset: not served"
     )
+    metrics_host: str = Field(
+        default="127.0.0.1",
+        min_length=1,
+        description="address a worker's /metrics listens on; loopback unless set (0.0.0.0 "
+        "for a scraper on another host)",
+    )
     tracing: bool = Field(default=True, description="continue/emit W3C trace context and spans")
     otlp_endpoint: str | None = Field(
         default=None, description="OTLP/HTTP traces endpoint; unset: no exporter"
@@ -84,6 +90,12 @@ class Settings(BaseSettings):
         default=None, description="write finished spans as JSON lines here (tests, debugging)"
     )
     log_format: str = Field(default="auto", pattern=r"^(auto|json|human)$")
+    debug_loggers: str = Field(
+        default="",
+        pattern=r"^[A-Za-z0-9_.,]*$",
+        description="other libraries' loggers to write at DEBUG with -v, comma-separated "
+        "(e.g. redis,httpx); unnamed ones stay at INFO",
+    )
     health_interval_s: float = Field(default=30.0, gt=0, description="agent health_check period")
 
     @field_validator("log_level")

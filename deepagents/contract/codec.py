@@ -15,14 +15,26 @@ from pydantic import TypeAdapter, ValidationError
 
 from deepagents.contract.result import Result
 from deepagents.contract.task import TASK_ID_PATTERN, Task
+from deepagents.errors import DeepAgentsError, ErrorCode
 
 _TASK_ID = re.compile(TASK_ID_PATTERN.strip("^$"))
+# A task id as the encoder writes it, found in a task that no longer parses; without the
+# key's opening quote, which damage to the JSON's first bytes takes with it.
+_TASK_ID_MEMBER = re.compile(rb'task_id"\s*:\s*"(%s)"' % TASK_ID_PATTERN.strip("^$").encode())
 # A batch of tasks in one validation call (``decode_envelopes``).
 _TASKS = TypeAdapter(list[Task])
 
 
-class DecodeError(ValueError):
+class DecodeError(DeepAgentsError, ValueError):
     """A stream entry that is not a valid task envelope."""
+
+    code = ErrorCode.DECODE_ERROR
+
+
+class TooLarge(DecodeError):
+    """A stream entry whose task is over the size limit: never parsed."""
+
+    code = ErrorCode.TOO_LARGE
 
 
 class Envelope(NamedTuple):  # one per delivery: a tuple builds faster than a frozen dataclass
@@ -36,10 +48,6 @@ def encode_task(task: Task) -> bytes:
     return orjson.dumps(task.model_dump(mode="json", exclude_none=True))
 
 
-def envelope_fields(task_json: bytes, attempt: int, enqueued_ms: int, reply: str) -> dict[str, Any]:
-    return {"task": task_json, "attempt": attempt, "enq": enqueued_ms, "reply": reply}
-
-
 def _field(fields: dict[Any, Any], name: str) -> Any:
     value = fields.get(name.encode(), fields.get(name))
     if value is None:
@@ -47,8 +55,9 @@ def _field(fields: dict[Any, Any], name: str) -> Any:
     return value
 
 
-def decode_envelope(fields: dict[Any, Any] | None) -> Envelope:
-    """Decode a stream entry; raise DecodeError with the reason for anything malformed."""
+def decode_envelope(fields: dict[Any, Any] | None, max_task_bytes: int | None = None) -> Envelope:
+    """Decode a stream entry; raise DecodeError with the reason for anything malformed,
+    TooLarge for a task over ``max_task_bytes``."""
     if not fields:
         raise DecodeError("entry has no fields")
     try:
@@ -56,29 +65,43 @@ def decode_envelope(fields: dict[Any, Any] | None) -> Envelope:
         raw = fields.get(b"task")
         if raw is None:
             raw = _field(fields, "task")
+        if max_task_bytes is not None and len(raw) > max_task_bytes:
+            raise TooLarge(
+                f"the task is {len(raw)} bytes, over the limit of {max_task_bytes} "
+                "(DEEPAGENTS_MAX_PAYLOAD_BYTES)"
+            )
         task = Task.model_validate(orjson.loads(raw))
     except DecodeError:
         raise
-    except (orjson.JSONDecodeError, ValidationError, ValueError, TypeError) as exc:
+    except ValidationError as exc:
+        raise DecodeError(f"ValidationError: {_where(exc)}") from exc
+    except (orjson.JSONDecodeError, ValueError, TypeError) as exc:
         raise DecodeError(f"{type(exc).__name__}: {_short(exc)}") from exc
     return _envelope(fields, task)
 
 
-def decode_envelopes(batch: Sequence[dict[Any, Any] | None]) -> list[Envelope | DecodeError]:
+def decode_envelopes(
+    batch: Sequence[dict[Any, Any] | None], max_task_bytes: int | None = None
+) -> list[Envelope | DecodeError]:
     """``decode_envelope`` for a batch of entries, in their order: each an Envelope or the
     DecodeError it raised. The tasks are validated in one call, which saves pydantic's
     per-call cost per task; when anything in the batch is amiss, each entry is decoded
     on its own so that every error names its own entry."""
     try:
-        tasks = _TASKS.validate_python([orjson.loads(fields[b"task"]) for fields in batch])  # type: ignore[index]
+        raws = [fields[b"task"] for fields in batch]  # type: ignore[index]
+        if max_task_bytes is not None and max(map(len, raws)) > max_task_bytes:
+            raise TooLarge  # which one: sorted out below, before anything is parsed
+        tasks = _TASKS.validate_python([orjson.loads(raw) for raw in raws])
         return [_envelope(fields, task) for fields, task in zip(batch, tasks, strict=True)]  # type: ignore[arg-type]
     except Exception:  # sorted out entry by entry below
-        return [_decode_or_error(fields) for fields in batch]
+        return [_decode_or_error(fields, max_task_bytes) for fields in batch]
 
 
-def _decode_or_error(fields: dict[Any, Any] | None) -> Envelope | DecodeError:
+def _decode_or_error(
+    fields: dict[Any, Any] | None, max_task_bytes: int | None
+) -> Envelope | DecodeError:
     try:
-        return decode_envelope(fields)
+        return decode_envelope(fields, max_task_bytes)
     except DecodeError as exc:
         return exc
 
@@ -94,27 +117,36 @@ def _envelope(fields: dict[Any, Any], task: Task) -> Envelope:
             reply = fields.get(b"reply", fields.get("reply", b""))
     except DecodeError:
         raise
-    except (ValueError, TypeError) as exc:
-        raise DecodeError(f"{type(exc).__name__}: {_short(exc)}") from exc
+    except (ValueError, TypeError) as exc:  # its text would quote the value
+        raise DecodeError(f"{type(exc).__name__}: attempt and enq must be integers") from exc
     if attempt < 1:
         raise DecodeError("attempt must be >= 1")
     reply_s = reply.decode() if isinstance(reply, bytes) else str(reply)
     return tuple.__new__(Envelope, (task, attempt, enqueued, reply_s))  # see transport/base.py
 
 
-def salvage_ids(fields: dict[Any, Any] | None) -> tuple[str, str] | None:
-    """The task id and reply channel of an entry that did not decode, when its task is
-    still JSON with a well-formed ``task_id`` (a producer on another schema version, say):
-    enough to answer its submitter. None when nothing can be trusted."""
+def salvage_ids(fields: dict[Any, Any] | None, *, parse: bool = True) -> tuple[str, str] | None:
+    """The task id and reply channel of an entry that did not decode: enough to answer its
+    submitter. From the task's ``task_id`` when it is still JSON (a producer on another
+    schema version, say); when it is not (damaged, or too large to ``parse``), from the
+    first ``task_id": "…"`` in its text, which the dead-letter script uses only if that
+    task was enqueued with this very entry. None when nothing can be trusted."""
     if not fields:
         return None
+    raw = fields.get(b"task", fields.get("task", b""))
+    reply = fields.get(b"reply", fields.get("reply", b""))
     try:
-        task = orjson.loads(fields.get(b"task", fields.get("task", b"")))
-        reply = fields.get(b"reply", fields.get("reply", b""))
         reply_s = reply.decode() if isinstance(reply, bytes) else str(reply)
-    except (orjson.JSONDecodeError, UnicodeDecodeError, TypeError):
+        task = orjson.loads(raw) if parse else None
+    except (UnicodeDecodeError, TypeError):
         return None
-    task_id = task.get("task_id") if isinstance(task, dict) else None
+    except orjson.JSONDecodeError:
+        task = None
+    if isinstance(task, dict):
+        task_id = task.get("task_id")
+    else:
+        found = _TASK_ID_MEMBER.search(raw) if isinstance(raw, bytes) and task is None else None
+        task_id = found.group(1).decode() if found else None
     if not isinstance(task_id, str) or not _TASK_ID.fullmatch(task_id) or len(task_id) > 64:
         return None
     return task_id, reply_s
@@ -126,6 +158,16 @@ def encode_result(result: Result) -> bytes:
 
 def decode_result(raw: bytes | str) -> Result:
     return Result.model_validate(orjson.loads(raw))
+
+
+def _where(exc: ValidationError, limit: int = 5) -> str:
+    """Where validation failed and how, never with what: pydantic's own text quotes the
+    input (``input_value={... 'password': ...}``), which then reaches logs, the dead-letter
+    stream and the submitter."""
+    errors = exc.errors(include_url=False, include_context=False, include_input=False)
+    parts = [f"{'.'.join(map(str, e['loc'])) or 'task'}: {e['type']}" for e in errors[:limit]]
+    more = f" (and {len(errors) - limit} more)" if len(errors) > limit else ""
+    return "; ".join(parts) + more
 
 
 def _short(exc: Exception, limit: int = 300) -> str:

@@ -48,10 +48,3 @@ def audit_event(kind: str, task_id: str | None, **fields: Any) -> dict[str, Any]
 def encode_events(events: list[dict[str, Any]]) -> bytes:
     """JSON array; a value may be an ``orjson.Fragment`` (already-encoded JSON, e.g. a result)."""
     return orjson.dumps(events) if events else b""
-
-
-def decode_events(raw: bytes | str) -> list[dict[str, Any]]:
-    data = orjson.loads(raw)
-    if not isinstance(data, list):
-        raise ValueError("events must be a JSON array")
-    return data

@@ -8,6 +8,8 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict
 
+from deepagents.errors import ErrorCode as ErrorCode  # re-exported: defined with the errors
+
 
 class ResultStatus(StrEnum):
     SUCCESS = "success"  # the agent did what was asked
@@ -15,21 +17,11 @@ class ResultStatus(StrEnum):
     FAILED = "failed"  # nothing usable; error says why
 
 
-class ErrorCode(StrEnum):
-    INVALID_INPUT = "invalid_input"
-    UNROUTABLE = "unroutable"
-    DEADLINE_EXCEEDED = "deadline_exceeded"
-    AGENT_ERROR = "agent_error"
-    MODEL_UNAVAILABLE = "model_unavailable"
-    DROPPED = "dropped"
-    CANCELLED = "cancelled"
-    REJECTED = "rejected"  # can_handle said no
-    DEAD_LETTERED = "dead_lettered"
-
-
 class ErrorInfo(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid")
 
+    # An ErrorCode when deepagents writes it; read as a plain string, so a result written
+    # by a newer version with a code this one lacks still decodes.
     code: str
     message: str = ""
 
@@ -66,7 +58,7 @@ class Result(BaseModel):
     finished_at: datetime | None = None
 
     @classmethod
-    def failed(cls, code: str, message: str = "", **kwargs: Any) -> Result:
+    def failed(cls, code: ErrorCode, message: str = "", **kwargs: Any) -> Result:
         return cls(
             status=ResultStatus.FAILED, error=ErrorInfo(code=code, message=message), **kwargs
         )

@@ -19,10 +19,12 @@ from starlette.responses import Response
 from starlette.types import ASGIApp
 
 from deepagents._internal.heap import freeze_startup_heap
+from deepagents.compose import open_services
 from deepagents.config.load import load_config, load_settings
 from deepagents.config.schema import FileConfig
 from deepagents.config.settings import Settings
-from deepagents.errors import ConfigError, DeepAgentsError
+from deepagents.errors import ConfigError, DeepAgentsError, ErrorCode
+from deepagents.gateway.apidoc import build_openapi
 from deepagents.gateway.auth import Authenticator
 from deepagents.gateway.coalesce import SubmitCoalescer
 from deepagents.gateway.fastpath import SubmitFastPath, SubmitFront
@@ -31,7 +33,6 @@ from deepagents.gateway.http import HEADER_TIMEOUT_KEY, HeaderDeadline
 from deepagents.gateway.limits import Admission
 from deepagents.gateway.metrics import GatewayMetrics
 from deepagents.gateway.middleware import MetricsMiddleware
-from deepagents.gateway.openapi import build_openapi
 from deepagents.gateway.probe import ProbeAgent
 from deepagents.gateway.problems import FieldError, Problem, problem_response
 from deepagents.gateway.reload import reload_on_hangup
@@ -40,10 +41,7 @@ from deepagents.gateway.routes_ops import router as ops_router
 from deepagents.gateway.routes_tasks import router as tasks_router
 from deepagents.gateway.state import GatewayState
 from deepagents.orchestrator import Orchestrator
-from deepagents.store.registry import AgentRegistry
-from deepagents.transport.keys import Keys
-from deepagents.transport.redis_streams import connect
-from deepagents.transport.redis_streams.pool import check_server
+from deepagents.store.tenant_limits import TenantLimiter
 
 log = logging.getLogger("deepagents.gateway")
 
@@ -78,25 +76,22 @@ def create_app(
     async def lifespan(app: FastAPI) -> AsyncIterator[dict[str, HeaderDeadline]]:
         if settings.redis_url is None:
             raise ConfigError("DEEPAGENTS_REDIS_URL is not set", file="environment")
-        client = connect(
-            settings.redis_url.get_secret_value(),
-            max_connections=256,
-            cluster=settings.redis_cluster,
-        )
+        services = open_services(settings, max_connections=256)
         try:
-            await check_server(client, allow_evicting=settings.allow_evicting_redis)
+            await services.bus.check_server(allow_evicting=settings.allow_evicting_redis)
             async with Orchestrator(
-                client, config=config, settings=settings, agents=[ProbeAgent]
+                services, config=config, settings=settings, agents=[ProbeAgent]
             ) as orchestrator:
-                admission = Admission(client, settings.prefix, config.gateway)
+                limiter = TenantLimiter(services.client, settings.prefix)
+                admission = Admission(limiter, config.gateway)
                 app.state.gateway = GatewayState(
                     settings=settings,
                     config=config,
-                    client=client,
+                    services=services,
                     orchestrator=orchestrator,
                     auth=Authenticator(config.gateway.api_keys),
                     admission=admission,
-                    registry=AgentRegistry(client, Keys(settings.prefix)),
+                    registry=services.registry,
                     full_check=FullCheck(orchestrator, config.gateway.probe_timeout_s),
                     metrics=metrics,
                     submits=SubmitCoalescer(orchestrator),
@@ -113,7 +108,7 @@ def create_app(
                 finally:
                     await admission.aclose()
         finally:
-            await client.aclose()
+            await services.aclose()
 
     app = FastAPI(
         title=TITLE,
@@ -150,25 +145,25 @@ async def exception_response(request: Request, exc: Exception) -> Response:
             for e in exc.errors()[:20]
         ]
         detail = f"{errors[0].field}: {errors[0].message}" if errors else "invalid request"
-        return problem_response(Problem("validation_error", detail, errors=errors), request)
+        return problem_response(Problem(ErrorCode.VALIDATION_ERROR, detail, errors=errors), request)
     if isinstance(exc, HTTPException):
         if exc.status_code == 405:
             problem = Problem(
-                "method_not_allowed",
+                ErrorCode.METHOD_NOT_ALLOWED,
                 f"{request.method} is not allowed on this path",
                 headers=dict(exc.headers or {}),
             )
         else:
-            problem = Problem("not_found", f"no endpoint {request.url.path}; see /docs")
+            problem = Problem(ErrorCode.NOT_FOUND, f"no endpoint {request.url.path}; see /docs")
         return problem_response(problem, request)
     if isinstance(exc, DeepAgentsError):
         log.warning("dependency failed: %s", exc)
         return problem_response(
-            Problem("unavailable", f"{exc.code}: retry shortly", retry_after_s=1), request
+            Problem(ErrorCode.UNAVAILABLE, f"{exc.code}: retry shortly", retry_after_s=1), request
         )
     log.exception("unhandled error on %s", request.url.path, exc_info=exc)
     return problem_response(
-        Problem("internal_error", "an unexpected error; it was logged"), request
+        Problem(ErrorCode.INTERNAL_ERROR, "an unexpected error; it was logged"), request
     )
 
 

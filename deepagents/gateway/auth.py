@@ -13,7 +13,8 @@ import hmac
 import secrets
 from dataclasses import dataclass
 
-from deepagents.gateway.config import ApiKey
+from deepagents.config.gateway import ApiKey
+from deepagents.errors import ErrorCode
 from deepagents.gateway.problems import Problem
 
 KEY_PREFIX = "dak_"
@@ -48,7 +49,7 @@ class Authenticator:
                 found = principal
         if found is None:
             raise Problem(
-                "unauthorized",
+                ErrorCode.UNAUTHORIZED,
                 "the API key is not valid; check the key your operator issued",
                 headers=_CHALLENGE,
             )
@@ -60,7 +61,7 @@ def _bearer_token(authorization: str | None) -> str:
     token = token.strip()
     if scheme.lower() != "bearer" or not token:
         raise Problem(
-            "unauthorized",
+            ErrorCode.UNAUTHORIZED,
             "send your API key as 'Authorization: Bearer <key>'",
             headers=_CHALLENGE,
         )

@@ -15,16 +15,17 @@ from typing import Any, NoReturn
 
 from starlette.requests import ClientDisconnect, Request
 
-from deepagents.gateway.config import BodyLimits
+from deepagents.config.gateway import BodyLimits
+from deepagents.errors import DeepAgentsError, ErrorCode
 from deepagents.gateway.problems import Problem
 
 JSON_TYPES = ("application/json",)
 
 
-class _Reject(ValueError):
+class _Reject(DeepAgentsError, ValueError):
     """Raised inside json hooks; carries the problem code."""
 
-    def __init__(self, code: str, detail: str) -> None:
+    def __init__(self, code: ErrorCode, detail: str) -> None:
         super().__init__(detail)
         self.code = code
 
@@ -46,10 +47,10 @@ async def read_body(request: Request, limits: BodyLimits) -> bytes:
                     _too_large(cap)
                 chunks.append(chunk)
     except ClientDisconnect as exc:
-        raise Problem("invalid_json", "the client closed the connection mid-body") from exc
+        raise Problem(ErrorCode.INVALID_JSON, "the client closed the connection mid-body") from exc
     except TimeoutError:
         raise Problem(
-            "request_timeout",
+            ErrorCode.REQUEST_TIMEOUT,
             f"the body did not arrive within {limits.read_timeout_s:g} s "
             f"({size} bytes received); send it at once",
             headers={"Connection": "close"},
@@ -59,7 +60,7 @@ async def read_body(request: Request, limits: BodyLimits) -> bytes:
 
 def _too_large(cap: int) -> NoReturn:
     raise Problem(
-        "body_too_large",
+        ErrorCode.BODY_TOO_LARGE,
         f"the body is over {cap} bytes; send less per request (split a batch) or store big "
         "inputs elsewhere and pass a reference in the payload",
     )
@@ -70,10 +71,10 @@ def _check_content_type(value: str | None) -> None:
     if media in JSON_TYPES or (media.startswith("application/") and media.endswith("+json")):
         charset = (value or "").lower().partition("charset=")[2].strip().strip('"')
         if charset and charset not in ("utf-8", "utf8"):
-            raise Problem("unsupported_media_type", f"charset {charset!r}: send UTF-8 JSON")
+            raise Problem(ErrorCode.UNSUPPORTED_MEDIA_TYPE, f"charset {charset!r}: send UTF-8 JSON")
         return
     raise Problem(
-        "unsupported_media_type",
+        ErrorCode.UNSUPPORTED_MEDIA_TYPE,
         f"Content-Type is {value or 'missing'}; send the body as JSON with "
         "'Content-Type: application/json'",
     )
@@ -81,11 +82,11 @@ def _check_content_type(value: str | None) -> None:
 
 def parse_json(body: bytes, limits: BodyLimits) -> Any:
     if not body.strip():
-        raise Problem("empty_body", "the body is empty; send a JSON object")
+        raise Problem(ErrorCode.EMPTY_BODY, "the body is empty; send a JSON object")
     try:
         text = body.decode("utf-8")  # a BOM or UTF-16 fails here or in the parser below
     except UnicodeDecodeError as exc:
-        raise Problem("invalid_json", f"the body is not UTF-8 ({exc.reason})") from exc
+        raise Problem(ErrorCode.INVALID_JSON, f"the body is not UTF-8 ({exc.reason})") from exc
     try:
         value = json.loads(
             text,
@@ -97,10 +98,11 @@ def parse_json(body: bytes, limits: BodyLimits) -> Any:
     except _Reject as exc:
         raise Problem(exc.code, str(exc)) from None
     except RecursionError:
-        raise Problem("nesting_too_deep", _depth_detail(limits)) from None
+        raise Problem(ErrorCode.NESTING_TOO_DEEP, _depth_detail(limits)) from None
     except json.JSONDecodeError as exc:
         raise Problem(
-            "invalid_json", f"not valid JSON at line {exc.lineno} column {exc.colno}: {exc.msg}"
+            ErrorCode.INVALID_JSON,
+            f"not valid JSON at line {exc.lineno} column {exc.colno}: {exc.msg}",
         ) from None
     _check_tree(value, limits)
     return value
@@ -114,12 +116,13 @@ def _object_hook(limits: BodyLimits) -> Any:
     def hook(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
         if len(pairs) > limits.max_keys:
             raise _Reject(
-                "too_many_keys", f"an object has {len(pairs)} keys; at most {limits.max_keys}"
+                ErrorCode.TOO_MANY_KEYS,
+                f"an object has {len(pairs)} keys; at most {limits.max_keys}",
             )
         out = dict(pairs)
         if len(out) != len(pairs):
             raise _Reject(
-                "duplicate_key",
+                ErrorCode.DUPLICATE_KEY,
                 f"key {_first_duplicate(pairs)[:64]!r} appears twice in one object; send it once",
             )
         return out
@@ -137,14 +140,16 @@ def _first_duplicate(pairs: list[tuple[str, Any]]) -> str:
 
 
 def _no_constants(name: str) -> NoReturn:
-    raise _Reject("non_finite_number", f"{name} is not valid JSON; send a finite number or null")
+    raise _Reject(
+        ErrorCode.NON_FINITE_NUMBER, f"{name} is not valid JSON; send a finite number or null"
+    )
 
 
 def _int_parser(limits: BodyLimits) -> Any:
     def parse(text: str) -> int:
         if len(text.lstrip("-")) > limits.max_number_digits:
             raise _Reject(
-                "number_too_long",
+                ErrorCode.NUMBER_TOO_LONG,
                 f"an integer has {len(text)} digits; at most {limits.max_number_digits} "
                 "(send big numbers as strings)",
             )
@@ -156,10 +161,12 @@ def _int_parser(limits: BodyLimits) -> Any:
 def _float_parser(limits: BodyLimits) -> Any:
     def parse(text: str) -> float:
         if len(text) > limits.max_number_digits + 8:
-            raise _Reject("number_too_long", f"a number is {len(text)} characters long")
+            raise _Reject(ErrorCode.NUMBER_TOO_LONG, f"a number is {len(text)} characters long")
         value = float(text)
         if value in (float("inf"), float("-inf")):
-            raise _Reject("non_finite_number", f"{text} overflows a double; send a smaller number")
+            raise _Reject(
+                ErrorCode.NON_FINITE_NUMBER, f"{text} overflows a double; send a smaller number"
+            )
         return value
 
     return parse
@@ -184,19 +191,23 @@ def _check_tree(root: Any, limits: BodyLimits) -> None:
 
 def _check_depth(depth: int, limits: BodyLimits) -> None:
     if depth > limits.max_depth:
-        raise Problem("nesting_too_deep", _depth_detail(limits))
+        raise Problem(ErrorCode.NESTING_TOO_DEEP, _depth_detail(limits))
 
 
 def _check_string(value: str, limits: BodyLimits) -> None:
     if len(value) > limits.max_string_chars:
         raise Problem(
-            "bad_string", f"a string is {len(value)} characters; at most {limits.max_string_chars}"
+            ErrorCode.BAD_STRING,
+            f"a string is {len(value)} characters; at most {limits.max_string_chars}",
         )
     if "\x00" in value:
-        raise Problem("bad_string", "a string holds \\u0000, which storage rejects; remove it")
+        raise Problem(
+            ErrorCode.BAD_STRING, "a string holds \\u0000, which storage rejects; remove it"
+        )
     try:
         value.encode("utf-8")
     except UnicodeEncodeError:
         raise Problem(
-            "bad_string", "a string holds a lone surrogate (e.g. \\ud800); send valid Unicode"
+            ErrorCode.BAD_STRING,
+            "a string holds a lone surrogate (e.g. \\ud800); send valid Unicode",
         ) from None

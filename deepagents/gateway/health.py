@@ -15,34 +15,23 @@ import time
 import uuid
 from datetime import timedelta
 
-from redis.asyncio import Redis
-
 from deepagents.contract.result import Result
 from deepagents.contract.task import utcnow
 from deepagents.errors import DeepAgentsError, ResultTimeout
 from deepagents.gateway.probe import PROBE_INTENT
 from deepagents.gateway.schemas import Health, Hop
 from deepagents.orchestrator import Orchestrator
+from deepagents.transport.base import MessageBus
 
 _STUCK_AT = {"queued": "queue", "retrying": "queue", "running": "worker"}
-
-
-async def redis_latency_ms(client: Redis, limit_s: float = 2.0) -> float | None:
-    start = time.perf_counter()
-    try:
-        async with asyncio.timeout(limit_s):
-            await client.ping()
-    except (TimeoutError, OSError, Exception):
-        return None
-    return _ms_since(start)
 
 
 def _ms_since(start: float) -> float:
     return round((time.perf_counter() - start) * 1000, 3)
 
 
-async def liveness(client: Redis) -> Health:
-    redis_ms = await redis_latency_ms(client)
+async def liveness(bus: MessageBus) -> Health:
+    redis_ms = await bus.ping_ms()
     if redis_ms is None:
         return Health(
             status="fail",
@@ -66,7 +55,7 @@ class FullCheck:
         return await asyncio.shield(self._running)
 
     async def _probe(self) -> Health:
-        live = await liveness(self.orchestrator.client)
+        live = await liveness(self.orchestrator.bus)
         if live.status != "ok":
             return live
         hops = [Hop(name="redis", ok=True, latency_ms=live.redis_ms)]

@@ -21,6 +21,7 @@ from typing import Any
 import orjson
 from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
 
+from deepagents.errors import ErrorCode
 from deepagents.gateway.problems import MEDIA_TYPE, Problem
 
 HEADER_TIMEOUT_KEY = "deepagents.header_timeout_s"
@@ -72,7 +73,8 @@ class HeaderDeadlineProtocol(HttpToolsProtocol):
         if self.transport.is_closing():
             return
         problem = Problem(
-            "request_timeout", f"the request line and headers did not arrive within {timeout} s"
+            ErrorCode.REQUEST_TIMEOUT,
+            f"the request line and headers did not arrive within {timeout} s",
         )
         self.transport.write(_response(problem.document()))
         self.transport.close()

@@ -14,38 +14,40 @@ from pydantic import BaseModel, Field
 from starlette.requests import Request
 from starlette.responses import Response
 
+from deepagents.errors import DeepAgentsError, ErrorCode
+
 PROBLEM_BASE = "urn:deepagents:problem:"
 MEDIA_TYPE = "application/problem+json"
 
 # code -> (HTTP status, title). The code is the stable part clients branch on.
-CODES: dict[str, tuple[int, str]] = {
-    "empty_body": (400, "The request body is empty"),
-    "invalid_json": (400, "The request body is not valid JSON"),
-    "duplicate_key": (400, "A JSON object repeats a key"),
-    "non_finite_number": (400, "NaN and Infinity are not JSON"),
-    "number_too_long": (400, "A number has too many digits"),
-    "nesting_too_deep": (400, "The JSON is nested too deeply"),
-    "too_many_keys": (400, "A JSON object has too many keys"),
-    "bad_string": (400, "A string is too long or holds characters that cannot be stored"),
-    "unauthorized": (401, "A valid API key is required"),
-    "not_found": (404, "No such resource"),
-    "method_not_allowed": (405, "Method not allowed"),
-    "request_timeout": (408, "The request arrived too slowly"),
-    "too_late": (409, "The task has already started"),
-    "idempotency_conflict": (409, "The idempotency key belongs to a different task"),
-    "body_too_large": (413, "The request body is too large"),
-    "payload_too_large": (413, "The encoded task is too large"),
-    "unsupported_media_type": (415, "The body must be application/json"),
-    "validation_error": (422, "The request does not match the schema"),
-    "unknown_intent": (422, "No agent serves this intent"),
-    "invalid_payload": (422, "The payload does not match what the agent accepts"),
-    "deadline_passed": (422, "The deadline is already in the past"),
-    "batch_too_large": (422, "The batch holds too many tasks"),
-    "rate_limited": (429, "Too many requests for this tenant"),
-    "too_many_in_flight": (429, "Too many requests in flight for this tenant"),
-    "internal_error": (500, "Internal error"),
-    "overloaded": (503, "The target queue is over its backlog limit"),
-    "unavailable": (503, "A dependency of the gateway is unavailable"),
+CODES: dict[ErrorCode, tuple[int, str]] = {
+    ErrorCode.EMPTY_BODY: (400, "The request body is empty"),
+    ErrorCode.INVALID_JSON: (400, "The request body is not valid JSON"),
+    ErrorCode.DUPLICATE_KEY: (400, "A JSON object repeats a key"),
+    ErrorCode.NON_FINITE_NUMBER: (400, "NaN and Infinity are not JSON"),
+    ErrorCode.NUMBER_TOO_LONG: (400, "A number has too many digits"),
+    ErrorCode.NESTING_TOO_DEEP: (400, "The JSON is nested too deeply"),
+    ErrorCode.TOO_MANY_KEYS: (400, "A JSON object has too many keys"),
+    ErrorCode.BAD_STRING: (400, "A string is too long or holds characters that cannot be stored"),
+    ErrorCode.UNAUTHORIZED: (401, "A valid API key is required"),
+    ErrorCode.NOT_FOUND: (404, "No such resource"),
+    ErrorCode.METHOD_NOT_ALLOWED: (405, "Method not allowed"),
+    ErrorCode.REQUEST_TIMEOUT: (408, "The request arrived too slowly"),
+    ErrorCode.TOO_LATE: (409, "The task has already started"),
+    ErrorCode.IDEMPOTENCY_CONFLICT: (409, "The idempotency key belongs to a different task"),
+    ErrorCode.BODY_TOO_LARGE: (413, "The request body is too large"),
+    ErrorCode.PAYLOAD_TOO_LARGE: (413, "The encoded task is too large"),
+    ErrorCode.UNSUPPORTED_MEDIA_TYPE: (415, "The body must be application/json"),
+    ErrorCode.VALIDATION_ERROR: (422, "The request does not match the schema"),
+    ErrorCode.UNKNOWN_INTENT: (422, "No agent serves this intent"),
+    ErrorCode.INVALID_PAYLOAD: (422, "The payload does not match what the agent accepts"),
+    ErrorCode.DEADLINE_PASSED: (422, "The deadline is already in the past"),
+    ErrorCode.BATCH_TOO_LARGE: (422, "The batch holds too many tasks"),
+    ErrorCode.RATE_LIMITED: (429, "Too many requests for this tenant"),
+    ErrorCode.TOO_MANY_IN_FLIGHT: (429, "Too many requests in flight for this tenant"),
+    ErrorCode.INTERNAL_ERROR: (500, "Internal error"),
+    ErrorCode.OVERLOADED: (503, "The target queue is over its backlog limit"),
+    ErrorCode.UNAVAILABLE: (503, "A dependency of the gateway is unavailable"),
 }
 
 
@@ -67,10 +69,12 @@ class ProblemDocument(BaseModel):
     retry_after_s: float | None = None
 
 
-class Problem(Exception):
+class Problem(DeepAgentsError):
+    """An error answered as a problem document (raised by handlers, never past the app)."""
+
     def __init__(
         self,
-        code: str,
+        code: ErrorCode,
         detail: str,
         *,
         errors: list[FieldError] | None = None,
@@ -114,7 +118,7 @@ def problem_response(problem: Problem, request: Request | None = None) -> Respon
     )
 
 
-def responses_for(*codes: str) -> dict[int | str, dict[str, Any]]:
+def responses_for(*codes: ErrorCode) -> dict[int | str, dict[str, Any]]:
     """OpenAPI ``responses`` entries for these problem codes (grouped by status)."""
     out: dict[int | str, dict[str, Any]] = {}
     for code in codes:

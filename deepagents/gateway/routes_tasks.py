@@ -14,7 +14,7 @@ from starlette.responses import Response
 from deepagents.contract.codec import decode_result
 from deepagents.contract.result import Result
 from deepagents.contract.task import Task
-from deepagents.errors import DeepAgentsError, Overloaded, ResultTimeout
+from deepagents.errors import DeepAgentsError, ErrorCode, Overloaded, ResultTimeout
 from deepagents.gateway.auth import Principal
 from deepagents.gateway.body import parse_json, read_body
 from deepagents.gateway.problems import Problem, responses_for
@@ -42,26 +42,32 @@ Wait = Annotated[
     Query(ge=0, le=300, description="seconds to wait for the result (capped by the gateway)"),
 ]
 
-_AUTH = ("unauthorized", "rate_limited", "too_many_in_flight", "unavailable", "validation_error")
+_AUTH = (
+    ErrorCode.UNAUTHORIZED,
+    ErrorCode.RATE_LIMITED,
+    ErrorCode.TOO_MANY_IN_FLIGHT,
+    ErrorCode.UNAVAILABLE,
+    ErrorCode.VALIDATION_ERROR,
+)
 _BODY = (
-    "empty_body",
-    "invalid_json",
-    "duplicate_key",
-    "non_finite_number",
-    "number_too_long",
-    "nesting_too_deep",
-    "too_many_keys",
-    "bad_string",
-    "body_too_large",
-    "request_timeout",
-    "unsupported_media_type",
-    "unknown_intent",
-    "invalid_payload",
-    "deadline_passed",
-    "payload_too_large",
-    "overloaded",
-    "batch_too_large",
-    "idempotency_conflict",
+    ErrorCode.EMPTY_BODY,
+    ErrorCode.INVALID_JSON,
+    ErrorCode.DUPLICATE_KEY,
+    ErrorCode.NON_FINITE_NUMBER,
+    ErrorCode.NUMBER_TOO_LONG,
+    ErrorCode.NESTING_TOO_DEEP,
+    ErrorCode.TOO_MANY_KEYS,
+    ErrorCode.BAD_STRING,
+    ErrorCode.BODY_TOO_LARGE,
+    ErrorCode.REQUEST_TIMEOUT,
+    ErrorCode.UNSUPPORTED_MEDIA_TYPE,
+    ErrorCode.UNKNOWN_INTENT,
+    ErrorCode.INVALID_PAYLOAD,
+    ErrorCode.DEADLINE_PASSED,
+    ErrorCode.PAYLOAD_TOO_LARGE,
+    ErrorCode.OVERLOADED,
+    ErrorCode.BATCH_TOO_LARGE,
+    ErrorCode.IDEMPOTENCY_CONFLICT,
 )
 
 
@@ -69,7 +75,7 @@ def _claims(state: GatewayState, tasks: list[Task], tenant: str) -> dict[str, An
     # Owner and location records go with admission, in one round trip with the token
     # bucket, instead of a round trip of their own after the enqueue (CPU per request is
     # mostly per-round-trip client work). Both keep the same TTL (see ``owner_ttl_s``).
-    claims = [(state.owner_key(t.task_id), tenant) for t in tasks]
+    claims = [state.tasks.owner_record(t.task_id, tenant) for t in tasks]
     claims += state.orchestrator.locations(tasks)
     return {"claims": claims, "claim_ttl_s": state.owner_ttl_s}
 
@@ -119,12 +125,11 @@ async def _finished_view(state: GatewayState, handle: TaskHandle, wait: float) -
 
 
 def _done_state(result: Result) -> Literal["done", "dead"]:
-    return "dead" if result.error is not None and result.error.code == "dead_lettered" else "done"
-
-
-def _records(state: GatewayState, task_id: str) -> tuple[str, str]:
-    # The keys admission wrote for a task: its owner and its location.
-    return state.owner_key(task_id), state.orchestrator.keys.location(task_id)
+    return (
+        "dead"
+        if result.error is not None and result.error.code == ErrorCode.DEAD_LETTERED
+        else "done"
+    )
 
 
 async def _submit(state: GatewayState, tasks: list[Task], tenant: str) -> list[TaskHandle]:
@@ -140,21 +145,16 @@ async def _submit(state: GatewayState, tasks: list[Task], tenant: str) -> list[T
             getattr(exc, "accepted", []) if isinstance(exc, Overloaded) else []
         )
         kept = {h.task_id for h in accepted}
-        stale = [k for i in ids if i not in kept for k in _records(state, i)]
-        if stale:
-            await state.client.delete(*stale)
+        # The owner and location records admission wrote for tasks that were not enqueued.
+        await state.tasks.forget_submitted([i for i in ids if i not in kept])
         raise submit_problem(exc, [h.task_id for h in accepted]) from exc
     for handle in handles:
         state.metrics.submitted.labels(tenant, handle.agent).inc()
     # A duplicate (idempotency key) returns the first task's id; its records were written then.
-    unused = [
-        k
-        for t, h in zip(tasks, handles, strict=True)
-        if h.duplicate and h.task_id != t.task_id
-        for k in _records(state, t.task_id)
-    ]
-    if unused:
-        await state.client.delete(*unused)
+    pairs = zip(tasks, handles, strict=True)
+    await state.tasks.forget_submitted(
+        [t.task_id for t, h in pairs if h.duplicate and h.task_id != t.task_id]
+    )
     return handles
 
 
@@ -211,7 +211,7 @@ async def submit_batch(request: Request, state: StateDep, principal: PrincipalDe
     )
     if len(body.tasks) > limits.max_batch:
         raise Problem(
-            "batch_too_large",
+            ErrorCode.BATCH_TOO_LARGE,
             f"the batch holds {len(body.tasks)} tasks; at most {limits.max_batch}",
         )
     tasks = build_tasks(body.tasks, principal.tenant, state.orchestrator, batch=True)
@@ -224,11 +224,11 @@ async def submit_batch(request: Request, state: StateDep, principal: PrincipalDe
 
 async def _owned(state: GatewayState, task_id: str, tenant: str) -> dict[str, Any]:
     """The task's hash, or 404 when it does not exist *or belongs to another tenant*."""
-    owner = await state.client.get(state.owner_key(task_id))
-    info = await state.orchestrator.lookup(task_id) if owner == tenant.encode() else None
+    owner = await state.tasks.owner(task_id)
+    info = await state.orchestrator.lookup(task_id) if owner == tenant else None
     if info is None:
         raise Problem(
-            "not_found",
+            ErrorCode.NOT_FOUND,
             f"no task {task_id} for your tenant (ids expire after {state.settings.result_ttl_s} s)",
         )
     return info
@@ -252,7 +252,7 @@ def _view(task_id: str, info: dict[str, Any]) -> TaskView:
 @router.get(
     "/tasks/{task_id}",
     response_model=TaskView,
-    responses=responses_for("not_found", *_AUTH),
+    responses=responses_for(ErrorCode.NOT_FOUND, *_AUTH),
     summary="A task's state and result",
 )
 async def get_task(
@@ -283,7 +283,7 @@ async def get_task(
 @router.post(
     "/tasks/{task_id}/cancel",
     response_model=Cancelled,
-    responses=responses_for("not_found", "too_late", *_AUTH),
+    responses=responses_for(ErrorCode.NOT_FOUND, ErrorCode.TOO_LATE, *_AUTH),
     summary="Cancel a task that has not started",
 )
 async def cancel_task(task_id: TaskId, state: StateDep, principal: PrincipalDep) -> Response:
@@ -293,5 +293,5 @@ async def cancel_task(task_id: TaskId, state: StateDep, principal: PrincipalDep)
     if outcome == "ok":
         return _json(Cancelled(task_id=task_id, state="done"))
     if outcome == "missing":
-        raise Problem("not_found", f"no task {task_id} for your tenant")
-    raise Problem("too_late", f"the task is {outcome}; only a queued task can be cancelled")
+        raise Problem(ErrorCode.NOT_FOUND, f"no task {task_id} for your tenant")
+    raise Problem(ErrorCode.TOO_LATE, f"the task is {outcome}; only a queued task can be cancelled")

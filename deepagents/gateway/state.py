@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from redis.asyncio import Redis
 from starlette.requests import Request
 
+from deepagents.compose import Services
 from deepagents.config.schema import FileConfig
 from deepagents.config.settings import Settings
 from deepagents.gateway.auth import Authenticator, Principal
@@ -17,13 +17,14 @@ from deepagents.gateway.limits import Admission
 from deepagents.gateway.metrics import GatewayMetrics
 from deepagents.orchestrator import Orchestrator
 from deepagents.store.registry import AgentRegistry
+from deepagents.store.tasks import TaskStore
 
 
 @dataclass(slots=True)
 class GatewayState:
     settings: Settings
     config: FileConfig
-    client: Redis
+    services: Services
     orchestrator: Orchestrator
     auth: Authenticator
     admission: Admission
@@ -47,9 +48,9 @@ class GatewayState:
         self.full_check.timeout_s = config.gateway.probe_timeout_s
         self.config = config
 
-    def owner_key(self, task_id: str) -> str:
-        # The tenant that submitted a task; reads by another tenant answer 404.
-        return f"{self.settings.prefix}:gw:owner:{task_id}"
+    @property
+    def tasks(self) -> TaskStore:
+        return self.services.tasks
 
     @property
     def owner_ttl_s(self) -> int:

@@ -10,6 +10,7 @@ from deepagents.contract.task import Task, utcnow
 from deepagents.errors import (
     DeadlinePassed,
     DeepAgentsError,
+    ErrorCode,
     IdempotencyConflict,
     InvalidPayload,
     Overloaded,
@@ -23,19 +24,19 @@ from deepagents.orchestrator import Orchestrator
 
 M = TypeVar("M", bound=BaseModel)
 
-_SUBMIT_CODES: tuple[tuple[type[SubmitError], str], ...] = (
-    (UnknownIntent, "unknown_intent"),
-    (InvalidPayload, "invalid_payload"),
-    (PayloadTooLarge, "payload_too_large"),
-    (DeadlinePassed, "deadline_passed"),
-    (IdempotencyConflict, "idempotency_conflict"),
+_SUBMIT_CODES: tuple[tuple[type[SubmitError], ErrorCode], ...] = (
+    (UnknownIntent, ErrorCode.UNKNOWN_INTENT),
+    (InvalidPayload, ErrorCode.INVALID_PAYLOAD),
+    (PayloadTooLarge, ErrorCode.PAYLOAD_TOO_LARGE),
+    (DeadlinePassed, ErrorCode.DEADLINE_PASSED),
+    (IdempotencyConflict, ErrorCode.IDEMPOTENCY_CONFLICT),
 )
 
 
 def validate_body(model: type[M], value: Any) -> M:
     if not isinstance(value, dict):
         raise Problem(
-            "validation_error", f"the body must be a JSON object, not {_json_type(value)}"
+            ErrorCode.VALIDATION_ERROR, f"the body must be a JSON object, not {_json_type(value)}"
         )
     try:
         return model.model_validate(value)
@@ -43,7 +44,7 @@ def validate_body(model: type[M], value: Any) -> M:
         errors = [FieldError(field=_loc(e["loc"]), message=_message(e)) for e in exc.errors()[:20]]
         first = errors[0]
         raise Problem(
-            "validation_error", f"{first.field}: {first.message}", errors=errors
+            ErrorCode.VALIDATION_ERROR, f"{first.field}: {first.message}", errors=errors
         ) from None
 
 
@@ -96,7 +97,11 @@ def build_tasks(
                 )
             )
     if errors:
-        code = "unknown_intent" if errors[0].field.endswith("intent") else "deadline_passed"
+        code = (
+            ErrorCode.UNKNOWN_INTENT
+            if errors[0].field.endswith("intent")
+            else ErrorCode.DEADLINE_PASSED
+        )
         raise Problem(code, f"{errors[0].field}: {errors[0].message}", errors=errors)
     return [Task(**req.model_dump(exclude_none=True), tenant=tenant) for req in requests]
 
@@ -106,10 +111,10 @@ def submit_problem(exc: DeepAgentsError, accepted: list[str] | None = None) -> P
         detail = f"{exc}; back off for Retry-After seconds"
         if accepted:
             detail += f". Accepted before the refusal (do not resend): {', '.join(accepted)}"
-        return Problem("overloaded", detail, retry_after_s=exc.retry_after_s)
+        return Problem(ErrorCode.OVERLOADED, detail, retry_after_s=exc.retry_after_s)
     for cls, code in _SUBMIT_CODES:
         if isinstance(exc, cls):
             return Problem(code, str(exc))
     if isinstance(exc, SubmitError):
-        return Problem("validation_error", str(exc))
-    return Problem("unavailable", f"{exc.code}: {exc}; retry shortly", retry_after_s=1)
+        return Problem(ErrorCode.VALIDATION_ERROR, str(exc))
+    return Problem(ErrorCode.UNAVAILABLE, f"{exc.code}: {exc}; retry shortly", retry_after_s=1)

@@ -6,8 +6,8 @@ Typical use, once per event loop (the worker's bootstrap)::
         with use_model_calls(calls):
             reply = await wrap_model_call("research", prompt="...", task=task)
 
-Names are imported lazily: ``deepagents.config`` imports ``modelcall.config`` (pure
-pydantic) and must not pull in httpx, hvac and redis on the way.
+Names are imported lazily: importing ``deepagents.modelcall`` for one name must not pull in
+httpx, hvac and redis on the way.
 """
 
 from __future__ import annotations
@@ -16,8 +16,8 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
+    from deepagents.config.models import ModelConfig
     from deepagents.modelcall.calls import ModelCalls
-    from deepagents.modelcall.config import ModelConfig
     from deepagents.modelcall.errors import (
         ContentFiltered,
         ContextLengthExceeded,
@@ -41,7 +41,7 @@ if TYPE_CHECKING:
 
 _WHERE = {
     "ModelCalls": "calls",
-    "ModelConfig": "config",
+    "ModelConfig": "deepagents.config.models",
     "AttemptRecord": "record",
     "ModelReply": "record",
     "FallbackInfo": "wrap",
@@ -94,4 +94,5 @@ def __getattr__(name: str) -> Any:
     module = _WHERE.get(name)
     if module is None:
         raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    return getattr(importlib.import_module(f"{__name__}.{module}"), name)
+    path = module if module.startswith("deepagents.") else f"{__name__}.{module}"
+    return getattr(importlib.import_module(path), name)

@@ -16,9 +16,8 @@ from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any, NoReturn
 
-from deepagents.modelcall.admission import RateLimiter, Reservation
+from deepagents.errors import DeepAgentsError, ErrorCode
 from deepagents.modelcall.calls import ModelCalls, ModelRuntime
-from deepagents.modelcall.credentials import Credential
 from deepagents.modelcall.errors import (
     ContentFiltered,
     ContextLengthExceeded,
@@ -27,11 +26,13 @@ from deepagents.modelcall.errors import (
     InvalidRequest,
     ModelCallError,
 )
-from deepagents.modelcall.gates import Permit
 from deepagents.modelcall.pricing import cost_usd, estimate_input_tokens, estimate_tokens
 from deepagents.modelcall.providers.base import AttemptSpec, Completion
 from deepagents.modelcall.record import AttemptRecord
 from deepagents.modelcall.retrying import Decision, ErrorKind, ProviderError, retrying
+from deepagents.store.models.admission import RateLimiter, Reservation
+from deepagents.store.models.credentials import Credential
+from deepagents.store.models.gates import Permit
 
 log = logging.getLogger("deepagents.modelcall")
 
@@ -44,8 +45,11 @@ _TERMINAL: dict[ErrorKind, type[ModelCallError]] = {
 _MOVE_ON = {ErrorKind.SPEND_LIMIT: "provider_spend_limit", ErrorKind.AUTH: "auth_failed"}
 
 
-class Refused(Exception):
+class Refused(DeepAgentsError):
     """This model cannot answer now; ``reason`` says why (circuit_open, budget_exhausted…)."""
+
+    code = ErrorCode.MODEL_UNAVAILABLE
+    retryable = True  # another model, or this one later, may answer
 
     def __init__(self, reason: str) -> None:
         super().__init__(reason)

@@ -14,11 +14,10 @@ import contextlib
 from collections.abc import AsyncIterator, Mapping
 from typing import Any
 
-from redis.asyncio import Redis
-
+from deepagents.config.models import ModelConfig
 from deepagents.modelcall.calls import ModelCalls
-from deepagents.modelcall.config import ModelConfig
 from deepagents.modelcall.usage import use_model_calls
+from deepagents.store.models import RedisClient
 
 # The model the ResearchAgent asks for, when the demo runs against the simulator and the
 # configuration names none.
@@ -27,7 +26,7 @@ DEMO_MODEL = "research"
 
 @contextlib.asynccontextmanager
 async def model_calls_scope(
-    models: Mapping[str, ModelConfig], redis: Redis, *, prefix: str, **options: Any
+    models: Mapping[str, ModelConfig], redis: RedisClient, *, prefix: str, **options: Any
 ) -> AsyncIterator[ModelCalls | None]:
     """``ModelCalls`` for this loop, current in this context (tasks created inside inherit
     it), closed on exit; ``None`` when no model is configured. ``options`` go to

@@ -15,18 +15,18 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import httpx
-from redis.asyncio import Redis
 
-from deepagents.modelcall.admission import FleetConcurrency, RateLimiter
-from deepagents.modelcall.config import ModelConfig
+from deepagents.config.models import ModelConfig
 from deepagents.modelcall.credentials import CredentialSource, CredentialStore, source_for
 from deepagents.modelcall.errors import InvalidRequest
-from deepagents.modelcall.gates import Budget, CircuitBreaker
-from deepagents.modelcall.keys import ModelKeys, api_key_rate_key, key_fingerprint
 from deepagents.modelcall.metrics import ModelMetrics
 from deepagents.modelcall.providers.base import Provider
 from deepagents.modelcall.providers.openai import OpenAIProvider
 from deepagents.modelcall.record import AttemptRecord
+from deepagents.store.models import RedisClient
+from deepagents.store.models.admission import FleetConcurrency, RateLimiter
+from deepagents.store.models.gates import Budget, CircuitBreaker
+from deepagents.store.models.keys import ModelKeys, api_key_rate_key, key_fingerprint
 
 log = logging.getLogger("deepagents.modelcall")
 
@@ -50,7 +50,9 @@ class ModelRuntime:
     url: str
     _key_limiters: dict[str, RateLimiter] = field(default_factory=dict)
 
-    def key_limiter(self, redis: Redis, prefix: str, secret: str | None) -> RateLimiter | None:
+    def key_limiter(
+        self, redis: RedisClient, prefix: str, secret: str | None
+    ) -> RateLimiter | None:
         """The per-API-key limiter, when configured (shared by models using the same key)."""
         limits = self.config.limits
         if secret is None or (limits.key_rpm is None and limits.key_tpm is None):
@@ -73,7 +75,7 @@ class ModelCalls:
     def __init__(
         self,
         models: Mapping[str, ModelConfig],
-        redis: Redis,
+        redis: RedisClient,
         *,
         prefix: str,
         sources: Mapping[str, CredentialSource | None] | None = None,

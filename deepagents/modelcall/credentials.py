@@ -3,9 +3,8 @@ refresh after a 401.
 
 A 401 means the key this worker holds is no longer valid. One worker in the fleet takes a
 Redis lock (a lease with a TTL), fetches the key again and publishes it with a version
-number; the others wait for the version to move and adopt the published key. The publish
-is a compare-and-set on the version that also checks the lock is still ours, so a holder
-paused past its lease cannot overwrite a newer key (fencing). The shared copy lives in
+number; the others wait for the version to move and adopt the published key. The shared
+copy (``store/models/credentials.py``: a fenced compare-and-set on the version) lives in
 Redis with a TTL: protect that Redis with ACLs, as for everything else deepagents stores.
 """
 
@@ -18,16 +17,16 @@ import threading
 import time
 import uuid
 from collections.abc import Callable
-from dataclasses import dataclass
 from typing import Any, Protocol
 
 import hvac
 import hvac.exceptions
-from redis.asyncio import Redis
 
-from deepagents.modelcall.config import ModelConfig, VaultConfig
+from deepagents.config.models import ModelConfig, VaultConfig
 from deepagents.modelcall.errors import CredentialError
-from deepagents.modelcall.keys import ModelKeys
+from deepagents.store.models import RedisClient
+from deepagents.store.models.credentials import Credential, SharedCredential
+from deepagents.store.models.keys import ModelKeys
 
 
 class CredentialSource(Protocol):
@@ -147,51 +146,24 @@ def source_for(model: ModelConfig) -> CredentialSource | None:
     return None
 
 
-@dataclass(frozen=True, slots=True)
-class Credential:
-    secret: str
-    version: int
-
-
-# KEYS: credential hash, lock. ARGV: expected version, new secret, lock token, ttl_ms.
-# Publishes only if the version did not move and, when a token is given, the lock is ours.
-_PUBLISH = """
-if ARGV[3] ~= '' and redis.call('GET', KEYS[2]) ~= ARGV[3] then return 0 end
-local current = tonumber(redis.call('HGET', KEYS[1], 'ver') or '0')
-if current ~= tonumber(ARGV[1]) then return 0 end
-redis.call('HSET', KEYS[1], 'ver', current + 1, 'secret', ARGV[2])
-redis.call('PEXPIRE', KEYS[1], tonumber(ARGV[4]))
-return current + 1
-"""
-
-# Compare-and-delete: release the lock only if we still hold it.
-_RELEASE = """
-if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('DEL', KEYS[1]) end
-return 0
-"""
-
-
 class CredentialStore:
     """The key one model is called with, shared by the fleet through Redis."""
 
     def __init__(
         self,
-        redis: Redis,
+        redis: RedisClient,
         keys: ModelKeys,
         source: CredentialSource,
         *,
         lock_ttl_s: float = 10.0,
         cache_ttl_s: float = 3600.0,
     ) -> None:
-        self._redis = redis
-        self._keys = keys
+        self._shared_copy = SharedCredential(
+            redis, keys, lock_ttl_ms=int(lock_ttl_s * 1000), cache_ttl_ms=int(cache_ttl_s * 1000)
+        )
         self.source = source
-        self._lock_ttl_ms = int(lock_ttl_s * 1000)
-        self._cache_ttl_ms = int(cache_ttl_s * 1000)
         self._current: Credential | None = None
         self._local: asyncio.Lock | None = None
-        self._publish = redis.register_script(_PUBLISH)
-        self._release = redis.register_script(_RELEASE)
         self.refreshes = 0  # fetches this process made because of a 401
 
     async def current(self) -> Credential:
@@ -216,18 +188,11 @@ class CredentialStore:
         return self._local
 
     async def _shared(self) -> Credential | None:
-        version, secret = await self._redis.hmget(self._keys.credential, ["ver", "secret"])
-        if version is None or not secret:
-            return None
-        text = secret.decode() if isinstance(secret, bytes) else str(secret)
-        return Credential(text, int(version))
+        return await self._shared_copy.read()
 
     async def _initial(self) -> Credential:
         secret = await self.source.fetch()
-        published = await self._publish(
-            keys=[self._keys.credential, self._keys.credential_lock],
-            args=[0, secret, "", self._cache_ttl_ms],
-        )
+        published = await self._shared_copy.publish(0, secret)
         if published:
             return Credential(secret, int(published))
         # Another worker published first: use theirs, so the fleet agrees on one version.
@@ -240,12 +205,11 @@ class CredentialStore:
             if shared is not None and shared.version > seen_version:
                 return shared
             token = uuid.uuid4().hex
-            lock = self._keys.credential_lock
-            if await self._redis.set(lock, token, nx=True, px=self._lock_ttl_ms):
+            if await self._shared_copy.lock(token):
                 try:
                     fresh = await self._fetch_and_publish(token, seen_version)
                 finally:
-                    await self._release(keys=[lock], args=[token])
+                    await self._shared_copy.unlock(token)
                 if fresh is not None:
                     return fresh
                 continue
@@ -261,8 +225,5 @@ class CredentialStore:
         secret = await self.source.fetch()
         self.refreshes += 1
         expected = again.version if again is not None else 0
-        published = await self._publish(
-            keys=[self._keys.credential, self._keys.credential_lock],
-            args=[expected, secret, token, self._cache_ttl_ms],
-        )
-        return Credential(secret, int(published)) if published else None
+        published = await self._shared_copy.publish(expected, secret, token)
+        return Credential(secret, published) if published else None

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from deepagents.errors import DeepAgentsError
+from deepagents.errors import DeepAgentsError, ErrorCode
 
 if TYPE_CHECKING:
     from deepagents.modelcall.record import AttemptRecord
@@ -27,7 +27,7 @@ if TYPE_CHECKING:
 class ModelCallError(DeepAgentsError):
     """A model call did not produce an answer."""
 
-    code = "model_unavailable"
+    code = ErrorCode.MODEL_UNAVAILABLE
 
     def __init__(self, message: str | None = None, *, reason: str | None = None) -> None:
         super().__init__(message)
@@ -38,13 +38,13 @@ class ModelCallError(DeepAgentsError):
 class InputTooLong(ModelCallError):
     """The input does not fit the model's context limit."""
 
-    code = "invalid_input"
+    code = ErrorCode.INVALID_INPUT
 
 
 class ModelRequestRejected(ModelCallError):
     """The provider rejected the request; retrying cannot change that."""
 
-    code = "invalid_input"
+    code = ErrorCode.INVALID_INPUT
 
 
 class ContextLengthExceeded(ModelRequestRejected):
@@ -62,29 +62,29 @@ class InvalidRequest(ModelRequestRejected):
 class SpendLimitReached(ModelRequestRejected):
     """The provider's quota or spend limit is exhausted; waiting does not help."""
 
-    code = "model_unavailable"
+    code = ErrorCode.MODEL_UNAVAILABLE
 
 
 class AuthenticationFailed(ModelRequestRejected):
     """The provider refused the credential, even after one refresh."""
 
-    code = "model_unavailable"
+    code = ErrorCode.MODEL_UNAVAILABLE
 
 
 class ModelUnavailable(ModelCallError):
     """No model in the chain answered (gates refused or retries were exhausted)."""
 
-    code = "model_unavailable"
+    code = ErrorCode.MODEL_UNAVAILABLE
     retryable = True
 
 
 class ModelDeadlineExceeded(ModelCallError):
     """Not enough time is left before the deadline for an attempt."""
 
-    code = "deadline_exceeded"
+    code = ErrorCode.DEADLINE_EXCEEDED
 
 
 class CredentialError(ModelCallError):
     """No usable API key (Vault or the environment failed); fail closed."""
 
-    code = "model_unavailable"
+    code = ErrorCode.MODEL_UNAVAILABLE

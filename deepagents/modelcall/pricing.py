@@ -6,7 +6,7 @@ import math
 from collections.abc import Sequence
 from typing import Any
 
-from deepagents.modelcall.config import ModelConfig
+from deepagents.config.models import ModelConfig
 
 # Chat formats add a few tokens of framing per message (role, separators).
 TOKENS_PER_MESSAGE = 4
@@ -16,10 +16,6 @@ def cost_usd(model: ModelConfig, tokens_in: int, tokens_out: int) -> float:
     cost = tokens_in * model.price_in_per_1k / 1000 + tokens_out * model.price_out_per_1k / 1000
     # Rounded to a micro-dollar: the unit the Redis budget counters use.
     return round(cost, 6)
-
-
-def micro_usd(cost: float) -> int:
-    return round(cost * 1_000_000)
 
 
 def estimate_tokens(text: str, chars_per_token: float) -> int:

@@ -16,8 +16,9 @@ from typing import Any
 
 from tenacity import AsyncRetrying, RetryCallState, stop_after_attempt
 
+from deepagents.config.models import RetryConfig
 from deepagents.contract.task import utcnow
-from deepagents.modelcall.config import RetryConfig
+from deepagents.errors import DeepAgentsError, ErrorCode
 
 
 class ErrorKind(StrEnum):
@@ -46,8 +47,10 @@ _CONTEXT_CODES = frozenset({"context_length_exceeded", "string_above_max_length"
 _FILTER_CODES = frozenset({"content_filter", "content_policy_violation", "content_filtered"})
 
 
-class ProviderError(Exception):
+class ProviderError(DeepAgentsError):
     """A failed attempt, already classified. Carries no prompt and no key."""
+
+    code = ErrorCode.MODEL_UNAVAILABLE
 
     def __init__(
         self,
@@ -59,6 +62,7 @@ class ProviderError(Exception):
     ) -> None:
         super().__init__(f"{kind.value}: {detail}" + (f" (HTTP {status})" if status else ""))
         self.kind = kind
+        self.retryable = kind in RETRYABLE
         self.detail = detail
         self.status = status
         self.retry_after_s = retry_after_s

@@ -237,7 +237,13 @@ class Simulator:
             await send_json(
                 writer,
                 exc.status,
-                {"error": {"message": str(exc), "type": "simulator_error", "code": exc.code}},
+                {
+                    "error": {
+                        "message": str(exc),
+                        "type": "simulator_error",
+                        "code": exc.provider_code,
+                    }
+                },
                 exc.headers,
             )
 

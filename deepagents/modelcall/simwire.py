@@ -7,6 +7,8 @@ from typing import Any
 
 import orjson
 
+from deepagents.errors import DeepAgentsError
+
 _REASONS = {
     200: "OK",
     400: "Bad Request",
@@ -19,12 +21,12 @@ _REASONS = {
 }
 
 
-class HttpError(Exception):
-    """Answered as an OpenAI-style error body with this status."""
+class HttpError(DeepAgentsError):
+    """Answered as an OpenAI-style error body with this status and the provider's code."""
 
     def __init__(self, status: int, code: str, message: str, headers: dict[str, str] | None = None):
         super().__init__(message)
-        self.status, self.code, self.headers = status, code, headers or {}
+        self.status, self.provider_code, self.headers = status, code, headers or {}
 
 
 def event(model: str, delta: dict[str, Any], finish: str | None = None) -> bytes:

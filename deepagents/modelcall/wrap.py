@@ -14,10 +14,10 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
+from deepagents.config.models import FallbackConfig
 from deepagents.contract.task import Task, utcnow
 from deepagents.modelcall.attempts import CallContext, ModelAttempts, Refused
 from deepagents.modelcall.calls import ModelCalls
-from deepagents.modelcall.config import FallbackConfig
 from deepagents.modelcall.errors import (
     InvalidRequest,
     ModelCallError,

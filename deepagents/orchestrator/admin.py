@@ -2,79 +2,42 @@
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass
+from dataclasses import asdict
 from typing import Any
 
 import orjson
 from pydantic import ValidationError
-from redis.asyncio import Redis
 
+from deepagents.compose import RedisClient, services_for
 from deepagents.config.schema import FileConfig
+from deepagents.config.settings import Settings
 from deepagents.contract.task import Task
-from deepagents.errors import DeepAgentsError, InvalidPayload
+from deepagents.errors import DeepAgentsError, ErrorCode, InvalidPayload
 from deepagents.orchestrator.routing import agent_specs
-from deepagents.transport.base import StreamRef
-from deepagents.transport.keys import Keys, ShardKeys
-from deepagents.transport.redis_streams.bus import RedisStreamBus
-from deepagents.transport.redis_streams.errors import redis_errors
+from deepagents.store.tasks import DeadLetterEntry, TaskStore
+from deepagents.transport.base import MessageBus, StreamRef
+from deepagents.transport.keys import ShardKeys
 
 
 class DeadLetterNotFound(DeepAgentsError):
     """No dead letter with that id."""
 
-    code = "not_found"
-
-
-@dataclass(frozen=True, slots=True)
-class DeadLetterEntry:
-    agent: str
-    shard: int
-    entry_id: str
-    reason: str
-    error: str
-    deliveries: int
-    dead_ms: int
-    source: str
-    task_id: str | None
-    task_json: str | None
-
-    def as_dict(self) -> dict[str, Any]:
-        return asdict(self)
-
-
-def _s(value: bytes | None) -> str:
-    return value.decode(errors="replace") if value else ""
-
-
-def _entry(agent: str, shard: int, entry_id: bytes, fields: dict[bytes, bytes]) -> DeadLetterEntry:
-    raw = fields.get(b"orig_task")
-    task_id = None
-    if raw:
-        try:
-            task_id = str(orjson.loads(raw).get("task_id")) or None
-        except (orjson.JSONDecodeError, AttributeError):
-            task_id = None
-    return DeadLetterEntry(
-        agent=agent,
-        shard=shard,
-        entry_id=entry_id.decode(),
-        reason=_s(fields.get(b"reason")),
-        error=_s(fields.get(b"error")),
-        deliveries=int(fields.get(b"deliveries") or 0),
-        dead_ms=int(fields.get(b"dead_ms") or 0),
-        source=_s(fields.get(b"source")),
-        task_id=task_id,
-        task_json=_s(raw) or None,
-    )
+    code = ErrorCode.NOT_FOUND
 
 
 class Admin:
-    def __init__(self, client: Redis, config: FileConfig, prefix: str) -> None:
-        self.client: Any = client  # replies are bytes (decode_responses=False)
+    def __init__(self, bus: MessageBus, tasks: TaskStore, config: FileConfig) -> None:
         self.config = config
-        self.keys = Keys(prefix)
-        self.bus = RedisStreamBus(client)
+        self.keys = tasks.keys
+        self.bus = bus
+        self.tasks = tasks
         self.agents = sorted(agent_specs(config))
+
+    @classmethod
+    def from_client(cls, client: RedisClient, config: FileConfig, settings: Settings) -> Admin:
+        """Views over a client the caller opened and closes."""
+        services = services_for(client, settings)
+        return cls(services.bus, services.tasks, config)
 
     def shards(self, agent: str | None = None) -> list[tuple[str, ShardKeys]]:
         names = [agent] if agent else self.agents
@@ -87,9 +50,7 @@ class Admin:
     async def status(self, agent: str | None = None) -> list[dict[str, Any]]:
         rows = []
         for name, keys in self.shards(agent):
-            with redis_errors("status"):
-                dlq = await self.client.xlen(keys.dlq)
-                delayed = await self.client.zcard(keys.delayed)
+            dlq, delayed = await self.bus.shard_backlog(keys)
             for tier in self.config.tier_names:
                 stats = await self.bus.stream_stats(StreamRef(keys, tier), name)
                 row = asdict(stats)
@@ -102,19 +63,15 @@ class Admin:
     async def list_dead(self, agent: str | None = None, limit: int = 100) -> list[DeadLetterEntry]:
         out: list[DeadLetterEntry] = []
         for name, keys in self.shards(agent):
-            with redis_errors("read dead letters"):
-                entries = await self.client.xrange(keys.dlq, count=limit)
-            out += [_entry(name, keys.shard, eid, fields) for eid, fields in entries]
+            out += await self.tasks.dead_letters(name, keys, limit)
         out.sort(key=lambda e: e.entry_id)
         return out[:limit]
 
     async def find_dead(self, entry_id: str, agent: str | None = None) -> DeadLetterEntry:
         for name, keys in self.shards(agent):
-            with redis_errors("read dead letters"):
-                found = await self.client.xrange(keys.dlq, entry_id, entry_id)
-            if found:
-                eid, fields = found[0]
-                return _entry(name, keys.shard, eid, fields)
+            found = await self.tasks.dead_letter(name, keys, entry_id)
+            if found is not None:
+                return found
         raise DeadLetterNotFound(
             f"no dead letter {entry_id!r}" + (f" for agent {agent}" if agent else "")
         )
@@ -155,10 +112,5 @@ class Admin:
     async def purge(self, agent: str | None = None, entry_ids: list[str] | None = None) -> int:
         removed = 0
         for _, keys in self.shards(agent):
-            with redis_errors("purge dead letters"):
-                if entry_ids:
-                    removed += int(await self.client.xdel(keys.dlq, *entry_ids))
-                else:
-                    removed += int(await self.client.xlen(keys.dlq))
-                    await self.client.delete(keys.dlq)
+            removed += await self.tasks.purge_dead(keys, entry_ids)
         return removed

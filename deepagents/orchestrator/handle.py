@@ -3,12 +3,17 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import Protocol
 
 from deepagents.contract.result import Result
 
-if TYPE_CHECKING:
-    from deepagents.orchestrator.orchestrator import Orchestrator
+
+class ResultSource(Protocol):
+    """What a handle asks of the orchestrator that submitted its task."""
+
+    async def wait_result(self, handle: TaskHandle, timeout: float | None) -> Result: ...
+
+    async def task_state(self, task_id: str) -> str | None: ...
 
 
 @dataclass(frozen=True, slots=True)
@@ -18,7 +23,7 @@ class TaskHandle:
     tier: str
     shard: int
     duplicate: bool  # True: an earlier submit with the same idempotency key won
-    _orchestrator: Orchestrator
+    _orchestrator: ResultSource
 
     async def result(self, timeout: float | None = 30.0) -> Result:
         """The task's Result; raises ResultTimeout if it has not finished in time."""

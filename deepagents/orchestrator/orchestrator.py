@@ -22,8 +22,8 @@ from opentelemetry.trace import Span, StatusCode
 from prometheus_client import Counter
 from pydantic import ValidationError
 from pydantic_core import to_jsonable_python
-from redis.asyncio import Redis
 
+from deepagents.compose import RedisClient, Services, open_services, services_for
 from deepagents.config.schema import FileConfig
 from deepagents.config.settings import Settings
 from deepagents.contract.agent import AgentContract
@@ -34,6 +34,7 @@ from deepagents.contract.task import Task, utcnow
 from deepagents.errors import (
     ConfigError,
     DeadlinePassed,
+    ErrorCode,
     IdempotencyConflict,
     InvalidPayload,
     NotReplicated,
@@ -44,48 +45,91 @@ from deepagents.errors import (
     UnknownIntent,
 )
 from deepagents.orchestrator.handle import TaskHandle
-from deepagents.orchestrator.replies import ReplyChannel
 from deepagents.orchestrator.routing import Route, Router, agent_specs
 from deepagents.store.registry import AgentHealth, AgentRegistry
+from deepagents.store.tasks import IdempotencyClaim, Location, TaskStore
 from deepagents.telemetry.core import Telemetry, process_telemetry
 from deepagents.telemetry.tracing import extract, producer_span, traceparent_of
-from deepagents.transport.keys import Keys
-from deepagents.transport.redis_streams.bus import RedisStreamBus
-from deepagents.transport.redis_streams.errors import redis_errors
+from deepagents.transport.base import MessageBus, ReplyListener
 
 log = logging.getLogger("deepagents.orchestrator")
 
 _ARRIVED_MAX = 100_000
-_TERMINAL = (b"done", b"dead")
 
 
 class Orchestrator:
-    """Use as ``async with Orchestrator(client, config=..., settings=...) as orch:``."""
+    """Use as ``async with Orchestrator.from_client(client, config=..., settings=...) as
+    orch:``, or give it the services (``deepagents.compose``) a process shares."""
 
     def __init__(
         self,
-        client: Redis,
+        services: Services,
         *,
         config: FileConfig,
         settings: Settings,
         agents: Iterable[type[AgentContract]] = (),
         telemetry: Telemetry | None = None,
+        owns_services: bool = False,
     ) -> None:
-        self.client: Any = client  # replies are bytes (decode_responses=False)
         self.telemetry = telemetry or process_telemetry()
         self._submitted: dict[tuple[str, str, str], Counter] = {}
         self.config = config
         self.settings = settings
-        self.keys = Keys(settings.prefix)
-        self.bus = RedisStreamBus(client, result_ttl_s=settings.result_ttl_s)
+        self.services = services
+        self._owns_services = owns_services
+        self.keys = services.keys
+        self.bus: MessageBus = services.bus
+        self.tasks: TaskStore = services.tasks
+        self.registry: AgentRegistry = services.registry
         self._agent_classes = tuple(agents)
         self.router = Router(config, agent_specs(config, agents), self.keys)
         self.reply_channel = self.keys.reply_channel(uuid.uuid4().hex)
         self._waiters: dict[str, asyncio.Future[Result]] = {}
         # Replies nobody waits for yet, as sent: validated only if someone asks.
         self._arrived: OrderedDict[str, bytes] = OrderedDict()
-        self._replies: ReplyChannel | None = None
+        self._replies: ReplyListener | None = None
         self._listener: asyncio.Task[None] | None = None
+
+    @classmethod
+    def from_client(
+        cls,
+        client: RedisClient,
+        *,
+        config: FileConfig,
+        settings: Settings,
+        agents: Iterable[type[AgentContract]] = (),
+        telemetry: Telemetry | None = None,
+    ) -> Orchestrator:
+        """An orchestrator over a client the caller opened and closes."""
+        services = services_for(client, settings)
+        return cls(
+            services,
+            config=config,
+            settings=settings,
+            agents=agents,
+            telemetry=telemetry,
+            owns_services=True,
+        )
+
+    @classmethod
+    def from_settings(
+        cls,
+        settings: Settings,
+        *,
+        config: FileConfig,
+        agents: Iterable[type[AgentContract]] = (),
+        telemetry: Telemetry | None = None,
+    ) -> Orchestrator:
+        """An orchestrator over a Redis client of its own (``DEEPAGENTS_REDIS_URL``),
+        closed with it."""
+        return cls(
+            open_services(settings),
+            config=config,
+            settings=settings,
+            agents=agents,
+            telemetry=telemetry,
+            owns_services=True,
+        )
 
     def reload(self, config: FileConfig) -> None:
         """Route with ``config`` from now on: its strategies, agents, intents and backlog
@@ -120,7 +164,7 @@ class Orchestrator:
         """Subscribe to this orchestrator's reply channel before anything is submitted."""
         if self._replies is not None:
             return
-        replies = ReplyChannel(self.client, self.reply_channel, self._on_reply)
+        replies = self.bus.reply_listener(self.reply_channel, self._on_reply)
         await replies.open()
         self._replies = replies
         self._listener = asyncio.create_task(replies.run(), name="orchestrator-replies")
@@ -137,7 +181,8 @@ class Orchestrator:
         for future in self._waiters.values():
             future.cancel()
         self._waiters.clear()
-        await self.bus.aclose()  # the connections its own, if any (DEEPAGENTS_MIN_REPLICAS)
+        if self._owns_services:  # the bus's own connections, if any (DEEPAGENTS_MIN_REPLICAS)
+            await self.services.aclose()
 
     # submit -------------------------------------------------------------------------------
 
@@ -177,7 +222,7 @@ class Orchestrator:
                 route = self.router.route(task)
             except (UnknownIntent, InvalidPayload):
                 continue
-            out.append((self.keys.location(task.task_id), _location_value(route)))
+            out.append(self.tasks.location_record(task.task_id, _location(route)))
         return out
 
     @property
@@ -308,23 +353,18 @@ class Orchestrator:
         keyed = [i for i, (t, _, _, _) in enumerate(prepared) if t.idempotency_key]
         if not keyed:
             return prepared
-        ttl = self.settings.idempotency_ttl_s
         prints = [_fingerprint(prepared[i][0]) for i in keyed]
-        with redis_errors("idempotency keys"):
-            pipe = self.client.pipeline(transaction=False)
-            for i, mine in zip(keyed, prints, strict=True):
-                task = prepared[i][0]
-                key = self.keys.idempotency(task.idempotency_key or "", task.tenant)
-                pipe.set(key, f"{task.task_id} {mine}", nx=True, ex=ttl)
-                pipe.get(key)
-            replies = await pipe.execute()
+        claims = [
+            IdempotencyClaim(t.idempotency_key or "", t.tenant, t.task_id, mine)
+            for t, mine in zip((prepared[i][0] for i in keyed), prints, strict=True)
+        ]
+        holders = await self.tasks.claim_idempotency(claims, self.settings.idempotency_ttl_s)
         out = list(prepared)
-        for n, (i, mine) in enumerate(zip(keyed, prints, strict=True)):
+        for i, mine, holder in zip(keyed, prints, holders, strict=True):
             task = prepared[i][0]
-            stored = replies[2 * n + 1]
-            owner, _, fingerprint = (stored or b"").decode().partition(" ")
-            if stored is None or owner == task.task_id:  # ours (None: expired meanwhile)
+            if holder is None or holder[0] == task.task_id:  # ours (None: expired meanwhile)
                 continue
+            owner, fingerprint = holder
             # Keys written before fingerprints existed hold the task id alone: no check.
             if fingerprint and fingerprint != mine:
                 raise IdempotencyConflict(
@@ -340,7 +380,7 @@ class Orchestrator:
         return out
 
     async def _record_locations(self, located: list[tuple[str, Route]]) -> None:
-        pairs = [(self.keys.location(t), _location_value(route)) for t, route in located]
+        pairs = [self.tasks.location_record(t, _location(route)) for t, route in located]
         # With DEEPAGENTS_MIN_REPLICAS, on one server the enqueue's WAIT, which comes after,
         # covers these too (replication keeps the server's order). On a cluster they may sit
         # on other nodes than their tasks: each node's part waits on its own, before
@@ -367,7 +407,7 @@ class Orchestrator:
     async def agent_health(self) -> dict[str, AgentHealth]:
         """Per configured agent type: registered instances, fresh ones (heartbeat within the
         visibility timeout) and healthy ones (fresh, last ``health_check()`` passed)."""
-        registry = AgentRegistry(self.client, self.keys)
+        registry = self.registry
         out: dict[str, AgentHealth] = {}
         for name in sorted(self.router.specs):
             stale_ms = self.config.agent_settings(name).visibility_timeout_ms
@@ -425,12 +465,8 @@ class Orchestrator:
             self._waiters.pop(handle.task_id, None)
 
     async def _stored_result(self, agent: str, shard: int, task_id: str) -> Result | None:
-        key = self.keys.shard(agent, shard).task(task_id)
-        with redis_errors("read result"):
-            state, raw = await self.client.hmget(key, ["state", "result"])
-        if state in _TERMINAL and raw:
-            return decode_result(raw)
-        return None
+        raw = await self.tasks.terminal_result(agent, shard, task_id)
+        return None if raw is None else decode_result(raw)
 
     async def get_result(self, task_id: str) -> Result | None:
         info = await self.lookup(task_id)
@@ -445,13 +481,12 @@ class Orchestrator:
     async def cancel(self, task_id: str) -> str:
         """Cancel a task that has not started. Returns 'ok', 'missing', or the state
         (running, done, dead) that made it too late."""
-        with redis_errors("cancel"):
-            loc = await self.client.get(self.keys.location(task_id))
+        loc = await self.tasks.location(task_id, what="cancel")
         if loc is None:
             return "missing"
-        agent, shard, _ = loc.decode().split("|")
+        agent = loc.agent
         result = Result.failed(
-            "cancelled",
+            ErrorCode.CANCELLED,
             "cancelled before it started",
             task_id=task_id,
             agent=agent,
@@ -460,22 +495,19 @@ class Orchestrator:
         events = b""
         if self.settings.outbox:
             events = encode_events(
-                [audit_event("failed", task_id, agent=agent, reason="cancelled")]
+                [audit_event("failed", task_id, agent=agent, reason=ErrorCode.CANCELLED)]
             )
         return await self.bus.cancel(
-            self.keys.shard(agent, int(shard)), task_id, encode_result(result), events
+            self.keys.shard(agent, loc.shard), task_id, encode_result(result), events
         )
 
     async def lookup(self, task_id: str) -> dict[str, Any] | None:
         """The task hash (state, owner, attempt, result, …) found through its location key."""
-        with redis_errors("lookup"):
-            loc = await self.client.get(self.keys.location(task_id))
-            if loc is None:
-                return None
-            agent, shard, tier = loc.decode().split("|")
-            raw = await self.client.hgetall(self.keys.shard(agent, int(shard)).task(task_id))
-        info: dict[str, Any] = {k.decode(): v.decode() for k, v in raw.items()}
-        info.update(agent=agent, shard=int(shard), submitted_tier=tier)
+        loc = await self.tasks.location(task_id)
+        if loc is None:
+            return None
+        info: dict[str, Any] = dict(await self.tasks.task_fields(loc, task_id))
+        info.update(agent=loc.agent, shard=loc.shard, submitted_tier=loc.tier)
         return info
 
     def _on_reply(self, data: bytes) -> None:
@@ -499,8 +531,8 @@ class Orchestrator:
             self._arrived.popitem(last=False)
 
 
-def _location_value(route: Route) -> str:
-    return f"{route.agent}|{route.shard}|{route.tier}"
+def _location(route: Route) -> Location:
+    return Location(route.agent, route.shard, route.tier)
 
 
 def _submitted_event(task: Task, route: Route) -> dict[str, Any]:

@@ -7,10 +7,10 @@ from dataclasses import dataclass
 
 from pydantic import BaseModel, ValidationError
 
-from deepagents._internal.imports import load_agent_class
 from deepagents.config.rules import Predicate, compile_match
 from deepagents.config.schema import FileConfig
 from deepagents.contract.agent import AgentContract
+from deepagents.contract.loading import load_agent_class
 from deepagents.contract.task import Task
 from deepagents.errors import ConfigError, InvalidPayload, UnknownIntent
 from deepagents.transport.base import StreamRef

@@ -1,8 +1,15 @@
-"""The agent registry in Redis: which agent types run, their versions, intents and instances."""
+"""The agent registry in Redis: which agent types run, their versions, intents and instances.
+
+Readers (the gateway's ``GET /v1/agents``, health for routing and status) never fail on a
+malformed field: it is moved to the agent's dead-letter stream (shard 0's, reason
+``decode_error``, the value kept as ``orig_value``), counted, and read as absent. Workers
+write every field again when they register.
+"""
 
 from __future__ import annotations
 
 import contextlib
+import logging
 import time
 from dataclasses import dataclass
 from typing import Any
@@ -11,12 +18,25 @@ import orjson
 from redis.asyncio import Redis
 
 from deepagents.contract.agent import AgentContract
+from deepagents.errors import ErrorCode
+from deepagents.telemetry.core import process_telemetry
+from deepagents.telemetry.metrics import Metrics
 from deepagents.transport.keys import Keys
 from deepagents.transport.redis_streams.errors import redis_errors
+
+log = logging.getLogger("deepagents.registry")
 
 # An instance whose heartbeat is older than this is dropped from the registry by readers of
 # health: a worker killed with -9 never deregisters.
 FORGET_MS = 600_000
+# Delete a hash field only if it still holds the malformed value that was read: a worker
+# that registered meanwhile wrote a good one, which must stay.
+_DELETE_IF_SAME = """
+if redis.call('HGET', KEYS[1], ARGV[1]) == ARGV[2] then
+  return redis.call('HDEL', KEYS[1], ARGV[1])
+end
+return 0
+"""
 
 
 @dataclass(frozen=True, slots=True)
@@ -39,9 +59,11 @@ class AgentHealth:
 
 
 class AgentRegistry:
-    def __init__(self, client: Redis, keys: Keys) -> None:
+    def __init__(self, client: Redis, keys: Keys, metrics: Metrics | None = None) -> None:
         self.client: Any = client  # replies are bytes (decode_responses=False)
         self.keys = keys
+        self.metrics = metrics if metrics is not None else process_telemetry().metrics
+        self._delete_if_same = client.register_script(_DELETE_IF_SAME)
 
     async def register(self, agent: AgentContract, instance: str) -> None:
         now = int(time.time() * 1000)
@@ -100,8 +122,8 @@ class AgentRegistry:
         now = int(time.time() * 1000)
         out: dict[str, AgentHealth] = {}
         for i, name in enumerate(names):
-            beats = {k.decode(): int(v) for k, v in replies[2 * i].items()}
-            checks = {k.decode(): v.decode() for k, v in replies[2 * i + 1].items()}
+            beats = await self._beats(name, replies[2 * i])
+            checks = {_text(k): _text(v) for k, v in replies[2 * i + 1].items()}
             gone = [inst for inst, ms in beats.items() if now - ms > forget_ms]
             if gone:
                 await self._forget(name, gone)
@@ -118,15 +140,96 @@ class AgentRegistry:
             pipe.hdel(self._health_key(name), *instances)
             await pipe.execute()
 
-    async def agents(self) -> dict[str, dict[str, object]]:
-        names = sorted(n.decode() for n in await self.client.smembers(self.keys.agents_index))
+    async def agents(self, *, what: str = "list agents") -> dict[str, dict[str, object]]:
+        with redis_errors(what):
+            return await self._agents()
+
+    async def _agents(self) -> dict[str, dict[str, object]]:
+        names = sorted(_text(n) for n in await self.client.smembers(self.keys.agents_index))
         out: dict[str, dict[str, object]] = {}
         for name in names:
             info = await self.client.hgetall(self.keys.agent(name))
             instances = await self.client.hgetall(self.keys.agent_instances(name))
             out[name] = {
-                "version": info.get(b"version", b"").decode(),
-                "intents": orjson.loads(info.get(b"intents", b"[]")),
-                "instances": {k.decode(): int(v) for k, v in instances.items()},
+                **await self._description(name, info),
+                "instances": await self._beats(name, instances),
             }
         return out
+
+    async def _description(self, name: str, info: dict[bytes, bytes]) -> dict[str, object]:
+        """Version and intents of an agent's hash; a malformed one is moved aside."""
+        key = self.keys.agent(name)
+        version = info.get(b"version", b"")
+        if not _is_text(version):
+            await self._move_aside(name, key, b"version", version, "not UTF-8")
+            version = b""
+        intents = _intents(info.get(b"intents", b"[]"))
+        if isinstance(intents, str):
+            await self._move_aside(name, key, b"intents", info[b"intents"], intents)
+            intents = []
+        return {"version": version.decode(), "intents": intents}
+
+    async def _beats(self, name: str, raw: dict[bytes, bytes]) -> dict[str, int]:
+        """An instances hash as instance -> last heartbeat ms; a value that is not a
+        timestamp is moved aside."""
+        beats: dict[str, int] = {}
+        for instance, value in raw.items():
+            if value.isdigit():
+                beats[_text(instance)] = int(value)
+            else:
+                key = self.keys.agent_instances(name)
+                await self._move_aside(name, key, instance, value, "heartbeat is not a number")
+        return beats
+
+    async def _move_aside(
+        self, name: str, key: str, field: bytes, value: bytes, error: str
+    ) -> None:
+        """Record a malformed field in the agent's dead-letter stream, then delete it from
+        the registry (unless a worker rewrote it meanwhile). Recorded first: a crash in
+        between leaves it to be moved again, never lost."""
+        dlq = self.keys.shard(name, 0).dlq
+        record = {
+            "source": key,
+            "field": field,
+            "reason": ErrorCode.DECODE_ERROR,
+            "error": error,
+            "dead_ms": int(time.time() * 1000),
+            "deliveries": 0,
+            "orig_value": value,
+        }
+        with redis_errors("move a malformed registry field aside"):
+            await self.client.xadd(dlq, record)
+            await self._delete_if_same(keys=[key], args=[field, value])
+        if self.metrics is not None:
+            self.metrics.decode_errors.labels(name, "registry").inc()
+        log.warning(
+            "moved the malformed field %s of %s to %s: %s",
+            _text(field),
+            key,
+            dlq,
+            error,
+            extra={"action": "dead_lettered", "reason": "decode_error", "agent": name},
+        )
+
+
+def _text(raw: bytes) -> str:
+    return raw.decode(errors="replace")
+
+
+def _is_text(raw: bytes) -> bool:
+    try:
+        raw.decode()
+    except UnicodeDecodeError:
+        return False
+    return True
+
+
+def _intents(raw: bytes) -> list[str] | str:
+    """The intents field as a list of names, or why it is not one."""
+    try:
+        intents = orjson.loads(raw)
+    except orjson.JSONDecodeError as exc:
+        return f"not JSON: {exc}"
+    if not isinstance(intents, list) or not all(isinstance(i, str) for i in intents):
+        return "not a JSON list of strings"
+    return intents

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import logging
 import sys
+from collections.abc import Sequence
 from contextvars import ContextVar
 from datetime import UTC, datetime
 from typing import IO, Any
@@ -80,9 +81,16 @@ class HumanFormatter(logging.Formatter):
 
 
 def configure_logging(
-    level: str = "INFO", fmt: str = "auto", stream: IO[str] | None = None
+    level: str = "INFO",
+    fmt: str = "auto",
+    stream: IO[str] | None = None,
+    debug_loggers: Sequence[str] = (),
 ) -> None:
-    """Replace the root handlers: JSON lines unless ``fmt`` is human (or auto on a TTY)."""
+    """Replace the root handlers: JSON lines unless ``fmt`` is human (or auto on a TTY).
+
+    ``level`` is deepagents' own; other libraries log at INFO at most, since their DEBUG
+    lines quote what they carry (redis-py writes whole replies, results included), unless
+    named in ``debug_loggers`` while ``level`` is DEBUG."""
     stream = stream or sys.stderr
     human = fmt == "human" or (fmt == "auto" and stream.isatty())
     handler = logging.StreamHandler(stream)
@@ -91,5 +99,10 @@ def configure_logging(
     for old in list(root.handlers):
         root.removeHandler(old)
     root.addHandler(handler)
-    root.setLevel(level)
+    numeric = logging.getLevelNamesMapping()[level]
+    root.setLevel(max(numeric, logging.INFO))
+    # Below INFO only ours: at INFO and above it inherits the root's level, as before.
+    logging.getLogger("deepagents").setLevel(numeric if numeric < logging.INFO else logging.NOTSET)
     logging.getLogger("asyncio").setLevel(logging.WARNING)
+    for name in debug_loggers if numeric <= logging.DEBUG else ():
+        logging.getLogger(name).setLevel(logging.DEBUG)

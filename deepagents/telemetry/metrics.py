@@ -90,6 +90,12 @@ class Metrics:
             "deepagents_agent_healthy", "Result of this process's last health_check() (1/0)",
             ("agent",), registry=r,
         )  # fmt: skip
+        self.decode_errors = Counter(
+            "deepagents_decode_errors",
+            "Malformed members moved aside (dead-lettered or skipped) instead of read, by agent "
+            "and structure: stream, delayed (set), registry (hash)",
+            ("agent", "structure"), registry=r,
+        )  # fmt: skip
         self.model = ModelCallMetrics(r)
 
     def tier(self, agent: str, tier: str) -> TierMetrics:

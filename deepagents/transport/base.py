@@ -6,11 +6,17 @@ backend implements the same methods and nothing above this layer changes.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import time
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import NamedTuple, Protocol
 
 from deepagents.transport.keys import ShardKeys
+
+
+def now_ms() -> int:
+    """Wall-clock milliseconds, the unit of every timestamp the bus writes."""
+    return time.time_ns() // 1_000_000
 
 
 @dataclass(frozen=True, slots=True)
@@ -102,6 +108,11 @@ class Reschedule:
     events_json: bytes = b""
 
 
+class Promoted(NamedTuple):
+    moved: int  # into their tier streams
+    dead_lettered: int  # members that were not delayed tasks (decode_error)
+
+
 @dataclass(slots=True)
 class StreamStats:
     stream: str
@@ -114,7 +125,33 @@ class StreamStats:
     delayed: int = 0
 
 
+class ReplyListener(Protocol):
+    """One submitter's reply channel: ``open()`` subscribes (before anything is submitted,
+    so no reply is missed), ``run()`` hands each reply to its callback until cancelled,
+    ``aclose()`` ends it. Fire and forget: waiters also poll the task's stored result."""
+
+    channel: str
+
+    async def open(self) -> None: ...
+
+    async def run(self) -> None: ...
+
+    async def aclose(self) -> None: ...
+
+
 class MessageBus(Protocol):
+    """Every operation the layers above the transport need of the streams. One instance
+    serves one process; ``aclose()`` closes the connections the bus opened itself."""
+
+    @property
+    def cluster(self) -> bool: ...
+
+    async def aclose(self) -> None: ...
+
+    async def check_server(self, *, allow_evicting: bool = False) -> str: ...
+
+    async def ping_ms(self, limit_s: float = 2.0) -> float | None: ...
+
     async def ensure_group(self, stream: StreamRef, group: str) -> None: ...
 
     async def enqueue(
@@ -127,6 +164,27 @@ class MessageBus(Protocol):
         max_backlog: int,
         events_json: bytes,
     ) -> tuple[str, str]: ...
+
+    async def enqueue_many(
+        self,
+        items: Sequence[tuple[StreamRef, str, bytes, str, bytes]],
+        *,
+        max_backlog: int | Sequence[int],
+        replicas: int = 0,
+        replica_wait_ms: int = 1_000,
+    ) -> list[tuple[str, str]]: ...
+
+    async def set_many(
+        self,
+        pairs: Sequence[tuple[str, str]],
+        ttl_s: int,
+        *,
+        what: str,
+        replicas: int = 0,
+        replica_wait_ms: int = 1_000,
+    ) -> int: ...
+
+    def reply_listener(self, channel: str, deliver: Callable[[bytes], None]) -> ReplyListener: ...
 
     async def read(
         self, stream: StreamRef, group: str, consumer: str, count: int, block_ms: int | None
@@ -191,4 +249,24 @@ class MessageBus(Protocol):
         self, stream: StreamRef, group: str, consumer: str, min_idle_ms: int
     ) -> list[str]: ...
 
-    async def promote_due(self, keys: ShardKeys, tiers: Sequence[str], limit: int) -> int: ...
+    async def promote_due(
+        self, keys: ShardKeys, tiers: Sequence[str], limit: int = 500
+    ) -> Promoted: ...
+
+    async def replay(
+        self, keys: ShardKeys, dlq_entry: str, tier: str, task_id: str, task_json: bytes, reply: str
+    ) -> tuple[str, str]: ...
+
+    async def cancel(
+        self, keys: ShardKeys, task_id: str, result_json: bytes, events_json: bytes
+    ) -> str: ...
+
+    async def stream_stats(self, stream: StreamRef, group: str) -> StreamStats: ...
+
+    async def shard_backlog(self, keys: ShardKeys) -> tuple[int, int]: ...
+
+    async def oldest_idle_ms(
+        self, streams: Sequence[tuple[str, str]], scan: int
+    ) -> list[int | None]: ...
+
+    async def outbox_lengths(self, shards: Sequence[ShardKeys]) -> list[int]: ...

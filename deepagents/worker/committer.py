@@ -8,8 +8,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from deepagents.errors import TransportError
-from deepagents.transport.base import CommitItem, StreamRef
-from deepagents.transport.redis_streams.bus import RedisStreamBus
+from deepagents.transport.base import CommitItem, MessageBus, StreamRef
 
 # Called once per stream's batch after its flush, with the items' tokens and statuses (each
 # None, and the error, when the commit failed for good). On the loop, never concurrently.
@@ -29,7 +28,7 @@ class Committer:
 
     def __init__(
         self,
-        bus: RedisStreamBus,
+        bus: MessageBus,
         group: str,
         consumer: str,
         on_committed: OnCommitted,

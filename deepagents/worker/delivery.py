@@ -13,13 +13,16 @@ import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 import orjson
 from pydantic_core import to_jsonable_python
 
 from deepagents._internal.eager import Resume, first_step
 from deepagents._internal.ids import uuid7_str
+from deepagents.config.schema import AgentSettings, FileConfig
+from deepagents.config.settings import Settings
+from deepagents.contract.agent import AgentContract
 from deepagents.contract.codec import (
     Envelope,
     decode_envelopes,
@@ -32,24 +35,24 @@ from deepagents.contract.result import NO_METRICS, ErrorCode, ErrorInfo, Result,
 from deepagents.contract.task import utcnow
 from deepagents.errors import TransportError
 from deepagents.modelcall.usage import start_usage
+from deepagents.telemetry.core import Telemetry
 from deepagents.telemetry.metrics import TierMetrics
 from deepagents.transport.base import (
     BeginItem,
     CommitItem,
     DeadLetter,
+    MessageBus,
     RawEntry,
     Reschedule,
     StreamRef,
+    now_ms,
 )
-from deepagents.transport.redis_streams.bus import now_ms
 from deepagents.worker.committer import Committer
 from deepagents.worker.pools import TierPool
 from deepagents.worker.quarantine import Quarantine
 from deepagents.worker.retry import decide
 from deepagents.worker.runner import AgentRunner
-
-if TYPE_CHECKING:
-    from deepagents.worker.worker import Worker
+from deepagents.worker.stats import WorkerStats
 
 log = logging.getLogger("deepagents.worker")
 # A status's text without the enum's ``value`` descriptor, which is per task here.
@@ -83,8 +86,24 @@ class InFlight:
     settled: asyncio.Event | None = None
 
 
+class WorkerView(Protocol):
+    """What the delivery steps read and change of their worker (``worker.Worker``)."""
+
+    name: str
+    agent: AgentContract
+    agent_settings: AgentSettings
+    config: FileConfig
+    settings: Settings
+    telemetry: Telemetry
+    consumer: str
+    bus: MessageBus
+    pools: dict[str, TierPool]
+    inflight: dict[tuple[str, str], InFlight]
+    stats: WorkerStats
+
+
 class DeliveryHandler:
-    def __init__(self, worker: Worker, runner: AgentRunner) -> None:
+    def __init__(self, worker: WorkerView, runner: AgentRunner) -> None:
         self.w = worker
         self.runner = runner
         self.committer = Committer(
@@ -103,12 +122,18 @@ class DeliveryHandler:
         self.quarantine = Quarantine()
         self._bases: dict[str, bytes] = {}  # per stream name: a str hashes in C
         self._max_wait = {name: tier.max_wait_ms for name, tier in worker.config.tiers.items()}
+        # What a producer may enqueue (Orchestrator.submit) is what a worker parses: a task
+        # written past it straight to the stream is dead-lettered unread.
+        self._max_task_bytes = worker.settings.max_payload_bytes
         metrics = worker.telemetry.metrics
         # Children bound once per tier: the hot path does a dict lookup, never a label lookup.
         self._tm: dict[str, TierMetrics] | None = (
             {t: metrics.tier(worker.name, t) for t in worker.config.tier_names}
             if metrics is not None
             else None
+        )
+        self._decode_errors = (
+            metrics.decode_errors.labels(worker.name, "stream") if metrics is not None else None
         )
 
     # intake -------------------------------------------------------------------------------
@@ -121,15 +146,16 @@ class DeliveryHandler:
         this consumer (begin skips their owner check)."""
         pool = self.w.pools[ref.tier]
         good: list[tuple[RawEntry, Envelope]] = []
-        decoded = decode_envelopes([entry.fields for entry in entries])
+        decoded = decode_envelopes([entry.fields for entry in entries], self._max_task_bytes)
         for entry, envelope in zip(entries, decoded, strict=True):
             if isinstance(envelope, Envelope):
                 good.append((entry, envelope))
                 continue
             if entry.fields:
-                await self._dead_letter_raw(ref, entry, "decode_error", str(envelope))
+                # decode_error, or too_large for a task never parsed (TooLarge)
+                await self._dead_letter_raw(ref, entry, envelope.code, str(envelope))
             else:
-                await self._dead_letter_raw(ref, entry, "payload_lost", _BODY_GONE)
+                await self._dead_letter_raw(ref, entry, ErrorCode.PAYLOAD_LOST, _BODY_GONE)
             pool.release()
         if not good:
             return
@@ -397,7 +423,9 @@ class DeliveryHandler:
     async def _exhausted(self, flight: InFlight) -> None:
         """Delivered more than max_deliveries times (crashes or failures): dead-letter it."""
         reason = f"delivered {flight.deliveries} times (max {self.w.agent_settings.max_deliveries})"
-        await self._dead_letter(flight, "max_deliveries", reason, time.monotonic(), flight.queue_ms)
+        await self._dead_letter(
+            flight, ErrorCode.MAX_DELIVERIES, reason, time.monotonic(), flight.queue_ms
+        )
 
     # outcomes -----------------------------------------------------------------------------
 
@@ -627,7 +655,7 @@ class DeliveryHandler:
             self._tm[flight.stream.tier].completed[kind].inc()
 
     async def _dead_letter(
-        self, flight: InFlight, reason: str, error: str, started: float, queue_ms: int
+        self, flight: InFlight, reason: ErrorCode, error: str, started: float, queue_ms: int
     ) -> None:
         failed = Result.failed(ErrorCode.DEAD_LETTERED, f"{reason}: {error}")
         result_json = self._finish(flight, failed, started, queue_ms, utcnow())
@@ -658,16 +686,20 @@ class DeliveryHandler:
         )
 
     async def _dead_letter_raw(
-        self, ref: StreamRef, entry: RawEntry, reason: str, error: str
+        self, ref: StreamRef, entry: RawEntry, reason: ErrorCode, error: str
     ) -> None:
         """An entry that is not a task (undecodable, or its body is gone). When its task id
         can still be read (``salvage_ids``), the task fails with the reason, so that its
         submitter hears it rather than waiting for ever."""
         entry_id = entry.entry_id
-        salvaged = salvage_ids(entry.fields) if reason == "decode_error" else None
+        salvaged = (
+            salvage_ids(entry.fields, parse=reason == ErrorCode.DECODE_ERROR)
+            if reason != ErrorCode.PAYLOAD_LOST
+            else None
+        )
         task_id, reply = salvaged if salvaged is not None else (None, "")
         result_json = b"" if task_id is None else self._failed_json(task_id, reason, error)
-        kind = "payload_lost" if reason == "payload_lost" else "dead_lettered"
+        kind = "payload_lost" if reason == ErrorCode.PAYLOAD_LOST else "dead_lettered"
         fields = {"agent": self.w.agent.name, "entry": entry_id, "reason": reason, "error": error}
         events, unbound = (
             [audit_event(kind, task_id, **fields)],
@@ -688,6 +720,8 @@ class DeliveryHandler:
         self._count(status, "dead_lettered")
         if status == "ok" and self._tm is not None:
             self._tm[ref.tier].completed["dead_lettered"].inc()
+            if reason == ErrorCode.DECODE_ERROR and self._decode_errors is not None:
+                self._decode_errors.inc()
         log.warning(
             "dead-lettered entry %s of %s: %s (%s)",
             entry_id,
@@ -697,7 +731,7 @@ class DeliveryHandler:
             extra={"action": "dead_lettered", "task_id": task_id},
         )
 
-    def _failed_json(self, task_id: str, reason: str, error: str) -> bytes:
+    def _failed_json(self, task_id: str, reason: ErrorCode, error: str) -> bytes:
         """A dead-lettered task's Result, for a task that never decoded (no flight)."""
         failed = Result(
             task_id=task_id,
@@ -715,7 +749,7 @@ class DeliveryHandler:
             events = [audit_event("payload_lost", None, agent=self.w.agent.name, entry=entry_id)]
             item = DeadLetter(
                 entry_id,
-                "payload_lost",
+                ErrorCode.PAYLOAD_LOST,
                 _BODY_GONE,
                 events_json=encode_events(events) if self.outbox else b"",
                 check_owner=False,

@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from pydantic import ValidationError
 
 from deepagents.config.schema import RetryPolicy
-from deepagents.errors import DeepAgentsError, InvalidInput
+from deepagents.errors import DeepAgentsError, ErrorCode, InvalidInput
 
 
 def backoff_ms(policy: RetryPolicy, attempt: int, rng: random.Random | None = None) -> int:
@@ -23,7 +23,7 @@ def backoff_ms(policy: RetryPolicy, attempt: int, rng: random.Random | None = No
 @dataclass(frozen=True, slots=True)
 class Decision:
     action: str  # "retry" | "fail" | "dead_letter"
-    code: str
+    code: ErrorCode
     reason: str
     delay_ms: int = 0
 
@@ -40,16 +40,18 @@ def decide(
     """What to do with a task whose contract raised ``exc`` on its ``deliveries``-th run."""
     message = f"{type(exc).__name__}: {exc}"[:2000]
     if isinstance(exc, InvalidInput | ValidationError):
-        return Decision("fail", "invalid_input", message)
+        return Decision("fail", ErrorCode.INVALID_INPUT, message)
     retryable = exc.retryable if isinstance(exc, DeepAgentsError) else True
-    code = exc.code if isinstance(exc, DeepAgentsError) else "agent_error"
+    code = exc.code if isinstance(exc, DeepAgentsError) else ErrorCode.AGENT_ERROR
     if not retryable:
         return Decision("fail", code, message)
     if deliveries >= max_deliveries:
         return Decision(
-            "dead_letter", "max_deliveries", f"failed {deliveries} times; last: {message}"
+            "dead_letter", ErrorCode.MAX_DELIVERIES, f"failed {deliveries} times; last: {message}"
         )
     delay = backoff_ms(policy, deliveries, rng)
     if time_left_ms is not None and delay >= time_left_ms:
-        return Decision("fail", "deadline_exceeded", f"no time left to retry; last: {message}")
+        return Decision(
+            "fail", ErrorCode.DEADLINE_EXCEEDED, f"no time left to retry; last: {message}"
+        )
     return Decision("retry", code, message, delay)

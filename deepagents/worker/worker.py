@@ -16,10 +16,8 @@ import time
 from collections import defaultdict
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field
 
-from redis.asyncio import Redis
-
+from deepagents.compose import RedisClient, Services, services_for
 from deepagents.config.schema import AgentSettings, FileConfig
 from deepagents.config.settings import Settings
 from deepagents.contract.agent import AgentContract
@@ -28,33 +26,18 @@ from deepagents.modelcall.bootstrap import model_calls_scope, simulator_models
 from deepagents.store.registry import AgentRegistry
 from deepagents.telemetry.core import Telemetry, process_telemetry
 from deepagents.telemetry.modelcalls import ModelCallRecorder
-from deepagents.transport.base import StreamRef
-from deepagents.transport.keys import Keys
-from deepagents.transport.redis_streams.bus import RedisStreamBus
-from deepagents.transport.redis_streams.pool import check_server
+from deepagents.transport.base import MessageBus, StreamRef
 from deepagents.worker.committer import Committer
 from deepagents.worker.delivery import DeliveryHandler, InFlight
 from deepagents.worker.pools import TierPool
 from deepagents.worker.runner import AgentRunner
+from deepagents.worker.stats import WorkerStats
 
 log = logging.getLogger("deepagents.worker")
 
 # How long a lower tier's reader waits for a higher tier's running tasks before reading
 # anyway: strict priority under contention, without starving the lower tier.
 YIELD_TO_HIGHER_S = 0.05
-
-
-@dataclass(slots=True)
-class WorkerStats:
-    started: int = 0
-    committed: int = 0
-    duplicates: int = 0
-    lost_ownership: int = 0
-    retried: int = 0
-    dead_lettered: int = 0
-    failed: int = 0
-    reclaimed: int = 0
-    by_status: dict[str, int] = field(default_factory=lambda: defaultdict(int))
 
 
 class Worker:
@@ -64,23 +47,25 @@ class Worker:
         self,
         agent: AgentContract,
         *,
-        client: Redis,
+        services: Services,
         config: FileConfig,
         settings: Settings,
         consumer: str | None = None,
         concurrency: dict[str, int] | None = None,
         telemetry: Telemetry | None = None,
+        owns_services: bool = False,
     ) -> None:
         self.agent = agent
         self.telemetry = telemetry or process_telemetry()
         self.name = agent.name
-        self.client = client
+        self.services = services
+        self._owns_services = owns_services
         self.config = config
         self.settings = settings
         self.agent_settings: AgentSettings = config.agent_settings(agent.name)
         self.consumer = consumer or settings.consumer_name()
-        self.keys = Keys(settings.prefix)
-        self.bus = RedisStreamBus(client, result_ttl_s=settings.result_ttl_s)
+        self.keys = services.keys
+        self.bus: MessageBus = services.bus
         self.stats = WorkerStats()
         sizes = {name: tier.concurrency for name, tier in config.tiers.items()}
         sizes.update(concurrency or {})
@@ -100,6 +85,30 @@ class Worker:
         self._executor: ThreadPoolExecutor | None = None
         self.ready = asyncio.Event()
 
+    @classmethod
+    def from_client(
+        cls,
+        agent: AgentContract,
+        *,
+        client: RedisClient,
+        config: FileConfig,
+        settings: Settings,
+        consumer: str | None = None,
+        concurrency: dict[str, int] | None = None,
+        telemetry: Telemetry | None = None,
+    ) -> Worker:
+        """A worker over a client the caller opened and closes."""
+        return cls(
+            agent,
+            services=services_for(client, settings),
+            config=config,
+            settings=settings,
+            consumer=consumer,
+            concurrency=concurrency,
+            telemetry=telemetry,
+            owns_services=True,
+        )
+
     # lifecycle ----------------------------------------------------------------------------
 
     def stop(self) -> None:
@@ -114,13 +123,13 @@ class Worker:
         self._stop_event = asyncio.Event()
         if self._stopping:
             return
-        await check_server(self.client, allow_evicting=self.settings.allow_evicting_redis)
+        await self.bus.check_server(allow_evicting=self.settings.allow_evicting_redis)
         for ref in self.streams:
             await self.bus.ensure_group(ref, self.name)
         self._executor = ThreadPoolExecutor(
             max_workers=self.agent_settings.sync_threads, thread_name_prefix=f"da-{self.name}"
         )
-        registry = AgentRegistry(self.client, self.keys)
+        registry = self.services.registry
         runner = AgentRunner(self.agent, self._executor, self.telemetry.tracing)
         handler = DeliveryHandler(self, runner)
         committer = handler.committer
@@ -134,12 +143,13 @@ class Worker:
             await self._check_health(runner, registry)  # healthy or not, known from the start
             # One model-call client for this loop; every task created inside inherits it.
             async with model_calls_scope(
-                models, self.client, prefix=self.settings.prefix, on_record=on_record
+                models, self.services.client, prefix=self.settings.prefix, on_record=on_record
             ):
                 await self._supervise(handler, committer, registry)
         finally:
             self._executor.shutdown(wait=False, cancel_futures=True)
-            await self.bus.aclose()
+            if self._owns_services:
+                await self.services.aclose()
             await registry.deregister(self.agent, self.consumer)
             log.info(
                 "worker stopped",
@@ -357,12 +367,27 @@ class Worker:
             await asyncio.sleep(interval)
             try:
                 for keys in shards:
-                    await self.bus.promote_due(keys, tiers)
+                    promoted = await self.bus.promote_due(keys, tiers)
+                    if promoted.dead_lettered:
+                        self._poisoned(keys.delayed, promoted.dead_lettered)
                 backoff.reset()
             except TransportError as exc:
                 if not exc.retryable:
                     raise
                 await backoff.wait("promote", exc)
+
+    def _poisoned(self, delayed: str, n: int) -> None:
+        """The promote script moved ``n`` members that were not delayed tasks to the
+        dead-letter stream; the good ones behind them went on."""
+        self.stats.dead_lettered += n
+        if self.telemetry.metrics is not None:
+            self.telemetry.metrics.decode_errors.labels(self.name, "delayed").inc(n)
+        log.warning(
+            "moved %d malformed members of %s to the dead-letter stream (decode_error)",
+            n,
+            delayed,
+            extra={"action": "dead_lettered", "reason": "decode_error", "count": n},
+        )
 
 
 def _active(pool: TierPool) -> Callable[[], float]:

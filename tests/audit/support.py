@@ -9,7 +9,7 @@ from typing import Any
 
 import asyncpg
 import orjson
-from redis.asyncio import Redis
+from redis.asyncio import Redis, RedisCluster
 from uuid6 import uuid7
 
 from deepagents.config import FileConfig, Settings
@@ -24,7 +24,9 @@ def traceparent() -> str:
     return f"00-{secrets.token_hex(16)}-{secrets.token_hex(8)}-01"
 
 
-def task_events(agent: str, shard: int, base: datetime, *, fail: bool = False) -> list[list[dict]]:
+def task_events(
+    agent: str, shard: int, base: datetime, *, fail: bool = False
+) -> list[list[dict[str, Any]]]:
     """One task's outbox entries, as the runtime writes them: the submit entry, then the
     commit entry (started + outcome); a failing task has a retry in between."""
     task_id = str(uuid7())
@@ -38,7 +40,7 @@ def task_events(agent: str, shard: int, base: datetime, *, fail: bool = False) -
     payload = {"text": "x" * 200, "customer": {"id": 42, "country": "FR"}, "amount": 12.5}
     ts = [base + timedelta(milliseconds=i) for i in range(5)]
 
-    def ev(kind: str, i: int, **fields: Any) -> dict:
+    def ev(kind: str, i: int, **fields: Any) -> dict[str, Any]:
         event = audit_event(kind, task_id, **common, **fields)
         event["ts"] = ts[i].isoformat()
         return event
@@ -46,7 +48,7 @@ def task_events(agent: str, shard: int, base: datetime, *, fail: bool = False) -
     entries = [[ev("submitted", 0, intent="echo", payload=payload)]]
     if fail:
         entries.append([ev("retried", 1, attempt=1, reason="timeout", delay_ms=10, to_tier="p2")])
-    result = {
+    result: dict[str, Any] = {
         "task_id": task_id, "status": "failed" if fail else "success", "output": payload,
         "agent": agent, "agent_version": "1.0.0",
         "metrics": {"latency_ms": 3.2, "queue_ms": 1.0, "tokens_used": 120, "cost_usd": 0.0012},
@@ -64,7 +66,13 @@ def task_events(agent: str, shard: int, base: datetime, *, fail: bool = False) -
 
 
 async def fill_outbox(
-    client: Redis, prefix: str, agent: str, shards: int, tasks: int, *, fail_every: int = 0
+    client: Redis | RedisCluster,
+    prefix: str,
+    agent: str,
+    shards: int,
+    tasks: int,
+    *,
+    fail_every: int = 0,
 ) -> dict[str, list[str]]:
     """XADD ``tasks`` tasks' events; return the expected event types per task, in order."""
     keys = Keys(prefix)
@@ -88,7 +96,7 @@ async def fill_outbox(
 
 
 def running_writer(
-    client: Redis, settings: Settings, config: FileConfig, **kwargs: Any
+    client: Redis | RedisCluster, settings: Settings, config: FileConfig, **kwargs: Any
 ) -> contextlib.AbstractAsyncContextManager[AuditWriter]:
     return running(AuditWriter(client, settings=settings, config=config, **kwargs))
 

@@ -12,6 +12,7 @@ from redis.asyncio import Redis
 from deepagents.config import FileConfig, Settings
 from deepagents.transport.keys import Keys
 from tests.audit.support import drained, fill_outbox, running_writer, sequences
+from tests.support.replies import entries
 from tests.support.wait import eventually
 
 
@@ -26,8 +27,8 @@ async def test_ten_thousand_tasks_each_sequence_exactly_once_in_order(
     expected |= await fill_outbox(client, prefix, "ghost", 3, 1_000)
     # Producer retries: the same entries appended twice must not double any row.
     stream = keys.shard("echo", 0).outbox
-    for _, fields in random.sample(await client.xrange(stream, count=2_000), 300):
-        await client.xadd(stream, fields)
+    for _, fields in random.sample(await entries(client, stream, count=2_000), 300):
+        await client.xadd(stream, dict(fields.items()))
     total_events = sum(len(v) for v in expected.values())
 
     async with running_writer(client, audit_settings, config, scan_s=0.5) as writer:

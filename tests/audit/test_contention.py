@@ -107,6 +107,7 @@ async def test_no_connection_slot_left_is_retried_until_one_frees(
                 return None
 
         holder = await eventually(take_the_slot, what="the role's one connection slot")
+        assert holder is not None  # eventually returns only a truthy value
         expected |= await _refused_until_released(client, prefix, writer, holder.close)
 
     assert await sequences(db) == expected

@@ -31,7 +31,7 @@ async def run_tasks(
     payloads: list[dict[str, Any]],
     telemetry: Telemetry | None = None,
 ) -> list[str]:
-    async with Orchestrator(
+    async with Orchestrator.from_client(
         client, config=config, settings=settings, agents=[EchoAgent], telemetry=telemetry
     ) as orch:
         handles = await orch.submit_many(

@@ -33,7 +33,9 @@ async def test_postgres_outage_loses_nothing_and_tasks_go_on(
     settings = audit_settings.model_copy(update={"database_url": SecretStr(private_pg.url)})
     rates: list[float] = []
     task_ids: list[str] = []
-    orchestrator = Orchestrator(client, config=config, settings=settings, agents=[EchoAgent])
+    orchestrator = Orchestrator.from_client(
+        client, config=config, settings=settings, agents=[EchoAgent]
+    )
     async with running_worker(client, settings, config), \
             running_writer(client, settings, config) as writer, orchestrator as orch:  # fmt: skip
         for i in range(CHUNKS):

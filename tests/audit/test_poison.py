@@ -29,7 +29,7 @@ async def test_bad_text_and_unreadable_entries_are_stored_and_acked(
     await client.xadd(stream, {"events": orjson.dumps([nul])})
     surrogate = b'[{"event_id": "%s", "type": "failed", "task_id": "t-sur", "error": "x\\ud800y"}]'
     await client.xadd(
-        stream, {"events": surrogate % audit_event("failed", "t").get("event_id").encode()}
+        stream, {"events": surrogate % audit_event("failed", "t")["event_id"].encode()}
     )
     await client.xadd(stream, {"events": b"\xff\xfe not json"})
     await client.xadd(stream, {"other": b"field"})
@@ -62,5 +62,6 @@ async def test_a_row_refused_as_data_is_stored_stripped_not_retried(
     row = await db.fetchrow(
         "SELECT task_id, detail FROM audit_log WHERE type = 'submitted' AND task_id IS NULL"
     )
+    assert row is not None
     assert "unstorable" in orjson.loads(row["detail"])
     assert await db.fetchval("SELECT count(*) FROM audit_log") == 2

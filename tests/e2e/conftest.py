@@ -7,6 +7,7 @@ import signal
 from collections import Counter
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
+from typing import Any
 
 import orjson
 import pytest
@@ -17,6 +18,7 @@ from deepagents.config import FileConfig, Settings, load_config
 from deepagents.contract import ResultStatus, Task
 from deepagents.orchestrator import Orchestrator, TaskHandle
 from tests.support.procs import Procs
+from tests.support.replies import as_bytes, entries
 from tests.support.wait import eventually
 
 E2E_CONFIG = """
@@ -81,7 +83,7 @@ def procs(redis_url: str, prefix: str, config_path: Path, client: Redis) -> Iter
 async def orch(
     client: Redis, config: FileConfig, settings: Settings
 ) -> AsyncIterator[Orchestrator]:
-    async with Orchestrator(client, config=config, settings=settings) as o:
+    async with Orchestrator.from_client(client, config=config, settings=settings) as o:
         yield o
 
 
@@ -90,11 +92,11 @@ TERMINAL = ("succeeded", "failed", "dead_lettered", "expired", "dropped")
 
 async def committed_events(
     client: Redis, prefix: str, agent: str, shards: int
-) -> dict[str, list[dict]]:
+) -> dict[str, list[dict[str, Any]]]:
     """Terminal outbox events per task id: the commit ledger."""
-    out: dict[str, list[dict]] = {}
+    out: dict[str, list[dict[str, Any]]] = {}
     for shard in range(shards):
-        for _, fields in await client.xrange(f"{prefix}:{{{agent}:{shard}}}:audit"):
+        for _, fields in await entries(client, f"{prefix}:{{{agent}:{shard}}}:audit"):
             for event in orjson.loads(fields[b"events"]):
                 if event["type"] in TERMINAL:
                     out.setdefault(event["task_id"], []).append(event)
@@ -105,7 +107,7 @@ async def runs(client: Redis, prefix: str) -> list[tuple[str, int]]:
     """Every execution the LabAgent recorded: (task_id, pid)."""
     out = []
     for item in await client.lrange(f"{prefix}:runs", 0, -1):
-        task_id, pid = item.decode().split("|")
+        task_id, pid = as_bytes(item).decode().split("|")
         out.append((task_id, int(pid)))
     return out
 
@@ -119,7 +121,7 @@ async def registered(client: Redis, prefix: str, agent: str, n: int) -> None:
     await eventually(count, timeout=30, what=f"{n} {agent} worker(s) registered")
 
 
-def assert_committed_once(committed: dict[str, list[dict]], task_ids: list[str]) -> None:
+def assert_committed_once(committed: dict[str, list[dict[str, Any]]], task_ids: list[str]) -> None:
     missing = [t for t in task_ids if t not in committed]
     doubled = {t: len(v) for t, v in committed.items() if len(v) != 1}
     assert not missing, f"{len(missing)} tasks have no committed result, e.g. {missing[:3]}"

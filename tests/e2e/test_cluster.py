@@ -94,11 +94,13 @@ async def test_publish_cli_on_a_cluster(procs: Procs, client: Redis, prefix: str
 async def test_dead_letter_status_exporter_and_replay_on_a_cluster(
     client: Redis, config: FileConfig, settings: Settings, procs: Procs, prefix: str
 ) -> None:
-    worker = Worker(LabAgent(client, prefix), client=client, config=config, settings=settings)
+    worker = Worker.from_client(
+        LabAgent(client, prefix), client=client, config=config, settings=settings
+    )
     running = asyncio.create_task(worker.run())
     try:
         await asyncio.wait_for(worker.ready.wait(), 30)
-        async with Orchestrator(client, config=config, settings=settings) as orch:
+        async with Orchestrator.from_client(client, config=config, settings=settings) as orch:
             poison = await orch.submit(Task(intent="lab", payload={"fail_until_fixed": True}))
             failed = await poison.result(timeout=30)
             assert failed.error is not None and failed.error.code == "dead_lettered"
@@ -138,7 +140,7 @@ async def test_a_primary_that_evicts_is_refused(
     everywhere = RedisCluster.ALL_NODES
     await cluster.config_set("maxmemory-policy", "allkeys-lru", target_nodes=everywhere)
     try:
-        worker = Worker(EchoAgent(), client=client, config=config, settings=settings)
+        worker = Worker.from_client(EchoAgent(), client=client, config=config, settings=settings)
         with pytest.raises(RedisNotSafe, match=r"maxmemory-policy is 'allkeys-lru' on 127"):
             await asyncio.wait_for(worker.run(), 30)
     finally:
@@ -148,11 +150,11 @@ async def test_a_primary_that_evicts_is_refused(
 async def test_scripts_are_loaded_again_after_a_flush(
     client: Redis, cluster: RedisCluster, config: FileConfig, settings: Settings
 ) -> None:
-    worker = Worker(EchoAgent(), client=client, config=config, settings=settings)
+    worker = Worker.from_client(EchoAgent(), client=client, config=config, settings=settings)
     running = asyncio.create_task(worker.run())
     try:
         await asyncio.wait_for(worker.ready.wait(), 30)
-        async with Orchestrator(client, config=config, settings=settings) as orch:
+        async with Orchestrator.from_client(client, config=config, settings=settings) as orch:
             for round_ in range(2):
                 handles = await orch.submit_many(
                     [Task(intent="echo", payload={"i": i}) for i in range(50)]

@@ -90,8 +90,8 @@ async def test_worker_and_submitter_follow_a_failover(
     try:
         async with (
             running_worker(client, settings, config, SlowEcho()) as worker,
-            Orchestrator(client, config=config, settings=replicated) as first,
-            Orchestrator(client, config=config, settings=settings) as orch,
+            Orchestrator.from_client(client, config=config, settings=replicated) as first,
+            Orchestrator.from_client(client, config=config, settings=settings) as orch,
         ):
             before = await first.submit_many(
                 [Task(intent="echo", payload={"i": i}) for i in range(100)]
@@ -166,7 +166,7 @@ async def test_min_replicas_waits_for_the_replicas_of_each_node(
     )  # fmt: skip
     client = connect(primary.url, cluster=True)
     try:
-        async with Orchestrator(client, config=config, settings=settings) as orch:
+        async with Orchestrator.from_client(client, config=config, settings=settings) as orch:
             tasks = [Task(intent="echo", payload={"i": i}) for i in range(50)]
             handles = await orch.submit_many(tasks)
             with redis.Redis(port=replica.port) as follower:
@@ -221,7 +221,7 @@ async def test_min_replicas_waits_for_location_records_on_their_own_node(prefix:
         )  # fmt: skip
         client = connect(servers[0].url, cluster=True)
         try:
-            async with Orchestrator(client, config=config, settings=settings) as orch:
+            async with Orchestrator.from_client(client, config=config, settings=settings) as orch:
                 await orch.submit_many([Task(intent="echo", payload={}) for _ in range(20)])
                 task, node = _split_task(prefix, servers, shards=2)
                 stalled = (first, second)[node]

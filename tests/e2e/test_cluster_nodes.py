@@ -88,7 +88,7 @@ async def test_shards_on_both_nodes(
 ) -> None:  # fmt: skip
     homes = {owner(_slot(shard), nodes).port for shard in range(SHARDS)}
     assert homes == {n.port for n in nodes}, "the shards must spread over both nodes"
-    async with Orchestrator(client, config=config, settings=settings) as orch:
+    async with Orchestrator.from_client(client, config=config, settings=settings) as orch:
         assert await _round(orch, 400) == set(range(SHARDS))
     assert worker.stats.committed == 400 and worker.stats.duplicates == 0
 
@@ -97,7 +97,7 @@ async def test_a_slot_resharded_under_a_running_worker(
     worker: Worker, client: Redis, config: FileConfig, settings: Settings,
     nodes: list[EmbeddedRedis],
 ) -> None:  # fmt: skip
-    async with Orchestrator(client, config=config, settings=settings) as orch:
+    async with Orchestrator.from_client(client, config=config, settings=settings) as orch:
         await _round(orch, 100)
         # Shard 0's slot, with its stream, group and task hashes, moves to the other node;
         # the worker's reader, blocked there, is answered MOVED and must follow it.
@@ -117,7 +117,9 @@ async def test_a_primary_that_evicts_is_refused(
     with redis.Redis(port=nodes[1].port) as second:
         second.config_set("maxmemory-policy", "volatile-lru")
         try:
-            worker = Worker(EchoAgent(), client=client, config=config, settings=settings)
+            worker = Worker.from_client(
+                EchoAgent(), client=client, config=config, settings=settings
+            )
             with pytest.raises(RedisNotSafe, match=f"'volatile-lru' on 127.0.0.1:{nodes[1].port}"):
                 await asyncio.wait_for(worker.run(), 30)
         finally:

@@ -21,7 +21,7 @@ from redis.asyncio import Redis
 
 from deepagents._internal.redis_server import EmbeddedRedis
 from deepagents.config import FileConfig, Settings
-from deepagents.contract import ResultStatus, Task
+from deepagents.contract import ErrorCode, ResultStatus, Task
 from deepagents.errors import TransportError
 from deepagents.orchestrator import Orchestrator, TaskHandle
 from deepagents.transport.redis_streams import connect
@@ -49,7 +49,7 @@ async def _submitted_then_killed(
     client = connect(server.url)
     settings = Settings(redis_url=server.url, prefix=prefix, outbox=True)
     try:
-        async with Orchestrator(client, config=config, settings=settings) as orch:
+        async with Orchestrator.from_client(client, config=config, settings=settings) as orch:
             batches = [
                 await orch.submit_many([Task(intent="lab", payload={}) for _ in range(BATCH)])
                 for _ in range(BATCHES)
@@ -68,7 +68,7 @@ async def _whole_or_absent(
     """Every task Redis still knows completes exactly once under a worker; every other one
     stays unknown. Returns the lost ones."""
     settings = Settings(redis_url=url, prefix=prefix, outbox=True)
-    async with Orchestrator(client, config=config, settings=settings) as orch:
+    async with Orchestrator.from_client(client, config=config, settings=settings) as orch:
         handles = [h for batch in batches for h in batch]
         states = await asyncio.gather(*(orch.task_state(h.task_id) for h in handles))
         assert set(states) <= {"queued", None}, set(states)
@@ -167,7 +167,9 @@ async def test_a_damaged_value_loads_and_its_entry_is_dead_lettered_with_the_rea
     durable: EmbeddedRedis, durable_dir: Path, prefix: str, config: FileConfig, config_path: Path
 ) -> None:
     """The file's frames carry lengths, not checksums: a byte changed inside a value loads
-    without a word. The worker's decoder is what notices, and dead-letters that entry."""
+    without a word. The worker's decoder is what notices, and dead-letters that entry; the
+    task id is still in its text, so its task is failed with the reason (issue 24, item 8:
+    its submitter waited out its timeout)."""
     batches, aof = await _submitted_then_killed(durable, durable_dir, prefix, config)
     original = aof.read_bytes()
     _, body = _middle_enqueue(original)
@@ -181,13 +183,17 @@ async def test_a_damaged_value_loads_and_its_entry_is_dead_lettered_with_the_rea
     try:
         procs.worker("tests.agents:LabAgent")
         settings = Settings(redis_url=durable.url, prefix=prefix, outbox=True)
-        async with Orchestrator(client, config=config, settings=settings) as orch:
+        async with Orchestrator.from_client(client, config=config, settings=settings) as orch:
             others = [h for batch in batches for h in batch if h.task_id != damaged]
             results = await asyncio.gather(*(orch.wait_result(h, 60) for h in others))
             assert all(r.status is ResultStatus.SUCCESS for r in results)
+            (handle,) = [h for batch in batches for h in batch if h.task_id == damaged]
+            failed = await orch.wait_result(handle, 60)
+        assert failed.error is not None and failed.error.code == ErrorCode.DEAD_LETTERED
+        assert failed.error.message.startswith("decode_error: JSONDecodeError")
         committed = await committed_events(client, prefix, "lab", 2)
         assert_committed_once(committed, [h.task_id for h in others])
-        assert damaged not in committed
+        assert [e["type"] for e in committed[damaged]] == ["dead_lettered"]
         listed = await asyncio.to_thread(procs.run, "dlq", "list", "--agent", "lab", "--json")
         assert listed.returncode == 0, listed.stderr
         (letter,) = orjson.loads(listed.stdout)

@@ -55,7 +55,7 @@ async def test_a_full_disk_under_redis_is_waited_out_and_loses_nothing(
     try:
         worker = procs.worker("agents.echo:EchoAgent")
         await registered(client, prefix, "echo", 1)
-        async with Orchestrator(client, config=config, settings=settings) as orch:
+        async with Orchestrator.from_client(client, config=config, settings=settings) as orch:
             accepted += await orch.submit_many([_echo() for _ in range(100)])
             await asyncio.gather(*(h.result(timeout=60) for h in accepted))
             fill(disk / "fill")

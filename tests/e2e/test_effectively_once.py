@@ -25,6 +25,7 @@ from tests.e2e.conftest import (
     runs,
 )
 from tests.support.procs import Procs
+from tests.support.replies import Fields
 from tests.support.wait import eventually
 
 pytestmark = pytest.mark.slow
@@ -61,7 +62,7 @@ async def test_redelivered_message_is_not_committed_twice(
     client: Redis, config: FileConfig, settings: Settings, orch: Orchestrator, prefix: str
 ) -> None:
     agent = LabAgent(client, prefix)
-    worker = Worker(agent, client=client, config=config, settings=settings)
+    worker = Worker.from_client(agent, client=client, config=config, settings=settings)
     running = asyncio.create_task(worker.run())
     await worker.ready.wait()
     try:
@@ -74,7 +75,7 @@ async def test_redelivered_message_is_not_committed_twice(
         task = Task(intent="lab", payload={"n": 1}, task_id=handle.task_id)
         from deepagents.contract.codec import encode_task
 
-        body = {"task": encode_task(task), "attempt": 1, "enq": 0, "reply": ""}
+        body: Fields = {"task": encode_task(task), "attempt": 1, "enq": 0, "reply": ""}
         await client.xadd(stream, body)
         await client.xadd(stream, body)
 
@@ -98,13 +99,15 @@ async def test_concurrent_duplicate_deliveries_commit_once(
     from deepagents.contract.codec import encode_task
 
     task = Task(intent="lab", payload={"sleep": 0.2})
-    orch = Orchestrator(client, config=config, settings=settings)
+    orch = Orchestrator.from_client(client, config=config, settings=settings)
     shard = orch.router.route(task).shard
     stream = f"{prefix}:{{lab:{shard}}}:p2"
-    body = {"task": encode_task(task), "attempt": 1, "enq": 0, "reply": ""}
+    body: Fields = {"task": encode_task(task), "attempt": 1, "enq": 0, "reply": ""}
     await client.xadd(stream, body)
     await client.xadd(stream, body)
-    worker = Worker(LabAgent(client, prefix), client=client, config=config, settings=settings)
+    worker = Worker.from_client(
+        LabAgent(client, prefix), client=client, config=config, settings=settings
+    )
     running = asyncio.create_task(worker.run())
     try:
 

@@ -61,7 +61,7 @@ async def _pair(
                         # "online" can come before the replica answers the primary's
                         # GETACK promptly: a test's first WAIT then timed out (seen in CI).
                         await client.set("pair:probe", "1")
-                        return int(await client.execute_command("WAIT", 1, 200)) >= 1
+                        return await client.wait(1, 200) >= 1
 
                     await eventually(good, what="the replica to follow the primary")
                     await eventually(acks, what="the replica to confirm a write")
@@ -99,8 +99,8 @@ async def test_acknowledged_submits_survive_failover_to_a_lagging_replica(
     client = connect(pair.primary.url)
     try:
         async with (
-            Orchestrator(client, config=config, settings=safe) as orch,
-            Orchestrator(client, config=config, settings=plain) as unsafe,
+            Orchestrator.from_client(client, config=config, settings=safe) as orch,
+            Orchestrator.from_client(client, config=config, settings=plain) as unsafe,
         ):
             acknowledged += [h.task_id for h in await orch.submit_many(_echo(100))]
             pair.link.silence()  # the replica falls behind from here on
@@ -116,11 +116,11 @@ async def test_acknowledged_submits_survive_failover_to_a_lagging_replica(
     pair.primary.process.wait(10)
     promoted = connect(pair.replica.url)
     try:
-        await promoted.execute_command("REPLICAOF", "NO", "ONE")
+        await promoted.replicaof("NO", "ONE")
         settings = Settings(redis_url=pair.replica.url, prefix=prefix, outbox=True)
         async with (
             running_worker(promoted, settings, config),
-            Orchestrator(promoted, config=config, settings=settings) as orch,
+            Orchestrator.from_client(promoted, config=config, settings=settings) as orch,
         ):
 
             async def all_done() -> bool:
@@ -144,7 +144,7 @@ async def test_min_replicas_without_a_replica_refuses_after_the_wait(
     client: Redis, prefix: str, config: FileConfig, settings: Settings
 ) -> None:
     safe = settings.model_copy(update={"min_replicas": 1, "replica_wait_ms": 50})
-    async with Orchestrator(client, config=config, settings=safe) as orch:
+    async with Orchestrator.from_client(client, config=config, settings=safe) as orch:
         with pytest.raises(NotReplicated) as refused:
             await orch.submit_many(_echo(3))
     assert len(refused.value.task_ids) == 3
@@ -172,7 +172,7 @@ async def test_a_primary_cut_off_from_its_replicas_refuses_writes_until_they_ret
     try:
         async with (
             running_worker(client, settings, config),  # its reads are refused too
-            Orchestrator(client, config=config, settings=settings) as orch,
+            Orchestrator.from_client(client, config=config, settings=settings) as orch,
         ):
 
             async def submitted() -> bool:

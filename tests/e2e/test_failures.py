@@ -22,6 +22,7 @@ from deepagents.worker import Worker
 from tests.agents import BlockingAgent, LabAgent
 from tests.e2e.conftest import committed_events
 from tests.support.procs import REPO, Procs
+from tests.support.replies import as_bytes
 from tests.support.wait import eventually
 
 
@@ -43,7 +44,9 @@ async def test_undecodable_and_poison_messages_are_dead_lettered_then_replayed(
     procs: Procs,
     prefix: str,
 ) -> None:
-    worker = Worker(LabAgent(client, prefix), client=client, config=config, settings=settings)
+    worker = Worker.from_client(
+        LabAgent(client, prefix), client=client, config=config, settings=settings
+    )
     running = await _run_worker(worker)
     try:
         garbage_stream = f"{prefix}:{{lab:0}}:p2"
@@ -68,13 +71,15 @@ async def test_undecodable_and_poison_messages_are_dead_lettered_then_replayed(
     assert "JSONDecodeError" in dead["decode_error"]["error"]
     assert dead["max_deliveries"]["task_id"] == poison.task_id
     assert dead["max_deliveries"]["deliveries"] == 3
-    assert int(await client.get(f"{prefix}:exec:{poison.task_id}")) == 3
+    assert int(as_bytes(await client.get(f"{prefix}:exec:{poison.task_id}"))) == 3
 
     # The fix ships; replay the poison message and it completes.
     await client.set(f"{prefix}:fixed", 1)
     replay = procs.run("dlq", "replay", dead["max_deliveries"]["entry_id"], "--json")
     assert replay.returncode == 0, replay.stderr
-    worker = Worker(LabAgent(client, prefix), client=client, config=config, settings=settings)
+    worker = Worker.from_client(
+        LabAgent(client, prefix), client=client, config=config, settings=settings
+    )
     running = await _run_worker(worker)
     try:
 
@@ -104,7 +109,7 @@ async def test_evicting_redis_is_refused_with_a_clear_message(
     with EmbeddedRedis(extra_args=("--maxmemory-policy", "allkeys-lru")) as server:
         client = connect(server.url)
         try:
-            worker = Worker(
+            worker = Worker.from_client(
                 LabAgent(client, "x"),
                 client=client,
                 config=config,
@@ -131,12 +136,12 @@ async def test_evicting_redis_is_refused_with_a_clear_message(
 async def test_blocking_sync_agent_does_not_stall_other_tasks(
     client: Redis, config: FileConfig, settings: Settings, prefix: str
 ) -> None:
-    async with Orchestrator(
+    async with Orchestrator.from_client(
         client, config=config, settings=settings, agents=[BlockingAgent]
     ) as orch:
         release = threading.Event()
         agent = BlockingAgent(release)
-        worker = Worker(agent, client=client, config=config, settings=settings)
+        worker = Worker.from_client(agent, client=client, config=config, settings=settings)
         running = await _run_worker(worker)
         try:
             # Blocks its thread until released: the quick tasks must all finish meanwhile,
@@ -178,7 +183,9 @@ async def test_deadlines_expired_in_queue_and_while_running(
         return utcnow() > soon
 
     await eventually(passed, timeout=5, what="the first deadline to pass in the queue")
-    worker = Worker(LabAgent(client, prefix), client=client, config=config, settings=settings)
+    worker = Worker.from_client(
+        LabAgent(client, prefix), client=client, config=config, settings=settings
+    )
     running = await _run_worker(worker)
     try:
         first = await expiring.result(timeout=30)
@@ -207,7 +214,7 @@ async def test_redis_losing_its_data_mid_run_does_not_stop_the_worker(
 ) -> None:
     """RELIABILITY.md row 23: streams and groups vanish (FLUSHALL, a restart without
     persistence). Readers answered NOGROUP re-create their group; new work flows again."""
-    worker = Worker(EchoAgent(), client=client, config=config, settings=settings)
+    worker = Worker.from_client(EchoAgent(), client=client, config=config, settings=settings)
     running = await _run_worker(worker)
     try:
         first = await orch.submit_many([Task(intent="echo", payload={"i": i}) for i in range(20)])
@@ -256,7 +263,7 @@ async def test_a_task_that_kills_its_worker_is_dead_lettered_after_max_deliverie
     result = await poison.result(timeout=30)
     assert result.error is not None and result.error.code == "dead_lettered"
     assert "max_deliveries" in result.error.message
-    assert int(await client.get(f"{prefix}:exec:{poison.task_id}")) == 3
+    assert int(as_bytes(await client.get(f"{prefix}:exec:{poison.task_id}"))) == 3
     done = await asyncio.gather(*(h.result(timeout=60) for h in others))
     assert all(r.status is ResultStatus.SUCCESS for r in done), [
         (r.metrics.attempts, r.error) for r in done if r.status is not ResultStatus.SUCCESS

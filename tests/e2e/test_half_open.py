@@ -43,11 +43,11 @@ async def test_silent_connections_are_dropped_and_work_goes_on(
     # client's socket timeout; the 100 echo tasks then run well inside the margin on top.
     detection_s = through.connection_pool.connection_kwargs["socket_timeout"]
     assert detection_s == config.agent_settings("echo").block_ms / 1000 + 10
-    worker = Worker(EchoAgent(), client=through, config=config, settings=settings)
+    worker = Worker.from_client(EchoAgent(), client=through, config=config, settings=settings)
     running = asyncio.create_task(worker.run())
     try:
         await asyncio.wait_for(worker.ready.wait(), 30)
-        async with Orchestrator(client, config=config, settings=settings) as orch:
+        async with Orchestrator.from_client(client, config=config, settings=settings) as orch:
             before = await orch.submit_many(
                 [Task(intent="echo", payload={"i": i}) for i in range(100)]
             )

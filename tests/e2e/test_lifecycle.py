@@ -6,6 +6,7 @@ import asyncio
 import signal
 import time
 from pathlib import Path
+from typing import Any
 
 import orjson
 import pytest
@@ -15,6 +16,7 @@ from deepagents.contract import ResultStatus, Task
 from deepagents.orchestrator import Orchestrator
 from tests.e2e.conftest import committed_events, runs
 from tests.support.procs import Procs
+from tests.support.replies import entries
 from tests.support.wait import eventually
 
 pytestmark = pytest.mark.slow
@@ -61,7 +63,7 @@ async def test_restart_under_the_same_name_resumes_its_pending_at_once(
     from deepagents.config import load_config
 
     config = load_config(config_path)
-    async with Orchestrator(client, config=config, settings=settings) as orch:  # type: ignore[arg-type]
+    async with Orchestrator.from_client(client, config=config, settings=settings) as orch:  # type: ignore[arg-type]
         first = procs.worker("tests.agents:LabAgent", "--consumer", "same")
         await _registered(client, prefix, "same")
         handles = await orch.submit_many(
@@ -90,10 +92,10 @@ async def test_a_running_task_has_its_started_event_before_it_finishes(
     procs.worker("tests.agents:LabAgent", "--consumer", "w1")
     handle = await orch.submit(Task(intent="lab", payload={"sleep": 3.0}))
 
-    async def started() -> list[dict]:
+    async def started() -> list[dict[str, Any]]:
         events = []
         for shard in range(2):
-            for _, fields in await client.xrange(f"{prefix}:{{lab:{shard}}}:audit"):
+            for _, fields in await entries(client, f"{prefix}:{{lab:{shard}}}:audit"):
                 events += [e for e in orjson.loads(fields[b"events"]) if e["type"] == "started"]
         return [e for e in events if e["task_id"] == handle.task_id]
 

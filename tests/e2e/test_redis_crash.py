@@ -30,7 +30,7 @@ async def test_redis_kill_9_and_restart_lose_nothing_and_commit_once(
     settings = Settings(redis_url=durable.url, prefix=prefix, outbox=True)
     try:
         worker = procs.worker("tests.agents:LabAgent")
-        async with Orchestrator(client, config=config, settings=settings) as orch:
+        async with Orchestrator.from_client(client, config=config, settings=settings) as orch:
             handles = []
             for _ in range(0, TASKS, 500):
                 batch = [Task(intent="lab", payload={"sleep": 0.05}) for _i in range(500)]

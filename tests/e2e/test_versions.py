@@ -20,6 +20,7 @@ from deepagents.orchestrator import Orchestrator
 from deepagents.transport.redis_streams import connect
 from deepagents.worker import Worker
 from tests.agents import LabAgent
+from tests.support.replies import as_bytes, entries
 from tests.support.wait import eventually
 
 BINARIES = {
@@ -49,7 +50,7 @@ async def vclient(server: EmbeddedRedis) -> AsyncIterator[Redis]:
 async def test_reclaim_and_payload_lost(vclient: Redis, config: FileConfig, prefix: str) -> None:
     info = await vclient.info("server")
     settings = Settings(prefix=prefix, outbox=True)
-    async with Orchestrator(vclient, config=config, settings=settings) as orch:
+    async with Orchestrator.from_client(vclient, config=config, settings=settings) as orch:
         handles = await orch.submit_many([Task(intent="lab", payload={"n": i}) for i in range(20)])
         streams = {f"{prefix}:{{lab:{h.shard}}}:p2" for h in handles}
         for stream in streams:  # a consumer takes everything, then dies
@@ -57,12 +58,14 @@ async def test_reclaim_and_payload_lost(vclient: Redis, config: FileConfig, pref
             await vclient.xreadgroup("lab", "ghost", {stream: ">"}, count=100)
         victim = handles[0]
         victim_stream = f"{prefix}:{{lab:{victim.shard}}}:p2"
-        entry = (
+        entry = as_bytes(
             await vclient.hget(f"{prefix}:{{lab:{victim.shard}}}:t:{victim.task_id}", "entry")
         ).decode()
         await vclient.xdel(victim_stream, entry)  # its body vanishes while pending
 
-        worker = Worker(LabAgent(vclient, prefix), client=vclient, config=config, settings=settings)
+        worker = Worker.from_client(
+            LabAgent(vclient, prefix), client=vclient, config=config, settings=settings
+        )
         running = asyncio.create_task(worker.run())
         try:
             results = await asyncio.gather(*(h.result(timeout=30) for h in handles[1:]))
@@ -76,7 +79,7 @@ async def test_reclaim_and_payload_lost(vclient: Redis, config: FileConfig, pref
             await running
     assert all(r.status is ResultStatus.SUCCESS for r in results), info["redis_version"]
     assert worker.stats.reclaimed == 19
-    ((_, fields),) = await vclient.xrange(f"{prefix}:{{lab:{victim.shard}}}:dlq")
+    ((_, fields),) = await entries(vclient, f"{prefix}:{{lab:{victim.shard}}}:dlq")
     assert fields[b"reason"] == b"payload_lost"
     for stream in streams:
         assert (await vclient.xpending(stream, "lab"))["pending"] == 0

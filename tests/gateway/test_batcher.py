@@ -8,7 +8,7 @@ import pytest
 import redis.exceptions as rex
 from redis.asyncio import Redis
 
-from deepagents.gateway.batcher import Command, PipelineBatcher
+from deepagents.transport.redis_streams.batcher import Command, PipelineBatcher
 
 
 async def test_each_caller_gets_its_own_replies_and_errors(client: Redis, prefix: str) -> None:

@@ -21,7 +21,7 @@ async def test_concurrent_submits_each_get_their_own_handle(
     client: Redis, settings: Settings
 ) -> None:
     config = load_config(REPO / "config" / "deepagents.yaml")
-    async with Orchestrator(client, config=config, settings=settings) as orch:
+    async with Orchestrator.from_client(client, config=config, settings=settings) as orch:
         coalescer = SubmitCoalescer(orch)
         tasks = [Task(intent="echo", payload={"i": i}) for i in range(20)]
         tasks += [Task(intent="trade", payload=ORDER) for _ in range(5)]
@@ -36,7 +36,7 @@ async def test_concurrent_submits_each_get_their_own_handle(
 
 async def test_an_invalid_task_is_refused_alone(client: Redis, settings: Settings) -> None:
     config = load_config(REPO / "config" / "deepagents.yaml")
-    async with Orchestrator(client, config=config, settings=settings) as orch:
+    async with Orchestrator.from_client(client, config=config, settings=settings) as orch:
         coalescer = SubmitCoalescer(orch)
         good = [Task(intent="trade", payload=ORDER) for _ in range(4)]
         bad = Task(intent="trade", payload={**ORDER, "quantity": -1})
@@ -56,7 +56,7 @@ async def test_a_backlog_refusal_names_one_task_per_caller(
     config = parse_config(
         "defaults: {shards: 1, max_backlog: 5}\nagents: {echo: {class: 'agents.echo:EchoAgent'}}"
     )
-    async with Orchestrator(client, config=config, settings=settings) as orch:
+    async with Orchestrator.from_client(client, config=config, settings=settings) as orch:
         coalescer = SubmitCoalescer(orch)
         tasks = [Task(intent="echo") for _ in range(8)]
         results = await asyncio.gather(
@@ -79,7 +79,7 @@ async def test_a_replication_refusal_names_only_each_callers_task(
     """Coalesced callers may be different tenants: each hears of its own task alone."""
     config = load_config(REPO / "config" / "deepagents.yaml")
     waiting = settings.model_copy(update={"min_replicas": 1, "replica_wait_ms": 50})
-    async with Orchestrator(client, config=config, settings=waiting) as orch:
+    async with Orchestrator.from_client(client, config=config, settings=waiting) as orch:
         coalescer = SubmitCoalescer(orch)  # the shared Redis has no replica
         tasks = [Task(intent="echo", payload={"i": i}) for i in range(10)]
         results = await asyncio.gather(
@@ -100,7 +100,7 @@ async def test_a_replication_refusal_tells_backlog_refusals_apart(
         "defaults: {shards: 1, max_backlog: 5}\nagents: {echo: {class: 'agents.echo:EchoAgent'}}"
     )
     waiting = settings.model_copy(update={"min_replicas": 1, "replica_wait_ms": 50})
-    async with Orchestrator(client, config=config, settings=waiting) as orch:
+    async with Orchestrator.from_client(client, config=config, settings=waiting) as orch:
         coalescer = SubmitCoalescer(orch)
         tasks = [Task(intent="echo", payload={"i": i}) for i in range(10)]
         results = await asyncio.gather(

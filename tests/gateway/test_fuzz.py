@@ -7,11 +7,14 @@ under pytest 9), bounded by ``max_examples`` so the whole run stays well under 2
 
 from __future__ import annotations
 
+from typing import Any
+
 import httpx
 import schemathesis
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from schemathesis import checks
+from schemathesis import APIOperation, Case, checks
+from schemathesis.core.result import Ok
 from schemathesis.specs.openapi import checks as openapi_checks
 
 # schemathesis imports this module on first use, and pytest rewrites the asserts of a
@@ -50,14 +53,19 @@ def test_api_conforms_to_its_schema(
         what="full health green",
     )
     schema = schemathesis.openapi.from_url(gateway.url + "/openapi.json")
-    operations = [result.ok() for result in schema.get_all_operations()]
+    operations = []
+    for result in schema.get_all_operations():
+        assert isinstance(result, Ok), result.err()
+        operations.append(result.ok())
     assert len(operations) == 7
     for operation in operations:
 
         @SETTINGS
         @given(case=operation.as_strategy(), with_key=st.booleans())
-        def check(case: schemathesis.Case, with_key: bool) -> None:
-            headers = {**(case.headers or {}), **(auth() if with_key else {})}
+        def check(case: Case[APIOperation[Any, Any, Any, Any]], with_key: bool) -> None:
+            headers = dict(case.headers or {})
+            if with_key:
+                headers.update(auth())
             case.call_and_validate(headers=headers, checks=CHECKS, timeout=30)
 
         check()

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Iterator
+from functools import partial
 
 import httpx
 import pytest
@@ -23,6 +24,12 @@ def deployment(redis_url: str) -> Iterator[Deployment]:
 def gateway(deployment: Deployment) -> Iterator[Gateway]:
     with start_gateway(deployment.env) as gw:
         yield gw
+
+
+def green(gw: Gateway) -> httpx.Response | None:
+    """The full check's answer once it is 200, else None."""
+    r = full(gw)
+    return r if r.status_code == 200 else None
 
 
 def full(gw: Gateway) -> httpx.Response:
@@ -46,11 +53,12 @@ def test_full_check_fails_without_workers_and_recovers(
 
     with start_worker(deployment.env, PROBE):
         ok = eventually_sync(
-            lambda: (r := full(gateway)).status_code == 200 and r,
+            partial(green, gateway),
             timeout=30,
             interval=0.2,
             what="full health green with a probe worker",
         )
+        assert ok is not None  # eventually_sync returns only a truthy value
         hops = {h["name"]: h for h in ok.json()["hops"]}
         assert list(hops) == ["redis", "enqueue", "queue", "worker", "reply"]
         assert all(h["ok"] and h["latency_ms"] is not None for h in hops.values())

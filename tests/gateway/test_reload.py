@@ -51,7 +51,9 @@ def _silent_answer(gw: Gateway) -> bytes:
         while chunk := silent.recv(4096):
             reply += chunk
     assert reply.startswith(b"HTTP/1.1 408"), reply[:200]
-    return orjson.loads(reply.split(b"\r\n\r\n", 1)[1])["detail"].encode()
+    detail = orjson.loads(reply.split(b"\r\n\r\n", 1)[1])["detail"]
+    assert isinstance(detail, str)
+    return detail.encode()
 
 
 def test_sighup_swaps_in_a_good_file_and_keeps_the_running_one_otherwise(own: Deployment) -> None:

@@ -9,13 +9,14 @@ from redis.asyncio import Redis
 from deepagents.transport.base import BeginItem, CommitItem, StreamRef
 from deepagents.transport.keys import Keys
 from deepagents.transport.redis_streams.bus import RedisStreamBus
+from tests.support.replies import as_bytes, entries
 
 
 async def _setup(client: Redis, prefix: str) -> tuple[RedisStreamBus, StreamRef, str]:
     bus = RedisStreamBus(client)
     ref = StreamRef(Keys(prefix).shard("echo", 0), "p2")
     await bus.ensure_group(ref, "echo")
-    entry_id = (
+    entry_id = as_bytes(
         await client.xadd(ref.name, {"task": b"{}", "attempt": 1, "enq": 0, "reply": ""})
     ).decode()
     return bus, ref, entry_id
@@ -77,7 +78,7 @@ def _started(task_id: str) -> bytes:
 async def _outbox(client: Redis, ref: StreamRef) -> list[dict[str, object]]:
     return [
         event
-        for _, fields in await client.xrange(ref.keys.outbox)
+        for _, fields in await entries(client, ref.keys.outbox)
         for event in orjson.loads(fields[b"events"])
     ]
 

@@ -7,8 +7,9 @@ from redis.asyncio import Redis
 from deepagents.transport.base import BeginItem, CommitItem, StreamRef
 from deepagents.transport.keys import Keys
 from deepagents.transport.redis_streams.bus import RedisStreamBus
+from tests.support.replies import Fields
 
-FIELDS = {"task": b"{}", "attempt": 1, "enq": 0, "reply": ""}
+FIELDS: Fields = {"task": b"{}", "attempt": 1, "enq": 0, "reply": ""}
 
 
 async def _held(client: Redis, prefix: str, ids: list[str]) -> tuple[RedisStreamBus, StreamRef]:

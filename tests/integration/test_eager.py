@@ -17,6 +17,7 @@ from deepagents.contract import ErrorCode, ResultStatus, Task
 from deepagents.contract.task import utcnow
 from deepagents.orchestrator import Orchestrator
 from deepagents.telemetry.logs import current_task_id
+from deepagents.worker import Worker
 from deepagents.worker.delivery import DeliveryHandler
 from tests.support.workers import running_worker
 
@@ -50,7 +51,7 @@ async def test_a_waiting_delivery_holds_up_neither_its_batch_nor_its_context(
     config = parse_config(CONFIG)
     settings = Settings(prefix=prefix, outbox=True)
     release = asyncio.Event()
-    async with Orchestrator(client, config=config, settings=settings) as orch:
+    async with Orchestrator.from_client(client, config=config, settings=settings) as orch:
         # Queued before the worker starts: read and begun as one batch, the waiting ones
         # first.
         soon = utcnow() + timedelta(seconds=1)
@@ -105,12 +106,14 @@ async def test_a_delivery_lost_before_its_batch_task_reaches_it_is_skipped(
         flights = await begin(self, *args, **kw)
         if flights and not marked:  # the first batch: its task has not run yet
             marked.append(flights[0].envelope.task.task_id)
-            self.w._lost(flights[0].stream, flights[0].entry_id)
+            worker = self.w
+            assert isinstance(worker, Worker)  # the handler's WorkerView is the worker
+            worker._lost(flights[0].stream, flights[0].entry_id)
         return flights
 
     monkeypatch.setattr(DeliveryHandler, "_start", start_then_lose_one)
     agent = Counting()
-    async with Orchestrator(client, config=config, settings=settings) as orch:
+    async with Orchestrator.from_client(client, config=config, settings=settings) as orch:
         handles = await orch.submit_many([Task(intent="probe", payload={}) for _ in range(10)])
         async with running_worker(client, settings, config, agent) as worker:
             results = await asyncio.gather(*(h.result(timeout=30) for h in handles))

@@ -13,10 +13,10 @@ from redis.asyncio import Redis
 
 from deepagents.config import FileConfig, Settings, load_config
 from deepagents.contract import Result
-from deepagents.orchestrator import Orchestrator, replies
+from deepagents.orchestrator import Orchestrator
 from deepagents.orchestrator.handle import TaskHandle
-from deepagents.orchestrator.replies import CLIENT_NAME
-from deepagents.transport.redis_streams import connect
+from deepagents.transport.redis_streams import connect, replies
+from deepagents.transport.redis_streams.replies import CLIENT_NAME
 from tests.support.wait import eventually
 
 REPO = Path(__file__).resolve().parents[2]
@@ -42,7 +42,7 @@ async def _publish_until_heard(client: Redis, channel: str, message: bytes) -> N
 async def test_a_waiter_gets_its_result_through_the_channel(
     client: Redis, settings: Settings
 ) -> None:
-    async with Orchestrator(client, config=_config(), settings=settings) as orch:
+    async with Orchestrator.from_client(client, config=_config(), settings=settings) as orch:
         waiting = asyncio.ensure_future(orch.wait_result(_handle(orch, "t-wait"), 30, poll_s=30))
         await eventually(lambda: _true("t-wait" in orch._waiters), what="the waiter")
         await _publish_until_heard(client, orch.reply_channel, _reply("t-wait", 1))
@@ -52,7 +52,7 @@ async def test_a_waiter_gets_its_result_through_the_channel(
 async def test_a_result_that_came_first_is_kept_until_asked(
     client: Redis, settings: Settings
 ) -> None:
-    async with Orchestrator(client, config=_config(), settings=settings) as orch:
+    async with Orchestrator.from_client(client, config=_config(), settings=settings) as orch:
         await client.publish(orch.reply_channel, b"not json")  # skipped, channel goes on
         await client.publish(orch.reply_channel, orjson.dumps({"task_id": 7}))  # skipped too
         await _publish_until_heard(client, orch.reply_channel, _reply("t-early", 2))
@@ -64,7 +64,7 @@ async def test_a_result_that_came_first_is_kept_until_asked(
 async def test_the_channel_reconnects_after_its_connection_is_killed(
     client: Redis, settings: Settings
 ) -> None:
-    async with Orchestrator(client, config=_config(), settings=settings) as orch:
+    async with Orchestrator.from_client(client, config=_config(), settings=settings) as orch:
         ours = [c for c in await client.client_list() if c["name"] == CLIENT_NAME]
         channels = await client.pubsub_channels(orch.reply_channel)
         assert ours and channels == [orch.reply_channel.encode()]
@@ -79,7 +79,7 @@ async def test_a_silent_channel_is_pinged_and_kept(
     client: Redis, settings: Settings, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setattr(replies, "SILENCE_S", 0.1)
-    async with Orchestrator(client, config=_config(), settings=settings) as orch:
+    async with Orchestrator.from_client(client, config=_config(), settings=settings) as orch:
 
         async def pinged() -> list[dict[str, str]]:
             conns = [c for c in await client.client_list() if c["name"] == CLIENT_NAME]
@@ -111,7 +111,7 @@ async def test_a_user_without_client_commands_still_gets_replies(
     )  # fmt: skip
     limited = connect(redis_url.replace("redis://", f"redis://{user}:pw@", 1))
     try:
-        async with Orchestrator(limited, config=_config(), settings=settings) as orch:
+        async with Orchestrator.from_client(limited, config=_config(), settings=settings) as orch:
             waiting = asyncio.ensure_future(orch.wait_result(_handle(orch, "t-acl"), 30, poll_s=30))
             await _publish_until_heard(client, orch.reply_channel, _reply("t-acl", 5))
             assert (await asyncio.wait_for(waiting, 10)).output == 5
@@ -126,8 +126,10 @@ async def test_a_resp2_client_gets_replies_too(
     """RESP2 sends pub/sub messages as plain arrays, RESP3 as push messages: both read."""
     resp2 = connect(redis_url + ("&" if "?" in redis_url else "?") + "protocol=2")
     try:
-        async with Orchestrator(resp2, config=_config(), settings=settings) as orch:
-            assert orch._replies is not None and orch._replies._conn.protocol in (2, "2")
+        async with Orchestrator.from_client(resp2, config=_config(), settings=settings) as orch:
+            listener = orch._replies
+            assert isinstance(listener, replies.ReplyChannel)
+            assert listener._conn.protocol in (2, "2")
             waiting = asyncio.ensure_future(
                 orch.wait_result(_handle(orch, "t-resp2"), 30, poll_s=30)
             )

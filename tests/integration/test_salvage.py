@@ -12,9 +12,10 @@ from deepagents.config import Settings, parse_config
 from deepagents.contract import ErrorCode, ResultStatus, Task
 from deepagents.contract.task import new_task_id
 from deepagents.orchestrator import Orchestrator, TaskHandle
-from deepagents.transport.base import StreamRef
+from deepagents.transport.base import StreamRef, now_ms
 from deepagents.transport.keys import Keys
-from deepagents.transport.redis_streams.bus import RedisStreamBus, now_ms
+from deepagents.transport.redis_streams.bus import RedisStreamBus
+from tests.support.replies import Fields, entries
 from tests.support.workers import running_worker
 
 CONFIG = """
@@ -33,11 +34,11 @@ async def test_an_undecodable_task_that_names_itself_fails_with_the_reason(
     # A newer producer's task: a field this worker's schema does not know.
     skewed_id = new_task_id()
     skewed = {"task_id": skewed_id, "intent": "echo", "payload": {}, "speed_hint": 3}
-    async with Orchestrator(client, config=config, settings=settings) as orch:
+    async with Orchestrator.from_client(client, config=config, settings=settings) as orch:
         victim = await orch.submit(Task(intent="echo", payload={"i": 1}))
         await bus.enqueue_many([(ref, skewed_id, orjson.dumps(skewed), "", b"")], max_backlog=1_000)
         # A bogus entry naming the victim, which it was not enqueued for.
-        fields = {"task": orjson.dumps({"task_id": victim.task_id, "x": 1}), "attempt": 1,
+        fields: Fields = {"task": orjson.dumps({"task_id": victim.task_id, "x": 1}), "attempt": 1,
                   "enq": now_ms(), "reply": ""}  # fmt: skip
         await client.xadd(ref.name, fields)
         handle = TaskHandle(skewed_id, "echo", "p2", 0, False, orch)
@@ -49,12 +50,12 @@ async def test_an_undecodable_task_that_names_itself_fails_with_the_reason(
         assert "decode_error" in failed.error.message and "speed_hint" in failed.error.message
         assert await client.hget(ref.keys.task(skewed_id), "state") == b"dead"
         assert 0 < await client.ttl(ref.keys.task(skewed_id)) <= settings.result_ttl_s
-    letters = await client.xrange(ref.keys.dlq)
+    letters = await entries(client, ref.keys.dlq)
     assert sorted(f[b"reason"] for _, f in letters) == [b"decode_error", b"decode_error"]
     # The audit trail: the skewed task's ends dead-lettered; the victim's never says so,
     # and the bogus entry's event names no task.
     events = [
-        e for _, f in await client.xrange(ref.keys.outbox) for e in orjson.loads(f[b"events"])
+        e for _, f in await entries(client, ref.keys.outbox) for e in orjson.loads(f[b"events"])
     ]
     letters_by_task = {e["task_id"]: e for e in events if e["type"] == "dead_lettered"}
     assert set(letters_by_task) == {skewed_id, None}

@@ -40,7 +40,7 @@ async def test_committed_batches_leave_nothing_behind(
     config = parse_config(CONFIG)
     settings = Settings(prefix=prefix, outbox=True)
     tasks = [Task(intent="echo", payload={"i": i, "urgent": i % 5 == 0}) for i in range(300)]
-    async with Orchestrator(client, config=config, settings=settings) as orch:
+    async with Orchestrator.from_client(client, config=config, settings=settings) as orch:
         handles = await orch.submit_many(tasks)
         async with running_worker(client, settings, config) as worker:
             results = await asyncio.gather(*(h.result(timeout=30) for h in handles))

@@ -21,6 +21,7 @@ from deepagents._internal.redis_server import EmbeddedRedis
 from deepagents.config import FileConfig, Settings, load_config
 from deepagents.orchestrator import Orchestrator
 from deepagents.transport.redis_streams import connect
+from tests.support.replies import entries
 from tests.support.wait import eventually
 
 REPO = Path(__file__).resolve().parents[2]
@@ -47,7 +48,7 @@ def _task(key: str) -> dict[str, object]:
 async def _entries_per_key(client: Redis, prefix: str) -> Counter[str]:
     found: Counter[str] = Counter()
     async for stream in client.scan_iter(match=f"{prefix}:{{echo:*}}:p*", _type="stream"):
-        for _, fields in await client.xrange(stream):
+        for _, fields in await entries(client, stream):
             found[orjson.loads(fields[b"task"])["idempotency_key"]] += 1
     return found
 
@@ -64,8 +65,8 @@ async def test_resends_during_a_stall_enqueue_each_key_once(
     config: FileConfig = load_config(REPO / "config" / "deepagents.yaml")
     admin = own_redis
     timed_out = 0
-    async with Orchestrator(admin, config=config, settings=settings) as orch:
-        await admin.execute_command("CLIENT", "PAUSE", 60_000, "WRITE")
+    async with Orchestrator.from_client(admin, config=config, settings=settings) as orch:
+        await admin.client_pause(60_000, all=False)  # writes only
         try:
             for _ in range(RESENDS):
                 for key in KEYS:
@@ -74,7 +75,7 @@ async def test_resends_during_a_stall_enqueue_each_key_once(
                     except TimeoutError:
                         timed_out += 1
         finally:
-            await admin.execute_command("CLIENT", "UNPAUSE")
+            await admin.client_unpause()
         await eventually(lambda: _nothing_waiting(admin), what="paused commands to drain")
         handles = [await orch.submit(_task(key)) for key in KEYS]  # resend once more
         again = [await orch.submit(_task(key)) for key in KEYS]

@@ -43,7 +43,7 @@ async def _keys(client: Redis, prefix: str) -> list[bytes]:
 async def test_routing_intent_tier_shard(
     client: Redis, config: FileConfig, settings: Settings
 ) -> None:
-    async with Orchestrator(client, config=config, settings=settings) as orch:
+    async with Orchestrator.from_client(client, config=config, settings=settings) as orch:
         urgent = await orch.submit({"intent": "trade", "payload": {**ORDER, "urgent": True}})
         normal = await orch.submit({"intent": "trade", "payload": ORDER})
         check = await orch.submit({"intent": "risk_check", "payload": ORDER})
@@ -103,7 +103,7 @@ async def test_bad_submissions_fail_clearly_and_enqueue_nothing(
     error: type[Exception],
     message: str,
 ) -> None:
-    async with Orchestrator(client, config=config, settings=settings) as orch:
+    async with Orchestrator.from_client(client, config=config, settings=settings) as orch:
         with pytest.raises(error, match=message.replace("(", r"\(").replace(")", r"\)")):
             await orch.submit(task)
         # One bad task in a batch enqueues none of the batch.
@@ -116,7 +116,7 @@ async def test_payload_limit_is_configurable(
     client: Redis, config: FileConfig, settings: Settings
 ) -> None:
     small = settings.model_copy(update={"max_payload_bytes": 2048})
-    async with Orchestrator(client, config=config, settings=small) as orch:
+    async with Orchestrator.from_client(client, config=config, settings=small) as orch:
         with pytest.raises(PayloadTooLarge, match="the limit is 2048"):
             await orch.submit({"intent": "echo", "payload": {"blob": "x" * 3000}})
 
@@ -124,7 +124,7 @@ async def test_payload_limit_is_configurable(
 async def test_idempotent_submit_returns_the_first_task(
     client: Redis, config: FileConfig, settings: Settings, prefix: str
 ) -> None:
-    async with Orchestrator(client, config=config, settings=settings) as orch:
+    async with Orchestrator.from_client(client, config=config, settings=settings) as orch:
         spec = {
             "intent": "echo",
             "payload": {"a": 1},
@@ -147,7 +147,7 @@ async def test_idempotency_key_reused_for_a_different_task_is_refused(
     client: Redis, config: FileConfig, settings: Settings, prefix: str
 ) -> None:
     spec = {"intent": "echo", "payload": {"amount": 10}, "idempotency_key": "pay-7"}
-    async with Orchestrator(client, config=config, settings=settings) as orch:
+    async with Orchestrator.from_client(client, config=config, settings=settings) as orch:
         first = await orch.submit(spec)
         # A retry may carry a fresh deadline: still the same task.
         later = (utcnow() + timedelta(minutes=5)).isoformat()
@@ -173,7 +173,7 @@ async def test_overloaded_stream_refuses_with_retry_after(
     config = parse_config(
         "defaults: {shards: 1, max_backlog: 5}\nagents: {echo: {class: 'agents.echo:EchoAgent'}}"
     )
-    async with Orchestrator(client, config=config, settings=settings) as orch:
+    async with Orchestrator.from_client(client, config=config, settings=settings) as orch:
         await orch.submit_many([Task(intent="echo") for _ in range(5)])
         with pytest.raises(Overloaded, match="over its backlog limit") as info:
             await orch.submit(Task(intent="echo"))
@@ -182,7 +182,7 @@ async def test_overloaded_stream_refuses_with_retry_after(
 
 
 async def test_cancel_before_start(client: Redis, config: FileConfig, settings: Settings) -> None:
-    async with Orchestrator(
+    async with Orchestrator.from_client(
         client, config=config, settings=settings, agents=[EchoAgent, RiskAgent]
     ) as orch:
         handle = await orch.submit(Task(intent="echo", deadline=utcnow() + timedelta(minutes=5)))
@@ -203,7 +203,7 @@ async def test_backlog_limits_apply_per_agent_in_a_mixed_batch(
         "  research: {class: 'agents.research:ResearchAgent', settings: {max_backlog: 100}}\n"
     )
     research = [{"intent": "research", "payload": {"topic": "t"}} for _ in range(5)]
-    async with Orchestrator(client, config=config, settings=settings) as orch:
+    async with Orchestrator.from_client(client, config=config, settings=settings) as orch:
         handles = await orch.submit_many([*research, {"intent": "echo"}, {"intent": "echo"}])
         with pytest.raises(Overloaded) as info:
             await orch.submit_many([*research, {"intent": "echo"}])
@@ -221,12 +221,17 @@ async def test_a_submit_that_fails_has_enqueued_nothing(
     while the enqueue script would pass: the submit fails and no stream holds the task."""
     with EmbeddedRedis() as server:
         admin = connect(server.url)
-        await admin.execute_command(
-            "ACL", "SETUSER", "noset", "on", "nopass", "~*", "&*", "+@all", "-set"
+        await admin.acl_setuser(
+            "noset",
+            enabled=True,
+            nopass=True,
+            keys=["*"],
+            channels=["*"],
+            commands=["+@all", "-set"],
         )
         client = connect(server.url.replace("redis://", "redis://noset:x@"))
         try:
-            async with Orchestrator(client, config=config, settings=settings) as orch:
+            async with Orchestrator.from_client(client, config=config, settings=settings) as orch:
                 with pytest.raises(TransportError, match="record task locations"):
                     await orch.submit({"intent": "echo", "payload": {}})
             streams = [s async for s in admin.scan_iter(_type="stream")]

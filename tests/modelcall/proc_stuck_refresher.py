@@ -13,7 +13,7 @@ import sys
 from redis.asyncio import Redis
 
 from deepagents.modelcall.credentials import CredentialStore
-from deepagents.modelcall.keys import ModelKeys
+from deepagents.store.models.keys import ModelKeys
 
 
 class _Hangs:

@@ -9,10 +9,11 @@ from typing import TypeVar
 from redis.asyncio import Redis
 
 from deepagents.modelcall import wrap_model_call
-from deepagents.modelcall.admission import RateLimiter
 from deepagents.modelcall.simulator import SimulatorThread, count_tokens
+from deepagents.store.models.admission import RateLimiter
 from tests.modelcall.conftest import FAST, MakeCalls, model_config
 from tests.modelcall.fleet import run_fleet
+from tests.support.replies import as_bytes
 from tests.support.wait import eventually
 
 T = TypeVar("T")
@@ -79,8 +80,8 @@ async def test_reservation_is_corrected_to_the_reported_usage(
 
     async def window() -> tuple[int, int]:
         buckets = await client.hgetall(key)
-        tokens = sum(int(v) for k, v in buckets.items() if k.startswith(b"t:"))
-        requests = sum(int(v) for k, v in buckets.items() if k.startswith(b"r:"))
+        tokens = sum(int(v) for k, v in buckets.items() if as_bytes(k).startswith(b"t:"))
+        requests = sum(int(v) for k, v in buckets.items() if as_bytes(k).startswith(b"r:"))
         return tokens, requests
 
     # The correction runs after the answer is returned: wait for it.

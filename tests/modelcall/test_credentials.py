@@ -13,11 +13,11 @@ from typing import Any
 import pytest
 from redis.asyncio import Redis
 
+from deepagents.config.models import VaultConfig
 from deepagents.modelcall import CredentialError, ModelConfig, wrap_model_call
-from deepagents.modelcall.config import VaultConfig
 from deepagents.modelcall.credentials import CredentialStore, EnvSource, VaultSource
-from deepagents.modelcall.keys import ModelKeys
 from deepagents.modelcall.simulator import SimulatorThread
+from deepagents.store.models.keys import ModelKeys
 from tests.modelcall.conftest import FAST, MakeCalls, model_config
 from tests.modelcall.fleet import ROOT, run_fleet
 from tests.modelcall.vault_standin import VaultStandIn

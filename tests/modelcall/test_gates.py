@@ -9,8 +9,8 @@ from redis.asyncio import Redis
 
 from deepagents.contract.result import Result
 from deepagents.modelcall import ModelCalls, ModelUnavailable, wrap_model_call
-from deepagents.modelcall.gates import BreakerState
 from deepagents.modelcall.simulator import SimulatorThread
+from deepagents.store.models.gates import BreakerState
 from tests.modelcall.conftest import MakeCalls, model_config
 from tests.support.wait import eventually
 

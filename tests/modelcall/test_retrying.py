@@ -3,14 +3,15 @@
 from __future__ import annotations
 
 import inspect
+from collections.abc import Callable
 from datetime import timedelta
 from email.utils import format_datetime
 
 import httpx
 import pytest
 
+from deepagents.config.models import RetryConfig
 from deepagents.contract.task import utcnow
-from deepagents.modelcall.config import RetryConfig
 from deepagents.modelcall.providers.openai import map_httpx_error
 from deepagents.modelcall.retrying import (
     ErrorKind,
@@ -64,6 +65,11 @@ def test_classify(status: int, body: object, kind: ErrorKind) -> None:
 POLICY = RetryConfig(max_retries=3, base_s=0.1, max_backoff_s=5.0, max_retry_after_s=30)
 
 
+def _always(value: float) -> Callable[[], float]:
+    """A random source that always draws ``value``."""
+    return lambda: value
+
+
 @pytest.mark.parametrize(
     "kind",
     [
@@ -88,7 +94,7 @@ def test_transient_backoff_is_bounded(retries_done: int) -> None:
             retries_done,
             POLICY,
             time_left_s=100,
-            rand=lambda r=rand: r,
+            rand=_always(rand),
         )
         assert decision.retry
         assert ceiling / 2 <= decision.delay_s <= ceiling
@@ -106,7 +112,7 @@ def test_backoff_capped() -> None:
 def test_retry_after_is_a_floor() -> None:
     error = ProviderError(ErrorKind.RATE_LIMITED, "x", status=429, retry_after_s=2.0)
     for rand in (0.0, 0.99):
-        decision = should_retry(error, 0, POLICY, time_left_s=100, rand=lambda r=rand: r)
+        decision = should_retry(error, 0, POLICY, time_left_s=100, rand=_always(rand))
         assert decision.retry and 2.0 <= decision.delay_s <= 2.0 + POLICY.base_s
 
 

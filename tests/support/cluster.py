@@ -9,6 +9,7 @@ from __future__ import annotations
 import contextlib
 import socket
 from collections.abc import Iterator
+from functools import partial
 
 import redis
 
@@ -34,7 +35,7 @@ def running_cluster(nodes: int) -> Iterator[list[EmbeddedRedis]]:
             if i:
                 client.execute_command("CLUSTER", "MEET", "127.0.0.1", servers[0].port)
         for client in clients:
-            eventually_sync(lambda c=client: _ready(c, nodes), what="the cluster to form")
+            eventually_sync(partial(_ready, client, nodes), what="the cluster to form")
         yield servers
 
 
@@ -95,7 +96,8 @@ def _run(i: int, nodes: int) -> tuple[int, int]:
 
 
 def _ready(client: redis.Redis, nodes: int) -> bool:
-    info = client.execute_command("CLUSTER", "INFO")
+    # redis-py leaves execute_command unannotated.
+    info = client.execute_command("CLUSTER", "INFO")  # type: ignore[no-untyped-call]
     info = info.decode() if isinstance(info, bytes) else str(info)
     return "cluster_state:ok" in info and f"cluster_known_nodes:{nodes}" in info
 

@@ -28,7 +28,7 @@ async def main(total: int, intent: str) -> None:
         await handle.result(timeout=300)  # type: ignore[attr-defined]
         latencies.append(time.monotonic() - start)
 
-    async with Orchestrator(client, config=config, settings=settings) as orch:
+    async with Orchestrator.from_client(client, config=config, settings=settings) as orch:
         waits = []
         sys.stdout.write("started\n")
         sys.stdout.flush()

@@ -43,5 +43,7 @@ def running_worker(
     client: Redis, settings: Settings, config: FileConfig, agent: AgentContract | None = None
 ) -> contextlib.AbstractAsyncContextManager[Worker]:
     """A ``Worker`` for ``agent`` (an ``EchoAgent`` by default), running until the block ends."""
-    worker = Worker(agent or EchoAgent(), client=client, config=config, settings=settings)
+    worker = Worker.from_client(
+        agent or EchoAgent(), client=client, config=config, settings=settings
+    )
     return running(worker)

@@ -44,7 +44,9 @@ def telemetry() -> Telemetry:
 async def _running(
     agent: AgentContract, client: Redis, config: FileConfig, settings: Settings, tm: Telemetry
 ) -> tuple[Worker, asyncio.Task[None]]:
-    worker = Worker(agent, client=client, config=config, settings=settings, telemetry=tm)
+    worker = Worker.from_client(
+        agent, client=client, config=config, settings=settings, telemetry=tm
+    )
     task = asyncio.create_task(worker.run())
     await asyncio.wait_for(worker.ready.wait(), 10)
     return worker, task
@@ -89,7 +91,9 @@ async def test_series_do_not_grow_with_traffic(
     settings = settings.model_copy(update={"outbox": False})
     stop_workers.append(await _running(EchoAgent(), client, config, settings, telemetry))
     worker = stop_workers[0][0]
-    async with Orchestrator(client, config=config, settings=settings, telemetry=telemetry) as orch:
+    async with Orchestrator.from_client(
+        client, config=config, settings=settings, telemetry=telemetry
+    ) as orch:
         await _submit(orch, 100)
         await eventually(lambda: _committed(worker, 100), timeout=60, what="100 tasks")
         after_100 = series(telemetry)
@@ -128,7 +132,7 @@ async def test_health_is_checked_on_schedule_and_visible_to_the_orchestrator(
     settings = settings.model_copy(update={"health_interval_s": 0.1})
     agent = MoodyAgent()
     stop_workers.append(await _running(agent, client, config, settings, telemetry))
-    orch = Orchestrator(client, config=config, settings=settings, telemetry=telemetry)
+    orch = Orchestrator.from_client(client, config=config, settings=settings, telemetry=telemetry)
 
     async def healthy() -> set[str]:
         return await orch.healthy_agents()

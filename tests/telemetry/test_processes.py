@@ -8,6 +8,7 @@ import json
 import os
 import signal
 import time
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -25,6 +26,7 @@ from deepagents.modelcall.simulator import SimulatorThread
 from deepagents.orchestrator import Orchestrator
 from deepagents.telemetry import Metrics, Telemetry, Tracing
 from tests.support.procs import Procs
+from tests.support.replies import as_bytes, entries
 from tests.support.wait import eventually
 from tests.telemetry.conftest import write_config
 from tests.telemetry.support import (
@@ -56,11 +58,13 @@ async def test_real_run_exports_every_metric(
                  env=sim_env)  # fmt: skip
     procs.cli("exporter", "--port", str(fleet_port), "--interval", "0.2", "--addr", "127.0.0.1")
     for port in (lab_port, research_port):
-        await eventually(lambda p=port: _scraped(p, "deepagents_agent_health_checks_total"),
+        await eventually(partial(_scraped, port, "deepagents_agent_health_checks_total"),
                          what=f"worker /metrics on {port}")  # fmt: skip
     telemetry = Telemetry(metrics=Metrics(), tracing=Tracing(None))
     config = load_config(config_path)
-    async with Orchestrator(client, config=config, settings=settings, telemetry=telemetry) as orch:
+    async with Orchestrator.from_client(
+        client, config=config, settings=settings, telemetry=telemetry
+    ) as orch:
         ok = await orch.submit_many(
             [Task(intent="lab", payload={"n": i, "urgent": i % 2 == 0}) for i in range(20)]
         )
@@ -130,7 +134,9 @@ async def test_one_trace_from_submit_to_model_call_across_two_processes(
     provider.add_span_processor(SimpleSpanProcessor(memory))
     telemetry = Telemetry(metrics=Metrics(), tracing=Tracing(provider))
     config = load_config(config_path)
-    async with Orchestrator(client, config=config, settings=settings, telemetry=telemetry) as orch:
+    async with Orchestrator.from_client(
+        client, config=config, settings=settings, telemetry=telemetry
+    ) as orch:
         handle = await orch.submit(Task(intent="research", payload=RESEARCH))
         result = await handle.result(timeout=60)
     assert result.status.value == "success" and result.output["model"] == "research"
@@ -156,7 +162,7 @@ async def test_one_trace_from_submit_to_model_call_across_two_processes(
     assert model["kind"] == "CLIENT" and model["attributes"]["gen_ai.request.model"] == "research"
     # The audit events (and so the audit rows) carry the same trace.
     events = [e for shard in range(2)
-              for _, f in await client.xrange(f"{prefix}:{{research:{shard}}}:audit")
+              for _, f in await entries(client, f"{prefix}:{{research:{shard}}}:audit")
               for e in orjson.loads(f[b"events"])]  # fmt: skip
     assert {e["type"] for e in events} >= {"submitted", "started", "succeeded", "model_call"}
     traced = [e for e in events if e["type"] != "model_call"]
@@ -208,12 +214,13 @@ async def _kill_scenario(
               "--addr", "127.0.0.1")  # fmt: skip
     settings = Settings(prefix=prefix, outbox=False)
     config = load_config(config_path)
-    async with Orchestrator(client, config=config, settings=settings) as orch:
+    async with Orchestrator.from_client(client, config=config, settings=settings) as orch:
         await orch.submit_many([Task(intent="lab", payload={"sleep": 60, "n": i})
                                 for i in range(24)])  # fmt: skip
 
     async def both_running() -> bool:
-        pids = {int(x.decode().split("|")[1]) for x in await client.lrange(f"{prefix}:runs", 0, -1)}
+        runs = await client.lrange(f"{prefix}:runs", 0, -1)
+        pids = {int(as_bytes(x).decode().split("|")[1]) for x in runs}
         return victim.pid in pids and len(pids) == 2
 
     await eventually(both_running, what="both workers running tasks")
@@ -222,7 +229,9 @@ async def _kill_scenario(
         sample = _fleet(try_scrape(port))
         return sample if sample is not None and sample[0] == 1.0 else None
 
-    _, oldest_alive = await eventually(steady, what="exporter sees two healthy workers")
+    sample = await eventually(steady, what="exporter sees two healthy workers")
+    assert sample is not None  # eventually returns only a truthy value
+    _, oldest_alive = sample
     # Heartbeats (every third of the visibility timeout) keep pending entries young.
     assert oldest_alive < vis_ms / 1000
     victim.send_signal(signal.SIGKILL)

@@ -19,6 +19,15 @@ def test_shipped_config_loads() -> None:
     assert config.agent_settings("risk").shards == 4
 
 
+def test_a_path_may_be_a_string(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.chdir(REPO)
+    config = load_config("config/deepagents.yaml")
+    assert config.agent_settings("risk").shards == 4
+    assert config == load_config(REPO / "config" / "deepagents.yaml")
+    with pytest.raises(ConfigError, match=r"missing\.yaml: file not found"):
+        load_config("config/missing.yaml")
+
+
 @pytest.mark.parametrize(
     ("text", "field", "reason"),
     [

@@ -105,7 +105,9 @@ def test_the_committed_result_is_the_same_whether_the_agent_set_metrics_or_not()
     now = utcnow()
 
     def committed(result: Result) -> dict[str, Any]:
-        body = orjson.loads(handler._finish(flight, result, time.monotonic(), 12, now))
+        body: dict[str, Any] = orjson.loads(
+            handler._finish(flight, result, time.monotonic(), 12, now)
+        )
         assert body["metrics"].pop("latency_ms") >= 0
         return body
 

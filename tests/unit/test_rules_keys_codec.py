@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import random
+from collections.abc import Callable
+from functools import partial
 
 import orjson
 import pytest
@@ -154,7 +156,7 @@ def test_a_batch_with_bad_entries_names_each_of_them(kinds: list[int]) -> None:
     good entry still decodes (validating the batch at once must not shift anything)."""
     good_task = task(ok=True)
     two_tasks = encode_task(task(a=1)) + b"," + encode_task(task(b=2))
-    makers = [
+    makers: list[Callable[[], dict[bytes, bytes] | None]] = [
         lambda: _entry(good_task),
         lambda: None,
         lambda: {b"task": b"{", b"attempt": b"1", b"enq": b"0"},
@@ -187,10 +189,10 @@ def test_backoff_grows_with_jitter_and_caps() -> None:
 
 def test_decide() -> None:
     policy = RetryPolicy()
-    common = {"max_deliveries": 3, "policy": policy, "time_left_ms": None}
-    assert decide(RuntimeError("x"), deliveries=1, **common).action == "retry"
-    assert decide(RetryableError("x"), deliveries=2, **common).action == "retry"
-    assert decide(RuntimeError("x"), deliveries=3, **common).action == "dead_letter"
-    assert decide(InvalidInput("x"), deliveries=1, **common).action == "fail"
+    common = partial(decide, max_deliveries=3, policy=policy, time_left_ms=None)
+    assert common(RuntimeError("x"), deliveries=1).action == "retry"
+    assert common(RetryableError("x"), deliveries=2).action == "retry"
+    assert common(RuntimeError("x"), deliveries=3).action == "dead_letter"
+    assert common(InvalidInput("x"), deliveries=1).action == "fail"
     late = decide(RuntimeError("x"), deliveries=1, max_deliveries=3, policy=policy, time_left_ms=1)
     assert (late.action, late.code) == ("fail", "deadline_exceeded")

@@ -7,33 +7,33 @@ from collections.abc import Iterator
 
 import asyncpg
 
-from deepagents.errors import DeepAgentsError
+from deepagents.errors import DeepAgentsError, ErrorCode
 
 
 class AuditStoreError(DeepAgentsError):
     """The audit database failed."""
 
-    code = "audit_store_error"
+    code = ErrorCode.AUDIT_STORE_ERROR
     retryable = True
 
 
 class AuditUnavailable(AuditStoreError):
     """PostgreSQL is unreachable or refusing work; events wait in Redis."""
 
-    code = "audit_unavailable"
+    code = ErrorCode.AUDIT_UNAVAILABLE
 
 
 class MigrationError(AuditStoreError):
     """A schema migration failed or was edited after it was applied."""
 
-    code = "migration_error"
+    code = ErrorCode.MIGRATION_ERROR
     retryable = False
 
 
 class NoDatabase(AuditStoreError):
     """No database is configured."""
 
-    code = "config_error"
+    code = ErrorCode.CONFIG_ERROR
     retryable = False
 
 

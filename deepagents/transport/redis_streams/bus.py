@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
+import asyncio
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import orjson
@@ -17,19 +18,19 @@ from deepagents.transport.base import (
     Claimed,
     CommitItem,
     DeadLetter,
+    Promoted,
     RawEntry,
     Reschedule,
     StreamRef,
     StreamStats,
+    now_ms,
 )
 from deepagents.transport.keys import ShardKeys
 from deepagents.transport.redis_streams.errors import redis_errors
 from deepagents.transport.redis_streams.lanes import Lanes
+from deepagents.transport.redis_streams.pool import check_server
+from deepagents.transport.redis_streams.replies import ReplyChannel
 from deepagents.transport.redis_streams.scripts import Scripts
-
-
-def now_ms() -> int:
-    return time.time_ns() // 1_000_000
 
 
 def _s(value: bytes | str) -> str:
@@ -75,6 +76,23 @@ class RedisStreamBus:
 
     async def aclose(self) -> None:
         await self.lanes.aclose()
+
+    async def check_server(self, *, allow_evicting: bool = False) -> str:
+        """Refuse a Redis this protocol cannot run on (too old, or evicting keys)."""
+        return await check_server(self.client, allow_evicting=allow_evicting)
+
+    async def ping_ms(self, limit_s: float = 2.0) -> float | None:
+        """PING's round trip in ms; None when Redis does not answer within ``limit_s``."""
+        started = time.perf_counter()
+        try:
+            async with asyncio.timeout(limit_s):
+                await self.client.ping()
+        except Exception:  # whatever the failure, the answer is "no answer"
+            return None
+        return round((time.perf_counter() - started) * 1000, 3)
+
+    def reply_listener(self, channel: str, deliver: Callable[[bytes], None]) -> ReplyChannel:
+        return ReplyChannel(self.client, channel, deliver)
 
     async def _evalsha(
         self, script: Any, calls: Sequence[tuple[list[Any], list[Any]]]
@@ -382,11 +400,12 @@ class RedisStreamBus:
         return [_s(i) for i in lost]
 
     async def deliveries(self, stream: StreamRef, task_ids: Sequence[str]) -> list[int]:
-        """How many deliveries each task has had so far (0 for an unknown task)."""
+        """How many deliveries each task has had so far: 0 for an unknown task, and for a
+        count that is not a number (as the begin script reads it, which then writes 1)."""
         commands = [("HGET", stream.keys.task(task_id), "deliveries") for task_id in task_ids]
         with redis_errors(f"delivery counts on {stream.name}"):
             replies = await self.lanes.pipeline(commands)
-        return [int(n) if n else 0 for n in replies]
+        return [int(n) if n and n.isdigit() else 0 for n in replies]
 
     async def hand_back(
         self,
@@ -418,13 +437,15 @@ class RedisStreamBus:
             )
         return [_s(name) for name in removed]
 
-    async def promote_due(self, keys: ShardKeys, tiers: Sequence[str], limit: int = 500) -> int:
+    async def promote_due(
+        self, keys: ShardKeys, tiers: Sequence[str], limit: int = 500
+    ) -> Promoted:
         with redis_errors(f"promote {keys.delayed}"):
-            moved = await self.scripts.promote(
-                keys=[keys.delayed, *(keys.stream(t) for t in tiers)],
+            moved, dead = await self.scripts.promote(
+                keys=[keys.delayed, keys.dlq, *(keys.stream(t) for t in tiers)],
                 args=[now_ms(), limit, *tiers],
             )
-        return int(moved)
+        return Promoted(int(moved), int(dead))
 
     async def replay(
         self, keys: ShardKeys, dlq_entry: str, tier: str, task_id: str, task_json: bytes, reply: str
@@ -468,3 +489,36 @@ class RedisStreamBus:
                 lag = info.get("lag")
                 stats.lag = int(lag) if lag is not None else None
         return stats
+
+    async def shard_backlog(self, keys: ShardKeys) -> tuple[int, int]:
+        """(dead letters, delayed retries) of one shard."""
+        with redis_errors("status"):
+            dlq = await self.client.xlen(keys.dlq)
+            delayed = await self.client.zcard(keys.delayed)
+        return int(dlq), int(delayed)
+
+    async def oldest_idle_ms(
+        self, streams: Sequence[tuple[str, str]], scan: int
+    ) -> list[int | None]:
+        """Per (stream name, group): the longest idle time among its first ``scan`` pending
+        entries, in one round trip; None where the stream or group is missing or empty."""
+        with redis_errors("scan pending entries"):
+            pipe = self.client.pipeline(transaction=False)
+            for stream, group in streams:
+                pipe.xpending_range(stream, group, min="-", max="+", count=scan)
+            replies = await pipe.execute(raise_on_error=False)
+        return [
+            max(int(e["time_since_delivered"]) for e in entries)
+            if isinstance(entries, list) and entries
+            else None
+            for entries in replies
+        ]
+
+    async def outbox_lengths(self, shards: Sequence[ShardKeys]) -> list[int]:
+        """The audit outbox length of each shard (acked entries are deleted: the backlog)."""
+        with redis_errors("measure audit outbox"):
+            pipe = self.client.pipeline(transaction=False)
+            for keys in shards:
+                pipe.xlen(keys.outbox)
+            lengths = await pipe.execute()
+        return [int(n) for n in lengths]

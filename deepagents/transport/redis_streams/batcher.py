@@ -1,4 +1,4 @@
-"""Group commit for the gateway's own Redis commands.
+"""Group commit for the commands of many concurrent callers (the gateway's admissions).
 
 Most of the gateway's CPU per request is per-round-trip work (a socket write and read,
 packing, parsing), not per command. Concurrent requests therefore hand their commands to

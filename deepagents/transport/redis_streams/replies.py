@@ -26,7 +26,7 @@ from redis.asyncio import Redis, RedisCluster
 from deepagents.errors import TransportError
 from deepagents.transport.redis_streams.pool import own_connection
 
-log = logging.getLogger("deepagents.orchestrator")
+log = logging.getLogger("deepagents.orchestrator")  # the submitter it serves
 
 # A silent connection is asked for a PING after this long; one that stays silent for
 # another such span is dead and replaced.

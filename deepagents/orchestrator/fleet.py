@@ -1,6 +1,9 @@
 """One sample of Redis for the fleet-level gauges: per stream backlog, pending, lag and
 oldest pending age; per shard dead letters and delayed retries; per agent audit outbox
 backlog and instance health. Run by ``deepagents exporter`` only (one copy for the fleet).
+
+It reads through the operator views (``Admin``), so it sits in the scheduling layer; the
+gauges it sets are defined in ``telemetry.metrics``.
 """
 
 from __future__ import annotations
@@ -8,13 +11,10 @@ from __future__ import annotations
 import time
 from typing import Any
 
-from redis.asyncio import Redis
-
+from deepagents.compose import Services
 from deepagents.config.schema import FileConfig
 from deepagents.orchestrator.admin import Admin
-from deepagents.store.registry import AgentRegistry
 from deepagents.telemetry.metrics import FleetMetrics
-from deepagents.transport.redis_streams.errors import redis_errors
 
 # Pending entries looked at per stream and sample: pools bound what a worker holds, so a
 # fleet's pending entries per stream are far fewer; the scan stays cheap at a 5 s interval.
@@ -22,13 +22,10 @@ PEL_SCAN = 10_000
 
 
 class FleetSampler:
-    def __init__(
-        self, client: Redis, config: FileConfig, prefix: str, metrics: FleetMetrics
-    ) -> None:
-        self.client: Any = client
+    def __init__(self, services: Services, config: FileConfig, metrics: FleetMetrics) -> None:
         self.config = config
-        self.admin = Admin(client, config, prefix)
-        self.registry = AgentRegistry(client, self.admin.keys)
+        self.admin = Admin(services.bus, services.tasks, config)
+        self.registry = services.registry
         self.metrics = metrics
         for name, tier in config.tiers.items():
             metrics.max_wait.labels(name).set(tier.max_wait_ms / 1000)
@@ -52,14 +49,11 @@ class FleetSampler:
         busy = [r for r in rows if r["pending"]]
         if not busy:
             return
-        with redis_errors("scan pending entries"):
-            pipe = self.client.pipeline(transaction=False)
-            for r in busy:
-                pipe.xpending_range(r["stream"], r["agent"], min="-", max="+", count=PEL_SCAN)
-            replies = await pipe.execute(raise_on_error=False)
-        for r, entries in zip(busy, replies, strict=True):
-            if isinstance(entries, list) and entries:
-                idle = max(int(e["time_since_delivered"]) for e in entries)
+        idles = await self.admin.bus.oldest_idle_ms(
+            [(r["stream"], r["agent"]) for r in busy], PEL_SCAN
+        )
+        for r, idle in zip(busy, idles, strict=True):
+            if idle is not None:
                 r["oldest_pending_ms"] = max(r["oldest_pending_ms"], idle)
 
     def _streams(self, rows: list[dict[str, Any]]) -> None:
@@ -79,14 +73,10 @@ class FleetSampler:
     async def _outbox(self) -> None:
         """Acked outbox entries are deleted, so the streams' lengths are the backlog."""
         shards = self.admin.shards()
-        with redis_errors("measure audit outbox"):
-            pipe = self.client.pipeline(transaction=False)
-            for _, keys in shards:
-                pipe.xlen(keys.outbox)
-            lengths = await pipe.execute()
+        lengths = await self.admin.bus.outbox_lengths([keys for _, keys in shards])
         per_agent: dict[str, int] = dict.fromkeys(self.admin.agents, 0)
         for (agent, _), length in zip(shards, lengths, strict=True):
-            per_agent[agent] += int(length)
+            per_agent[agent] += length
         for agent, total in per_agent.items():
             self.metrics.audit_backlog.labels(agent).set(total)
 

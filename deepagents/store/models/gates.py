@@ -13,9 +13,14 @@ from enum import StrEnum
 
 from redis.asyncio import Redis
 
-from deepagents.modelcall.config import BreakerConfig, LimitsConfig
-from deepagents.modelcall.keys import ModelKeys, safe_part
-from deepagents.modelcall.pricing import micro_usd
+from deepagents.config.models import BreakerConfig, LimitsConfig
+from deepagents.store.models.keys import ModelKeys, safe_part
+
+
+def micro_usd(cost: float) -> int:
+    """Dollars as the integer micro-dollars the budget counters hold."""
+    return round(cost * 1_000_000)
+
 
 _NOW_MS = "local t = redis.call('TIME') local now = t[1] * 1000 + math.floor(t[2] / 1000)\n"
 

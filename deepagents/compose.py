@@ -1,0 +1,89 @@
+"""The composition root: builds, from the settings, the Redis connection pools, the message
+bus and the stores that everything above the transport is given.
+
+The only module outside ``transport/`` and ``store/`` that names Redis: the orchestrator,
+the worker, the admin views, the gateway and the exporter take a ``Services`` and never
+build a bus or a client of their own.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import AsyncIterator
+from dataclasses import dataclass, field
+
+from redis.asyncio import Redis
+
+from deepagents.config.settings import Settings
+from deepagents.errors import ConfigError
+from deepagents.store.registry import AgentRegistry
+from deepagents.store.tasks import TaskStore
+from deepagents.transport.base import MessageBus
+from deepagents.transport.keys import Keys
+from deepagents.transport.redis_streams.bus import RedisStreamBus
+from deepagents.transport.redis_streams.pool import connect
+
+# The connection pools' client, for the layers that still speak Redis themselves (the
+# model-call gates, the gateway's admission): see the exceptions in pyproject's contracts.
+# Typed as ``connect`` types it: a ``RedisCluster`` on a cluster, used through the same API.
+RedisClient = Redis
+
+
+@dataclass(slots=True)
+class Services:
+    """What one process's components share. ``aclose()`` closes the bus's own connections,
+    and the client too when these services opened it."""
+
+    client: RedisClient
+    bus: MessageBus
+    tasks: TaskStore
+    registry: AgentRegistry
+    keys: Keys
+    owns_client: bool = field(default=False, repr=False)
+
+    async def aclose(self) -> None:
+        await self.bus.aclose()
+        if self.owns_client:
+            await self.client.aclose()
+
+
+def services_for(client: RedisClient, settings: Settings) -> Services:
+    """Services over a client the caller opened (and closes)."""
+    keys = Keys(settings.prefix)
+    return Services(
+        client=client,
+        bus=RedisStreamBus(client, result_ttl_s=settings.result_ttl_s),
+        tasks=TaskStore(client, keys),
+        registry=AgentRegistry(client, keys),
+        keys=keys,
+    )
+
+
+def open_client(url: str, *, max_connections: int = 64, cluster: bool = False) -> RedisClient:
+    """A client with the pools the protocol needs (keepalive, health checks, timeouts)."""
+    return connect(url, max_connections=max_connections, cluster=cluster)
+
+
+def open_services(settings: Settings, *, max_connections: int = 64) -> Services:
+    """Services over a client of their own, from ``DEEPAGENTS_REDIS_URL``."""
+    if settings.redis_url is None:
+        raise ConfigError("DEEPAGENTS_REDIS_URL is not set")
+    client = open_client(
+        settings.redis_url.get_secret_value(),
+        max_connections=max_connections,
+        cluster=settings.redis_cluster,
+    )
+    services = services_for(client, settings)
+    services.owns_client = True
+    return services
+
+
+@contextlib.asynccontextmanager
+async def redis_client(
+    url: str, *, max_connections: int = 64, cluster: bool = False
+) -> AsyncIterator[RedisClient]:
+    client = open_client(url, max_connections=max_connections, cluster=cluster)
+    try:
+        yield client
+    finally:
+        await client.aclose()

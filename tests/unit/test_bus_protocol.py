@@ -1,0 +1,70 @@
+"""RedisStreamBus implements the whole MessageBus protocol the layers above are typed against.
+
+Checked twice: by mypy (``_typed`` below does not type-check if the bus lacks a member or
+takes other parameters) and here at run time, member by member, so a backend written later
+can be held to the same list."""
+
+from __future__ import annotations
+
+import inspect
+from typing import Any
+
+import pytest
+from redis.asyncio import Redis
+
+from deepagents.transport.base import MessageBus
+from deepagents.transport.redis_streams.bus import RedisStreamBus
+
+
+def _typed(client: Redis) -> MessageBus:
+    return RedisStreamBus(client)
+
+
+def _members(protocol: type[Any]) -> list[str]:
+    own = (
+        set(vars(protocol))
+        - set(vars(object))
+        - {"__protocol_attrs__", "__non_callable_proto_members__"}
+    )
+    return sorted(n for n in own if not n.startswith("_") or n in ("__aenter__", "__aexit__"))
+
+
+def _parameters(function: Any) -> list[tuple[str, Any, bool]]:
+    signature = inspect.signature(function)
+    return [
+        (p.name, p.kind, p.default is not inspect.Parameter.empty)
+        for p in signature.parameters.values()
+    ]
+
+
+def test_the_protocol_lists_what_callers_use() -> None:
+    # The operations the orchestrator, admin views, fleet sampler and gateway call.
+    wanted = {
+        "aclose",
+        "cancel",
+        "check_server",
+        "cluster",
+        "enqueue_many",
+        "outbox_lengths",
+        "oldest_idle_ms",
+        "ping_ms",
+        "reply_listener",
+        "set_many",
+        "shard_backlog",
+        "stream_stats",
+    }
+    assert wanted <= set(_members(MessageBus))
+
+
+@pytest.mark.parametrize("name", _members(MessageBus))
+def test_redis_stream_bus_has_each_member_with_the_same_parameters(name: str) -> None:
+    declared = inspect.getattr_static(MessageBus, name)
+    implemented = inspect.getattr_static(RedisStreamBus, name, None)
+    assert implemented is not None, f"RedisStreamBus lacks {name}"
+    if isinstance(declared, property):
+        assert isinstance(implemented, property), f"{name} must be a property"
+        return
+    assert inspect.iscoroutinefunction(implemented) == inspect.iscoroutinefunction(declared), (
+        f"{name}: async in one, not in the other"
+    )
+    assert _parameters(implemented) == _parameters(declared), name
