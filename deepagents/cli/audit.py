@@ -10,22 +10,26 @@ import re
 import sys
 from collections.abc import Awaitable, Callable
 from datetime import UTC, datetime, timedelta
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import orjson
 from rich.console import Console
 from rich.table import Table
 
+from deepagents._internal.extras import require_extra
 from deepagents.cli.common import load_runtime, run
 from deepagents.errors import DeepAgentsError, ErrorCode
-from deepagents.store.audit.db import database_url
-from deepagents.store.audit.errors import database_errors
-from deepagents.store.audit.repository import COST_GROUPS, AuditRepository
+
+if TYPE_CHECKING:
+    from deepagents.store.audit.repository import AuditRepository
 
 T = TypeVar("T")
 _SPAN = re.compile(r"^(\d+)([smhdw])$")
 _UNITS = {"s": "seconds", "m": "minutes", "h": "hours", "d": "days", "w": "weeks"}
 _TRACE_ID = re.compile(r"^[0-9a-f]{32}$")
+# AuditRepository's COST_GROUPS, spelled out so that building the parser needs no asyncpg
+# (the [audit] extra); tests/deploy/test_slim_install.py keeps the two equal.
+COST_GROUPS = ("agent", "tenant", "model")
 
 
 class AuditQueryError(DeepAgentsError):
@@ -67,6 +71,11 @@ def parse_when(text: str, now: datetime) -> datetime:
 def _query(
     args: argparse.Namespace, what: str, call: Callable[[AuditRepository], Awaitable[T]]
 ) -> T:
+    require_extra("audit", "`deepagents audit`")
+    from deepagents.store.audit.db import database_url
+    from deepagents.store.audit.errors import database_errors
+    from deepagents.store.audit.repository import AuditRepository
+
     settings = load_runtime(args.config).settings
     url = database_url(settings)
 
@@ -132,6 +141,8 @@ async def show_task_trail(
     url: str, schema: str, task_id: str, console: Console | None = None
 ) -> int:
     """Print one task's audit trail (the demo's last screen); return how many events."""
+    from deepagents.store.audit.repository import AuditRepository
+
     async with AuditRepository(url, schema) as repo:
         rows = await repo.task_events(task_id)
     if rows:

@@ -12,11 +12,10 @@ import sys
 from collections.abc import Sequence
 from typing import Any
 
+from deepagents._internal.extras import require_extra
 from deepagents.cli.common import load_runtime, redis_client, require_redis_url, run
 from deepagents.cli.signals import on_stop
 from deepagents.errors import DeepAgentsError
-from deepagents.store.audit.db import database_url
-from deepagents.store.audit.writer import AuditWriter
 
 log = logging.getLogger("deepagents.audit")
 
@@ -34,6 +33,10 @@ def _arguments(p: argparse.ArgumentParser) -> None:
 
 
 def main(args: argparse.Namespace) -> int:
+    require_extra("audit", "`deepagents audit-writer`")
+    from deepagents.store.audit.db import database_url
+    from deepagents.store.audit.writer import AuditWriter
+
     runtime = load_runtime(args.config)
     settings = runtime.settings
     if args.consumer:

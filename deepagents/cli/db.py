@@ -5,11 +5,9 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
+from deepagents._internal.extras import require_extra
 from deepagents.cli.common import load_runtime, run
 from deepagents.errors import ConfigError
-from deepagents.store.audit.db import database_url
-from deepagents.store.audit.errors import database_errors
-from deepagents.store.audit.migrate import migrate, prune
 
 
 def register(sub: Any) -> None:
@@ -26,6 +24,11 @@ def register(sub: Any) -> None:
 
 
 def _migrate(args: argparse.Namespace) -> int:
+    require_extra("audit", "`deepagents db`")
+    from deepagents.store.audit.db import database_url
+    from deepagents.store.audit.errors import database_errors
+    from deepagents.store.audit.migrate import migrate
+
     settings = load_runtime(args.config).settings
     url = database_url(settings)
     with database_errors("db migrate"):
@@ -36,6 +39,11 @@ def _migrate(args: argparse.Namespace) -> int:
 
 
 def _prune(args: argparse.Namespace) -> int:
+    require_extra("audit", "`deepagents db`")
+    from deepagents.store.audit.db import database_url
+    from deepagents.store.audit.errors import database_errors
+    from deepagents.store.audit.migrate import prune
+
     settings = load_runtime(args.config).settings
     keep = args.keep_days if args.keep_days is not None else settings.audit_retention_days
     if keep is None or keep < 1:

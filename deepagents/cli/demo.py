@@ -30,6 +30,7 @@ from rich.console import Console
 from rich.live import Live
 from rich.table import Table
 
+from deepagents._internal.extras import require_extra
 from deepagents._internal.redis_server import free_port
 from deepagents.cli.common import embedded_redis_if_needed, load_runtime, redis_client, run
 from deepagents.config import FileConfig
@@ -38,7 +39,6 @@ from deepagents.contract.result import ResultStatus
 from deepagents.errors import DeepAgentsError
 from deepagents.orchestrator import Orchestrator
 from deepagents.orchestrator.admin import Admin
-from deepagents.store.audit.embedded import database_if_needed
 from deepagents.store.keyspace import drop_prefix
 
 AGENT_CLASSES = {
@@ -280,6 +280,9 @@ def main(args: argparse.Namespace) -> int:
             console.print(f"[dim]model SIMULATOR at {env['DEEPAGENTS_SIM_MODEL_URL']}[/dim]")
         db_url = None
         if not args.no_audit:
+            require_extra("audit", "the demo's audit log (or --no-audit)")
+            from deepagents.store.audit.embedded import database_if_needed
+
             db_url = stack.enter_context(database_if_needed(settings))
             if settings.database_url is None:
                 console.print("[dim]started an embedded PostgreSQL for the audit log[/dim]")

@@ -11,6 +11,7 @@ import sys
 import tempfile
 from typing import Any
 
+from deepagents._internal.extras import require_extra
 from deepagents.cli.common import load_runtime, require_redis_url
 from deepagents.errors import ConfigError
 
@@ -30,6 +31,7 @@ def register(sub: Any) -> None:
 
 
 def main(args: argparse.Namespace) -> int:
+    require_extra("gateway", "`deepagents gateway`")
     if args.new_key:
         return _new_key(args.new_key)
     if args.workers < 1 or not 0 < args.port < 65536:

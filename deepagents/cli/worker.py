@@ -6,6 +6,7 @@ import argparse
 import asyncio
 from typing import Any
 
+from deepagents._internal.extras import require_extra
 from deepagents._internal.heap import freeze_startup_heap
 from deepagents.cli.common import (
     load_runtime,
@@ -19,6 +20,7 @@ from deepagents.errors import ConfigError
 from deepagents.telemetry.core import configure
 from deepagents.telemetry.serve import serve_metrics
 from deepagents.worker import Worker
+from deepagents.worker.probes import WorkerProbes
 
 
 def register(sub: Any) -> None:
@@ -80,6 +82,7 @@ def main(args: argparse.Namespace) -> int:
     if args.consumer:
         settings = settings.model_copy(update={"consumer": args.consumer})
     if args.with_audit_writer:
+        require_extra("audit", "--with-audit-writer")
         if settings.database_url is None:
             raise ConfigError(
                 "--with-audit-writer needs DEEPAGENTS_DATABASE_URL", file="environment"
@@ -90,7 +93,8 @@ def main(args: argparse.Namespace) -> int:
     if args.metrics_host is not None:
         settings = settings.model_copy(update={"metrics_host": args.metrics_host})
     telemetry = configure(settings, service=f"deepagents-worker-{cls.name}")
-    server = serve_metrics(telemetry, settings.metrics_port, settings.metrics_host)
+    probes = WorkerProbes()
+    server = serve_metrics(telemetry, settings.metrics_port, settings.metrics_host, probes.probes())
 
     async def serve() -> None:
         readers = len(runtime.config.tier_names) * runtime.config.agent_settings(cls.name).shards
@@ -105,6 +109,7 @@ def main(args: argparse.Namespace) -> int:
                 concurrency=concurrency,
                 telemetry=telemetry,
             )
+            probes.worker = worker
             task = asyncio.ensure_future(worker.run())
             writer = (
                 _audit_writer(client, runtime.config, settings) if args.with_audit_writer else None

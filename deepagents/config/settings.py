@@ -12,10 +12,19 @@ from pydantic_settings import BaseSettings, SettingsConfigDict
 DEFAULT_CONFIG_PATH = Path("config/deepagents.yaml")
 
 
+def _secrets_dir() -> str | None:
+    """Where `docker compose` and Kubernetes mount secrets: any setting may be a file there,
+    named like its variable (``deepagents_database_url``), so no secret sits in the env."""
+    path = os.environ.get("DEEPAGENTS_SECRETS_DIR", "/run/secrets")
+    return path if os.path.isdir(path) else None
+
+
 class Settings(BaseSettings):
     """Environment settings. The YAML file (``config``) holds tiers, strategies and agents."""
 
-    model_config = SettingsConfigDict(env_prefix="DEEPAGENTS_", extra="ignore", frozen=True)
+    model_config = SettingsConfigDict(
+        env_prefix="DEEPAGENTS_", extra="ignore", frozen=True, secrets_dir=_secrets_dir()
+    )
 
     redis_url: SecretStr | None = Field(
         default=None, description="redis://…; unset: the CLI starts an embedded Redis"

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import math
 import time
 from collections import defaultdict
 from collections.abc import Callable
@@ -84,6 +85,11 @@ class Worker:
         self._loop: asyncio.AbstractEventLoop | None = None
         self._executor: ThreadPoolExecutor | None = None
         self.ready = asyncio.Event()
+        # Probes (/healthz, /readyz) read these from the metrics server's thread.
+        beat_ms = self.agent_settings.heartbeat_ms or self.agent_settings.visibility_timeout_ms / 3
+        self._beat_s = max(0.01, beat_ms / 1000)
+        self._turned_at = time.monotonic()  # the heartbeat loop last turned (Redis or not)
+        self._reached_at = -math.inf  # Redis last took this worker's registry heartbeat
 
     @classmethod
     def from_client(
@@ -118,6 +124,16 @@ class Worker:
         else:
             self._stopping = True
 
+    def live(self) -> bool:
+        """Alive: the event loop turns (its heartbeat ran within three periods). A Redis
+        outage does not make a worker dead: restarting it would not bring Redis back."""
+        return time.monotonic() - self._turned_at < 3 * self._beat_s + 1
+
+    def accepting(self) -> bool:
+        """Ready: reading its streams, not stopping, and Redis took its last heartbeat."""
+        fresh = time.monotonic() - self._reached_at < 3 * self._beat_s + 1
+        return self.ready.is_set() and not self._stopping and fresh
+
     async def run(self) -> None:
         self._loop = asyncio.get_running_loop()
         self._stop_event = asyncio.Event()
@@ -140,6 +156,7 @@ class Worker:
         on_record = ModelCallRecorder(self.telemetry, self.name)
         try:
             await registry.register(self.agent, self.consumer)
+            self._turned_at = self._reached_at = time.monotonic()
             await self._check_health(runner, registry)  # healthy or not, known from the start
             # One model-call client for this loop; every task created inside inherits it.
             async with model_calls_scope(
@@ -311,10 +328,9 @@ class Worker:
             await backoff.wait(f"re-create the group of {ref.name}", again)
 
     async def _heartbeat(self, registry: AgentRegistry) -> None:
-        beat_ms = self.agent_settings.heartbeat_ms or self.agent_settings.visibility_timeout_ms / 3
-        interval = max(0.01, beat_ms / 1000)
         while not self._stopping:
-            await asyncio.sleep(interval)
+            await asyncio.sleep(self._beat_s)
+            self._turned_at = time.monotonic()
             by_stream: dict[StreamRef, list[str]] = defaultdict(list)
             for flight in list(self.inflight.values()):
                 by_stream[flight.stream].append(flight.entry_id)
@@ -323,6 +339,7 @@ class Worker:
                     for entry_id in await self.bus.touch(ref, self.name, self.consumer, ids):
                         self._lost(ref, entry_id)
                 await registry.beat(self.agent, self.consumer)
+                self._reached_at = time.monotonic()
             except TransportError as exc:
                 log.warning("heartbeat failed: %s", exc, extra={"action": "heartbeat_failed"})
 

@@ -1,9 +1,8 @@
-"""Audit fixtures: a real PostgreSQL (DEEPAGENTS_TEST_DATABASE_URL, else an embedded one),
-a schema of its own per test (dropped afterwards), settings pointing at both."""
+"""Audit fixtures: a schema of its own per test in the real PostgreSQL of ``pg_url``
+(tests/conftest.py; dropped afterwards), settings pointing at it and the test's Redis."""
 
 from __future__ import annotations
 
-import os
 import uuid
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
@@ -30,16 +29,6 @@ defaults:
 agents:
   echo: {class: "agents.echo:EchoAgent"}
 """
-
-
-@pytest.fixture(scope="session")
-def pg_url() -> Iterator[str]:
-    url = os.environ.get("DEEPAGENTS_TEST_DATABASE_URL")
-    if url:
-        yield url
-        return
-    with EmbeddedPostgres() as server:
-        yield server.url
 
 
 @pytest.fixture
