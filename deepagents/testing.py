@@ -22,9 +22,10 @@ from deepagents.orchestrator import Orchestrator
 from deepagents.store.tasks import DeadLetterEntry
 from deepagents.worker import Worker
 
-# One shard, and retries after a few milliseconds: a test waits for nothing it does not
-# test. Override any setting with ``AgentHarness(MyAgent, settings={...})``.
-FAST: dict[str, Any] = {"shards": 1, "retry": {"base_ms": 5, "max_ms": 50}}
+# One shard, retries after a few milliseconds, and a stop that waits a second for a task
+# still running: a test waits for nothing it does not test. Override any setting with
+# ``AgentHarness(MyAgent, settings={...})``.
+FAST: dict[str, Any] = {"shards": 1, "retry": {"base_ms": 5, "max_ms": 50}, "grace_period_s": 1}
 
 
 class AgentHarness:

