@@ -25,7 +25,7 @@ from deepagents.transport.base import MessageBus
 from deepagents.transport.keys import Keys
 from deepagents.transport.memory import MemoryBus, State
 from deepagents.transport.redis_streams.bus import RedisStreamBus
-from deepagents.transport.redis_streams.pool import connect
+from deepagents.transport.redis_streams.pool import check_reachable, connect
 
 # The connection pools' client, for the layers that still speak Redis themselves (the
 # model-call gates, the gateway's admission): see the exceptions in pyproject's contracts.
@@ -103,6 +103,7 @@ async def redis_client(
 ) -> AsyncIterator[RedisClient]:
     client = open_client(url, max_connections=max_connections, cluster=cluster)
     try:
+        await check_reachable(client)  # an unreachable Redis: one line, before anything else
         yield client
     finally:
         await client.aclose()

@@ -43,6 +43,7 @@ class ErrorCode(StrEnum):
     CANCELLED = "cancelled"
     REJECTED = "rejected"  # can_handle said no
     DEAD_LETTERED = "dead_lettered"
+    RESPONSE_TOO_LARGE = "response_too_large"  # a model's answer passed its size cap
     # Exceptions (the orchestrator's refusals among them)
     ERROR = "error"
     CONFIG_ERROR = "config_error"

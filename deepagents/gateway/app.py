@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 
 from fastapi import FastAPI
 from fastapi.exceptions import RequestValidationError
@@ -20,7 +20,7 @@ from starlette.types import ASGIApp
 
 from deepagents._internal.heap import freeze_startup_heap
 from deepagents.compose import open_services
-from deepagents.config.load import load_config, load_settings
+from deepagents.config.load import load_settings, load_settings_config
 from deepagents.config.schema import FileConfig
 from deepagents.config.settings import Settings
 from deepagents.errors import ConfigError, DeepAgentsError, ErrorCode
@@ -49,7 +49,7 @@ TITLE = "deepagents gateway"
 VERSION = "1.0.0"
 
 
-def create_served_app() -> ASGIApp:
+def create_served_app(on_ready: Callable[[], None] | None = None) -> ASGIApp:
     """The app as ``deepagents gateway`` serves it: the process is the app's alone, so its
     start-up heap is frozen once the lifespan is up (see ``freeze_startup_heap``), and
     ``POST /v1/tasks`` enters through ``SubmitFront``.
@@ -57,7 +57,7 @@ def create_served_app() -> ASGIApp:
     A bad config file ends the process with one line, not a traceback: with ``--workers``,
     each process started by a ``SIGHUP`` reads the file again (``reload.py``)."""
     try:
-        app = create_app(freeze_heap=True)
+        app = create_app(freeze_heap=True, on_ready=on_ready)
     except ConfigError as exc:
         log.error("cannot start: %s", exc, extra={"action": "config_error"})
         raise SystemExit(2) from None
@@ -65,11 +65,16 @@ def create_served_app() -> ASGIApp:
 
 
 def create_app(
-    settings: Settings | None = None, config: FileConfig | None = None, *, freeze_heap: bool = False
+    settings: Settings | None = None,
+    config: FileConfig | None = None,
+    *,
+    freeze_heap: bool = False,
+    on_ready: Callable[[], None] | None = None,
 ) -> FastAPI:
-    """The app; settings and config default to the environment (DEEPAGENTS_*) and its file."""
+    """The app; settings and config default to the environment (DEEPAGENTS_*) and its file.
+    ``on_ready`` is called once the lifespan has started (Redis checked, state built)."""
     settings = settings or load_settings()
-    config = config or load_config(settings.config_path())
+    config = config or load_settings_config(settings)
     metrics = GatewayMetrics()
 
     @contextlib.asynccontextmanager
@@ -103,6 +108,8 @@ def create_app(
                     log.warning("no gateway.api_keys configured: every /v1 request answers 401")
                 if freeze_heap:
                     freeze_startup_heap()
+                if on_ready is not None:
+                    on_ready()
                 try:
                     with reload_on_hangup(app.state.gateway, settings.config_path(), metrics):
                         # uvicorn hands this state to every connection (``http.py``).

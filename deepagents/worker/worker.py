@@ -15,15 +15,17 @@ import logging
 import math
 import time
 from collections import defaultdict
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from concurrent.futures import ThreadPoolExecutor
 
 from deepagents.compose import RedisClient, Services, services_for
+from deepagents.config.models import ModelConfig
 from deepagents.config.schema import AgentSettings, FileConfig
 from deepagents.config.settings import Settings
 from deepagents.contract.agent import AgentContract
 from deepagents.errors import GroupVanished, TransportError
 from deepagents.modelcall.bootstrap import model_calls_scope, simulator_models
+from deepagents.modelcall.credentials import missing_credential
 from deepagents.store.base import Registry
 from deepagents.telemetry.core import Telemetry, process_telemetry
 from deepagents.telemetry.modelcalls import ModelCallRecorder
@@ -152,6 +154,7 @@ class Worker:
         models = self.config.models
         if self.settings.sim_model_url:
             models = simulator_models(models, self.settings.sim_model_url)
+        _warn_missing_credentials(models)
         # Every model-call attempt into metrics and a span under the task's execute span.
         on_record = ModelCallRecorder(self.telemetry, self.name)
         try:
@@ -428,3 +431,17 @@ class _Backoff:
 
     def reset(self) -> None:
         self.delay = self.base
+
+
+def _warn_missing_credentials(models: Mapping[str, ModelConfig]) -> None:
+    """Once per model at start: without this, every call fails into the model's fallback
+    and only a per-call line in this log says why."""
+    for name, model in models.items():
+        if (missing := missing_credential(model)) is not None:
+            log.warning(
+                "model %r has no credential: %s; its calls will fail and be answered by its "
+                "fallbacks (degraded)",
+                name,
+                missing,
+                extra={"action": "model_credential_missing"},
+            )

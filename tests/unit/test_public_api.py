@@ -46,6 +46,7 @@ ERROR_CODES = {
     "cancelled",
     "rejected",
     "dead_lettered",
+    "response_too_large",
     # exceptions
     "error",
     "config_error",
