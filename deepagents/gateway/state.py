@@ -16,8 +16,7 @@ from deepagents.gateway.http import HeaderDeadline
 from deepagents.gateway.limits import Admission
 from deepagents.gateway.metrics import GatewayMetrics
 from deepagents.orchestrator import Orchestrator
-from deepagents.store.registry import AgentRegistry
-from deepagents.store.tasks import TaskStore
+from deepagents.store.base import Registry, TaskRecords
 
 
 @dataclass(slots=True)
@@ -28,7 +27,7 @@ class GatewayState:
     orchestrator: Orchestrator
     auth: Authenticator
     admission: Admission
-    registry: AgentRegistry
+    registry: Registry
     full_check: FullCheck
     metrics: GatewayMetrics
     submits: SubmitCoalescer
@@ -49,7 +48,7 @@ class GatewayState:
         self.config = config
 
     @property
-    def tasks(self) -> TaskStore:
+    def tasks(self) -> TaskRecords:
         return self.services.tasks
 
     @property
