@@ -28,7 +28,7 @@ from deepagents.cli.common import (
 from deepagents.compose import services_for
 from deepagents.config.schema import FileConfig
 from deepagents.orchestrator.admin import Admin
-from deepagents.store.registry import AgentRegistry
+from deepagents.store.base import Registry
 from deepagents.telemetry.watch import Snapshot, p95, snapshot, throughput
 
 
@@ -118,7 +118,7 @@ def render_tiers(tiers: dict[str, dict[str, float | None]]) -> Table:
 
 
 async def _health(
-    registry: AgentRegistry, config: FileConfig, admin: Admin
+    registry: Registry, config: FileConfig, admin: Admin
 ) -> dict[str, dict[str, Any]]:
     out: dict[str, dict[str, Any]] = {}
     for name in admin.agents:

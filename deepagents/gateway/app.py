@@ -92,6 +92,8 @@ def create_app(
             async with Orchestrator(
                 services, config=config, settings=settings, agents=[ProbeAgent]
             ) as orchestrator:
+                if services.client is None:  # open_services always opens one
+                    raise ConfigError("the gateway needs Redis")
                 limiter = TenantLimiter(services.client, settings.prefix)
                 admission = Admission(limiter, config.gateway)
                 app.state.gateway = GatewayState(

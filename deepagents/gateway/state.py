@@ -18,8 +18,7 @@ from deepagents.gateway.http import HeaderDeadline, HeaderLimits
 from deepagents.gateway.limits import Admission
 from deepagents.gateway.metrics import GatewayMetrics
 from deepagents.orchestrator import Orchestrator
-from deepagents.store.registry import AgentRegistry
-from deepagents.store.tasks import TaskStore
+from deepagents.store.base import Registry, TaskRecords
 
 
 @dataclass(slots=True)
@@ -30,7 +29,7 @@ class GatewayState:
     orchestrator: Orchestrator
     auth: Authenticator
     admission: Admission
-    registry: AgentRegistry
+    registry: Registry
     full_check: FullCheck
     metrics: GatewayMetrics
     submits: SubmitCoalescer
@@ -64,7 +63,7 @@ class GatewayState:
         self.config = config
 
     @property
-    def tasks(self) -> TaskStore:
+    def tasks(self) -> TaskRecords:
         return self.services.tasks
 
     @property

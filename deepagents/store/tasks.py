@@ -162,7 +162,7 @@ class TaskStore:
     async def dead_letters(self, agent: str, keys: ShardKeys, limit: int) -> list[DeadLetterEntry]:
         with redis_errors("read dead letters"):
             entries = await self.client.xrange(keys.dlq, count=limit)
-        return [_dead_letter(agent, keys.shard, eid, fields) for eid, fields in entries]
+        return [dead_letter_entry(agent, keys.shard, eid, fields) for eid, fields in entries]
 
     async def dead_letter(
         self, agent: str, keys: ShardKeys, entry_id: str
@@ -172,7 +172,7 @@ class TaskStore:
         if not found:
             return None
         eid, fields = found[0]
-        return _dead_letter(agent, keys.shard, eid, fields)
+        return dead_letter_entry(agent, keys.shard, eid, fields)
 
     async def purge_dead(self, keys: ShardKeys, entry_ids: Sequence[str] | None) -> int:
         """Delete these dead letters (all of the shard's when None); returns how many."""
@@ -188,7 +188,7 @@ def _s(value: bytes | None) -> str:
     return value.decode(errors="replace") if value else ""
 
 
-def _dead_letter(
+def dead_letter_entry(
     agent: str, shard: int, entry_id: bytes, fields: dict[bytes, bytes]
 ) -> DeadLetterEntry:
     raw = fields.get(b"orig_task")

@@ -26,7 +26,7 @@ from deepagents.contract.agent import AgentContract
 from deepagents.errors import GroupVanished, TransportError
 from deepagents.modelcall.bootstrap import model_calls_scope, simulator_models
 from deepagents.modelcall.credentials import missing_credential
-from deepagents.store.registry import AgentRegistry
+from deepagents.store.base import Registry
 from deepagents.telemetry.core import Telemetry, process_telemetry
 from deepagents.telemetry.modelcalls import ModelCallRecorder
 from deepagents.transport.base import MessageBus, StreamRef
@@ -177,7 +177,7 @@ class Worker:
             )
 
     async def _supervise(
-        self, handler: DeliveryHandler, committer: Committer, registry: AgentRegistry
+        self, handler: DeliveryHandler, committer: Committer, registry: Registry
     ) -> None:
         assert self._stop_event is not None
         commit_task = asyncio.create_task(committer.run(), name="committer")
@@ -330,7 +330,7 @@ class Worker:
         except TransportError as again:
             await backoff.wait(f"re-create the group of {ref.name}", again)
 
-    async def _heartbeat(self, registry: AgentRegistry) -> None:
+    async def _heartbeat(self, registry: Registry) -> None:
         while not self._stopping:
             await asyncio.sleep(self._beat_s)
             self._turned_at = time.monotonic()
@@ -346,12 +346,12 @@ class Worker:
             except TransportError as exc:
                 log.warning("heartbeat failed: %s", exc, extra={"action": "heartbeat_failed"})
 
-    async def _health_loop(self, runner: AgentRunner, registry: AgentRegistry) -> None:
+    async def _health_loop(self, runner: AgentRunner, registry: Registry) -> None:
         while not self._stopping:
             await asyncio.sleep(self.settings.health_interval_s)
             await self._check_health(runner, registry)
 
-    async def _check_health(self, runner: AgentRunner, registry: AgentRegistry) -> None:
+    async def _check_health(self, runner: AgentRunner, registry: Registry) -> None:
         """One ``health_check()``, bounded by the interval; raising or hanging is unhealthy.
         Recorded in the registry (the orchestrator and the exporter read it) and metrics."""
         try:
