@@ -55,6 +55,17 @@ SCENARIOS = {
         "tests/e2e/test_failures.py::test_deadlines_expired_in_queue_and_while_running",
         rf"cut after a run of (?P<latency_ms>{NUMBER}) ms",
     ),
+    # Issue 16: another tenant's median alone and under tenant alpha's attack (the tests
+    # bound only the ratio, with a wide margin).
+    "tenant_bad_numbers": Scenario(
+        "tests/gateway/test_hardening_numbers.py::test_tenant_a_bad_numbers_never_change_tenant_b",
+        rf"beta p50 solo (?P<solo_p50_ms>{NUMBER}) ms, under alpha (?P<under_p50_ms>{NUMBER}) ms",
+    ),
+    "tenant_body_flood": Scenario(
+        "tests/gateway/test_hardening_parse.py::test_large_invalid_bodies_cost_their_sender_not_other_tenants",
+        rf"beta p50 solo (?P<solo_p50_ms>{NUMBER}) ms, "
+        rf"under alpha's 1 MiB bodies (?P<under_p50_ms>{NUMBER}) ms",
+    ),
 }
 
 

@@ -25,11 +25,16 @@ from deepagents.config.schema import FileConfig
 from deepagents.config.settings import Settings
 from deepagents.errors import ConfigError, DeepAgentsError, ErrorCode
 from deepagents.gateway.apidoc import build_openapi
-from deepagents.gateway.auth import Authenticator
+from deepagents.gateway.auth import Authenticator, MetricsGuard
 from deepagents.gateway.coalesce import SubmitCoalescer
 from deepagents.gateway.fastpath import SubmitFastPath, SubmitFront
 from deepagents.gateway.health import FullCheck
-from deepagents.gateway.http import HEADER_TIMEOUT_KEY, HeaderDeadline
+from deepagents.gateway.http import (
+    HEADER_LIMITS_KEY,
+    HEADER_TIMEOUT_KEY,
+    HeaderDeadline,
+    HeaderLimits,
+)
 from deepagents.gateway.limits import Admission
 from deepagents.gateway.metrics import GatewayMetrics
 from deepagents.gateway.middleware import MetricsMiddleware
@@ -78,7 +83,7 @@ def create_app(
     metrics = GatewayMetrics()
 
     @contextlib.asynccontextmanager
-    async def lifespan(app: FastAPI) -> AsyncIterator[dict[str, HeaderDeadline]]:
+    async def lifespan(app: FastAPI) -> AsyncIterator[dict[str, HeaderDeadline | HeaderLimits]]:
         if settings.redis_url is None:
             raise ConfigError("DEEPAGENTS_REDIS_URL is not set", file="environment")
         services = open_services(settings, max_connections=256)
@@ -97,12 +102,18 @@ def create_app(
                     services=services,
                     orchestrator=orchestrator,
                     auth=Authenticator(config.gateway.api_keys),
+                    metrics_guard=MetricsGuard(config.gateway.metrics_keys),
                     admission=admission,
                     registry=services.registry,
-                    full_check=FullCheck(orchestrator, config.gateway.probe_timeout_s),
+                    full_check=FullCheck(
+                        orchestrator, config.gateway.probe_timeout_s, config.gateway.probe_cache_s
+                    ),
                     metrics=metrics,
                     submits=SubmitCoalescer(orchestrator),
                     header_deadline=HeaderDeadline(config.gateway.header_timeout_s),
+                    header_limits=HeaderLimits(
+                        config.gateway.max_header_field_bytes, config.gateway.max_header_bytes
+                    ),
                 )
                 if not config.gateway.api_keys:
                     log.warning("no gateway.api_keys configured: every /v1 request answers 401")
@@ -113,8 +124,12 @@ def create_app(
                 try:
                     with reload_on_hangup(app.state.gateway, settings.config_path(), metrics):
                         # uvicorn hands this state to every connection (``http.py``).
-                        yield {HEADER_TIMEOUT_KEY: app.state.gateway.header_deadline}
+                        yield {
+                            HEADER_TIMEOUT_KEY: app.state.gateway.header_deadline,
+                            HEADER_LIMITS_KEY: app.state.gateway.header_limits,
+                        }
                 finally:
+                    app.state.gateway.parser.shutdown(wait=False, cancel_futures=True)
                     await admission.aclose()
         finally:
             await services.aclose()
@@ -123,6 +138,9 @@ def create_app(
         title=TITLE,
         version=VERSION,
         lifespan=lifespan,
+        # A redirect to the same path without its slash would be built from the request's
+        # Host header: an open redirect to wherever the client names (issue 16, finding 9).
+        redirect_slashes=False,
         description="Submit tasks to deepagents over HTTP. Errors are RFC 9457 "
         "problem documents with a stable `type` per `code`.",
     )

@@ -69,6 +69,10 @@ class MemoryTaskStore:
             self.state.strings.pop(self.owner_key(task_id), None)
             self.state.strings.pop(self.keys.location(task_id), None)
 
+    async def expire(self, agent: str, shard: int, task_id: str, ttl_s: int) -> None:
+        self.state.expire(self.keys.shard(agent, shard).task(task_id), ttl_s)
+        self.state.expire(self.keys.location(task_id), ttl_s)
+
     async def dead_letters(self, agent: str, keys: ShardKeys, limit: int) -> list[DeadLetterEntry]:
         dlq = self.state.stream(keys.dlq).entries
         return [

@@ -102,6 +102,16 @@ class TaskStore:
             return bytes(raw)
         return None
 
+    async def expire(self, agent: str, shard: int, task_id: str, ttl_s: int) -> None:
+        """The task hash and location record expire ``ttl_s`` from now, for tasks nobody
+        looks up later (the gateway's health probes). Two commands, not a transaction: on
+        a cluster the two keys live in different slots."""
+        with redis_errors("expire task records"):
+            pipe = self.client.pipeline(transaction=False)
+            pipe.expire(self.keys.shard(agent, shard).task(task_id), ttl_s)
+            pipe.expire(self.keys.location(task_id), ttl_s)
+            await pipe.execute()
+
     # idempotency --------------------------------------------------------------------------
 
     async def claim_idempotency(
