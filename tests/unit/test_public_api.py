@@ -46,6 +46,7 @@ ERROR_CODES = {
     "cancelled",
     "rejected",
     "dead_lettered",
+    "remote_protocol_error",
     # exceptions
     "error",
     "config_error",
