@@ -14,7 +14,8 @@ const fs = require('node:fs');
 const http = require('node:http');
 const path = require('node:path');
 
-const MAX_BODY = 1 << 20;
+// post_process is sent back the result execute gave, however large the service made it.
+const MAX_BODY = Number(process.env.RISK_AGENT_MAX_BODY || 64 * 1024 * 1024);
 const MAX_MARGIN_SHARE = { m: 30n, s: 2 }; // 0.30
 
 // decimals: {m: BigInt mantissa, s: scale}, value = m / 10^s ------------------------------
@@ -162,9 +163,10 @@ const STEPS = {
 // test hooks: a faulty service on demand ---------------------------------------------------
 
 const HOOKS = process.env.RISK_AGENT_TEST_HOOKS === '1';
-// kind[:n], applied to execute: status500:N (the first N calls of each task answer 500),
+// kind[:n[:k]], applied to execute: status500:N (the first N calls of each task answer 500),
 // retry_after:S (the first call of each task answers 429 with Retry-After: S),
-// slow:MS, garbage, content_type, huge:BYTES, error422.
+// slow:MS (calls of tasks with a deadline answer after MS ms), garbage, content_type,
+// huge:BYTES (a 200 whose output is that many bytes).
 const FAULT = HOOKS ? (process.env.RISK_AGENT_FAULT || '') : '';
 const LOG = HOOKS ? process.env.RISK_AGENT_LOG : undefined;
 const seen = new Map(); // task id -> execute calls so far
@@ -187,6 +189,7 @@ function fault(req, res) {
       return calls === 1 && send(429, 'application/problem+json', '{"title":"slow down"}',
         { 'retry-after': String(n) });
     case 'slow':
+      if (req.time_left_ms === null || req.time_left_ms === undefined) return false;
       setTimeout(() => send(200, 'application/json', '{"result":{"status":"success"}}'), n);
       return true;
     case 'garbage':
@@ -232,7 +235,7 @@ function handle(req, res, raw) {
   }
   if (LOG) {
     const line = { step, task: body.task.id, attempt: body.attempt, key: body.idempotency_key,
-      time_left_ms: body.time_left_ms, at_ms: Date.now() };
+      time_left_ms: body.time_left_ms, at_ms: Date.now(), body };
     fs.appendFileSync(LOG, JSON.stringify(line) + '\n');
   }
   if (step === 'execute' && FAULT && fault(body, res)) return undefined;
