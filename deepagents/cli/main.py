@@ -26,6 +26,7 @@ COMMANDS = (
     "audit-writer",
     "sim-model",
     "exporter",
+    "agent-check",
 )
 
 EXIT_USAGE = 2

@@ -166,7 +166,8 @@ const HOOKS = process.env.RISK_AGENT_TEST_HOOKS === '1';
 // kind[:n[:k]], applied to execute: status500:N (the first N calls of each task answer 500),
 // retry_after:S (the first call of each task answers 429 with Retry-After: S),
 // slow:MS (calls of tasks with a deadline answer after MS ms), garbage, content_type,
-// huge:BYTES (a 200 whose output is that many bytes).
+// huge:BYTES (a 200 whose output is that many bytes), nonce (a fresh random number in
+// every output: not idempotent).
 const FAULT = HOOKS ? (process.env.RISK_AGENT_FAULT || '') : '';
 const LOG = HOOKS ? process.env.RISK_AGENT_LOG : undefined;
 const seen = new Map(); // task id -> execute calls so far
@@ -198,6 +199,10 @@ function fault(req, res) {
       return send(200, 'text/html', '<html>{"result":{"status":"success"}}</html>');
     case 'huge':
       return send(200, 'application/json', `{"result":{"status":"success","output":"${'x'.repeat(n)}"}}`);
+    case 'nonce': {
+      const output = { ...riskCheck(order(req.context.order)), nonce: Math.random() };
+      return send(200, 'application/json', JSON.stringify({ result: { status: 'success', output } }));
+    }
     default:
       return false;
   }
