@@ -7,7 +7,7 @@
 //
 // RISK_AGENT_TEST_HOOKS=1 turns on the hooks the tests use to play a faulty service:
 // RISK_AGENT_FAULT (see `fault` below), RISK_AGENT_LOG (one JSON line per call) and
-// GET /_stats (connections open and accepted).
+// GET /_stats (connections open and accepted, slow calls pending).
 'use strict';
 
 const fs = require('node:fs');
@@ -171,7 +171,7 @@ const HOOKS = process.env.RISK_AGENT_TEST_HOOKS === '1';
 const FAULT = HOOKS ? (process.env.RISK_AGENT_FAULT || '') : '';
 const LOG = HOOKS ? process.env.RISK_AGENT_LOG : undefined;
 const seen = new Map(); // task id -> execute calls so far
-const stats = { open: 0, accepted: 0 };
+const stats = { open: 0, accepted: 0, pending: 0 };
 
 function fault(req, res) {
   const [kind, arg] = FAULT.split(':');
@@ -191,6 +191,9 @@ function fault(req, res) {
         { 'retry-after': String(n) });
     case 'slow':
       if (req.time_left_ms === null || req.time_left_ms === undefined) return false;
+      // calls held open: a client that gives up must close its connection
+      stats.pending = (stats.pending || 0) + 1;
+      res.on('close', () => { stats.pending -= 1; });
       setTimeout(() => send(200, 'application/json', '{"result":{"status":"success"}}'), n);
       return true;
     case 'garbage':
