@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import email.utils
 import math
+import re
 import time
 
 import httpx
@@ -18,6 +19,14 @@ from deepagents.errors import (
 )
 
 SNIPPET_BYTES = 128
+REDACTED = "[REDACTED]"
+# What a service's stray error text most often leaks: "password=…", "token: …", a bearer
+# token or an API key. The audit writer's redactor sees only keys, so the text is masked here.
+_SECRETS = re.compile(
+    r"(?i)((?:password|passwd|secret|token|api[_-]?key|authorization|cookie)[\"']?\s*[=:]\s*[\"']?)"
+    r"(?:bearer\s+)?[^\s\"',;&}]+"
+    r"|\bBearer\s+[A-Za-z0-9._~+/-]+=*|\bsk-[A-Za-z0-9_-]{8,}|\bAKIA[0-9A-Z]{16}\b"
+)
 
 
 class RemoteRejected(TaskError):
@@ -27,8 +36,9 @@ class RemoteRejected(TaskError):
 
 
 def snippet(body: bytes) -> str:
-    """The body's first bytes, printable only (the audit writer redacts secrets after)."""
+    """The body's first bytes, printable only, secret-looking values masked."""
     text = body[:SNIPPET_BYTES].decode("utf-8", "replace")
+    text = _SECRETS.sub(lambda m: (m.group(1) or "") + REDACTED, text)
     shown = "".join(c if c.isprintable() else "\ufffd" for c in text)
     return shown + ("…" if len(body) > SNIPPET_BYTES else "")
 

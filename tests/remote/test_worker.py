@@ -113,7 +113,7 @@ async def test_a_service_slower_than_the_deadline_is_deadline_exceeded_and_leaks
 @pytest.mark.parametrize(
     ("fault", "options", "says"),
     [
-        ("garbage", {}, "this is {not json"),
+        ("garbage", {}, "this is {not json password=[REDACTED]"),
         ("content_type", {}, "text/html"),
         ("huge:10485760", {}, "over 1048576 bytes"),
         ("huge:4000", {"max_response_bytes": 2048}, "over 2048 bytes"),
@@ -137,6 +137,7 @@ async def test_a_malformed_answer_is_a_remote_protocol_error_with_its_first_byte
     assert result.metrics.attempts == 1  # not retried: the same answer would come back
     (event,) = (await committed_events(client, prefix, "risk-node", 2))[str(result.task_id)]
     assert says in event["result"]["error"]["message"]
+    assert "hunter2" not in result.error.message  # the garbage body holds password=hunter2
 
 
 async def test_the_response_limit_is_configurable(node_agent: StartNode, fleet: Fleet) -> None:
