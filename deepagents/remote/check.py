@@ -17,6 +17,7 @@ import orjson
 from pydantic import BaseModel, ValidationError
 
 from deepagents.contract.task import new_task_id
+from deepagents.errors import DeepAgentsError
 from deepagents.remote import wire
 
 _JSON = "application/json"
@@ -31,8 +32,8 @@ class Verdict:
     detail: str = ""
 
 
-class _Broken(Exception):
-    pass
+class _Broken(DeepAgentsError):
+    """A rule the service breaks (caught by ``check``, never raised out of it)."""
 
 
 def _envelope(intent: str, payload: dict[str, Any], time_left_ms: int | None) -> dict[str, Any]:
