@@ -18,7 +18,8 @@ help::
     │   └── GroupVanished      NOGROUP: the stream lost its consumer group
     ├── TaskError              raised by agents to steer the runtime
     │   ├── InvalidInput       the task cannot succeed as given (not retried)
-    │   └── RetryableError     a failure that may pass (retried with backoff)
+    │   ├── RetryableError     a failure that may pass (retried with backoff)
+    │   └── RemoteProtocolError a remote agent answered outside the wire protocol
     └── ResultTimeout          a handle's result did not arrive in time
 """
 
@@ -44,6 +45,7 @@ class ErrorCode(StrEnum):
     REJECTED = "rejected"  # can_handle said no
     DEAD_LETTERED = "dead_lettered"
     RESPONSE_TOO_LARGE = "response_too_large"  # a model's answer passed its size cap
+    REMOTE_PROTOCOL_ERROR = "remote_protocol_error"  # a remote agent's answer broke the protocol
     # Exceptions (the orchestrator's refusals among them)
     ERROR = "error"
     CONFIG_ERROR = "config_error"
@@ -258,10 +260,22 @@ class InvalidInput(TaskError):
 
 
 class RetryableError(TaskError):
-    """A failure that may pass (a timeout, an unavailable model); retried with backoff."""
+    """A failure that may pass (a timeout, an unavailable model); retried with backoff.
+
+    ``retry_after_s`` is the soonest the next attempt may come (a ``Retry-After``)."""
 
     code = ErrorCode.AGENT_ERROR
     retryable = True
+
+    def __init__(self, message: str | None = None, *, retry_after_s: float = 0.0) -> None:
+        self.retry_after_s = retry_after_s
+        super().__init__(message)
+
+
+class RemoteProtocolError(TaskError):
+    """A remote agent's response broke the wire protocol (not retried: it would again)."""
+
+    code = ErrorCode.REMOTE_PROTOCOL_ERROR
 
 
 class ResultTimeout(DeepAgentsError):

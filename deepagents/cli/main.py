@@ -27,6 +27,7 @@ COMMANDS = (
     "audit-writer",
     "sim-model",
     "exporter",
+    "agent-check",
 )
 
 

@@ -15,8 +15,10 @@ from deepagents.cli.common import (
     run,
 )
 from deepagents.cli.signals import on_stop
+from deepagents.contract.agent import AgentContract
 from deepagents.contract.loading import load_agent_class
 from deepagents.errors import ConfigError
+from deepagents.remote import remote_agent_class
 from deepagents.telemetry.core import configure
 from deepagents.telemetry.serve import serve_metrics
 from deepagents.worker import Worker
@@ -26,7 +28,16 @@ from deepagents.worker.probes import WorkerProbes
 def register(sub: Any) -> None:
     p = sub.add_parser("worker", help="run a worker for one agent type")
     p.add_argument(
-        "agent", metavar="MODULE:CLASS", help="the agent class, e.g. agents.risk:RiskAgent"
+        "agent",
+        nargs="?",
+        metavar="MODULE:CLASS",
+        help="the agent class, e.g. agents.risk:RiskAgent",
+    )
+    p.add_argument(
+        "--remote",
+        metavar="NAME",
+        help="serve agent type NAME over HTTP, as agents.NAME.remote in the config says "
+        "(instead of MODULE:CLASS)",
     )
     p.add_argument(
         "--concurrency",
@@ -75,7 +86,7 @@ def parse_concurrency(text: str, tiers: tuple[str, ...]) -> dict[str, int]:
 
 def main(args: argparse.Namespace) -> int:
     runtime = load_runtime(args.config)
-    cls = load_agent_class(args.agent)
+    cls = _agent_class(args, runtime.config)
     concurrency = parse_concurrency(args.concurrency, runtime.config.tier_names)
     url = require_redis_url(runtime.settings)
     settings = runtime.settings
@@ -137,6 +148,17 @@ def main(args: argparse.Namespace) -> int:
         if server is not None:
             server.shutdown()
     return 0
+
+
+def _agent_class(args: argparse.Namespace, config: Any) -> type[AgentContract]:
+    if (args.agent is None) == (args.remote is None):
+        raise ConfigError("worker: give either MODULE:CLASS or --remote NAME")
+    if args.agent is not None:
+        return load_agent_class(args.agent)
+    entry = config.agents.get(args.remote)
+    if entry is None or entry.remote is None:
+        raise ConfigError(f"--remote {args.remote}: no agents.{args.remote}.remote in the config")
+    return remote_agent_class(args.remote, entry)
 
 
 def _audit_writer(client: Any, config: Any, settings: Any) -> Any:

@@ -81,14 +81,50 @@ class AgentSettings(_Strict):
     sync_threads: int = Field(default=32, ge=1, le=1024)
 
 
+class RemoteTLS(_Strict):
+    """Files for HTTPS to a remote agent: a CA bundle to trust, a client certificate."""
+
+    ca: str | None = None
+    cert: str | None = None
+    key: str | None = None
+
+    @model_validator(mode="after")
+    def _pair(self) -> RemoteTLS:
+        if self.key is not None and self.cert is None:
+            raise ValueError("key needs cert")
+        return self
+
+
+class RemoteConfig(_Strict):
+    """An agent served over HTTP (docs/remote-agents.md). The URL comes only from here:
+    nothing in a task can steer where the worker connects."""
+
+    url: str = Field(pattern=r"^https?://[^/?#\s]+(/[^?#\s]*)?$", description="base URL")
+    timeout_s: float = Field(default=30.0, gt=0, le=3600, description="per call, at most")
+    max_connections: int = Field(default=100, ge=1, le=10_000)
+    max_response_bytes: int = Field(default=1_048_576, ge=1024, le=1 << 30)
+    headers_from_env: dict[str, str] = Field(
+        default_factory=dict, description="header name -> environment variable holding its value"
+    )
+    tls: RemoteTLS | None = None
+
+
 class AgentEntry(_Strict):
-    """One agent type. ``class`` is ``module:Class``; ``intents`` may add to the class's own."""
+    """One agent type. ``class`` is ``module:Class``; ``intents`` may add to the class's own.
+    ``remote`` instead of ``class`` serves it over HTTP."""
 
     model_config = ConfigDict(extra="forbid", frozen=True, populate_by_name=True)
 
     class_path: str | None = Field(default=None, alias="class")
     intents: tuple[str, ...] = ()
     settings: dict[str, Any] = Field(default_factory=dict)
+    remote: RemoteConfig | None = None
+
+    @model_validator(mode="after")
+    def _one_kind(self) -> AgentEntry:
+        if self.class_path is not None and self.remote is not None:
+            raise ValueError("give either class or remote, not both")
+        return self
 
     @field_validator("class_path")
     @classmethod

@@ -8,12 +8,17 @@ from __future__ import annotations
 
 from abc import ABC, abstractmethod
 from collections.abc import Awaitable
+from contextvars import ContextVar
 from typing import Any, ClassVar
 
 from pydantic import BaseModel
 
 from deepagents.contract.result import Result
 from deepagents.contract.task import Task
+
+# The attempt the running delivery belongs to (1, then + 1 per retry; a redelivery after a
+# crash keeps it): with the task id, the idempotency key a remote agent dedupes on.
+current_attempt: ContextVar[int] = ContextVar("deepagents_attempt", default=1)
 
 Maybe = Any  # a value or an awaitable of it; the runtime adapts both
 

@@ -22,7 +22,7 @@ from deepagents._internal.eager import Resume, first_step
 from deepagents._internal.ids import uuid7_str
 from deepagents.config.schema import AgentSettings, FileConfig
 from deepagents.config.settings import Settings
-from deepagents.contract.agent import AgentContract
+from deepagents.contract.agent import AgentContract, current_attempt
 from deepagents.contract.codec import (
     Envelope,
     decode_envelopes,
@@ -381,6 +381,7 @@ class DeliveryHandler:
         The deadline bounds the run (in line rather than a helper coroutine: per task)."""
         task = flight.envelope.task
         usage = start_usage()  # in this delivery's own task context: nothing to reset
+        current_attempt.set(flight.envelope.attempt)
         if task.deadline is None:
             result = await self.runner.run(task)
         else:

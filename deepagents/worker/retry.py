@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import random
 from dataclasses import dataclass
 
@@ -49,7 +50,9 @@ def decide(
         return Decision(
             "dead_letter", ErrorCode.MAX_DELIVERIES, f"failed {deliveries} times; last: {message}"
         )
-    delay = backoff_ms(policy, deliveries, rng)
+    # A service's Retry-After is a floor under the backoff, never shortened by jitter.
+    floor_ms = math.ceil(getattr(exc, "retry_after_s", 0.0) * 1000)
+    delay = max(backoff_ms(policy, deliveries, rng), floor_ms)
     if time_left_ms is not None and delay >= time_left_ms:
         return Decision(
             "fail", ErrorCode.DEADLINE_EXCEEDED, f"no time left to retry; last: {message}"

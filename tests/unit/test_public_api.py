@@ -47,6 +47,7 @@ ERROR_CODES = {
     "rejected",
     "dead_lettered",
     "response_too_large",
+    "remote_protocol_error",
     # exceptions
     "error",
     "config_error",

@@ -1,0 +1,280 @@
+#!/usr/bin/env node
+// The risk check of agents/risk.py as a remote agent (docs/remote-agents.md, protocol v1),
+// on Node's standard library only. Exact decimal arithmetic on BigInt, so the same orders
+// give the same answers as the Python RiskAgent.
+//
+//   node risk-agent.js [--port N] [--host ADDR]      (port 0: any; the chosen one is printed)
+//
+// RISK_AGENT_TEST_HOOKS=1 turns on the hooks the tests use to play a faulty service:
+// RISK_AGENT_FAULT (see `fault` below), RISK_AGENT_LOG (one JSON line per call) and
+// GET /_stats (connections open and accepted, slow calls pending).
+'use strict';
+
+const fs = require('node:fs');
+const http = require('node:http');
+const path = require('node:path');
+
+// post_process is sent back the result execute gave, however large the service made it.
+const MAX_BODY = Number(process.env.RISK_AGENT_MAX_BODY || 64 * 1024 * 1024);
+const MAX_MARGIN_SHARE = { m: 30n, s: 2 }; // 0.30
+
+// decimals: {m: BigInt mantissa, s: scale}, value = m / 10^s ------------------------------
+
+function parseDecimal(text) {
+  const match = /^([+-]?)(\d+)(?:\.(\d+))?(?:[eE]([+-]?\d+))?$/.exec(text);
+  if (!match) return null;
+  const frac = match[3] || '';
+  let m = BigInt(match[2] + frac);
+  let s = frac.length - Number(match[4] || 0);
+  if (s < 0) { m *= 10n ** BigInt(-s); s = 0; }
+  return { m: match[1] === '-' ? -m : m, s };
+}
+
+function mul(a, b) { return { m: a.m * b.m, s: a.s + b.s }; }
+
+function rescale(a, s) { return a.m * 10n ** BigInt(s - a.s); } // s >= a.s
+
+function compare(a, b) {
+  const s = Math.max(a.s, b.s);
+  const x = rescale(a, s); const y = rescale(b, s);
+  return x < y ? -1 : x > y ? 1 : 0;
+}
+
+// n / d rounded half-even to an integer (n >= 0, d > 0), as Python's Decimal rounds.
+function divHalfEven(n, d) {
+  const q = n / d; const r = n % d;
+  if (2n * r > d || (2n * r === d && q % 2n === 1n)) return q + 1n;
+  return q;
+}
+
+// a / b rounded half-even to `places` decimals, as a BigInt mantissa of scale `places`.
+function divide(a, b, places) {
+  // value = (a.m / 10^a.s) / (b.m / 10^b.s); times 10^places
+  let n = a.m * 10n ** BigInt(b.s + places); let d = b.m * 10n ** BigInt(a.s);
+  return divHalfEven(n, d);
+}
+
+function format(m, s) {
+  const neg = m < 0n; let digits = (neg ? -m : m).toString().padStart(s + 1, '0');
+  const text = s ? digits.slice(0, -s) + '.' + digits.slice(-s) : digits;
+  return (neg ? '-' : '') + text;
+}
+
+function quantize(a, places) {
+  if (a.s <= places) return format(rescale(a, places), places);
+  return format(divHalfEven(a.m, 10n ** BigInt(a.s - places)), places);
+}
+
+function digitsOf(a) { // significant digits and decimal places, as pydantic counts them
+  const m = a.m < 0n ? -a.m : a.m; let s = a.s; let text = m.toString();
+  while (s > 0 && text.endsWith('0')) { text = text.slice(0, -1); s -= 1; }
+  return { digits: Math.max(text.replace(/^0+/, '').length, s), places: s };
+}
+
+// reference data ----------------------------------------------------------------------
+
+function loadContracts() {
+  const file = path.join(__dirname, '..', '..', 'data', 'futures.csv');
+  const [header, ...rows] = fs.readFileSync(file, 'utf8').trim().split(/\r?\n/);
+  const cols = header.split(',');
+  const out = new Map();
+  for (const row of rows) {
+    const cells = row.split(',');
+    const rec = Object.fromEntries(cols.map((c, i) => [c, cells[i]]));
+    out.set(rec.symbol, {
+      multiplier: parseDecimal(rec.contract_multiplier),
+      rate: parseDecimal(rec.margin_rate),
+    });
+  }
+  return out;
+}
+const CONTRACTS = loadContracts();
+
+// the order, validated as agents/risk.py's Order model does -------------------------------
+
+class Invalid extends Error {}
+
+function decimalField(value, name, maxDigits, places) {
+  let d = null;
+  if (typeof value === 'number' && Number.isFinite(value)) d = parseDecimal(String(value));
+  else if (typeof value === 'string') d = parseDecimal(value.trim());
+  if (d === null) throw new Invalid(`${name}: not a decimal`);
+  if (d.m <= 0n) throw new Invalid(`${name}: must be greater than 0`);
+  const size = digitsOf(d);
+  if (size.places > places) throw new Invalid(`${name}: at most ${places} decimal places`);
+  if (size.digits > maxDigits) throw new Invalid(`${name}: at most ${maxDigits} digits`);
+  return d;
+}
+
+function order(payload) {
+  const known = new Set(['symbol', 'side', 'quantity', 'price', 'available_funds', 'urgent']);
+  for (const key of Object.keys(payload)) {
+    if (!known.has(key)) throw new Invalid(`${key}: extra fields not permitted`);
+  }
+  const { symbol, side, quantity } = payload;
+  if (typeof symbol !== 'string' || symbol.length < 1 || symbol.length > 16) {
+    throw new Invalid('symbol: a string of 1 to 16 characters');
+  }
+  if (side !== 'buy' && side !== 'sell') throw new Invalid("side: 'buy' or 'sell'");
+  if (!Number.isInteger(quantity) || quantity <= 0 || quantity > 1000000) {
+    throw new Invalid('quantity: an integer from 1 to 1000000');
+  }
+  if (payload.urgent !== undefined && typeof payload.urgent !== 'boolean') {
+    throw new Invalid('urgent: a boolean');
+  }
+  return {
+    symbol, side, quantity: { m: BigInt(quantity), s: 0 },
+    price: decimalField(payload.price, 'price', 18, 6),
+    funds: decimalField(payload.available_funds, 'available_funds', 20, 2),
+  };
+}
+
+function riskCheck(o) {
+  const contract = CONTRACTS.get(o.symbol);
+  if (!contract) throw new Invalid(`unknown symbol '${o.symbol}'`);
+  const margin = mul(mul(mul(o.quantity, contract.multiplier), o.price), contract.rate);
+  const approved = compare(margin, mul(o.funds, MAX_MARGIN_SHARE)) <= 0;
+  const share = Number(format(divide(margin, o.funds, 6), 6));
+  return {
+    symbol: o.symbol,
+    side: o.side,
+    margin: quantize(margin, 2),
+    margin_share: share,
+    approved,
+    reason: approved ? null : 'margin exceeds 30% of funds',
+  };
+}
+
+// the protocol's four steps ----------------------------------------------------------------
+
+const STEPS = {
+  can_handle: (req) => ({ can_handle: ['risk_check', 'trade'].includes(req.task.intent) }),
+  prepare_context: (req) => ({ context: { order: req.task.payload } }),
+  execute: (req) => {
+    const output = riskCheck(order(req.context.order));
+    return { result: { status: 'success', output } };
+  },
+  post_process: (req) => {
+    const share = req.result.output && req.result.output.margin_share;
+    return typeof share === 'number' ? { metrics: { risk_score: Math.min(1, share) } } : {};
+  },
+};
+
+// test hooks: a faulty service on demand ---------------------------------------------------
+
+const HOOKS = process.env.RISK_AGENT_TEST_HOOKS === '1';
+// kind[:n[:k]], applied to execute: status500:N (the first N calls of each task answer 500),
+// retry_after:S (the first call of each task answers 429 with Retry-After: S),
+// slow:MS (calls of tasks with a deadline answer after MS ms), garbage, content_type,
+// huge:BYTES (a 200 whose output is that many bytes), nonce (a fresh random number in
+// every output: not idempotent).
+const FAULT = HOOKS ? (process.env.RISK_AGENT_FAULT || '') : '';
+const LOG = HOOKS ? process.env.RISK_AGENT_LOG : undefined;
+const seen = new Map(); // task id -> execute calls so far
+const stats = { open: 0, accepted: 0, pending: 0 };
+
+function fault(req, res) {
+  const [kind, arg] = FAULT.split(':');
+  const calls = (seen.get(req.task.id) || 0) + 1;
+  seen.set(req.task.id, calls);
+  const n = Number(arg || 0);
+  const send = (status, type, body, headers = {}) => {
+    res.writeHead(status, { 'content-type': type, ...headers });
+    res.end(body);
+    return true;
+  };
+  switch (kind) {
+    case 'status500':
+      return calls <= n && send(500, 'application/problem+json', '{"title":"boom"}');
+    case 'retry_after':
+      return calls === 1 && send(429, 'application/problem+json', '{"title":"slow down"}',
+        { 'retry-after': String(n) });
+    case 'slow':
+      if (req.time_left_ms === null || req.time_left_ms === undefined) return false;
+      // calls held open: a client that gives up must close its connection
+      stats.pending = (stats.pending || 0) + 1;
+      res.on('close', () => { stats.pending -= 1; });
+      setTimeout(() => send(200, 'application/json', '{"result":{"status":"success"}}'), n);
+      return true;
+    case 'garbage':
+      return send(200, 'application/json', 'this is {not json password=hunter2');
+    case 'content_type':
+      return send(200, 'text/html', '<html>{"result":{"status":"success"}}</html>');
+    case 'huge':
+      return send(200, 'application/json', `{"result":{"status":"success","output":"${'x'.repeat(n)}"}}`);
+    case 'nonce': {
+      const output = { ...riskCheck(order(req.context.order)), nonce: Math.random() };
+      return send(200, 'application/json', JSON.stringify({ result: { status: 'success', output } }));
+    }
+    default:
+      return false;
+  }
+}
+
+// HTTP ---------------------------------------------------------------------------------------
+
+function json(res, status, body) {
+  const text = JSON.stringify(body);
+  res.writeHead(status, { 'content-type': status < 300 ? 'application/json' : 'application/problem+json' });
+  res.end(text);
+}
+
+function problem(res, status, title, detail) {
+  json(res, status, { type: 'about:blank', title, status, detail });
+}
+
+function handle(req, res, raw) {
+  if (req.method === 'GET' && req.url === '/v1/health') return json(res, 200, { status: 'ok' });
+  if (HOOKS && req.method === 'GET' && req.url === '/_stats') return json(res, 200, stats);
+  const step = req.url.startsWith('/v1/') ? req.url.slice(4) : null;
+  if (!Object.hasOwn(STEPS, step || '')) return problem(res, 404, 'no such step', req.url);
+  if (req.method !== 'POST') return problem(res, 405, 'method not allowed', req.method);
+  if (!(req.headers['content-type'] || '').startsWith('application/json')) {
+    return problem(res, 415, 'unsupported media type', 'send application/json');
+  }
+  let body;
+  try {
+    body = JSON.parse(raw);
+  } catch (err) {
+    return problem(res, 400, 'invalid JSON', err.message);
+  }
+  if (body === null || typeof body !== 'object' || body.protocol !== 1 || !body.task) {
+    return problem(res, 400, 'not a protocol v1 request', 'needs protocol 1 and a task');
+  }
+  if (LOG) {
+    const line = { step, task: body.task.id, attempt: body.attempt, key: body.idempotency_key,
+      time_left_ms: body.time_left_ms, at_ms: Date.now(), body };
+    fs.appendFileSync(LOG, JSON.stringify(line) + '\n');
+  }
+  if (step === 'execute' && FAULT && fault(body, res)) return undefined;
+  try {
+    return json(res, 200, STEPS[step](body));
+  } catch (err) {
+    if (err instanceof Invalid) return problem(res, 422, 'invalid input', err.message);
+    return problem(res, 500, 'internal error', String(err && err.message));
+  }
+}
+
+const server = http.createServer({ keepAliveTimeout: 65000 }, (req, res) => {
+  const chunks = []; let size = 0;
+  req.on('data', (chunk) => {
+    size += chunk.length;
+    if (size > MAX_BODY) { problem(res, 413, 'body too large', `over ${MAX_BODY} bytes`); req.destroy(); }
+    else chunks.push(chunk);
+  });
+  req.on('end', () => { if (size <= MAX_BODY) handle(req, res, Buffer.concat(chunks).toString('utf8')); });
+});
+server.on('connection', (socket) => {
+  stats.open += 1; stats.accepted += 1;
+  socket.on('close', () => { stats.open -= 1; });
+});
+
+function arg(name, fallback) {
+  const i = process.argv.indexOf(name);
+  return i >= 0 ? process.argv[i + 1] : fallback;
+}
+
+server.listen(Number(arg('--port', '8787')), arg('--host', '127.0.0.1'), () => {
+  process.stdout.write(`listening ${server.address().port}\n`);
+});
+for (const signal of ['SIGTERM', 'SIGINT']) process.on(signal, () => server.close(() => process.exit(0)));

@@ -1,0 +1,216 @@
+"""``RemoteAgent``: the agent contract over HTTP to a service of the wire protocol.
+
+One ``httpx.AsyncClient`` per process (keep-alive, at most ``max_connections``). Each call's
+timeout is the lesser of the configured one and the time left before the task's deadline;
+when the deadline is what ran out, the call ends as ``TimeoutError``, which the worker
+answers ``deadline_exceeded``. A cancelled call closes its connection (httpx does), so a
+slow service cannot pile up connections.
+"""
+
+from __future__ import annotations
+
+import os
+import ssl
+from contextvars import ContextVar
+from typing import Any, ClassVar, TypeVar
+
+import httpx
+import orjson
+from pydantic import BaseModel, ValidationError
+
+from deepagents.config.schema import AgentEntry, RemoteConfig
+from deepagents.contract.agent import AgentContract, current_attempt
+from deepagents.contract.result import ErrorInfo, Result, ResultMetrics, ResultStatus
+from deepagents.contract.task import Task, utcnow
+from deepagents.errors import ConfigError, RetryableError
+from deepagents.remote import wire
+from deepagents.remote.errors import protocol_error, status_error
+
+R = TypeVar("R", bound=BaseModel)
+_JSON = "application/json"
+# The request envelope of the task this delivery runs: post_process is given no task.
+_envelope: ContextVar[dict[str, Any]] = ContextVar("deepagents_remote_envelope")
+
+
+def _ssl_context(config: RemoteConfig) -> ssl.SSLContext | bool:
+    tls = config.tls
+    if tls is None:
+        return True
+    context = ssl.create_default_context(cafile=tls.ca)
+    if tls.cert is not None:
+        context.load_cert_chain(tls.cert, tls.key)
+    return context
+
+
+def _headers(config: RemoteConfig) -> dict[str, str]:
+    headers = {"content-type": _JSON, "accept": _JSON}
+    for header, variable in config.headers_from_env.items():
+        value = os.environ.get(variable)
+        if value is None:
+            raise ConfigError(f"header {header} needs ${variable}, which is not set")
+        headers[header] = value
+    return headers
+
+
+class RemoteAgent(AgentContract):
+    """Subclassed per agent type by ``remote_agent_class`` (name, intents, config)."""
+
+    name = "remote"
+    remote: ClassVar[RemoteConfig]
+
+    def __init__(self) -> None:
+        config = self.remote
+        self._base = config.url.rstrip("/") + wire.PREFIX
+        self._timeout = config.timeout_s
+        self._limit = config.max_response_bytes
+        self._client = httpx.AsyncClient(
+            headers=_headers(config),
+            verify=_ssl_context(config),
+            limits=httpx.Limits(
+                max_connections=config.max_connections,
+                max_keepalive_connections=config.max_connections,
+            ),
+            follow_redirects=False,  # a redirect would let the service steer the worker
+        )
+
+    async def aclose(self) -> None:
+        await self._client.aclose()
+
+    # the contract ---------------------------------------------------------------------
+
+    async def can_handle(self, task: Task) -> bool:
+        if self.intents and task.intent not in self.intents:
+            return False
+        envelope = {
+            "protocol": wire.PROTOCOL_VERSION,
+            "task": {
+                "id": task.task_id,
+                "intent": task.intent,
+                "payload": task.payload,
+                "tenant": task.tenant,
+            },
+            "attempt": current_attempt.get(),
+            "traceparent": task.traceparent,
+            "idempotency_key": f"{task.task_id}:{current_attempt.get()}",
+        }
+        _envelope.set(envelope)
+        answer = await self._call(task, "can_handle", {}, wire.CanHandleResponse)
+        return answer.can_handle
+
+    async def prepare_context(self, task: Task) -> dict[str, Any]:
+        answer = await self._call(task, "prepare_context", {}, wire.PrepareContextResponse)
+        return {"task": task, "remote": answer.context}
+
+    async def execute(self, context: dict[str, Any]) -> Result:
+        task: Task = context["task"]
+        body = {"context": context["remote"]}
+        answer = await self._call(task, "execute", body, wire.ExecuteResponse)
+        return _result(answer.result)
+
+    async def post_process(self, result: Result) -> Result | dict[str, Any]:
+        task: Task = _envelope.get()["_task"]
+        sent = {
+            "status": result.status.value,
+            "output": result.output,
+            "error": result.error.model_dump() if result.error is not None else None,
+            "degraded": result.degraded,
+            "metrics": _agent_metrics(result.metrics),
+        }
+        answer = await self._call(task, "post_process", {"result": sent}, wire.PostProcessResponse)
+        if answer.result is not None:
+            return _result(answer.result)
+        return dict(answer.metrics or {})
+
+    async def health_check(self) -> bool:
+        try:
+            response = await self._client.get(f"{self._base}/health", timeout=self._timeout)
+            answer = wire.HealthResponse.model_validate_json(response.content)
+        except (httpx.HTTPError, ValidationError):
+            return False
+        return response.status_code == 200 and answer.status == "ok"
+
+    # one call -------------------------------------------------------------------------
+
+    async def _call(self, task: Task, step: str, extra: dict[str, Any], model: type[R]) -> R:
+        envelope = _envelope.get()
+        envelope["_task"] = task
+        timeout, by_deadline, left_ms = self._timeout, False, None
+        if task.deadline is not None:
+            left = (task.deadline - utcnow()).total_seconds()
+            left_ms = max(0, int(left * 1000))
+            if left <= timeout:
+                timeout, by_deadline = max(left, 0.001), True
+        fields = {k: v for k, v in envelope.items() if k != "_task"}
+        body = orjson.dumps({**fields, "time_left_ms": left_ms, **extra})
+        headers = {"idempotency-key": envelope["idempotency_key"]}
+        if task.traceparent is not None:
+            headers["traceparent"] = task.traceparent
+        if left_ms is not None:
+            headers["x-deadline-ms"] = str(left_ms)
+        url = f"{self._base}/{step}"
+        try:
+            async with self._client.stream(
+                "POST", url, content=body, headers=headers, timeout=timeout
+            ) as response:
+                raw = await self._read(step, response)
+        except httpx.TimeoutException as exc:
+            if by_deadline:
+                raise TimeoutError(f"{step}: the task's deadline passed during the call") from exc
+            raise RetryableError(f"{step}: no answer within {timeout:g} s") from exc
+        except httpx.TransportError as exc:
+            raise RetryableError(f"{step}: {type(exc).__name__}: {exc}") from exc
+        if response.status_code != 200:
+            raise status_error(step, response, raw)
+        content_type = response.headers.get("content-type", "")
+        if content_type.split(";")[0].strip().lower() != _JSON:
+            raise protocol_error(step, f"content type {content_type!r}, not {_JSON}", raw)
+        try:
+            return model.model_validate_json(raw)
+        except ValidationError as exc:
+            where = "; ".join(
+                f"{'.'.join(map(str, e['loc'])) or 'body'}: {e['type']}" for e in exc.errors()[:3]
+            )
+            why = f"response does not match the schema ({where})"
+            raise protocol_error(step, why, raw) from exc
+
+    async def _read(self, step: str, response: httpx.Response) -> bytes:
+        """The body, refused past the size limit without reading the rest."""
+        declared = response.headers.get("content-length", "")
+        if declared.isdigit() and int(declared) > self._limit:
+            raise protocol_error(step, f"response of {declared} bytes over {self._limit}")
+        chunks: list[bytes] = []
+        size = 0
+        async for chunk in response.aiter_raw():
+            size += len(chunk)
+            if size > self._limit:
+                raise protocol_error(step, f"response over {self._limit} bytes", b"".join(chunks))
+            chunks.append(chunk)
+        return b"".join(chunks)
+
+
+def _agent_metrics(metrics: ResultMetrics) -> dict[str, float]:
+    extra = metrics.__pydantic_extra__ or {}
+    return {k: float(v) for k, v in extra.items() if isinstance(v, int | float)}
+
+
+def _result(answer: wire.WireResult) -> Result:
+    error = None
+    if answer.error is not None:
+        error = ErrorInfo(code=answer.error.code, message=answer.error.message[:2000])
+    elif answer.status == "failed":
+        error = ErrorInfo(code="agent_error", message="the remote agent gave no error")
+    return Result(
+        status=ResultStatus(answer.status),
+        output=answer.output,
+        error=error,
+        degraded=answer.degraded,
+        metrics=ResultMetrics.model_validate(answer.metrics) if answer.metrics else ResultMetrics(),
+    )
+
+
+def remote_agent_class(name: str, entry: AgentEntry) -> type[RemoteAgent]:
+    """The ``RemoteAgent`` class of one configured agent type."""
+    if entry.remote is None:
+        raise ConfigError("has no remote section", field=f"agents.{name}")
+    attrs = {"name": name, "intents": tuple(entry.intents), "remote": entry.remote}
+    return type(f"Remote_{name.replace('-', '_')}", (RemoteAgent,), attrs)

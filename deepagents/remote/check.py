@@ -1,0 +1,157 @@
+"""``agent-check``: does a service follow the remote agent protocol? One verdict per rule.
+
+Rules: ``health`` (GET /v1/health answers the schema), ``schema`` (each step's answer to a
+valid request is JSON of its schema), ``invalid_request`` (a request without a task is
+refused with a 4xx, not run and not a 5xx), ``deadline`` (an execute with little time left
+is answered within it), ``idempotency`` (a repeat with the same key gets the same result).
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+from typing import Any
+
+import httpx
+import orjson
+from pydantic import BaseModel, ValidationError
+
+from deepagents.contract.task import new_task_id
+from deepagents.errors import DeepAgentsError
+from deepagents.remote import wire
+
+_JSON = "application/json"
+DEADLINE_MS = 500
+SLACK_MS = 300  # the network and the service's own overhead, beyond the time left
+
+
+@dataclass(frozen=True, slots=True)
+class Verdict:
+    rule: str
+    ok: bool
+    detail: str = ""
+
+
+class _Broken(DeepAgentsError):
+    """A rule the service breaks (caught by ``check``, never raised out of it)."""
+
+
+def _envelope(intent: str, payload: dict[str, Any], time_left_ms: int | None) -> dict[str, Any]:
+    task_id = new_task_id()
+    return {
+        "protocol": wire.PROTOCOL_VERSION,
+        "task": {"id": task_id, "intent": intent, "payload": payload, "tenant": None},
+        "attempt": 1,
+        "time_left_ms": time_left_ms,
+        "traceparent": None,
+        "idempotency_key": f"{task_id}:1",
+    }
+
+
+class Checker:
+    def __init__(self, url: str, intent: str, payload: dict[str, Any], timeout_s: float) -> None:
+        self.base = url.rstrip("/") + wire.PREFIX
+        self.intent, self.payload = intent, payload
+        self.http = httpx.Client(timeout=timeout_s, follow_redirects=False)
+
+    def close(self) -> None:
+        self.http.close()
+
+    def _post(self, step: str, body: dict[str, Any], timeout: float | None = None) -> Any:
+        headers = {"content-type": _JSON, "idempotency-key": str(body.get("idempotency_key"))}
+        if body.get("time_left_ms") is not None:
+            headers["x-deadline-ms"] = str(body["time_left_ms"])
+        kwargs: dict[str, Any] = {} if timeout is None else {"timeout": timeout}
+        return self.http.post(
+            f"{self.base}/{step}", content=orjson.dumps(body), headers=headers, **kwargs
+        )
+
+    def _answer(self, step: str, response: httpx.Response, model: type[BaseModel]) -> Any:
+        if response.status_code != 200:
+            raise _Broken(f"{step}: HTTP {response.status_code} to a valid request")
+        kind = response.headers.get("content-type", "").split(";")[0].strip()
+        if kind != _JSON:
+            raise _Broken(f"{step}: content type {kind!r}, not {_JSON}")
+        try:
+            return model.model_validate_json(response.content)
+        except ValidationError as exc:
+            first = exc.errors()[0]
+            where = ".".join(map(str, first["loc"])) or "body"
+            raise _Broken(f"{step}: {where}: {first['msg']}") from exc
+
+    def _steps(self, envelope: dict[str, Any]) -> wire.ExecuteResponse:
+        """All four steps in order, as a worker calls them; the execute answer."""
+        can = self._answer("can_handle", self._post("can_handle", envelope), wire.CanHandleResponse)
+        if not can.can_handle:
+            raise _Broken(f"can_handle: false for intent {self.intent!r} (give --intent)")
+        prepared = self._answer(
+            "prepare_context", self._post("prepare_context", envelope), wire.PrepareContextResponse
+        )
+        execute = {**envelope, "context": prepared.context}
+        answer: wire.ExecuteResponse = self._answer(
+            "execute", self._post("execute", execute), wire.ExecuteResponse
+        )
+        sent = {**envelope, "result": answer.result.model_dump()}
+        self._answer("post_process", self._post("post_process", sent), wire.PostProcessResponse)
+        return answer
+
+    # the rules ----------------------------------------------------------------------
+
+    def health(self) -> str:
+        response = self.http.get(f"{self.base}/health")
+        answer = self._answer("health", response, wire.HealthResponse)
+        if answer.status != "ok":
+            raise _Broken(f"health: status {answer.status!r}")
+        return "ok"
+
+    def schema(self) -> str:
+        self._steps(_envelope(self.intent, self.payload, None))
+        return "all four steps"
+
+    def invalid_request(self) -> str:
+        response = self._post("execute", {"protocol": wire.PROTOCOL_VERSION, "attempt": 1})
+        if not 400 <= response.status_code < 500:
+            raise _Broken(f"a request without a task got HTTP {response.status_code}, not 4xx")
+        return f"HTTP {response.status_code}"
+
+    def deadline(self) -> str:
+        envelope = _envelope(self.intent, self.payload, None)
+        prepared = self._answer(
+            "prepare_context", self._post("prepare_context", envelope), wire.PrepareContextResponse
+        )
+        body = {**envelope, "time_left_ms": DEADLINE_MS, "context": prepared.context}
+        started = time.monotonic()
+        try:
+            self._post("execute", body, timeout=(DEADLINE_MS + SLACK_MS) / 1000)
+        except httpx.TimeoutException as exc:
+            raise _Broken(f"execute: no answer within the {DEADLINE_MS} ms left") from exc
+        return f"answered in {(time.monotonic() - started) * 1000:.0f} ms"
+
+    def idempotency(self) -> str:
+        envelope = _envelope(self.intent, self.payload, None)
+        first = self._steps(envelope)
+        again = self._steps(envelope)  # the same task, attempt and key: a duplicate
+        if first.result != again.result:
+            raise _Broken("execute: a repeat with the same idempotency key answered differently")
+        return "same result"
+
+
+RULES = ("health", "schema", "invalid_request", "deadline", "idempotency")
+
+
+def check(url: str, intent: str, payload: dict[str, Any], timeout_s: float = 10) -> list[Verdict]:
+    checker = Checker(url, intent, payload, timeout_s)
+    verdicts = []
+    try:
+        for rule in RULES:
+            try:
+                detail = getattr(checker, rule)()
+            except _Broken as exc:
+                verdicts.append(Verdict(rule, False, str(exc)))
+            except httpx.HTTPError as exc:
+                verdicts.append(Verdict(rule, False, f"{type(exc).__name__}: {exc}"))
+            else:
+                verdicts.append(Verdict(rule, True, detail))
+    finally:
+        checker.close()
+    return verdicts

@@ -1,0 +1,90 @@
+"""HTTP answers of a remote agent as the errors that steer the worker's retry decision."""
+
+from __future__ import annotations
+
+import email.utils
+import math
+import re
+import time
+
+import httpx
+import orjson
+
+from deepagents.errors import (
+    ErrorCode,
+    InvalidInput,
+    RemoteProtocolError,
+    RetryableError,
+    TaskError,
+)
+
+SNIPPET_BYTES = 128
+REDACTED = "[REDACTED]"
+# What a service's stray error text most often leaks: "password=…", "token: …", a bearer
+# token or an API key. The audit writer's redactor sees only keys, so the text is masked here.
+_SECRETS = re.compile(
+    r"(?i)((?:password|passwd|secret|token|api[_-]?key|authorization|cookie)[\"']?\s*[=:]\s*[\"']?)"
+    r"(?:bearer\s+)?[^\s\"',;&}]+"
+    r"|\bBearer\s+[A-Za-z0-9._~+/-]+=*|\bsk-[A-Za-z0-9_-]{8,}|\bAKIA[0-9A-Z]{16}\b"
+)
+
+
+class RemoteRejected(TaskError):
+    """The remote agent refused the request (a 4xx other than 400, 422 and 429)."""
+
+    code = ErrorCode.REJECTED
+
+
+def snippet(body: bytes) -> str:
+    """The body's first bytes, printable only, secret-looking values masked."""
+    text = body[:SNIPPET_BYTES].decode("utf-8", "replace")
+    text = _SECRETS.sub(lambda m: (m.group(1) or "") + REDACTED, text)
+    shown = "".join(c if c.isprintable() else "\ufffd" for c in text)
+    return shown + ("…" if len(body) > SNIPPET_BYTES else "")
+
+
+def protocol_error(step: str, why: str, body: bytes = b"") -> RemoteProtocolError:
+    head = f"; body starts {snippet(body)!r}" if body else ""
+    return RemoteProtocolError(f"{step}: {why}{head}")
+
+
+def retry_after_s(value: str | None, now: float | None = None) -> float:
+    """``Retry-After`` as seconds from now: delta-seconds or an HTTP date; 0 when absent."""
+    if not value:
+        return 0.0
+    value = value.strip()
+    if value.isdigit():
+        return float(value)
+    try:
+        when = email.utils.parsedate_to_datetime(value).timestamp()
+    except (TypeError, ValueError):
+        return 0.0
+    return max(0.0, math.ceil(when - (now if now is not None else time.time())))
+
+
+def _detail(body: bytes) -> str:
+    try:
+        doc = orjson.loads(body)
+    except orjson.JSONDecodeError:
+        return snippet(body)
+    if isinstance(doc, dict):
+        return str(doc.get("detail") or doc.get("title") or "")[:500]
+    return snippet(body)
+
+
+def status_error(step: str, response: httpx.Response, body: bytes) -> Exception:
+    """A non-2xx answer: 4xx is final, 429/503 wait their Retry-After, 5xx is retried."""
+    code = response.status_code
+    what = f"{step}: HTTP {code}"
+    detail = _detail(body)
+    message = f"{what}: {detail}" if detail else what
+    if code in (429, 503):
+        wait = retry_after_s(response.headers.get("retry-after"))
+        return RetryableError(message, retry_after_s=wait)
+    if code in (400, 422):
+        return InvalidInput(message)
+    if 400 <= code < 500:
+        return RemoteRejected(message)
+    if code >= 500:
+        return RetryableError(message)
+    return protocol_error(step, f"unexpected HTTP {code}", body)

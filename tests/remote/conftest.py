@@ -1,0 +1,111 @@
+"""Remote agents under test: the reference services as real processes, and a config naming
+them (their port is known only once they listen)."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import shutil
+import subprocess
+import sys
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import httpx
+import orjson
+import pytest
+
+from tests.support.procs import REPO
+
+NODE_AGENT = REPO / "agents" / "remote" / "node" / "risk-agent.js"
+NODE = shutil.which("node")
+
+pytestmark = pytest.mark.skipif(NODE is None, reason="node is not installed")
+
+
+class Service:
+    """A reference agent process listening on loopback; its call log when hooks are on."""
+
+    def __init__(self, proc: subprocess.Popen[bytes], port: int, log: Path | None) -> None:
+        self.proc, self.port, self.log = proc, port, log
+        self.url = f"http://127.0.0.1:{port}"
+
+    def calls(self, step: str | None = None) -> list[dict[str, object]]:
+        if self.log is None or not self.log.exists():
+            return []
+        lines = [orjson.loads(line) for line in self.log.read_bytes().splitlines()]
+        return [c for c in lines if step is None or c["step"] == step]
+
+    def stats(self) -> dict[str, int]:
+        """Connections ``open`` (not counting the one asking) and ``accepted``."""
+        stats: dict[str, int] = httpx.get(f"{self.url}/_stats", timeout=5).json()
+        return {**stats, "open": stats["open"] - 1}
+
+
+def _start(command: list[str], env: dict[str, str], log: Path | None) -> Service:
+    proc = subprocess.Popen(command, cwd=REPO, env={**os.environ, **env}, stdout=subprocess.PIPE)
+    assert proc.stdout is not None
+    line = proc.stdout.readline().decode()  # "listening PORT" once it accepts connections
+    if not line.startswith("listening "):
+        proc.kill()
+        proc.wait(10)
+        raise AssertionError(f"{command[0]} did not start: {line!r}")
+    return Service(proc, int(line.split()[1]), log)
+
+
+StartNode = Callable[..., Service]
+
+
+@pytest.fixture
+def node_agent(tmp_path: Path) -> Iterator[StartNode]:
+    """Starts the Node reference agent (``fault``: RISK_AGENT_FAULT); stops it after."""
+    started: list[Service] = []
+
+    def start(fault: str = "") -> Service:
+        log = tmp_path / f"node-calls-{len(started)}.jsonl"
+        env = {"RISK_AGENT_TEST_HOOKS": "1", "RISK_AGENT_FAULT": fault, "RISK_AGENT_LOG": str(log)}
+        assert NODE is not None
+        service = _start([NODE, str(NODE_AGENT), "--port", "0"], env, log)
+        started.append(service)
+        return service
+
+    yield start
+    for service in started:
+        _stop(service)
+
+
+@pytest.fixture
+def python_agent() -> Iterator[Service]:
+    command = [sys.executable, "-m", "agents.remote.python.risk_service", "--port", "0"]
+    service = _start(command, {}, None)
+    yield service
+    _stop(service)
+
+
+def _stop(service: Service) -> None:
+    with contextlib.suppress(ProcessLookupError):
+        service.proc.kill()
+    service.proc.wait(10)
+    if service.proc.stdout is not None:
+        service.proc.stdout.close()
+
+
+def remote_config(url: str, name: str = "risk-node", **remote: object) -> str:
+    """A config file with one remote risk agent at ``url``, with fast timeouts."""
+    options = "".join(f", {k}: {v}" for k, v in remote.items())
+    return f"""
+tiers:
+  p0: {{concurrency: 20, max_wait_ms: 60000}}
+default_tier: p0
+defaults:
+  shards: 2
+  max_deliveries: 5
+  visibility_timeout_ms: 1000
+  block_ms: 200
+  grace_period_s: 5
+  retry: {{base_ms: 50, max_ms: 200}}
+agents:
+  {name}:
+    intents: [risk_check]
+    remote: {{url: "{url}"{options}}}
+"""
