@@ -28,7 +28,7 @@ from deepagents.transport.base import (
 )
 from deepagents.worker.committer import Committer
 from deepagents.worker.encode import Encoder
-from deepagents.worker.flight import FlightState, InFlight
+from deepagents.worker.flight import RESOLVING, InFlight
 from deepagents.worker.settle import Settler
 from deepagents.worker.stats import WorkerStats
 
@@ -162,7 +162,7 @@ class Outcomes:
             reply=env.reply,
             events_json=encode_events(events),
         )
-        flight.move(FlightState.RESOLVING)
+        flight.move(RESOLVING)
         status = await self.bus.reschedule(flight.stream, self.group, self.consumer, item)
         self._count(status, "retried")
         if status == "ok" and self._tm is not None:
@@ -187,7 +187,7 @@ class Outcomes:
             reply=flight.envelope.reply,
             events_json=encode_events(events),
         )
-        flight.move(FlightState.RESOLVING)
+        flight.move(RESOLVING)
         status = await self.bus.dead_letter(flight.stream, self.group, self.consumer, item)
         self._count(status, "dead_lettered")
         if status == "ok" and self._tm is not None:

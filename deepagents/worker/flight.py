@@ -22,15 +22,18 @@ from deepagents.errors import DeepAgentsError
 from deepagents.transport.base import StreamRef
 
 
-class FlightState(enum.Enum):
-    BEGUN = "begun"  # the begin script marked it running; its batch's task has not reached it
-    RUNNING = "running"  # its contract runs
-    LOST = "lost"  # the heartbeat found another owner: stop, the other's outcome stands
-    RESOLVING = "resolving"  # a retry or dead-letter script is in the air
-    HANDED = "handed"  # its result is with the group commit; its slot is free already
-    SETTLED = "settled"  # over: out of the in-flight set, its slot free
+class FlightState(enum.IntEnum):  # an int: hashed and indexed in C, three moves per task
+    BEGUN = 0  # the begin script marked it running; its batch's task has not reached it
+    RUNNING = 1  # its contract runs
+    LOST = 2  # the heartbeat found another owner: stop, the other's outcome stands
+    RESOLVING = 3  # a retry or dead-letter script is in the air
+    HANDED = 4  # its result is with the group commit; its slot is free already
+    SETTLED = 5  # over: out of the in-flight set, its slot free
 
 
+# The members as module names: per task, a global beats the enum class's attribute lookup
+# (0.03 against 0.2 µs on Python 3.11).
+BEGUN, RUNNING, LOST, RESOLVING, HANDED, SETTLED = FlightState
 _S = FlightState
 ALLOWED: dict[FlightState, frozenset[FlightState]] = {
     _S.BEGUN: frozenset({_S.RUNNING, _S.LOST}),
@@ -40,6 +43,8 @@ ALLOWED: dict[FlightState, frozenset[FlightState]] = {
     _S.HANDED: frozenset({_S.SETTLED}),
     _S.SETTLED: frozenset(),
 }
+# The same table as one bit mask per state, indexed by state: what ``move`` checks.
+_MASKS = tuple(sum(1 << to for to in ALLOWED[state]) for state in FlightState)
 
 
 class IllegalTransition(DeepAgentsError):
@@ -67,7 +72,7 @@ class InFlight:
     settled: asyncio.Event | None = None
 
     def move(self, to: FlightState) -> None:
-        if to not in ALLOWED[self.state]:
+        if not _MASKS[self.state] >> to & 1:
             raise IllegalTransition(f"delivery {self.entry_id}: {self.state.name} -> {to.name}")
         self.state = to
 
@@ -75,10 +80,6 @@ class InFlight:
     def resolving(self) -> bool:
         """Its outcome is being written (or was): too late to hand it back or cancel it."""
         return self.state in _OUTCOME
-
-    @property
-    def key(self) -> tuple[str, str]:
-        return (self.stream.name, self.entry_id)
 
 
 _OUTCOME = frozenset({_S.RESOLVING, _S.HANDED, _S.SETTLED})

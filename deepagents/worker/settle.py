@@ -10,7 +10,7 @@ from __future__ import annotations
 import contextlib
 from collections.abc import AsyncIterator
 
-from deepagents.worker.flight import FlightState, InFlight
+from deepagents.worker.flight import HANDED, SETTLED, InFlight
 from deepagents.worker.pools import TierPool
 from deepagents.worker.quarantine import Key, Quarantine
 
@@ -59,13 +59,13 @@ class Settler:
     def track(self, tier: str, flights: list[InFlight]) -> None:
         """Begun: in flight (the heartbeat keeps their entries) and active in their tier."""
         for flight in flights:
-            self.inflight[flight.key] = flight
+            self.inflight[(flight.stream.name, flight.entry_id)] = flight
         self._pools[tier].started(len(flights))
 
     def hand_over(self, flight: InFlight) -> None:
         """Its result goes to the group commit: the slot is free for the next task at once;
         the delivery stays active (lower tiers keep yielding to it) until the commit lands."""
-        flight.move(FlightState.HANDED)
+        flight.move(HANDED)
         self._pools[flight.stream.tier].release()
 
     def settle(self, flight: InFlight) -> None:
@@ -80,12 +80,13 @@ class Settler:
         when it was handed over (``hand_over``)."""
         inflight, ordinary = self.inflight, []
         for flight in flights:
-            flight.move(FlightState.SETTLED)
-            inflight.pop(flight.key, None)
+            flight.move(SETTLED)
+            key = (flight.stream.name, flight.entry_id)
+            inflight.pop(key, None)
             if flight.settled is not None:
                 flight.settled.set()
             else:
-                ordinary.append(flight.key)
+                ordinary.append(key)
         if ordinary:
             self.quarantine.leave(*ordinary)
         self._pools[flights[0].stream.tier].finished(len(flights))
