@@ -133,14 +133,11 @@ class Begin:
         contexts = [encoder.context(ref, env) if self.outbox else None for _, env in good]
         waits = [max(0, at - env.enqueued_ms) for _, env in good]
         items = [
-            tuple.__new__(  # a BeginItem (see transport/base.py)
-                BeginItem,
-                (
-                    e.entry_id,
-                    env.task.task_id,
-                    env.attempt,
-                    encoder.started_event(context, ts, wait) if context is not None else b"",
-                ),
+            BeginItem(
+                e.entry_id,
+                env.task.task_id,
+                env.attempt,
+                encoder.started_event(context, ts, wait) if context is not None else b"",
             )
             for (e, env), context, wait in zip(good, contexts, waits, strict=True)
         ]

@@ -98,9 +98,7 @@ class Outcomes:
             else b""
         )
         env = flight.envelope
-        item = tuple.__new__(  # a CommitItem (see transport/base.py)
-            CommitItem, (flight.entry_id, env.task.task_id, result_json, env.reply, events_json)
-        )
+        item = CommitItem(flight.entry_id, env.task.task_id, result_json, env.reply, events_json)
         outcome = _STATUS_TEXT[result.status]
         self.committer.put(flight.stream, item, (flight, outcome, started, queue_ms))
         self.settler.hand_over(flight)
