@@ -1,7 +1,9 @@
 """What a delivery writes: its Result's JSON and its audit events.
 
 The per-task ones (started, and the terminal one at commit) are pasted from JSON parts
-encoded once per delivery; the rarer ones go through ``audit_event``."""
+encoded once per delivery; the rarer ones go through ``audit_event``. The pasting is kept
+because it pays: built through ``audit_event`` instead, a task cost the worker 17% more
+instructions (``docs/benchmarks.md``, issue 15)."""
 
 from __future__ import annotations
 
