@@ -16,12 +16,16 @@ from redis.asyncio import Redis
 
 from deepagents.config.settings import Settings
 from deepagents.errors import ConfigError
+from deepagents.store.base import Registry, TaskRecords
+from deepagents.store.memory_registry import MemoryRegistry
+from deepagents.store.memory_tasks import MemoryTaskStore
 from deepagents.store.registry import AgentRegistry
 from deepagents.store.tasks import TaskStore
 from deepagents.transport.base import MessageBus
 from deepagents.transport.keys import Keys
+from deepagents.transport.memory import MemoryBus, State
 from deepagents.transport.redis_streams.bus import RedisStreamBus
-from deepagents.transport.redis_streams.pool import connect
+from deepagents.transport.redis_streams.pool import check_reachable, connect
 
 # The connection pools' client, for the layers that still speak Redis themselves (the
 # model-call gates, the gateway's admission): see the exceptions in pyproject's contracts.
@@ -32,18 +36,19 @@ RedisClient = Redis
 @dataclass(slots=True)
 class Services:
     """What one process's components share. ``aclose()`` closes the bus's own connections,
-    and the client too when these services opened it."""
+    and the client too when these services opened it. ``client`` is None for in-memory
+    services (``memory_services``): no server at all."""
 
-    client: RedisClient
+    client: RedisClient | None
     bus: MessageBus
-    tasks: TaskStore
-    registry: AgentRegistry
+    tasks: TaskRecords
+    registry: Registry
     keys: Keys
     owns_client: bool = field(default=False, repr=False)
 
     async def aclose(self) -> None:
         await self.bus.aclose()
-        if self.owns_client:
+        if self.owns_client and self.client is not None:
             await self.client.aclose()
 
 
@@ -55,6 +60,20 @@ def services_for(client: RedisClient, settings: Settings) -> Services:
         bus=RedisStreamBus(client, result_ttl_s=settings.result_ttl_s),
         tasks=TaskStore(client, keys),
         registry=AgentRegistry(client, keys),
+        keys=keys,
+    )
+
+
+def memory_services(settings: Settings) -> Services:
+    """Services in this process (``MemoryBus`` and its stores): the protocol without Redis,
+    for unit tests and ``deepagents.testing``. Their records live as long as the object."""
+    keys = Keys(settings.prefix)
+    state = State()
+    return Services(
+        client=None,
+        bus=MemoryBus(state, result_ttl_s=settings.result_ttl_s),
+        tasks=MemoryTaskStore(state, keys),
+        registry=MemoryRegistry(),
         keys=keys,
     )
 
@@ -84,6 +103,7 @@ async def redis_client(
 ) -> AsyncIterator[RedisClient]:
     client = open_client(url, max_connections=max_connections, cluster=cluster)
     try:
+        await check_reachable(client)  # an unreachable Redis: one line, before anything else
         yield client
     finally:
         await client.aclose()

@@ -43,6 +43,7 @@ class ErrorCode(StrEnum):
     CANCELLED = "cancelled"
     REJECTED = "rejected"  # can_handle said no
     DEAD_LETTERED = "dead_lettered"
+    RESPONSE_TOO_LARGE = "response_too_large"  # a model's answer passed its size cap
     # Exceptions (the orchestrator's refusals among them)
     ERROR = "error"
     CONFIG_ERROR = "config_error"
@@ -71,6 +72,7 @@ class ErrorCode(StrEnum):
     DUPLICATE_KEY = "duplicate_key"
     NON_FINITE_NUMBER = "non_finite_number"
     NUMBER_TOO_LONG = "number_too_long"
+    NUMBER_OUT_OF_RANGE = "number_out_of_range"
     NESTING_TOO_DEEP = "nesting_too_deep"
     TOO_MANY_KEYS = "too_many_keys"
     BAD_STRING = "bad_string"
@@ -80,6 +82,7 @@ class ErrorCode(StrEnum):
     TOO_LATE = "too_late"
     BODY_TOO_LARGE = "body_too_large"
     UNSUPPORTED_MEDIA_TYPE = "unsupported_media_type"
+    HEADERS_TOO_LARGE = "headers_too_large"
     VALIDATION_ERROR = "validation_error"
     UNKNOWN_INTENT = "unknown_intent"
     INVALID_PAYLOAD = "invalid_payload"

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import threading
 import time
 from typing import Any
 
@@ -55,14 +56,20 @@ class LabAgent(AgentContract):
 
 
 class BlockingAgent(AgentContract):
-    """All-sync agent; ``block`` in the payload blocks its thread with time.sleep."""
+    """All-sync agent; ``block`` in the payload blocks its thread with time.sleep, ``hold``
+    until ``release`` is set (in-process tests: an end the test chooses, not a duration)."""
 
     name = "blocking"
     version = "1.0.0"
     intents = ("block",)
 
+    def __init__(self, release: threading.Event | None = None) -> None:
+        self.release = release or threading.Event()
+
     def execute(self, context: dict[str, Any]) -> Result:
         seconds = float(context["payload"].get("block", 0))
         if seconds:
             time.sleep(seconds)
+        if context["payload"].get("hold") and not self.release.wait(120):
+            raise RuntimeError("held for 120 s and never released")
         return Result(output={"finished": time.monotonic()})

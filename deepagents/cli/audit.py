@@ -17,7 +17,9 @@ from rich.console import Console
 from rich.table import Table
 
 from deepagents._internal.extras import require_extra
-from deepagents.cli.common import load_runtime, run
+from deepagents.cli.common import console as cli_console
+from deepagents.cli.common import run
+from deepagents.config import load_settings
 from deepagents.errors import DeepAgentsError, ErrorCode
 
 if TYPE_CHECKING:
@@ -76,7 +78,7 @@ def _query(
     from deepagents.store.audit.errors import database_errors
     from deepagents.store.audit.repository import AuditRepository
 
-    settings = load_runtime(args.config).settings
+    settings = load_settings()  # the database needs no config file
     url = database_url(settings)
 
     async def go() -> T:
@@ -125,7 +127,7 @@ def _cost(args: argparse.Namespace) -> int:
                       f"{r['cost_usd']:.6f}")  # fmt: skip
     if not rows:
         table.caption = "no events in this window"
-    Console().print(table)
+    cli_console().print(table)
     return 0
 
 
@@ -134,7 +136,7 @@ def _events_out(args: argparse.Namespace, rows: list[dict[str, Any]], title: str
     if args.json:
         _json(rows)
         return
-    Console().print(events_table(rows, title, with_task=with_task))
+    cli_console().print(events_table(rows, title, with_task=with_task))
 
 
 async def show_task_trail(
@@ -146,7 +148,7 @@ async def show_task_trail(
     async with AuditRepository(url, schema) as repo:
         rows = await repo.task_events(task_id)
     if rows:
-        (console or Console()).print(events_table(rows, f"audit trail of task {task_id}"))
+        (console or cli_console()).print(events_table(rows, f"audit trail of task {task_id}"))
     return len(rows)
 
 

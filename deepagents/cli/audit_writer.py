@@ -13,7 +13,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from deepagents._internal.extras import require_extra
-from deepagents.cli.common import load_runtime, redis_client, require_redis_url, run
+from deepagents.cli.common import load_runtime, redis_client, report, require_redis_url, run
 from deepagents.cli.signals import on_stop
 from deepagents.errors import DeepAgentsError
 
@@ -71,8 +71,7 @@ def standalone(argv: Sequence[str] | None = None) -> int:
     try:
         return main(args)
     except DeepAgentsError as exc:
-        print(f"deepagents: error: {exc}", file=sys.stderr)
-        return 1
+        return report(exc)
 
 
 if __name__ == "__main__":

@@ -6,7 +6,8 @@ import argparse
 from typing import Any
 
 from deepagents._internal.extras import require_extra
-from deepagents.cli.common import load_runtime, run
+from deepagents.cli.common import run
+from deepagents.config import load_settings
 from deepagents.errors import ConfigError
 
 
@@ -29,7 +30,7 @@ def _migrate(args: argparse.Namespace) -> int:
     from deepagents.store.audit.errors import database_errors
     from deepagents.store.audit.migrate import migrate
 
-    settings = load_runtime(args.config).settings
+    settings = load_settings()  # the database needs no config file
     url = database_url(settings)
     with database_errors("db migrate"):
         applied = run(migrate(url, settings.audit_schema))
@@ -44,7 +45,7 @@ def _prune(args: argparse.Namespace) -> int:
     from deepagents.store.audit.errors import database_errors
     from deepagents.store.audit.migrate import prune
 
-    settings = load_runtime(args.config).settings
+    settings = load_settings()  # the database needs no config file
     keep = args.keep_days if args.keep_days is not None else settings.audit_retention_days
     if keep is None or keep < 1:
         raise ConfigError("give --keep-days N (N >= 1) or set DEEPAGENTS_AUDIT_RETENTION_DAYS")

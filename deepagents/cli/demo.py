@@ -26,14 +26,16 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import yaml
 from rich.console import Console
 from rich.live import Live
 from rich.table import Table
 
 from deepagents._internal.extras import require_extra
 from deepagents._internal.redis_server import free_port
-from deepagents.cli.common import embedded_redis_if_needed, load_runtime, redis_client, run
-from deepagents.config import FileConfig
+from deepagents.cli.common import console as cli_console
+from deepagents.cli.common import embedded_redis_if_needed, redis_client, require_reachable, run
+from deepagents.config import FileConfig, Settings, load_config, load_settings
 from deepagents.config.schema import AgentEntry, Strategy
 from deepagents.contract.result import ResultStatus
 from deepagents.errors import DeepAgentsError
@@ -45,6 +47,7 @@ AGENT_CLASSES = {
     "risk": "agents.risk:RiskAgent",
     "research": "agents.research:ResearchAgent",
 }
+UNKNOWN_SYMBOL = "ZZ"  # not in agents/data/futures.csv: the risk agent rejects it
 SYMBOLS = ("IF", "IC", "RB", "CU", "AU", "ES", "NQ", "CL", "GC")
 
 
@@ -83,6 +86,12 @@ def demo_config() -> FileConfig:
     )
 
 
+def write_config(config: FileConfig, path: Path) -> Path:
+    data = config.model_dump(mode="json", by_alias=True, exclude_defaults=True)
+    path.write_text(yaml.safe_dump(data, sort_keys=False), encoding="utf-8")
+    return path
+
+
 def make_task(rng: random.Random) -> tuple[str, dict[str, Any]]:
     roll = rng.random()
     order = {
@@ -98,7 +107,7 @@ def make_task(rng: random.Random) -> tuple[str, dict[str, Any]]:
         return "trade", {"intent": "trade", "payload": order}
     if roll < 0.70:
         if rng.random() < 0.02:  # a few orders for contracts the reference table lacks
-            order["symbol"] = "ZZ"
+            order["symbol"] = UNKNOWN_SYMBOL
         return "risk check", {"intent": "risk_check", "payload": order}
     text = " ".join(
         rng.choice(("margin", "futures", "volatility", "hedge", "basis", "rates", "curve"))
@@ -129,16 +138,20 @@ def percentile(values: list[float], q: float) -> float:
 def start_workers(
     url: str,
     prefix: str,
-    config_path: str | None,
+    config_path: str,
     count: int,
     extra_env: dict[str, str],
     log_dir: Path,
 ) -> list[subprocess.Popen[bytes]]:
     """Worker processes; each logs to its own file (a pipe nobody reads would fill and stall
     the worker)."""
-    env = {**os.environ, **extra_env, "DEEPAGENTS_REDIS_URL": url, "DEEPAGENTS_PREFIX": prefix}
-    if config_path:
-        env["DEEPAGENTS_CONFIG"] = config_path
+    env = {
+        **os.environ,
+        **extra_env,
+        "DEEPAGENTS_REDIS_URL": url,
+        "DEEPAGENTS_PREFIX": prefix,
+        "DEEPAGENTS_CONFIG": config_path,
+    }
     procs = []
     for name, path in AGENT_CLASSES.items():
         for i in range(count):
@@ -246,11 +259,9 @@ def progress(tally: Tally, elapsed: float) -> Table:
     return table
 
 
-def summary(tally: Tally, elapsed: float, dead: int) -> Table:
-    table = Table(
-        title=f"{tally.done} tasks in {elapsed:.1f} s = {tally.done / elapsed:.0f} tasks/s; "
-        f"{tally.failed} failed, {dead} dead-lettered"
-    )
+def summary(tally: Tally) -> Table:
+    """Latency per tier. Its title stays short: rich wraps a title to the table's width."""
+    table = Table(title="latency per tier (submit to result)")
     for col in ("tier", "tasks", "p50 ms", "p95 ms", "p99 ms"):
         table.add_column(col, justify="right")
     for tier in sorted(tally.latencies):
@@ -261,13 +272,47 @@ def summary(tally: Tally, elapsed: float, dead: int) -> Table:
     return table
 
 
+def headline(tally: Tally, elapsed: float, dead: int) -> str:
+    rate = tally.done / elapsed if elapsed > 0 else 0.0
+    return (
+        f"{tally.done} tasks in {elapsed:.1f} s = {rate:.0f} tasks/s; "
+        f"{tally.failed} failed, {dead} dead-lettered"
+    )
+
+
+# What each outcome other than success means in the demo's own workload.
+OUTCOMES = {
+    "invalid_input": f"risk checks for contract {UNKNOWN_SYMBOL}, which the reference data "
+    "lacks, injected on purpose to show a rejected task",
+}
+
+
+def outcomes(errors: dict[str, int]) -> list[str]:
+    return [
+        f"  {code}={n}" + (f": {OUTCOMES[code]}" if code in OUTCOMES else "")
+        for code, n in sorted(errors.items())
+    ]
+
+
+def demo_settings_and_config(config_arg: str | None) -> tuple[Settings, FileConfig, Path | None]:
+    """The settings, the config and its file; with no file at all (the demo run from
+    anywhere), the example agents, which the demo writes to a file for its workers."""
+    settings = load_settings()
+    if config_arg:
+        settings = settings.model_copy(update={"config": Path(config_arg)})
+    path = settings.config_path()
+    if settings.config is None and not path.exists():
+        return settings, demo_config(), None
+    return settings, load_config(path), path.resolve()
+
+
 def main(args: argparse.Namespace) -> int:
-    runtime = load_runtime(args.config)
-    config_path = runtime.settings.config_path()
-    config = runtime.config if config_path else demo_config()
+    base, config, config_path = demo_settings_and_config(args.config)
+    if base.redis_url is not None:  # before PostgreSQL and the simulator are started
+        require_reachable(base.redis_url.get_secret_value(), cluster=base.redis_cluster)
     prefix = f"demo-{uuid.uuid4().hex[:6]}"
-    settings = runtime.settings.model_copy(update={"prefix": prefix, "outbox": not args.no_audit})
-    console = Console(stderr=False)
+    settings = base.model_copy(update={"prefix": prefix, "outbox": not args.no_audit})
+    console = cli_console()
     if not args.verbose:  # the demo prints its own progress; library logs go to -v
         logging.getLogger("deepagents").setLevel(logging.WARNING)
     with contextlib.ExitStack() as stack:
@@ -286,8 +331,8 @@ def main(args: argparse.Namespace) -> int:
             db_url = stack.enter_context(database_if_needed(settings))
             if settings.database_url is None:
                 console.print("[dim]started an embedded PostgreSQL for the audit log[/dim]")
-        config_file = str(config_path.resolve()) if config_path else None
         log_dir = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="deepagents-demo-")))
+        config_file = str(config_path or write_config(config, log_dir / "deepagents.yaml"))
         procs = start_workers(url, prefix, config_file, args.workers, env, log_dir)
         try:
             return run(_demo(url, db_url, config, settings, procs, args, console, log_dir))
@@ -357,12 +402,10 @@ async def _demo(
                 dead = sum(
                     row["dead_letters"] for row in status if row["tier"] == config.tier_names[0]
                 )
-                console.print(summary(tally, elapsed, dead))
+                console.print(headline(tally, elapsed, dead))
+                console.print(summary(tally))
                 if tally.errors:
-                    console.print(
-                        "outcomes other than success: "
-                        + ", ".join(f"{k}={v}" for k, v in sorted(tally.errors.items()))
-                    )
+                    console.print("outcomes other than success:", *outcomes(tally.errors), sep="\n")
             if writer is not None and db_url is not None and tally.sample_task:
                 await show_trail(writer, db_url, settings, tally.sample_task, console)
         finally:

@@ -3,14 +3,15 @@
 from __future__ import annotations
 
 import argparse
+import re
 import sys
 from datetime import UTC, datetime
 from typing import Any
 
 import orjson
-from rich.console import Console
 from rich.table import Table
 
+from deepagents.cli.common import console as cli_console
 from deepagents.cli.common import load_runtime, redis_client, require_redis_url, run
 from deepagents.cli.publish import parse_payload
 from deepagents.errors import ConfigError
@@ -37,6 +38,20 @@ def register(sub: Any) -> None:
     p.set_defaults(func=main)
 
 
+# A stream entry id: milliseconds, optionally "-" and a sequence number.
+_ENTRY_ID = re.compile(r"^\d{1,20}(-\d{1,20})?$")
+
+
+def _check_ids(ids: list[str]) -> None:
+    """Refuse what cannot be an entry id before Redis does ('Invalid stream ID')."""
+    for entry_id in ids:
+        if not _ENTRY_ID.match(entry_id):
+            raise ConfigError(
+                f"{entry_id!r} is not a dead-letter id: ids look like 1712345678901-0 "
+                "(see `deepagents dlq list`)"
+            )
+
+
 def _when(ms: int) -> str:
     return datetime.fromtimestamp(ms / 1000, UTC).strftime("%Y-%m-%d %H:%M:%S") if ms else "-"
 
@@ -45,11 +60,12 @@ def _print(args: argparse.Namespace, data: Any, table: Table | None = None) -> N
     if args.json or table is None:
         sys.stdout.write(orjson.dumps(data, option=orjson.OPT_INDENT_2).decode() + "\n")
     else:
-        Console().print(table)
+        cli_console().print(table)
 
 
 async def _run(args: argparse.Namespace, admin: Admin) -> int:
     action = args.dlq_command
+    _check_ids([*getattr(args, "entry_ids", []), *filter(None, [getattr(args, "entry_id", "")])])
     if action == "list":
         entries = await admin.list_dead(args.agent, args.limit)
         table = Table(title=f"{len(entries)} dead letter(s)")
@@ -73,20 +89,27 @@ async def _run(args: argparse.Namespace, admin: Admin) -> int:
         dead, new_id = await admin.replay(
             args.entry_id, agent=args.agent, payload=payload, task_json=args.task
         )
-        _print(
-            args,
-            {
-                "replayed": dead.entry_id,
-                "task_id": dead.task_id,
-                "agent": dead.agent,
-                "new_entry": new_id,
-            },
-        )
+        replayed = {
+            "replayed": dead.entry_id,
+            "task_id": dead.task_id,
+            "agent": dead.agent,
+            "new_entry": new_id,
+        }
+        _say(args, replayed, f"replayed {dead.entry_id} (task {dead.task_id}) as {new_id}")
     else:
         if not args.entry_ids and not args.yes:
             raise ConfigError("purging every dead letter needs --yes (or name the ids)")
-        _print(args, {"purged": await admin.purge(args.agent, args.entry_ids or None)})
+        purged = await admin.purge(args.agent, args.entry_ids or None)
+        _say(args, {"purged": purged}, f"purged {purged} dead letter(s)")
     return 0
+
+
+def _say(args: argparse.Namespace, data: Any, line: str) -> None:
+    """JSON with --json, else one line for a person."""
+    if args.json:
+        _print(args, data)
+    else:
+        sys.stdout.write(line + "\n")
 
 
 def main(args: argparse.Namespace) -> int:

@@ -12,15 +12,19 @@ import tempfile
 from typing import Any
 
 from deepagents._internal.extras import require_extra
-from deepagents.cli.common import load_runtime, require_redis_url
+from deepagents.cli.common import Runtime, load_runtime, redis_client, require_redis_url, run
+from deepagents.compose import services_for
 from deepagents.errors import ConfigError
+
+# How the CLI tells uvicorn's worker processes the address to announce.
+ADDRESS_ENV = "DEEPAGENTS_GATEWAY_ADDRESS"
 
 
 def register(sub: Any) -> None:
     p = sub.add_parser("gateway", help="serve the HTTP gateway (FastAPI on uvicorn)")
     p.add_argument("--host", default="127.0.0.1", help="bind address (default: loopback)")
-    p.add_argument("--port", type=int, default=8080)
-    p.add_argument("--workers", type=int, default=1, help="uvicorn worker processes")
+    p.add_argument("--port", type=int, default=8080, help="TCP port (default: 8080)")
+    p.add_argument("--workers", type=int, default=1, help="uvicorn worker processes (default: 1)")
     p.add_argument("--log-level", default="warning", choices=["debug", "info", "warning", "error"])
     p.add_argument(
         "--new-key",
@@ -36,11 +40,13 @@ def main(args: argparse.Namespace) -> int:
         return _new_key(args.new_key)
     if args.workers < 1 or not 0 < args.port < 65536:
         raise ConfigError("--workers must be >= 1 and --port within 1-65535")
-    runtime = load_runtime(args.config)  # fail here, with a clear message, not in each worker
-    require_redis_url(runtime.settings)
+    # Fail here, in one line, not in uvicorn's start-up (a traceback per worker process).
+    runtime = load_runtime(args.config)
+    run(_check_redis(runtime))
     if args.config:
         # uvicorn's worker processes build the app from the environment.
         os.environ["DEEPAGENTS_CONFIG"] = args.config
+    os.environ[ADDRESS_ENV] = f"http://{_host(args.host)}:{args.port}"
     import uvicorn
 
     options: dict[str, Any] = {
@@ -56,7 +62,7 @@ def main(args: argparse.Namespace) -> int:
         # httptools with a deadline for the request line and headers (slowloris)
         "http": "deepagents.gateway.http:HeaderDeadlineProtocol",
     }
-    app = "deepagents.gateway.app:create_served_app"
+    app = "deepagents.cli.gateway:served_app"
     if args.workers == 1 or os.environ.get("PROMETHEUS_MULTIPROC_DIR"):
         uvicorn.run(app, **options)
         return 0
@@ -71,6 +77,34 @@ def main(args: argparse.Namespace) -> int:
         finally:
             del os.environ["PROMETHEUS_MULTIPROC_DIR"]
     return 0
+
+
+async def _check_redis(runtime: Runtime) -> None:
+    url = require_redis_url(runtime.settings)
+    async with redis_client(url, max_connections=2, cluster=runtime.settings.redis_cluster) as c:
+        bus = services_for(c, runtime.settings).bus
+        try:
+            await bus.check_server(allow_evicting=runtime.settings.allow_evicting_redis)
+        finally:
+            await bus.aclose()
+
+
+def served_app() -> Any:
+    """What uvicorn runs in each worker process: the gateway, announcing its address on
+    stdout once it is ready to serve."""
+    from deepagents.gateway.app import create_served_app
+
+    address = os.environ.get(ADDRESS_ENV, "")
+
+    def announce() -> None:
+        sys.stdout.write(f"deepagents gateway listening on {address} (pid {os.getpid()})\n")
+        sys.stdout.flush()
+
+    return create_served_app(on_ready=announce if address else None)
+
+
+def _host(host: str) -> str:
+    return f"[{host}]" if ":" in host else host
 
 
 def _new_key(tenant: str) -> int:

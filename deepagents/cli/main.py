@@ -11,7 +11,8 @@ import importlib
 import sys
 from collections.abc import Sequence
 
-from deepagents.errors import DeepAgentsError, ErrorCode
+from deepagents.cli.common import report
+from deepagents.errors import DeepAgentsError
 from deepagents.telemetry.logs import configure_logging
 
 COMMANDS = (
@@ -27,9 +28,6 @@ COMMANDS = (
     "sim-model",
     "exporter",
 )
-
-EXIT_USAGE = 2
-EXIT_ERROR = 1
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -61,8 +59,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         return int(args.func(args) or 0)
     except DeepAgentsError as exc:
-        print(f"deepagents: error: {exc}", file=sys.stderr)
-        return EXIT_USAGE if exc.code == ErrorCode.CONFIG_ERROR else EXIT_ERROR
+        return report(exc)
     except KeyboardInterrupt:
         return 130
 

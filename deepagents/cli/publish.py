@@ -10,7 +10,7 @@ import orjson
 
 from deepagents.cli.common import load_runtime, redis_client, require_redis_url, run
 from deepagents.contract.codec import encode_result
-from deepagents.errors import InvalidPayload
+from deepagents.errors import ConfigError, InvalidPayload
 from deepagents.orchestrator import Orchestrator
 
 
@@ -38,6 +38,8 @@ def parse_payload(text: str) -> dict[str, Any]:
 
 
 def main(args: argparse.Namespace) -> int:
+    if args.wait is not None and not args.wait > 0:  # checked before anything is enqueued
+        raise ConfigError(f"--wait must be a positive number of seconds, not {args.wait:g}")
     runtime = load_runtime(args.config)
     payload = parse_payload(args.payload)
     url = require_redis_url(runtime.settings)

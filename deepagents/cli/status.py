@@ -17,11 +17,18 @@ from rich.console import Console, Group
 from rich.live import Live
 from rich.table import Table
 
-from deepagents.cli.common import Runtime, load_runtime, redis_client, require_redis_url, run
+from deepagents.cli.common import (
+    Runtime,
+    console,
+    load_runtime,
+    redis_client,
+    require_redis_url,
+    run,
+)
 from deepagents.compose import services_for
 from deepagents.config.schema import FileConfig
 from deepagents.orchestrator.admin import Admin
-from deepagents.store.registry import AgentRegistry
+from deepagents.store.base import Registry
 from deepagents.telemetry.watch import Snapshot, p95, snapshot, throughput
 
 
@@ -43,8 +50,19 @@ def register(sub: Any) -> None:
     p.set_defaults(func=main)
 
 
+EMPTY_HINT = "no stream holds a task, a pending entry, a delayed task or a dead letter"
+
+
+def _busy(row: dict[str, Any]) -> bool:
+    return bool(row["length"] or row["pending"] or row["dead_letters"] or row["delayed"])
+
+
 def render(rows: list[dict[str, Any]], show_all: bool) -> Table:
-    table = Table(title="deepagents streams")
+    """One row per tier stream. Delayed tasks and dead letters belong to the shard (one
+    sorted set and one dead-letter stream for all its tiers), so they are shown once, on
+    the shard's first row, and the columns add up."""
+    hidden = None if show_all else "streams holding nothing are hidden; --all shows every stream"
+    table = Table(title="deepagents streams", caption=hidden)
     for col in (
         "stream",
         "length",
@@ -52,13 +70,17 @@ def render(rows: list[dict[str, Any]], show_all: bool) -> Table:
         "consumers",
         "oldest pending",
         "lag",
-        "delayed",
-        "dead letters",
+        "delayed (shard)",
+        "dead letters (shard)",
     ):
         table.add_column(col, justify="left" if col == "stream" else "right")
+    shown: set[tuple[str, int]] = set()
     for r in rows:
-        if not show_all and not (r["length"] or r["pending"] or r["dead_letters"] or r["delayed"]):
+        if not show_all and not _busy(r):
             continue
+        shard = (r["agent"], r["shard"])
+        first = shard not in shown
+        shown.add(shard)
         table.add_row(
             r["stream"],
             str(r["length"]),
@@ -66,9 +88,11 @@ def render(rows: list[dict[str, Any]], show_all: bool) -> Table:
             str(r["consumers"]),
             f"{r['oldest_pending_ms'] / 1000:.1f} s",
             "-" if r["lag"] is None else str(r["lag"]),
-            str(r["delayed"]),
-            str(r["dead_letters"]),
+            str(r["delayed"]) if first else "",
+            str(r["dead_letters"]) if first else "",
         )
+    if not table.rows:
+        table.caption = f"{EMPTY_HINT}; --all shows every stream"
     return table
 
 
@@ -94,7 +118,7 @@ def render_tiers(tiers: dict[str, dict[str, float | None]]) -> Table:
 
 
 async def _health(
-    registry: AgentRegistry, config: FileConfig, admin: Admin
+    registry: Registry, config: FileConfig, admin: Admin
 ) -> dict[str, dict[str, Any]]:
     out: dict[str, dict[str, Any]] = {}
     for name in admin.agents:
@@ -161,14 +185,16 @@ def main(args: argparse.Namespace) -> int:
         run(watch(args, url, runtime))
         return 0
 
-    async def collect() -> list[dict[str, Any]]:
+    async def collect() -> tuple[list[dict[str, Any]], dict[str, dict[str, Any]]]:
         async with redis_client(url, cluster=runtime.settings.redis_cluster) as client:
-            admin = Admin.from_client(client, runtime.config, runtime.settings)
-            return await admin.status(args.agent)
+            services = services_for(client, runtime.settings)
+            admin = Admin(services.bus, services.tasks, runtime.config)
+            health = await _health(services.registry, runtime.config, admin)
+            return await admin.status(args.agent), health
 
-    rows = run(collect())
+    rows, health = run(collect())
     if args.json:
         sys.stdout.write(orjson.dumps(rows).decode() + "\n")
-    else:
-        Console().print(render(rows, args.all))
+    else:  # what one frame of --watch shows
+        console().print(render(rows, args.all), render_health(health))
     return 0

@@ -1,6 +1,6 @@
 """Configuration: environment settings over a validated YAML file."""
 
-from deepagents.config.load import load_config, load_settings, parse_config
+from deepagents.config.load import load_config, load_settings, load_settings_config, parse_config
 from deepagents.config.schema import (
     AgentSettings,
     FileConfig,
@@ -19,5 +19,6 @@ __all__ = [
     "TierConfig",
     "load_config",
     "load_settings",
+    "load_settings_config",
     "parse_config",
 ]

@@ -55,10 +55,28 @@ class BodyLimits(_Strict):
         le=300,
         description="the whole body must arrive within this (a slow-body client gets 408)",
     )
+    parse_cpu_per_s: float = Field(
+        default=0.25,
+        gt=0,
+        le=1,
+        description="per tenant and gateway process: seconds per second spent parsing its "
+        "bodies; a tenant in debt gets 429 before its body is parsed",
+    )
+    parse_cpu_burst_s: float = Field(default=1.0, gt=0, le=60)
+    inline_parse_bytes: int = Field(
+        default=65_536,
+        ge=0,
+        description="bodies larger than this are parsed off the event loop, in one thread",
+    )
 
 
 class GatewayConfig(_Strict):
     api_keys: tuple[ApiKey, ...] = ()
+    metrics_keys: tuple[str, ...] = Field(
+        default=(),
+        description="hex SHA-256 of keys that may read /metrics, which names tenants in its "
+        "labels; empty: /metrics is open (bind the gateway where only scrapers reach it)",
+    )
     defaults: TenantLimits = Field(default_factory=TenantLimits)
     tenants: dict[str, TenantLimits] = Field(default_factory=dict)
     body: BodyLimits = Field(default_factory=BodyLimits)
@@ -70,13 +88,40 @@ class GatewayConfig(_Strict):
         description="the request line and headers must arrive within this (a slower "
         "client gets 408 and is disconnected); a reload applies to connections opened after it",
     )
+    max_header_field_bytes: int = Field(
+        default=16_384,
+        ge=1_024,
+        le=1_048_576,
+        description="one header's name and value; a larger one gets 431 and a closed connection",
+    )
+    max_header_bytes: int = Field(
+        default=65_536,
+        ge=4_096,
+        le=16 * 1_048_576,
+        description="the request line and all headers together; more gets 431",
+    )
     long_poll_max_s: float = Field(default=30.0, gt=0, le=300)
     probe_timeout_s: float = Field(default=5.0, gt=0, le=60)
+    probe_cache_s: float = Field(
+        default=5.0,
+        ge=0,
+        le=300,
+        description="/health?full=true answers its last report for this long (it is "
+        "unauthenticated, and each probe writes a task): one probe per window per process",
+    )
     request_lease_s: float = Field(
         default=120.0,
         gt=0,
         description="an in-flight slot is freed after this even if a gateway died holding it",
     )
+
+    @field_validator("metrics_keys")
+    @classmethod
+    def _metrics_hex(cls, value: tuple[str, ...]) -> tuple[str, ...]:
+        value = tuple(v.lower() for v in value)
+        if not all(_SHA256.match(v) for v in value):
+            raise ValueError("each must be 64 lowercase hex digits (the SHA-256 of the key)")
+        return value
 
     @model_validator(mode="after")
     def _unique_keys(self) -> GatewayConfig:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import stat
 from pathlib import Path
 from typing import Any
 
@@ -15,10 +16,17 @@ from deepagents.config.settings import Settings
 from deepagents.errors import ConfigError
 
 MAX_CONFIG_BYTES = 1_048_576
+# Far deeper than any real configuration, far below the interpreter's recursion limit
+# (PyYAML composes and constructs nested nodes recursively).
+MAX_DEPTH = 64
+MAX_INT_DIGITS = 64  # int("9" * 5000) raises ValueError past Python's 4,300-digit limit
 
 
 class _StrictLoader(yaml.SafeLoader):
-    """SafeLoader that also refuses aliases (billion-laughs) and duplicate keys."""
+    """SafeLoader that also refuses aliases (billion-laughs), duplicate keys, nesting deeper
+    than MAX_DEPTH and integers longer than MAX_INT_DIGITS."""
+
+    _depth = 0
 
     def compose_node(self, parent: Any, index: Any) -> Any:
         if self.check_event(yaml.AliasEvent):
@@ -26,7 +34,23 @@ class _StrictLoader(yaml.SafeLoader):
             raise yaml.constructor.ConstructorError(
                 None, None, "anchors and aliases are not allowed", event.start_mark
             )
-        return super().compose_node(parent, index)
+        if self._depth >= MAX_DEPTH:
+            event = self.peek_event()  # type: ignore[no-untyped-call]
+            raise yaml.composer.ComposerError(
+                None, None, f"nested deeper than {MAX_DEPTH} levels", event.start_mark
+            )
+        self._depth += 1
+        try:
+            return super().compose_node(parent, index)
+        finally:
+            self._depth -= 1
+
+    def construct_yaml_int(self, node: Any) -> Any:
+        if len(str(node.value)) > MAX_INT_DIGITS:
+            raise yaml.constructor.ConstructorError(
+                None, None, f"an integer longer than {MAX_INT_DIGITS} digits", node.start_mark
+            )
+        return super().construct_yaml_int(node)
 
     def construct_mapping(self, node: Any, deep: bool = False) -> Any:
         seen: set[Any] = set()
@@ -38,6 +62,9 @@ class _StrictLoader(yaml.SafeLoader):
                 )
             seen.add(key)
         return super().construct_mapping(node, deep=deep)
+
+
+_StrictLoader.add_constructor("tag:yaml.org,2002:int", _StrictLoader.construct_yaml_int)
 
 
 def _loc(loc: tuple[int | str, ...]) -> str:
@@ -78,19 +105,50 @@ def load_config(path: str | os.PathLike[str] | None) -> FileConfig:
     if path is None:
         return FileConfig()
     path = Path(path)
+    return parse_config(read_config_text(path), source=str(path))
+
+
+def load_settings_config(settings: Settings) -> FileConfig:
+    """The file the settings name; a missing default file says where it was looked for."""
+    path = settings.config_path()
+    if settings.config is None and not path.exists():
+        raise ConfigError(
+            f"no config file at {path.absolute()} (the default, relative to the working "
+            "directory): set DEEPAGENTS_CONFIG or pass --config",
+            file="environment",
+            field="DEEPAGENTS_CONFIG",
+        )
+    return load_config(path)
+
+
+def read_config_text(path: Path) -> str:
+    """The file's text, refusing anything but a regular file up to MAX_CONFIG_BYTES: a
+    device such as /dev/zero reads forever, and a FIFO blocks the open until a writer
+    comes (O_NONBLOCK opens it at once, and fstat then refuses it)."""
+    where = str(path)
     try:
-        if path.stat().st_size > MAX_CONFIG_BYTES:
-            raise ConfigError(f"larger than {MAX_CONFIG_BYTES} bytes", file=str(path))
-        text = path.read_text(encoding="utf-8")
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
     except FileNotFoundError as exc:
-        raise ConfigError("file not found", file=str(path)) from exc
-    except IsADirectoryError as exc:
-        raise ConfigError("is a directory, not a file", file=str(path)) from exc
-    except UnicodeDecodeError as exc:
-        raise ConfigError(f"not UTF-8 text ({exc.reason})", file=str(path)) from exc
+        raise ConfigError("file not found", file=where) from exc
     except OSError as exc:
-        raise ConfigError(f"cannot read: {exc.strerror}", file=str(path)) from exc
-    return parse_config(text, source=str(path))
+        raise ConfigError(f"cannot read: {exc.strerror}", file=where) from exc
+    mode = os.fstat(fd).st_mode
+    if not stat.S_ISREG(mode):
+        os.close(fd)
+        if stat.S_ISDIR(mode):
+            raise ConfigError("is a directory, not a file", file=where)
+        raise ConfigError("not a regular file (a device, FIFO or socket)", file=where)
+    with os.fdopen(fd, "rb") as handle:
+        try:
+            data = handle.read(MAX_CONFIG_BYTES + 1)
+        except OSError as exc:
+            raise ConfigError(f"cannot read: {exc.strerror}", file=where) from exc
+    if len(data) > MAX_CONFIG_BYTES:
+        raise ConfigError(f"larger than {MAX_CONFIG_BYTES} bytes", file=where)
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise ConfigError(f"not UTF-8 text ({exc.reason})", file=where) from exc
 
 
 def load_settings() -> Settings:
@@ -100,4 +158,5 @@ def load_settings() -> Settings:
     except ValidationError as exc:
         first = exc.errors()[0]
         field = "DEEPAGENTS_" + str(first["loc"][0]).upper() if first["loc"] else None
-        raise ConfigError(first["msg"], file="environment", field=field) from exc
+        reason = first["msg"].removeprefix("Value error, ")
+        raise ConfigError(reason, file="environment", field=field) from exc

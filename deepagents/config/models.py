@@ -25,6 +25,13 @@ class TimeoutConfig(_Strict):
     min_attempt_s: float = Field(
         default=0.0, ge=0, description="an attempt needs at least this long; none starts with less"
     )
+    attempt_s: float | None = Field(
+        default=None, gt=0, description="plain calls: one attempt's bound (default total_s / 2)"
+    )
+
+    def plain_attempt_s(self) -> float:
+        """A hung plain attempt ends in time for a retry within ``total_s``."""
+        return self.attempt_s if self.attempt_s is not None else self.total_s / 2
 
 
 class RetryConfig(_Strict):
@@ -33,6 +40,9 @@ class RetryConfig(_Strict):
     max_backoff_s: float = Field(default=5.0, gt=0)
     max_retry_after_s: float = Field(
         default=30.0, ge=0, description="a longer Retry-After is not waited for: the call gives up"
+    )
+    response_too_large: bool = Field(
+        default=False, description="retry an answer over its size cap instead of moving on"
     )
 
     @model_validator(mode="after")
@@ -64,6 +74,8 @@ class LimitsConfig(_Strict):
     daily_requests: int | None = Field(default=None, ge=0)
     tenant_daily_budget_usd: float | None = Field(default=None, ge=0)
     tenant_daily_requests: int | None = Field(default=None, ge=0)
+    agent_daily_budget_usd: float | None = Field(default=None, ge=0)
+    agent_daily_requests: int | None = Field(default=None, ge=0)
     concurrency: int = Field(default=32, ge=1, le=10_000, description="in flight per process")
     fleet_concurrency: int | None = Field(default=None, ge=1, description="in flight, all workers")
 
@@ -97,6 +109,12 @@ class ModelConfig(_Strict):
     price_in_per_1k: float = Field(default=0.0, ge=0)
     price_out_per_1k: float = Field(default=0.0, ge=0)
     stream: bool = True
+    max_response_bytes: int = Field(
+        default=4 * 1024 * 1024, ge=1024, description="a larger answer is response_too_large"
+    )
+    max_sse_line_bytes: int = Field(
+        default=256 * 1024, ge=1024, description="a longer stream line is response_too_large"
+    )
     timeouts: TimeoutConfig = Field(default_factory=TimeoutConfig)
     retry: RetryConfig = Field(default_factory=RetryConfig)
     breaker: BreakerConfig = Field(default_factory=BreakerConfig)

@@ -5,11 +5,13 @@ from __future__ import annotations
 import os
 import socket
 from pathlib import Path
+from urllib.parse import urlsplit
 
 from pydantic import Field, SecretStr, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 DEFAULT_CONFIG_PATH = Path("config/deepagents.yaml")
+REDIS_SCHEMES = ("redis", "rediss", "unix")
 
 
 def _secrets_dir() -> str | None:
@@ -107,6 +109,15 @@ class Settings(BaseSettings):
     )
     health_interval_s: float = Field(default=30.0, gt=0, description="agent health_check period")
 
+    @field_validator("redis_url")
+    @classmethod
+    def _redis_url(cls, value: SecretStr | None) -> SecretStr | None:
+        # Checked here, so every command refuses a bad URL with the same line; the value
+        # itself is never echoed (it may hold a password).
+        if value is not None:
+            redis_url_problem(value.get_secret_value())
+        return value
+
     @field_validator("log_level")
     @classmethod
     def _level(cls, value: str) -> str:
@@ -115,10 +126,30 @@ class Settings(BaseSettings):
             raise ValueError("one of DEBUG, INFO, WARNING, ERROR")
         return value
 
-    def config_path(self) -> Path | None:
-        if self.config is not None:
-            return self.config
-        return DEFAULT_CONFIG_PATH if DEFAULT_CONFIG_PATH.is_file() else None
+    def config_path(self) -> Path:
+        """The YAML file to read: DEEPAGENTS_CONFIG, else config/deepagents.yaml in the
+        working directory. A missing default is an error (ConfigError from the loader),
+        not an empty configuration: a worker or publisher that silently knows no agents
+        looks healthy and routes nothing."""
+        return self.config if self.config is not None else DEFAULT_CONFIG_PATH
 
     def consumer_name(self) -> str:
         return self.consumer or f"{socket.gethostname()}-{os.getpid()}"
+
+
+def redis_url_problem(url: str) -> None:
+    """Raise ValueError saying what is wrong with a Redis URL (without repeating it)."""
+    example = "e.g. redis://127.0.0.1:6379/0"
+    scheme = url.partition("://")[0].lower() if "://" in url else ""
+    if scheme not in REDIS_SCHEMES:
+        got = f"scheme {scheme!r}" if scheme else "no scheme"
+        raise ValueError(f"must be a redis://, rediss:// or unix:// URL, {example} (got {got})")
+    try:
+        parts = urlsplit(url)
+        parts.port  # noqa: B018 - raises ValueError on a port that is not a number
+    except ValueError as exc:
+        raise ValueError(f"is not a valid URL ({exc}), {example}") from None
+    if scheme != "unix" and not parts.hostname:
+        raise ValueError(f"names no host, {example}")
+    if scheme == "unix" and not parts.path:
+        raise ValueError("names no socket path, e.g. unix:///run/redis.sock")

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 
 from fastapi import FastAPI
 from fastapi.exceptions import RequestValidationError
@@ -20,16 +20,21 @@ from starlette.types import ASGIApp
 
 from deepagents._internal.heap import freeze_startup_heap
 from deepagents.compose import open_services
-from deepagents.config.load import load_config, load_settings
+from deepagents.config.load import load_settings, load_settings_config
 from deepagents.config.schema import FileConfig
 from deepagents.config.settings import Settings
 from deepagents.errors import ConfigError, DeepAgentsError, ErrorCode
 from deepagents.gateway.apidoc import build_openapi
-from deepagents.gateway.auth import Authenticator
+from deepagents.gateway.auth import Authenticator, MetricsGuard
 from deepagents.gateway.coalesce import SubmitCoalescer
 from deepagents.gateway.fastpath import SubmitFastPath, SubmitFront
 from deepagents.gateway.health import FullCheck
-from deepagents.gateway.http import HEADER_TIMEOUT_KEY, HeaderDeadline
+from deepagents.gateway.http import (
+    HEADER_LIMITS_KEY,
+    HEADER_TIMEOUT_KEY,
+    HeaderDeadline,
+    HeaderLimits,
+)
 from deepagents.gateway.limits import Admission
 from deepagents.gateway.metrics import GatewayMetrics
 from deepagents.gateway.middleware import MetricsMiddleware
@@ -49,7 +54,7 @@ TITLE = "deepagents gateway"
 VERSION = "1.0.0"
 
 
-def create_served_app() -> ASGIApp:
+def create_served_app(on_ready: Callable[[], None] | None = None) -> ASGIApp:
     """The app as ``deepagents gateway`` serves it: the process is the app's alone, so its
     start-up heap is frozen once the lifespan is up (see ``freeze_startup_heap``), and
     ``POST /v1/tasks`` enters through ``SubmitFront``.
@@ -57,7 +62,7 @@ def create_served_app() -> ASGIApp:
     A bad config file ends the process with one line, not a traceback: with ``--workers``,
     each process started by a ``SIGHUP`` reads the file again (``reload.py``)."""
     try:
-        app = create_app(freeze_heap=True)
+        app = create_app(freeze_heap=True, on_ready=on_ready)
     except ConfigError as exc:
         log.error("cannot start: %s", exc, extra={"action": "config_error"})
         raise SystemExit(2) from None
@@ -65,15 +70,20 @@ def create_served_app() -> ASGIApp:
 
 
 def create_app(
-    settings: Settings | None = None, config: FileConfig | None = None, *, freeze_heap: bool = False
+    settings: Settings | None = None,
+    config: FileConfig | None = None,
+    *,
+    freeze_heap: bool = False,
+    on_ready: Callable[[], None] | None = None,
 ) -> FastAPI:
-    """The app; settings and config default to the environment (DEEPAGENTS_*) and its file."""
+    """The app; settings and config default to the environment (DEEPAGENTS_*) and its file.
+    ``on_ready`` is called once the lifespan has started (Redis checked, state built)."""
     settings = settings or load_settings()
-    config = config or load_config(settings.config_path())
+    config = config or load_settings_config(settings)
     metrics = GatewayMetrics()
 
     @contextlib.asynccontextmanager
-    async def lifespan(app: FastAPI) -> AsyncIterator[dict[str, HeaderDeadline]]:
+    async def lifespan(app: FastAPI) -> AsyncIterator[dict[str, HeaderDeadline | HeaderLimits]]:
         if settings.redis_url is None:
             raise ConfigError("DEEPAGENTS_REDIS_URL is not set", file="environment")
         services = open_services(settings, max_connections=256)
@@ -82,6 +92,8 @@ def create_app(
             async with Orchestrator(
                 services, config=config, settings=settings, agents=[ProbeAgent]
             ) as orchestrator:
+                if services.client is None:  # open_services always opens one
+                    raise ConfigError("the gateway needs Redis")
                 limiter = TenantLimiter(services.client, settings.prefix)
                 admission = Admission(limiter, config.gateway)
                 app.state.gateway = GatewayState(
@@ -90,22 +102,34 @@ def create_app(
                     services=services,
                     orchestrator=orchestrator,
                     auth=Authenticator(config.gateway.api_keys),
+                    metrics_guard=MetricsGuard(config.gateway.metrics_keys),
                     admission=admission,
                     registry=services.registry,
-                    full_check=FullCheck(orchestrator, config.gateway.probe_timeout_s),
+                    full_check=FullCheck(
+                        orchestrator, config.gateway.probe_timeout_s, config.gateway.probe_cache_s
+                    ),
                     metrics=metrics,
                     submits=SubmitCoalescer(orchestrator),
                     header_deadline=HeaderDeadline(config.gateway.header_timeout_s),
+                    header_limits=HeaderLimits(
+                        config.gateway.max_header_field_bytes, config.gateway.max_header_bytes
+                    ),
                 )
                 if not config.gateway.api_keys:
                     log.warning("no gateway.api_keys configured: every /v1 request answers 401")
                 if freeze_heap:
                     freeze_startup_heap()
+                if on_ready is not None:
+                    on_ready()
                 try:
                     with reload_on_hangup(app.state.gateway, settings.config_path(), metrics):
                         # uvicorn hands this state to every connection (``http.py``).
-                        yield {HEADER_TIMEOUT_KEY: app.state.gateway.header_deadline}
+                        yield {
+                            HEADER_TIMEOUT_KEY: app.state.gateway.header_deadline,
+                            HEADER_LIMITS_KEY: app.state.gateway.header_limits,
+                        }
                 finally:
+                    app.state.gateway.parser.shutdown(wait=False, cancel_futures=True)
                     await admission.aclose()
         finally:
             await services.aclose()
@@ -114,6 +138,9 @@ def create_app(
         title=TITLE,
         version=VERSION,
         lifespan=lifespan,
+        # A redirect to the same path without its slash would be built from the request's
+        # Host header: an open redirect to wherever the client names (issue 16, finding 9).
+        redirect_slashes=False,
         description="Submit tasks to deepagents over HTTP. Errors are RFC 9457 "
         "problem documents with a stable `type` per `code`.",
     )

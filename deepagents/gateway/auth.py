@@ -13,6 +13,8 @@ import hmac
 import secrets
 from dataclasses import dataclass
 
+from starlette.datastructures import Headers
+
 from deepagents.config.gateway import ApiKey
 from deepagents.errors import ErrorCode
 from deepagents.gateway.problems import Problem
@@ -54,6 +56,42 @@ class Authenticator:
                 headers=_CHALLENGE,
             )
         return found
+
+
+def authorization(headers: Headers) -> str | None:
+    """The one ``Authorization`` header, or None. Two are refused: servers and proxies
+    disagree on which one counts (the first, the last, or both joined)."""
+    values = headers.getlist("authorization")
+    if len(values) > 1:
+        raise Problem(
+            ErrorCode.UNAUTHORIZED,
+            "send one Authorization header, not several",
+            headers=_CHALLENGE,
+        )
+    return values[0] if values else None
+
+
+class MetricsGuard:
+    """``/metrics`` names tenants in its labels: with ``gateway.metrics_keys`` set, only a
+    bearer of one of those keys may read it (compared as ``Authenticator`` does)."""
+
+    def __init__(self, digests: tuple[str, ...]) -> None:
+        self._digests = tuple(bytes.fromhex(d) for d in digests)
+
+    def check(self, authorization: str | None) -> None:
+        if not self._digests:
+            return
+        token = _bearer_token(authorization)
+        digest = hashlib.sha256(token.encode("utf-8", "surrogateescape")).digest()
+        ok = False
+        for stored in self._digests:
+            ok |= hmac.compare_digest(stored, digest)
+        if not ok:
+            raise Problem(
+                ErrorCode.UNAUTHORIZED,
+                "/metrics needs a metrics key (gateway.metrics_keys)",
+                headers=_CHALLENGE,
+            )
 
 
 def _bearer_token(authorization: str | None) -> str:

@@ -4,22 +4,26 @@ The size cap holds before anything is buffered: a declared ``Content-Length`` ov
 cap is refused at once, and a streaming byte counter stops chunked bodies (and bodies
 longer than declared) at the cap. Parsing is strict where Python's ``json`` is lax:
 duplicate keys (the last would silently win, a smuggling risk), NaN/Infinity, huge
-integers, deep nesting, and strings Redis or PostgreSQL cannot store are all refused.
+integers, integers orjson cannot encode (outside 64 bits), deep nesting, and strings Redis
+or PostgreSQL cannot store are all refused.
 """
 
 from __future__ import annotations
 
 import asyncio
 import json
+from collections import deque
 from typing import Any, NoReturn
 
 from starlette.requests import ClientDisconnect, Request
 
 from deepagents.config.gateway import BodyLimits
 from deepagents.errors import DeepAgentsError, ErrorCode
-from deepagents.gateway.problems import Problem
+from deepagents.gateway.problems import FieldError, Problem
 
 JSON_TYPES = ("application/json",)
+# What orjson, which encodes every task, can hold: a signed or an unsigned 64-bit integer.
+INT_MIN, INT_MAX = -(2**63), 2**64 - 1
 
 
 class _Reject(DeepAgentsError, ValueError):
@@ -87,12 +91,13 @@ def parse_json(body: bytes, limits: BodyLimits) -> Any:
         text = body.decode("utf-8")  # a BOM or UTF-16 fails here or in the parser below
     except UnicodeDecodeError as exc:
         raise Problem(ErrorCode.INVALID_JSON, f"the body is not UTF-8 ({exc.reason})") from exc
+    out_of_range: list[int] = []
     try:
         value = json.loads(
             text,
             object_pairs_hook=_object_hook(limits),
             parse_constant=_no_constants,
-            parse_int=_int_parser(limits),
+            parse_int=_int_parser(limits, out_of_range),
             parse_float=_float_parser(limits),
         )
     except _Reject as exc:
@@ -104,8 +109,40 @@ def parse_json(body: bytes, limits: BodyLimits) -> Any:
             ErrorCode.INVALID_JSON,
             f"not valid JSON at line {exc.lineno} column {exc.colno}: {exc.msg}",
         ) from None
+    if out_of_range:
+        _out_of_range(value)
     _check_tree(value, limits)
     return value
+
+
+def _out_of_range(root: Any) -> NoReturn:
+    """The 400 for an integer outside 64 bits, naming where it is (only found once one is:
+    the parser's hook cannot know the path, and tracking it for every value costs)."""
+    field = _path_of(root, _too_wide) or "body"
+    message = f"the integer is outside [{INT_MIN}, {INT_MAX}]; send big numbers as strings"
+    raise Problem(
+        ErrorCode.NUMBER_OUT_OF_RANGE,
+        f"{field}: {message}",
+        errors=[FieldError(field=field, message=message)],
+    )
+
+
+def _too_wide(value: Any) -> bool:
+    return type(value) is int and not INT_MIN <= value <= INT_MAX
+
+
+def _path_of(root: Any, wanted: Any) -> str | None:
+    """The dotted path of the first value ``wanted`` accepts, breadth first."""
+    queue: deque[tuple[Any, tuple[str, ...]]] = deque([(root, ())])
+    while queue:
+        value, path = queue.popleft()
+        if wanted(value):
+            return ".".join(path)
+        if isinstance(value, dict):
+            queue.extend((item, (*path, str(key))) for key, item in value.items())
+        elif isinstance(value, list):
+            queue.extend((item, (*path, str(i))) for i, item in enumerate(value))
+    return None
 
 
 def _depth_detail(limits: BodyLimits) -> str:
@@ -145,7 +182,7 @@ def _no_constants(name: str) -> NoReturn:
     )
 
 
-def _int_parser(limits: BodyLimits) -> Any:
+def _int_parser(limits: BodyLimits, out_of_range: list[int]) -> Any:
     def parse(text: str) -> int:
         if len(text.lstrip("-")) > limits.max_number_digits:
             raise _Reject(
@@ -153,7 +190,10 @@ def _int_parser(limits: BodyLimits) -> Any:
                 f"an integer has {len(text)} digits; at most {limits.max_number_digits} "
                 "(send big numbers as strings)",
             )
-        return int(text)
+        value = int(text)
+        if not INT_MIN <= value <= INT_MAX:
+            out_of_range.append(value)
+        return value
 
     return parse
 

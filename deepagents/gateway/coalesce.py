@@ -10,6 +10,9 @@ outcome it would have had alone:
 - refused for backlog: ``Overloaded`` for its own task alone (1 task refused);
 - a task of the batch fails validation: nothing was enqueued (``submit_many`` validates
   all first), so each task is submitted again on its own and gets its own answer;
+- an error that is not a ``DeepAgentsError`` (a task the codec cannot encode, say): one
+  task may be its cause, and the batch mixes tenants, so each task is submitted again on
+  its own too: one tenant's bad task never fails another tenant's request;
 - Redis failed: every caller gets that error, as each would have.
 
 Not coalesced (submitted alone, as before): tasks with an ``idempotency_key`` (the
@@ -25,7 +28,7 @@ import asyncio
 from collections.abc import Sequence
 
 from deepagents.contract.task import Task
-from deepagents.errors import NotReplicated, Overloaded, SubmitError
+from deepagents.errors import DeepAgentsError, NotReplicated, Overloaded, SubmitError
 from deepagents.orchestrator import Orchestrator, TaskHandle
 
 _Waiter = tuple[Task, "asyncio.Future[TaskHandle]"]
@@ -71,9 +74,19 @@ class SubmitCoalescer:
             handles = await self.orchestrator.submit_many(
                 tasks, recorded=[t.task_id for t in tasks]
             )
-        except Overloaded as exc:
+        except BaseException as exc:
+            await self._failed(batch, exc)
+            if not isinstance(exc, Exception):
+                raise
+        else:
+            for (_, future), handle in zip(batch, handles, strict=True):
+                _resolve(future, handle)
+
+    async def _failed(self, batch: Sequence[_Waiter], exc: BaseException) -> None:
+        """Each caller's outcome when the group's ``submit_many`` raised ``exc``."""
+        if isinstance(exc, Overloaded):
             self._overloaded(batch, exc)
-        except NotReplicated as exc:
+        elif isinstance(exc, NotReplicated):
             # Written, not yet replicated: each caller hears of its own task alone (the
             # batch mixes tenants, and another tenant's task ids are not theirs to see). A
             # task that was not written was refused for its stream's backlog.
@@ -82,17 +95,15 @@ class SubmitCoalescer:
                     _fail(future, exc.only({task.task_id}))
                 else:
                     self._refuse_for_backlog(task, future)
-        except SubmitError:
-            # Refused before anything was enqueued: let each task answer for itself.
-            await asyncio.gather(*(self._one(task, future) for task, future in batch))
-        except BaseException as exc:
+        elif isinstance(exc, SubmitError) or (
+            # Unforeseen, so possibly caused by one task: each answers for itself.
+            isinstance(exc, Exception) and not isinstance(exc, DeepAgentsError) and len(batch) > 1
+        ):
+            # A refusal comes before anything is enqueued: each task answers for itself.
+            await self._each_alone(batch)
+        else:  # Redis failed (each caller would have met it alone), or cancelled
             for _, future in batch:
                 _fail(future, exc)
-            if not isinstance(exc, Exception):
-                raise
-        else:
-            for (_, future), handle in zip(batch, handles, strict=True):
-                _resolve(future, handle)
 
     def _overloaded(self, batch: Sequence[_Waiter], exc: Overloaded) -> None:
         """Each caller gets its own handle if its task got in, else its own refusal."""
@@ -108,6 +119,9 @@ class SubmitCoalescer:
         """A task of the batch that its stream's backlog kept out: its own refusal."""
         route = self.orchestrator.router.route(task)
         _fail(future, self.orchestrator.overloaded(route, 1, []))
+
+    async def _each_alone(self, batch: Sequence[_Waiter]) -> None:
+        await asyncio.gather(*(self._one(task, future) for task, future in batch))
 
     async def _one(self, task: Task, future: asyncio.Future[TaskHandle]) -> None:
         try:

@@ -23,6 +23,7 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.types import ASGIApp, Receive, Scope, Send
 
+from deepagents.gateway.auth import authorization
 from deepagents.gateway.metrics import GatewayMetrics
 from deepagents.gateway.middleware import MetricsMiddleware
 from deepagents.gateway.routes_tasks import Wait, submit_one_core
@@ -66,7 +67,7 @@ class SubmitFastPath:
         request = Request(scope, receive, send)
         try:
             state: GatewayState = scope["app"].state.gateway
-            principal = state.auth.authenticate(request.headers.get("authorization"))
+            principal = state.auth.authenticate(authorization(request.headers))
             response = await submit_one_core(
                 request, state, principal, _wait(request.query_params.get("wait"))
             )

@@ -4,13 +4,16 @@ The full check submits a probe task and waits for it within ``probe_timeout_s``.
 timeout it names the hop that did not happen by looking at where the task got to:
 still ``queued`` means no probe worker took it (hop ``queue``), ``running`` means the
 worker did not finish (hop ``worker``), ``done`` means the result never came back (hop
-``reply``). Concurrent full checks share one probe, so the endpoint cannot be used to
-flood the queue.
+``reply``). Concurrent full checks share one probe, and a report is answered again for
+``probe_cache_s`` (issue 16, finding 4: the endpoint is unauthenticated, and each probe
+writes a task): however often it is called, a process runs at most one probe per window.
+A finished probe's records expire after ``PROBE_TTL_S`` instead of the usual day and week.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import time
 import uuid
 from datetime import timedelta
@@ -20,10 +23,11 @@ from deepagents.contract.task import utcnow
 from deepagents.errors import DeepAgentsError, ResultTimeout
 from deepagents.gateway.probe import PROBE_INTENT
 from deepagents.gateway.schemas import Health, Hop
-from deepagents.orchestrator import Orchestrator
+from deepagents.orchestrator import Orchestrator, TaskHandle
 from deepagents.transport.base import MessageBus
 
 _STUCK_AT = {"queued": "queue", "retrying": "queue", "running": "worker"}
+PROBE_TTL_S = 300
 
 
 def _ms_since(start: float) -> float:
@@ -44,15 +48,25 @@ async def liveness(bus: MessageBus) -> Health:
 class FullCheck:
     """Single-flight end-to-end probe."""
 
-    def __init__(self, orchestrator: Orchestrator, timeout_s: float) -> None:
+    def __init__(self, orchestrator: Orchestrator, timeout_s: float, cache_s: float) -> None:
         self.orchestrator = orchestrator
         self.timeout_s = timeout_s
+        self.cache_s = cache_s
         self._running: asyncio.Future[Health] | None = None
+        self._last: tuple[float, Health] | None = None  # (when it finished, the report)
 
     async def run(self) -> Health:
+        last = self._last
+        if last is not None and time.monotonic() - last[0] < self.cache_s:
+            return last[1]
         if self._running is None or self._running.done():
-            self._running = asyncio.ensure_future(self._probe())
+            self._running = asyncio.ensure_future(self._probe_and_keep())
         return await asyncio.shield(self._running)
+
+    async def _probe_and_keep(self) -> Health:
+        report = await self._probe()
+        self._last = (time.monotonic(), report)
+        return report
 
     async def _probe(self) -> Health:
         live = await liveness(self.orchestrator.bus)
@@ -78,12 +92,20 @@ class FullCheck:
             result = await handle.result(timeout=self.timeout_s)
         except ResultTimeout:
             return await self._timed_out(handle.task_id, hops, live.redis_ms)
+        finally:
+            await self._expire(handle)
         received_ms = time.time() * 1000
         hops += _result_hops(result, enqueued, received_ms)
         bad = next((h.name for h in hops if not h.ok), None)
         return Health(
             status="fail" if bad else "ok", redis_ms=live.redis_ms, hops=hops, failed_hop=bad
         )
+
+    async def _expire(self, handle: TaskHandle) -> None:
+        with contextlib.suppress(DeepAgentsError):  # the probe's report matters more
+            await self.orchestrator.tasks.expire(
+                handle.agent, handle.shard, handle.task_id, PROBE_TTL_S
+            )
 
     async def _timed_out(self, task_id: str, hops: list[Hop], redis_ms: float | None) -> Health:
         state = "unknown"

@@ -1,4 +1,5 @@
-"""uvicorn's HTTP protocol (httptools) with a deadline for the request line and headers.
+"""uvicorn's HTTP protocol (httptools) with a deadline and a size cap for the request line
+and headers.
 
 uvicorn closes an idle keep-alive connection, but not one that sends its request line and
 headers a byte at a time (slowloris, RELIABILITY row 51), nor one that connects and sends
@@ -8,15 +9,22 @@ the process's file descriptors. Here the request line and headers must have arri
 request's first byte (later ones); a slower client gets ``408`` and the connection is
 closed. Bodies have their own deadline (``gateway.body.read_timeout_s``).
 
-The lifespan hands a ``HeaderDeadline`` to uvicorn's application state, which uvicorn
-passes to every connection (``HEADER_TIMEOUT_KEY``); a config reload changes its
-``seconds`` for the connections that open after it.
+httptools puts no bound on headers (issue 16, finding 5: one 64 MB header answered 200,
+and eight at once took the process from 108 to 549 MB): here one field (name and value)
+over ``gateway.max_header_field_bytes``, or a request line and headers over
+``gateway.max_header_bytes``, get ``431`` and the connection is closed, before the app
+sees the request. The raw bytes of an unfinished head are counted as they arrive, so a
+huge field is cut off after the cap plus one read, not buffered whole.
+
+The lifespan hands a ``HeaderDeadline`` and ``HeaderLimits`` to uvicorn's application
+state, which uvicorn passes to every connection (``HEADER_TIMEOUT_KEY``,
+``HEADER_LIMITS_KEY``); a config reload changes them for the connections that open after it.
 """
 
 from __future__ import annotations
 
 import asyncio
-from typing import Any
+from http import HTTPStatus
 
 import orjson
 from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
@@ -25,7 +33,10 @@ from deepagents.errors import ErrorCode
 from deepagents.gateway.problems import MEDIA_TYPE, Problem
 
 HEADER_TIMEOUT_KEY = "deepagents.header_timeout_s"
+HEADER_LIMITS_KEY = "deepagents.header_limits"
 DEFAULT_HEADER_TIMEOUT_S = 10.0
+# Per header line (request line, or a field's name and value with ": " and CRLF).
+_LINE_OVERHEAD = 4
 
 
 class HeaderDeadline:
@@ -37,21 +48,77 @@ class HeaderDeadline:
         self.seconds = seconds
 
 
+class HeaderLimits:
+    """The header size caps in force, shared like ``HeaderDeadline``."""
+
+    __slots__ = ("field_bytes", "total_bytes")
+
+    def __init__(self, field_bytes: int = 16_384, total_bytes: int = 65_536) -> None:
+        self.field_bytes = field_bytes
+        self.total_bytes = total_bytes
+
+
 class HeaderDeadlineProtocol(HttpToolsProtocol):
     _headers_due: asyncio.TimerHandle | None = None
+    _in_head = True  # the bytes arriving belong to a request line or headers
+    _raw_head = 0  # bytes received since the head began (a chunk may hold some body too)
+    _head = 0  # bytes of the head parsed so far
+    _refused = False
 
     def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
         super().connection_made(transport)
+        self._limits: HeaderLimits = self.app_state.get(HEADER_LIMITS_KEY) or HeaderLimits()
         self._arm()
+
+    def data_received(self, data: bytes) -> None:
+        if self._refused:
+            return
+        if self._in_head:
+            self._raw_head += len(data)
+        super().data_received(data)
+        # Still in the head after this read: all of it was head, none body.
+        if self._in_head and not self._refused and self._raw_head > self._limits.total_bytes:
+            self._refuse(f"the request line and headers are over {self._limits.total_bytes} bytes")
 
     def on_message_begin(self) -> None:
         super().on_message_begin()
+        self._head = _LINE_OVERHEAD
         if self._headers_due is None:  # the first request keeps the connection's deadline
             self._arm()
 
+    def on_url(self, url: bytes) -> None:
+        self._head += len(url)
+        super().on_url(url)
+
+    def on_header(self, name: bytes, value: bytes) -> None:
+        size = len(name) + len(value) + _LINE_OVERHEAD
+        self._head += size
+        if self._refused:
+            return
+        if size > self._limits.field_bytes:
+            self._refuse(
+                f"header {name[:64].decode('latin-1')!r} is {size} bytes; at most "
+                f"{self._limits.field_bytes} per field"
+            )
+        elif self._head > self._limits.total_bytes:
+            self._refuse(f"the request line and headers are over {self._limits.total_bytes} bytes")
+        else:
+            super().on_header(name, value)
+
     def on_headers_complete(self) -> None:
         self._disarm()
-        super().on_headers_complete()
+        self._in_head = False
+        if not self._refused:  # a refused request never reaches the app
+            super().on_headers_complete()
+
+    def on_body(self, body: bytes) -> None:
+        if not self._refused:
+            super().on_body(body)
+
+    def on_message_complete(self) -> None:
+        self._in_head, self._raw_head = True, 0  # what follows is the next request's head
+        if not self._refused:
+            super().on_message_complete()
 
     def connection_lost(self, exc: Exception | None) -> None:
         self._disarm()
@@ -76,14 +143,23 @@ class HeaderDeadlineProtocol(HttpToolsProtocol):
             ErrorCode.REQUEST_TIMEOUT,
             f"the request line and headers did not arrive within {timeout} s",
         )
-        self.transport.write(_response(problem.document()))
+        self.transport.write(_response(problem))
         self.transport.close()
 
+    def _refuse(self, detail: str) -> None:
+        self._refused = True
+        self._disarm()
+        if not self.transport.is_closing():
+            self.transport.write(_response(Problem(ErrorCode.HEADERS_TOO_LARGE, detail)))
+            self.transport.close()
 
-def _response(document: dict[str, Any]) -> bytes:
-    body = orjson.dumps(document)
+
+def _response(problem: Problem) -> bytes:
+    """The problem as a whole HTTP response that closes the connection, written by the
+    protocol itself (the app never saw the request)."""
+    body = orjson.dumps(problem.document())
     head = (
-        "HTTP/1.1 408 Request Timeout\r\n"
+        f"HTTP/1.1 {problem.status} {HTTPStatus(problem.status).phrase}\r\n"
         f"content-type: {MEDIA_TYPE}\r\n"
         f"content-length: {len(body)}\r\n"
         "connection: close\r\n\r\n"

@@ -8,10 +8,11 @@ from typing import Annotated
 import orjson
 from fastapi import APIRouter, Depends, Query
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
+from starlette.requests import Request
 from starlette.responses import Response
 
 from deepagents.errors import ErrorCode
-from deepagents.gateway.auth import Principal
+from deepagents.gateway.auth import Principal, authorization
 from deepagents.gateway.health import liveness
 from deepagents.gateway.metrics import scrape_registry
 from deepagents.gateway.problems import responses_for
@@ -49,10 +50,12 @@ async def health(state: StateDep, full: Annotated[bool, Query()] = False) -> Res
         200: {
             "content": {"text/plain": {"schema": {"type": "string"}}},
             "description": "Prometheus text exposition format",
-        }
+        },
+        **responses_for(ErrorCode.UNAUTHORIZED),
     },
 )
-async def metrics(state: StateDep) -> Response:
+async def metrics(request: Request, state: StateDep) -> Response:
+    state.metrics_guard.check(authorization(request.headers))
     registry = scrape_registry(state.metrics)
     return Response(generate_latest(registry), media_type=CONTENT_TYPE_LATEST)
 

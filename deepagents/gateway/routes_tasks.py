@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 from typing import Annotated, Any, Literal
 
@@ -16,7 +17,7 @@ from deepagents.contract.result import Result
 from deepagents.contract.task import Task
 from deepagents.errors import DeepAgentsError, ErrorCode, Overloaded, ResultTimeout
 from deepagents.gateway.auth import Principal
-from deepagents.gateway.body import parse_json, read_body
+from deepagents.gateway.body import read_body
 from deepagents.gateway.problems import Problem, responses_for
 from deepagents.gateway.schemas import (
     Accepted,
@@ -55,6 +56,7 @@ _BODY = (
     ErrorCode.DUPLICATE_KEY,
     ErrorCode.NON_FINITE_NUMBER,
     ErrorCode.NUMBER_TOO_LONG,
+    ErrorCode.NUMBER_OUT_OF_RANGE,
     ErrorCode.NESTING_TOO_DEEP,
     ErrorCode.TOO_MANY_KEYS,
     ErrorCode.BAD_STRING,
@@ -78,6 +80,19 @@ def _claims(state: GatewayState, tasks: list[Task], tenant: str) -> dict[str, An
     claims = [state.tasks.owner_record(t.task_id, tenant) for t in tasks]
     claims += state.orchestrator.locations(tasks)
     return {"claims": claims, "claim_ttl_s": state.owner_ttl_s}
+
+
+async def _read_json(request: Request, state: GatewayState, tenant: str) -> Any:
+    """The parsed body, on the tenant's parse budget (``budget.py``); a large body is
+    parsed in the parse thread, so that the event loop keeps serving meanwhile."""
+    limits = state.config.gateway.body
+    budget = state.parse_budget
+    budget.check(tenant, limits)  # a tenant in debt is refused before its body is read
+    body = await read_body(request, limits)
+    if len(body) <= limits.inline_parse_bytes:
+        return budget.parse(tenant, body, limits)
+    loop = asyncio.get_running_loop()
+    return await loop.run_in_executor(state.parser, budget.parse, tenant, body, limits)
 
 
 def _body_doc(model: str) -> dict[str, Any]:
@@ -140,13 +155,15 @@ async def _submit(state: GatewayState, tasks: list[Task], tenant: str) -> list[T
             handles = [await state.submits.submit(tasks[0])]
         else:
             handles = await state.orchestrator.submit_many(tasks, recorded=ids)
-    except DeepAgentsError as exc:
+    except Exception as exc:  # on every error path: no record may outlive a refused task
         accepted: list[TaskHandle] = (
             getattr(exc, "accepted", []) if isinstance(exc, Overloaded) else []
         )
         kept = {h.task_id for h in accepted}
         # The owner and location records admission wrote for tasks that were not enqueued.
         await state.tasks.forget_submitted([i for i in ids if i not in kept])
+        if not isinstance(exc, DeepAgentsError):
+            raise
         raise submit_problem(exc, [h.task_id for h in accepted]) from exc
     for handle in handles:
         state.metrics.submitted.labels(tenant, handle.agent).inc()
@@ -180,10 +197,7 @@ async def submit_one_core(
 ) -> Response:
     """``POST /v1/tasks`` once authenticated and ``wait`` validated; ``fastpath`` calls it
     directly, without FastAPI's per-request routing and dependency solving."""
-    body = validate_body(
-        SubmitRequest,
-        parse_json(await read_body(request, state.config.gateway.body), state.config.gateway.body),
-    )
+    body = validate_body(SubmitRequest, await _read_json(request, state, principal.tenant))
     tasks = build_tasks([body], principal.tenant, state.orchestrator, batch=False)
     async with state.admission.admit(
         principal.tenant, 1, **_claims(state, tasks, principal.tenant)
@@ -206,9 +220,7 @@ async def submit_one_core(
 )
 async def submit_batch(request: Request, state: StateDep, principal: PrincipalDep) -> Response:
     limits = state.config.gateway
-    body = validate_body(
-        BatchRequest, parse_json(await read_body(request, limits.body), limits.body)
-    )
+    body = validate_body(BatchRequest, await _read_json(request, state, principal.tenant))
     if len(body.tasks) > limits.max_batch:
         raise Problem(
             ErrorCode.BATCH_TOO_LARGE,

@@ -2,22 +2,23 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
 
 from starlette.requests import Request
 
 from deepagents.compose import Services
 from deepagents.config.schema import FileConfig
 from deepagents.config.settings import Settings
-from deepagents.gateway.auth import Authenticator, Principal
+from deepagents.gateway.auth import Authenticator, MetricsGuard, Principal, authorization
+from deepagents.gateway.budget import ParseBudget
 from deepagents.gateway.coalesce import SubmitCoalescer
 from deepagents.gateway.health import FullCheck
-from deepagents.gateway.http import HeaderDeadline
+from deepagents.gateway.http import HeaderDeadline, HeaderLimits
 from deepagents.gateway.limits import Admission
 from deepagents.gateway.metrics import GatewayMetrics
 from deepagents.orchestrator import Orchestrator
-from deepagents.store.registry import AgentRegistry
-from deepagents.store.tasks import TaskStore
+from deepagents.store.base import Registry, TaskRecords
 
 
 @dataclass(slots=True)
@@ -28,28 +29,41 @@ class GatewayState:
     orchestrator: Orchestrator
     auth: Authenticator
     admission: Admission
-    registry: AgentRegistry
+    registry: Registry
     full_check: FullCheck
     metrics: GatewayMetrics
     submits: SubmitCoalescer
     header_deadline: HeaderDeadline
+    header_limits: HeaderLimits
+    metrics_guard: MetricsGuard
+    parse_budget: ParseBudget = field(default_factory=ParseBudget)
+    # One thread for large bodies: several would only take turns at the GIL, taking more
+    # of it from the event loop.
+    parser: ThreadPoolExecutor = field(
+        default_factory=lambda: ThreadPoolExecutor(1, thread_name_prefix="gateway-parse")
+    )
 
     def reload(self, config: FileConfig) -> None:
         """Serve with ``config`` from now on: routing (``Orchestrator.reload``), API keys,
         tenant limits, body limits, the header deadline (for connections opened from now
-        on) and the full health check's timeout. All is built before anything changes, and
+        on) and the full health check's timeout and cache. All is built before anything changes, and
         nothing awaits in between: a request sees the old file or the new one, never a mix.
         Raises ``ConfigError`` (changing nothing) for a file the running fleet cannot take."""
         auth = Authenticator(config.gateway.api_keys)
+        guard = MetricsGuard(config.gateway.metrics_keys)
         self.orchestrator.reload(config)
         self.auth = auth
+        self.metrics_guard = guard
         self.admission.config = config.gateway
         self.header_deadline.seconds = config.gateway.header_timeout_s
+        self.header_limits.field_bytes = config.gateway.max_header_field_bytes
+        self.header_limits.total_bytes = config.gateway.max_header_bytes
         self.full_check.timeout_s = config.gateway.probe_timeout_s
+        self.full_check.cache_s = config.gateway.probe_cache_s
         self.config = config
 
     @property
-    def tasks(self) -> TaskStore:
+    def tasks(self) -> TaskRecords:
         return self.services.tasks
 
     @property
@@ -65,7 +79,7 @@ async def get_state(request: Request) -> GatewayState:
 
 
 async def get_principal(request: Request) -> Principal:
-    return _state(request).auth.authenticate(request.headers.get("authorization"))
+    return _state(request).auth.authenticate(authorization(request.headers))
 
 
 def _state(request: Request) -> GatewayState:

@@ -81,7 +81,7 @@ def build_tasks(
     where = "tasks.{}." if batch else ""
     for i, req in enumerate(requests):
         if req.intent not in orchestrator.router.by_intent:
-            known = ", ".join(sorted(orchestrator.router.by_intent)) or "none"
+            known = orchestrator.router.known_intents()
             errors.append(
                 FieldError(
                     field=where.format(i) + "intent",

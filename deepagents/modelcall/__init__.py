@@ -28,6 +28,7 @@ if TYPE_CHECKING:
         ModelDeadlineExceeded,
         ModelRequestRejected,
         ModelUnavailable,
+        ResponseTooLarge,
     )
     from deepagents.modelcall.record import AttemptRecord, ModelReply
     from deepagents.modelcall.usage import (
@@ -61,6 +62,7 @@ _WHERE = {
             "ModelDeadlineExceeded",
             "ModelRequestRejected",
             "ModelUnavailable",
+            "ResponseTooLarge",
         ),
         "errors",
     ),
@@ -81,6 +83,7 @@ __all__ = [
     "ModelReply",
     "ModelRequestRejected",
     "ModelUnavailable",
+    "ResponseTooLarge",
     "UsageLedger",
     "current_model_calls",
     "current_usage",

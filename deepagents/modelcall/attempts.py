@@ -26,11 +26,17 @@ from deepagents.modelcall.errors import (
     InvalidRequest,
     ModelCallError,
 )
-from deepagents.modelcall.pricing import cost_usd, estimate_input_tokens, estimate_tokens
+from deepagents.modelcall.pricing import (
+    cost_usd,
+    estimate_input_tokens,
+    estimate_tokens,
+    input_tokens_bound,
+)
 from deepagents.modelcall.providers.base import AttemptSpec, Completion
 from deepagents.modelcall.record import AttemptRecord
 from deepagents.modelcall.retrying import Decision, ErrorKind, ProviderError, retrying
 from deepagents.store.models.admission import RateLimiter, Reservation
+from deepagents.store.models.budget import Hold
 from deepagents.store.models.credentials import Credential
 from deepagents.store.models.gates import Permit
 
@@ -42,7 +48,13 @@ _TERMINAL: dict[ErrorKind, type[ModelCallError]] = {
     ErrorKind.INVALID: InvalidRequest,
 }
 # Classes after which another model (or the declared fallback) may still answer.
-_MOVE_ON = {ErrorKind.SPEND_LIMIT: "provider_spend_limit", ErrorKind.AUTH: "auth_failed"}
+_MOVE_ON = {
+    ErrorKind.SPEND_LIMIT: "provider_spend_limit",
+    ErrorKind.AUTH: "auth_failed",
+    ErrorKind.RESPONSE_TOO_LARGE: "response_too_large",
+}
+# A budget hold outlives the call's deadline by this much: settling follows the last attempt.
+HOLD_MARGIN_S = 2.0
 
 
 class Refused(DeepAgentsError):
@@ -104,13 +116,18 @@ class ModelAttempts:
         self.ctx = ctx
         self.rt = runtime
         cfg = runtime.config
-        self.est_in = estimate_input_tokens(ctx.messages, cfg.chars_per_token)
+        self.est_in = estimate_input_tokens(ctx.messages, cfg.chars_per_token)  # likely size
+        self.bound_in = max(self.est_in, input_tokens_bound(ctx.messages))  # what is reserved
         self.max_out = max(
             1,
             min(ctx.max_tokens or cfg.max_tokens, cfg.max_tokens, cfg.context_tokens - self.est_in),
         )
         self.refreshed = False
         self.last: Decision | None = None
+        self.spent_usd = 0.0  # every attempt's cost, settled against the budget hold
+        self.hold: Hold | None = None
+        self.held_extra_usd = 0.0  # what the hold was grown by, beyond one attempt's worst
+        self.sent = False  # a request reached the provider: it counts against the quota
 
     async def run(self) -> str:
         cfg = self.rt.config
@@ -120,9 +137,22 @@ class ModelAttempts:
                 f"(context limit {cfg.context_tokens} tokens); no call was made"
             )
         self._need_time()
-        reason = await self.rt.budget.admit(self.ctx.tenant)
-        if reason != "ok":
-            self._refuse(reason)
+        hold = await self.rt.budget.reserve(
+            self.ctx.tenant,
+            self.ctx.agent,
+            cost_usd(cfg, self.bound_in, self.max_out),
+            hold_s=self.ctx.time_left() + HOLD_MARGIN_S,
+        )
+        if isinstance(hold, str):
+            self._refuse(hold)
+        self.hold = hold
+        try:
+            return await self._attempts()
+        finally:
+            await self.rt.budget.settle(self.hold, self.spent_usd, int(self.sent))
+
+    async def _attempts(self) -> str:
+        cfg = self.rt.config
         policy = retrying(
             cfg.retry,
             time_left_s=self.ctx.time_left,
@@ -174,6 +204,7 @@ class ModelAttempts:
 
     async def _attempt(self, number: int) -> str:
         self._need_time()
+        await self._cover_billed()
         credential = await self._credential()
         async with self._admitted(credential) as reservations:
             permit = await self.rt.breaker.allow(probe_ttl_s=max(self.ctx.time_left(), 0.001))
@@ -181,6 +212,17 @@ class ModelAttempts:
                 await self._undo(reservations)
                 self._refuse("circuit_open")
             return await self._send(number, permit, credential, reservations)
+
+    async def _cover_billed(self) -> None:
+        """Before a retry, the hold grows by what earlier attempts were billed (the partial
+        output of a stalled stream), so the retry's worst case is still held in full."""
+        extra = self.spent_usd - self.held_extra_usd
+        if self.hold is None or extra <= 0:
+            return
+        grown = await self.rt.budget.extend(self.hold, self.ctx.tenant, self.ctx.agent, extra)
+        if isinstance(grown, str):
+            self._refuse(grown)
+        self.hold, self.held_extra_usd = grown, self.spent_usd
 
     async def _credential(self) -> Credential | None:
         if self.rt.credentials is None:
@@ -242,7 +284,9 @@ class ModelAttempts:
         return reservations
 
     async def _reserve(self, limiter: RateLimiter) -> Reservation:
-        want = self.est_in + self.max_out  # an upper bound, corrected after the answer
+        # An upper bound, corrected after the answer; at most the whole window when only
+        # the bound, not the likely size, is over it.
+        want = limiter.clamp(self.bound_in + self.max_out, floor=self.est_in + self.max_out)
         while True:
             admission = await limiter.try_admit(want)
             if admission.reservation is not None:
@@ -265,19 +309,25 @@ class ModelAttempts:
 
     def _spec(self, credential: Credential | None) -> AttemptSpec:
         cfg = self.rt.config
+        stream = cfg.stream if self.ctx.stream is None else self.ctx.stream
+        deadline = self.ctx.deadline
+        if not stream:  # one hung plain attempt must leave time for a retry
+            deadline = min(deadline, self.ctx.loop.time() + cfg.timeouts.plain_attempt_s())
         return AttemptSpec(
             url=self.rt.url,
             model_id=cfg.model_id(self.rt.name),
             messages=self.ctx.messages,
             max_tokens=self.max_out,
-            stream=cfg.stream if self.ctx.stream is None else self.ctx.stream,
+            stream=stream,
             api_key=credential.secret if credential else None,
             request_id=uuid.uuid4().hex,  # fresh on every attempt: retries are distinct requests
-            deadline=self.ctx.deadline,
+            deadline=deadline,
             connect_s=cfg.timeouts.connect_s,
             first_token_s=cfg.timeouts.first_token_s,
             per_token_s=cfg.timeouts.per_token_s,
             extra=self.ctx.params,
+            max_response_bytes=cfg.max_response_bytes,
+            max_line_bytes=cfg.max_sse_line_bytes,
         )
 
     async def _send(
@@ -289,6 +339,7 @@ class ModelAttempts:
     ) -> str:
         spec = self._spec(credential)
         started = self.ctx.loop.time()
+        self.sent = True
         try:
             done = await self.ctx.calls.provider.complete(self.ctx.calls.client(), spec)
         except ProviderError as error:
@@ -327,6 +378,7 @@ class ModelAttempts:
             else done.tokens_out
         )
         cost = cost_usd(cfg, tokens_in, tokens_out)
+        self.spent_usd += cost
         self.ctx.add(
             AttemptRecord(
                 **self._base(number, spec.request_id, started),
@@ -344,9 +396,12 @@ class ModelAttempts:
             )
         )
         for limiter, reservation in reservations:
-            # Only returns unused capacity to the window: it need not delay the answer.
-            await self.ctx.calls.after(limiter.correct(reservation, tokens_in + tokens_out))
-        await self.rt.budget.spend(self.ctx.tenant, cost)
+            used = tokens_in + tokens_out
+            if used > reservation.tokens:
+                # Debt: charged before this call's slot is freed, so the next admission sees it.
+                await limiter.correct(reservation, used)
+            else:  # returns unused capacity to the window: it need not delay the answer
+                await self.ctx.calls.after(limiter.correct(reservation, used))
         if permit.probe:
             await self.rt.breaker.record(True, probe=True)  # closes it before we answer
         elif self.rt.breaker.note_success():
@@ -365,6 +420,7 @@ class ModelAttempts:
         # A stream that broke mid-way was generated (and billed) up to there: estimate it.
         partial = error.partial_tokens
         tokens_in = self.est_in if partial else 0
+        self.spent_usd += cost_usd(self.rt.config, tokens_in, partial)
         self.ctx.add(
             AttemptRecord(
                 **self._base(number, error.request_id or "", started),

@@ -15,6 +15,7 @@ from collections.abc import AsyncIterator, Mapping
 from typing import Any
 
 from deepagents.config.models import ModelConfig
+from deepagents.errors import ConfigError
 from deepagents.modelcall.calls import ModelCalls
 from deepagents.modelcall.usage import use_model_calls
 from deepagents.store.models import RedisClient
@@ -26,7 +27,7 @@ DEMO_MODEL = "research"
 
 @contextlib.asynccontextmanager
 async def model_calls_scope(
-    models: Mapping[str, ModelConfig], redis: RedisClient, *, prefix: str, **options: Any
+    models: Mapping[str, ModelConfig], redis: RedisClient | None, *, prefix: str, **options: Any
 ) -> AsyncIterator[ModelCalls | None]:
     """``ModelCalls`` for this loop, current in this context (tasks created inside inherit
     it), closed on exit; ``None`` when no model is configured. ``options`` go to
@@ -34,6 +35,9 @@ async def model_calls_scope(
     if not models:
         yield None
         return
+    if redis is None:
+        # The gates (breaker, budgets, quotas) and credential locks are shared in Redis.
+        raise ConfigError("model calls need Redis: in-memory services have none")
     async with ModelCalls(models, redis, prefix=prefix, **options) as calls:
         with use_model_calls(calls):
             yield calls

@@ -146,6 +146,17 @@ def source_for(model: ModelConfig) -> CredentialSource | None:
     return None
 
 
+def missing_credential(model: ModelConfig) -> str | None:
+    """Why a model has no credential here (checked without fetching it), or None: a
+    worker says so once at start instead of every call failing into its fallback."""
+    if model.vault is not None:
+        token = model.vault.token_env
+        return None if os.environ.get(token) else f"environment variable {token} is not set"
+    if model.api_key_env and not os.environ.get(model.api_key_env):
+        return f"environment variable {model.api_key_env} is not set"
+    return None
+
+
 class CredentialStore:
     """The key one model is called with, shared by the fleet through Redis."""
 

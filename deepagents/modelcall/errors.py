@@ -10,6 +10,7 @@ DeepAgentsError
     │   ├── SpendLimitReached      429 that waiting cannot fix (quota, billing)
     │   └── AuthenticationFailed   401 again after one credential refresh
     ├── ModelUnavailable           gates refused or retries exhausted (retryable later)
+    │   └── ResponseTooLarge       an answer over a size cap (response_too_large)
     ├── ModelDeadlineExceeded      no time left for an attempt (deadline_exceeded)
     └── CredentialError            no key: Vault/env missing or refused (fail closed)
 """
@@ -76,6 +77,13 @@ class ModelUnavailable(ModelCallError):
 
     code = ErrorCode.MODEL_UNAVAILABLE
     retryable = True
+
+
+class ResponseTooLarge(ModelUnavailable):
+    """The answer passed a size cap (body, stream line or error body); nothing was kept."""
+
+    code = ErrorCode.RESPONSE_TOO_LARGE
+    retryable = False  # the same request would likely bring the same answer
 
 
 class ModelDeadlineExceeded(ModelCallError):

@@ -29,3 +29,16 @@ def estimate_input_tokens(messages: Sequence[dict[str, Any]], chars_per_token: f
         text = content if isinstance(content, str) else str(content or "")
         total += estimate_tokens(text, chars_per_token) + TOKENS_PER_MESSAGE
     return total
+
+
+def input_tokens_bound(messages: Sequence[dict[str, Any]]) -> int:
+    """An upper bound on input tokens: no tokenizer in use (byte-level BPE, SentencePiece
+    with byte fallback) makes more than one token per UTF-8 byte. What admission and budgets
+    reserve, since ``estimate_input_tokens`` can be several times short (CJK, digits, code)."""
+    total = 0
+    for message in messages:
+        content = message.get("content")
+        text = content if isinstance(content, str) else str(content or "")
+        role = str(message.get("role") or "")
+        total += len(text.encode()) + len(role.encode()) + TOKENS_PER_MESSAGE
+    return total

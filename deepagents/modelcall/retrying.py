@@ -29,6 +29,7 @@ class ErrorKind(StrEnum):
     CONTEXT_LENGTH = "context_length"
     CONTENT_FILTER = "content_filter"
     INVALID = "invalid"  # any other 4xx
+    RESPONSE_TOO_LARGE = "response_too_large"  # over a size cap: the attempt is aborted
 
 
 RETRYABLE = frozenset({ErrorKind.TRANSIENT, ErrorKind.RATE_LIMITED})
@@ -146,7 +147,8 @@ def should_retry(
     if error.kind is ErrorKind.AUTH and error.detail == "credential_refreshed":
         # The one retry a 401 earns, at once: the key changed, waiting changes nothing.
         return _fits(Decision(True, 0.0, "auth_refreshed"), time_left_s, min_attempt_s)
-    if error.kind not in RETRYABLE:
+    too_large_retried = error.kind is ErrorKind.RESPONSE_TOO_LARGE and policy.response_too_large
+    if error.kind not in RETRYABLE and not too_large_retried:
         return Decision(False, reason=f"not_retryable:{error.kind.value}")
     if retries_done >= policy.max_retries:
         return Decision(False, reason="retries_exhausted")

@@ -23,6 +23,7 @@ from deepagents.modelcall.errors import (
     ModelCallError,
     ModelDeadlineExceeded,
     ModelUnavailable,
+    ResponseTooLarge,
 )
 from deepagents.modelcall.record import ModelReply, prompt_digest
 from deepagents.modelcall.usage import current_model_calls, current_usage
@@ -38,6 +39,12 @@ class FallbackInfo:
 
 
 Fallback = str | Callable[[FallbackInfo], str | Awaitable[str]]
+
+# The error raised when no model answered and no fallback was declared, by the first reason.
+_ERRORS: dict[str, type[ModelCallError]] = {
+    "deadline": ModelDeadlineExceeded,
+    "response_too_large": ResponseTooLarge,
+}
 
 _RESERVED_PARAMS = frozenset({"model", "messages", "max_tokens", "stream", "stream_options"})
 
@@ -129,7 +136,7 @@ async def _answer(ctx: CallContext, fallback: Fallback | None) -> ModelReply:
     declared = fallback if fallback is not None else config.fallback
     first_reason = reasons[0].split(":", 1)[1]
     if declared is None:
-        error_type = ModelDeadlineExceeded if first_reason == "deadline" else ModelUnavailable
+        error_type = _ERRORS.get(first_reason, ModelUnavailable)
         raise error_type(f"no model answered ({', '.join(reasons)})", reason=first_reason)
     text = await _run_fallback(declared, FallbackInfo(ctx.requested, first_reason, ctx.messages))
     return ModelReply(

@@ -14,7 +14,8 @@ from deepagents.config.settings import Settings
 from deepagents.contract.task import Task
 from deepagents.errors import DeepAgentsError, ErrorCode, InvalidPayload
 from deepagents.orchestrator.routing import agent_specs
-from deepagents.store.tasks import DeadLetterEntry, TaskStore
+from deepagents.store.base import TaskRecords
+from deepagents.store.tasks import DeadLetterEntry
 from deepagents.transport.base import MessageBus, StreamRef
 from deepagents.transport.keys import ShardKeys
 
@@ -26,7 +27,7 @@ class DeadLetterNotFound(DeepAgentsError):
 
 
 class Admin:
-    def __init__(self, bus: MessageBus, tasks: TaskStore, config: FileConfig) -> None:
+    def __init__(self, bus: MessageBus, tasks: TaskRecords, config: FileConfig) -> None:
         self.config = config
         self.keys = tasks.keys
         self.bus = bus

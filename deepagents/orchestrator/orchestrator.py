@@ -46,8 +46,9 @@ from deepagents.errors import (
 )
 from deepagents.orchestrator.handle import TaskHandle
 from deepagents.orchestrator.routing import Route, Router, agent_specs
-from deepagents.store.registry import AgentHealth, AgentRegistry
-from deepagents.store.tasks import IdempotencyClaim, Location, TaskStore
+from deepagents.store.base import Registry, TaskRecords
+from deepagents.store.registry import AgentHealth
+from deepagents.store.tasks import IdempotencyClaim, Location
 from deepagents.telemetry.core import Telemetry, process_telemetry
 from deepagents.telemetry.tracing import extract, producer_span, traceparent_of
 from deepagents.transport.base import MessageBus, ReplyListener
@@ -79,8 +80,8 @@ class Orchestrator:
         self._owns_services = owns_services
         self.keys = services.keys
         self.bus: MessageBus = services.bus
-        self.tasks: TaskStore = services.tasks
-        self.registry: AgentRegistry = services.registry
+        self.tasks: TaskRecords = services.tasks
+        self.registry: Registry = services.registry
         self._agent_classes = tuple(agents)
         self.router = Router(config, agent_specs(config, agents), self.keys)
         self.reply_channel = self.keys.reply_channel(uuid.uuid4().hex)

@@ -44,7 +44,10 @@ def agent_specs(
     for name, entry in config.agents.items():
         intents, model = found.get(name, ((), None))
         if entry.class_path:
-            cls = load_agent_class(entry.class_path)
+            try:
+                cls = load_agent_class(entry.class_path)
+            except ConfigError as exc:
+                raise ConfigError(exc.reason, field=f"agents.{name}.class") from exc
             if cls.name != name:
                 raise ConfigError(
                     f"class {entry.class_path} is named {cls.name!r}", field=f"agents.{name}.class"
@@ -56,6 +59,14 @@ def agent_specs(
         settings = config.agent_settings(name)
         specs[name] = AgentSpec(name, intents, settings.shards, settings.max_backlog, model)
     return specs
+
+
+INTERNAL_PREFIX = "deepagents."  # intents of the runtime itself (the gateway's probe)
+
+
+def internal(intent: str) -> bool:
+    """An intent the runtime serves for itself: routed, never listed to callers."""
+    return intent.startswith(INTERNAL_PREFIX)
 
 
 class Router:
@@ -77,11 +88,16 @@ class Router:
         ]
         self.tiers = config.tier_names
 
+    def known_intents(self) -> str:
+        """The intents a caller may send, for an unknown-intent error (none internal)."""
+        return ", ".join(i for i in sorted(self.by_intent) if not internal(i)) or "none"
+
     def route(self, task: Task) -> Route:
         spec = self.by_intent.get(task.intent)
         if spec is None:
-            known = ", ".join(sorted(self.by_intent)) or "none"
-            raise UnknownIntent(f"no agent serves intent {task.intent!r} (known: {known})")
+            raise UnknownIntent(
+                f"no agent serves intent {task.intent!r} (known: {self.known_intents()})"
+            )
         if spec.input_model is not None:
             try:
                 spec.input_model.model_validate(task.payload)

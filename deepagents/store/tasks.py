@@ -102,6 +102,16 @@ class TaskStore:
             return bytes(raw)
         return None
 
+    async def expire(self, agent: str, shard: int, task_id: str, ttl_s: int) -> None:
+        """The task hash and location record expire ``ttl_s`` from now, for tasks nobody
+        looks up later (the gateway's health probes). Two commands, not a transaction: on
+        a cluster the two keys live in different slots."""
+        with redis_errors("expire task records"):
+            pipe = self.client.pipeline(transaction=False)
+            pipe.expire(self.keys.shard(agent, shard).task(task_id), ttl_s)
+            pipe.expire(self.keys.location(task_id), ttl_s)
+            await pipe.execute()
+
     # idempotency --------------------------------------------------------------------------
 
     async def claim_idempotency(
@@ -152,7 +162,7 @@ class TaskStore:
     async def dead_letters(self, agent: str, keys: ShardKeys, limit: int) -> list[DeadLetterEntry]:
         with redis_errors("read dead letters"):
             entries = await self.client.xrange(keys.dlq, count=limit)
-        return [_dead_letter(agent, keys.shard, eid, fields) for eid, fields in entries]
+        return [dead_letter_entry(agent, keys.shard, eid, fields) for eid, fields in entries]
 
     async def dead_letter(
         self, agent: str, keys: ShardKeys, entry_id: str
@@ -162,7 +172,7 @@ class TaskStore:
         if not found:
             return None
         eid, fields = found[0]
-        return _dead_letter(agent, keys.shard, eid, fields)
+        return dead_letter_entry(agent, keys.shard, eid, fields)
 
     async def purge_dead(self, keys: ShardKeys, entry_ids: Sequence[str] | None) -> int:
         """Delete these dead letters (all of the shard's when None); returns how many."""
@@ -178,7 +188,7 @@ def _s(value: bytes | None) -> str:
     return value.decode(errors="replace") if value else ""
 
 
-def _dead_letter(
+def dead_letter_entry(
     agent: str, shard: int, entry_id: bytes, fields: dict[bytes, bytes]
 ) -> DeadLetterEntry:
     raw = fields.get(b"orig_task")

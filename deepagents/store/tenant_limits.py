@@ -105,19 +105,30 @@ class TenantLimiter:
             ("EVALSHA", self._sha, 2, keys.bucket, keys.inflight, *args),
             *(("SET", key, value, "EX", ttl_s) for key, value in claims),
         ]
-        for attempt in range(2):
-            replies = await self._batcher.execute(commands)
-            first = replies[0]
-            if isinstance(first, rex.NoScriptError) and attempt == 0:
-                await self.client.script_load(_ADMIT)  # first use, or Redis restarted
-                continue
-            if isinstance(first, Exception):
-                raise first
-            verdict, retry_ms = int(first[0]), int(first[1])
-            if verdict != 1 and claims:
-                await self.client.delete(*(key for key, _ in claims))
-            return verdict, retry_ms
+        try:
+            for attempt in range(2):
+                replies = await self._batcher.execute(commands)
+                first = replies[0]
+                if isinstance(first, rex.NoScriptError) and attempt == 0:
+                    await self.client.script_load(_ADMIT)  # first use, or Redis restarted
+                    continue
+                if isinstance(first, Exception):
+                    raise first
+                verdict, retry_ms = int(first[0]), int(first[1])
+                if verdict != 1:
+                    await self._unclaim(claims)
+                return verdict, retry_ms
+        except Exception:
+            # The claims may have been written even though admission failed (they ride in
+            # the same round trip): none may outlive a refused request (issue 16, F2).
+            with contextlib.suppress(rex.RedisError):
+                await self._unclaim(claims)
+            raise
         raise AssertionError("unreachable")  # pragma: no cover
+
+    async def _unclaim(self, claims: Sequence[tuple[str, str]]) -> None:
+        if claims:
+            await self.client.delete(*(key for key, _ in claims))
 
     async def release(self, tenant: str, slot: str) -> None:
         """Give the in-flight slot back; a failure leaves it to expire with its lease."""

@@ -104,5 +104,8 @@ def configure_logging(
     # Below INFO only ours: at INFO and above it inherits the root's level, as before.
     logging.getLogger("deepagents").setLevel(numeric if numeric < logging.INFO else logging.NOTSET)
     logging.getLogger("asyncio").setLevel(logging.WARNING)
+    # httpx logs every request at INFO: a line per model call, nothing a model-call
+    # record does not already hold (naming it in debug_loggers still shows them).
+    logging.getLogger("httpx").setLevel(logging.WARNING)
     for name in debug_loggers if numeric <= logging.DEBUG else ():
         logging.getLogger(name).setLevel(logging.DEBUG)

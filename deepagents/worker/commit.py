@@ -118,7 +118,7 @@ class Outcomes:
         completed: dict[str, int] = {}
         waits: list[float] = []
         runs: list[float] = []
-        for (_, outcome, started, queue_ms), status in zip(tokens, statuses, strict=True):
+        for (flight, outcome, started, queue_ms), status in zip(tokens, statuses, strict=True):
             if status == "ok":
                 completed[outcome] = completed.get(outcome, 0) + 1
                 if m is not None:
@@ -130,7 +130,14 @@ class Outcomes:
             elif status == "dup":
                 stats.duplicates += 1
             else:
+                # A stale run (a paused or partitioned worker): the fence held. Rare, and
+                # what an operator looks for after a pause, so it is said once per task.
                 stats.lost_ownership += 1
+                log.warning(
+                    "commit of task %s refused: another consumer owns its entry now",
+                    flight.envelope.task.task_id,
+                    extra={"action": "commit_refused"},
+                )
         if m is not None:
             m.observe_many(waits, runs)
         for outcome, n in completed.items():

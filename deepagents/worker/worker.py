@@ -15,16 +15,18 @@ import logging
 import math
 import time
 from collections import defaultdict
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from concurrent.futures import ThreadPoolExecutor
 
 from deepagents.compose import RedisClient, Services, services_for
+from deepagents.config.models import ModelConfig
 from deepagents.config.schema import AgentSettings, FileConfig
 from deepagents.config.settings import Settings
 from deepagents.contract.agent import AgentContract
 from deepagents.errors import GroupVanished, TransportError
 from deepagents.modelcall.bootstrap import model_calls_scope, simulator_models
-from deepagents.store.registry import AgentRegistry
+from deepagents.modelcall.credentials import missing_credential
+from deepagents.store.base import Registry
 from deepagents.telemetry.core import Telemetry, process_telemetry
 from deepagents.telemetry.modelcalls import ModelCallRecorder
 from deepagents.transport.base import MessageBus, StreamRef
@@ -167,6 +169,7 @@ class Worker:
         models = self.config.models
         if self.settings.sim_model_url:
             models = simulator_models(models, self.settings.sim_model_url)
+        _warn_missing_credentials(models)
         # Every model-call attempt into metrics and a span under the task's execute span.
         on_record = ModelCallRecorder(self.telemetry, self.name)
         try:
@@ -189,7 +192,7 @@ class Worker:
             )
 
     async def _supervise(
-        self, handler: DeliveryHandler, committer: Committer, registry: AgentRegistry
+        self, handler: DeliveryHandler, committer: Committer, registry: Registry
     ) -> None:
         assert self._stop_event is not None
         commit_task = asyncio.create_task(committer.run(), name="committer")
@@ -335,7 +338,7 @@ class Worker:
         except TransportError as again:
             await backoff.wait(f"re-create the group of {ref.name}", again)
 
-    async def _heartbeat(self, registry: AgentRegistry) -> None:
+    async def _heartbeat(self, registry: Registry) -> None:
         while not self._stopping:
             await asyncio.sleep(self._beat_s)
             self._turned_at = time.monotonic()
@@ -351,12 +354,12 @@ class Worker:
             except TransportError as exc:
                 log.warning("heartbeat failed: %s", exc, extra={"action": "heartbeat_failed"})
 
-    async def _health_loop(self, runner: AgentRunner, registry: AgentRegistry) -> None:
+    async def _health_loop(self, runner: AgentRunner, registry: Registry) -> None:
         while not self._stopping:
             await asyncio.sleep(self.settings.health_interval_s)
             await self._check_health(runner, registry)
 
-    async def _check_health(self, runner: AgentRunner, registry: AgentRegistry) -> None:
+    async def _check_health(self, runner: AgentRunner, registry: Registry) -> None:
         """One ``health_check()``, bounded by the interval; raising or hanging is unhealthy.
         Recorded in the registry (the orchestrator and the exporter read it) and metrics."""
         try:
@@ -430,3 +433,17 @@ class _Backoff:
 
     def reset(self) -> None:
         self.delay = self.base
+
+
+def _warn_missing_credentials(models: Mapping[str, ModelConfig]) -> None:
+    """Once per model at start: without this, every call fails into the model's fallback
+    and only a per-call line in this log says why."""
+    for name, model in models.items():
+        if (missing := missing_credential(model)) is not None:
+            log.warning(
+                "model %r has no credential: %s; its calls will fail and be answered by its "
+                "fallbacks (degraded)",
+                name,
+                missing,
+                extra={"action": "model_credential_missing"},
+            )

@@ -115,7 +115,3 @@ async def sequences(db: asyncpg.Connection) -> dict[str, list[str]]:
     for r in rows:
         out.setdefault(r["task_id"], []).append(r["type"])
     return out
-
-
-async def duplicates(db: asyncpg.Connection) -> int:
-    return int(await db.fetchval("SELECT count(*) - count(DISTINCT event_id) FROM audit_log"))

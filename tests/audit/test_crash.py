@@ -5,6 +5,7 @@ twice."""
 from __future__ import annotations
 
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -16,7 +17,7 @@ from redis.asyncio import Redis
 from deepagents.config import Settings
 from deepagents.store.audit.outbox import GROUP
 from deepagents.transport.keys import Keys
-from tests.audit.support import duplicates, fill_outbox, sequences
+from tests.audit.support import fill_outbox, sequences
 from tests.support.wait import eventually
 
 
@@ -77,9 +78,12 @@ async def test_kill_9_between_commit_and_ack_leaves_no_duplicates(
         second.terminate()
         assert second.wait(timeout=30) == 0, log.read_text()
 
-    assert await duplicates(db) == 0
-    assert await sequences(db) == expected
+    assert await sequences(db) == expected  # every task's events, each once
     text = log.read_text()
+    # The batch committed before the kill was read again: the de-dup insert skipped it
+    # (the conflict path), rather than the restarted writer not seeing it at all.
+    skipped = [int(n) for n in re.findall(r"audit writer stopped: .*duplicates=(\d+)", text)]
+    assert len(skipped) == 1 and skipped[0] > 0, text[-2000:]
     assert "fault injection: crash_after_commit" in text
     if not same_consumer:
         assert "reclaimed" in text

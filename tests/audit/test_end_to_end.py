@@ -9,13 +9,15 @@ from typing import Any
 import asyncpg
 import orjson
 import pytest
+from opentelemetry.sdk.trace import TracerProvider
 from redis.asyncio import Redis
 
 from agents.echo import EchoAgent
 from deepagents.cli.main import main as cli
 from deepagents.config import FileConfig, Settings
 from deepagents.orchestrator import Orchestrator
-from tests.audit.support import drained, duplicates, running_writer, sequences
+from deepagents.telemetry import Telemetry, Tracing
+from tests.audit.support import drained, running_writer, sequences
 from tests.support.workers import running_worker
 
 SECRET_KEY = "sk-live-4f9a8b7c6d5e4f3a2b1c0d9e8f7a6b5c"
@@ -23,10 +25,14 @@ SECRET_PASSWORD = "hunter2-correct-horse-battery"
 
 
 async def run_tasks(
-    client: Redis, settings: Settings, config: FileConfig, payloads: list[dict[str, Any]]
+    client: Redis,
+    settings: Settings,
+    config: FileConfig,
+    payloads: list[dict[str, Any]],
+    telemetry: Telemetry | None = None,
 ) -> list[str]:
     async with Orchestrator.from_client(
-        client, config=config, settings=settings, agents=[EchoAgent]
+        client, config=config, settings=settings, agents=[EchoAgent], telemetry=telemetry
     ) as orch:
         handles = await orch.submit_many(
             [{"intent": "echo", "payload": p, "tenant": "acme"} for p in payloads]
@@ -44,13 +50,14 @@ async def test_real_runtime_events_land_once_in_order_and_redacted(
     payloads = [{"n": i} for i in range(199)] + [secret]
     async with running_worker(client, audit_settings, config), \
             running_writer(client, audit_settings, config) as writer:  # fmt: skip
-        task_ids = await run_tasks(client, audit_settings, config, payloads)
+        # Tracing on (a recording SDK provider): every task gets its own trace id.
+        traced = Telemetry(metrics=None, tracing=Tracing(TracerProvider()))
+        task_ids = await run_tasks(client, audit_settings, config, payloads, traced)
         await drained(writer)
 
     seqs = await sequences(db)
     assert set(seqs) == set(task_ids)
     assert all(seq == ["submitted", "started", "succeeded"] for seq in seqs.values())
-    assert await duplicates(db) == 0
 
     # The secret payload was submitted and echoed back: neither copy is stored in clear.
     dump = await db.fetchval("SELECT string_agg(audit_log::text, '\n') FROM audit_log")
@@ -76,9 +83,11 @@ async def test_real_runtime_events_land_once_in_order_and_redacted(
     assert await asyncio.to_thread(cli, ["audit", "show", task_ids[0]]) == 0
     table = capsys.readouterr().out
     assert "submitted" in table and "succeeded" in table and "echo@1.0.0" in table
-    if row["trace_id"]:
-        assert await asyncio.to_thread(cli, ["audit", "trace", row["trace_id"], "--json"]) == 0
-        assert {e["task_id"] for e in orjson.loads(capsys.readouterr().out)} == {task_ids[-1]}
+    assert row["trace_id"], "a traced task's events carry no trace id"
+    assert await asyncio.to_thread(cli, ["audit", "trace", row["trace_id"], "--json"]) == 0
+    found = orjson.loads(capsys.readouterr().out)
+    assert {e["task_id"] for e in found} == {task_ids[-1]}
+    assert [e["type"] for e in found] == ["submitted", "started", "succeeded"]
     assert (
         await asyncio.to_thread(cli, ["audit", "cost", "--since", "1h", "--by", "tenant", "--json"])
         == 0

@@ -1,18 +1,25 @@
 """A Redis Cluster primary killed with ``-9`` and its replica promoted: a running worker
 and a submitter, both on the cluster client, find the new primary and carry on. Tasks
-acknowledged before the failover and replicated complete; every task is committed once."""
+acknowledged before the failover and replicated complete, those running at the kill
+included; every task is committed once, counted per task id in the outbox."""
 
 from __future__ import annotations
 
 import asyncio
 import signal
+from collections import Counter
 from collections.abc import Iterator
 from functools import partial
+from typing import Any
 
+import orjson
 import pytest
 import redis
+from redis.asyncio import Redis
 from redis.crc import key_slot
 
+from agents.echo import EchoAgent
+from deepagents import Result
 from deepagents._internal.redis_server import EmbeddedRedis
 from deepagents.config import FileConfig, Settings, parse_config
 from deepagents.contract import ResultStatus, Task
@@ -50,41 +57,75 @@ def _promote(replica: EmbeddedRedis) -> None:
         eventually_sync(serving, what="the replica to take over")
 
 
+class SlowEcho(EchoAgent):
+    """Echo after a short sleep, so that tasks are still running when the primary dies."""
+
+    async def execute(self, context: dict[str, Any]) -> Result:
+        await asyncio.sleep(0.2)
+        return await super().execute(context)
+
+
+async def _commits(client: Redis, prefix: str) -> Counter[str]:
+    """Commits per task id, as the outbox records them: one outcome event per commit."""
+    counts: Counter[str] = Counter()
+    for shard in range(2):
+        entries: Any = await client.xrange(Keys(prefix).shard("echo", shard).outbox)
+        for _, fields in entries:
+            for event in orjson.loads(fields[b"events"]):
+                if event["type"] == "succeeded":
+                    counts[event["task_id"]] += 1
+    return counts
+
+
 async def test_worker_and_submitter_follow_a_failover(
     pair: tuple[EmbeddedRedis, EmbeddedRedis], prefix: str
 ) -> None:
     primary, replica = pair
     config: FileConfig = parse_config(CONFIG)
     settings = Settings(redis_url=primary.url, redis_cluster=True, prefix=prefix, outbox=True)
+    # Before the kill an acknowledged task is on the replica (min_replicas), so the failover
+    # cannot lose it; after it, the new primary has no replica to wait for.
+    replicated = settings.model_copy(update={"min_replicas": 1})
     client = connect(primary.url, cluster=True)
     try:
         async with (
-            running_worker(client, settings, config),
+            running_worker(client, settings, config, SlowEcho()) as worker,
+            Orchestrator.from_client(client, config=config, settings=replicated) as first,
             Orchestrator.from_client(client, config=config, settings=settings) as orch,
         ):
-            before = await orch.submit_many(
+            before = await first.submit_many(
                 [Task(intent="echo", payload={"i": i}) for i in range(100)]
             )
-            done = await asyncio.gather(*(h.result(timeout=30) for h in before))
-            assert all(r.status is ResultStatus.SUCCESS for r in done)
+
+            async def in_flight() -> bool:
+                return 0 < worker.stats.committed < len(before)
+
+            await eventually(in_flight, interval=0.01, what="some tasks done, some running")
             assert primary.process is not None
             primary.process.kill()
             primary.process.wait(10)
+            assert worker.stats.committed < len(before), "nothing was in flight at the kill"
             _promote(replica)
+            # A submit that raised may still have enqueued its task: it is retried with the
+            # same task, and counted below like every other.
+            tasks = [Task(intent="echo", payload={"after": i}) for i in range(100)]
             after: list[TaskHandle] = []
 
-            async def submitted(i: int) -> bool:
+            async def submitted(task: Task) -> bool:
                 try:
-                    after.extend(await orch.submit_many([Task(intent="echo", payload={"i": i})]))
+                    after.extend(await orch.submit_many([task]))
                 except TransportError:  # retryable: the first may meet the dead node
                     return False
                 return True
 
-            for i in range(100):
-                await eventually(partial(submitted, i), what="the submitter to follow")
-            results = await asyncio.gather(*(h.result(timeout=60) for h in after))
-            assert len(after) == 100
+            for task in tasks:
+                await eventually(partial(submitted, task), what="the submitter to follow")
+            assert [h.task_id for h in after] == [t.task_id for t in tasks]
+            handles = before + after
+            results = await asyncio.gather(*(h.result(timeout=60) for h in handles))
             assert all(r.status is ResultStatus.SUCCESS for r in results)
+            commits = await _commits(client, prefix)
+        assert commits == {h.task_id: 1 for h in handles}, "a task committed twice or never"
     finally:
         await client.aclose()
 

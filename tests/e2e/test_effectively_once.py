@@ -5,8 +5,8 @@ from __future__ import annotations
 import asyncio
 import os
 import signal
-import time
 from collections import Counter
+from pathlib import Path
 
 import pytest
 from redis.asyncio import Redis
@@ -17,6 +17,7 @@ from deepagents.orchestrator import Orchestrator
 from deepagents.worker import Worker
 from tests.agents import LabAgent
 from tests.e2e.conftest import (
+    E2E_CONFIG,
     assert_committed_once,
     committed_events,
     kill_9_mid_run,
@@ -163,13 +164,19 @@ async def test_long_task_on_live_worker_is_not_reclaimed(
 
 
 async def test_paused_worker_cannot_ack_or_overwrite_after_reclaim(
-    client: Redis, orch: Orchestrator, procs: Procs, prefix: str
+    client: Redis, orch: Orchestrator, procs: Procs, prefix: str, tmp_path: Path
 ) -> None:
-    """SIGSTOP past the visibility timeout; a peer reclaims; SIGCONT: the paused worker's late
-    commit is refused and it does not ack the peer's entry — killing the peer mid-task
-    leaves the entry pending, and a third worker finishes it."""
-    paused = procs.worker("tests.agents:LabAgent", "--consumer", "paused")
-    await registered(client, prefix, "lab", 1)
+    """SIGSTOP past the visibility timeout; a peer reclaims; SIGCONT: the paused worker's run
+    ends and its late commit is refused, and it does not ack the peer's entry — killing the
+    peer mid-task leaves the entry pending, and a third worker finishes it."""
+    # The paused worker beats rarely: on waking, its heartbeat would otherwise learn of the
+    # reclaim first and cancel the run, and the commit fence would never be reached.
+    rare_beat = tmp_path / "rare-heartbeat.yaml"
+    lab = 'lab: {class: "tests.agents:LabAgent"'
+    rare_beat.write_text(E2E_CONFIG.replace(lab, lab + ", settings: {heartbeat_ms: 600000}"))
+    paused = procs.worker("tests.agents:LabAgent", "--consumer", "paused",
+                          env={"DEEPAGENTS_CONFIG": str(rare_beat)})  # fmt: skip
+    # Not awaited as registered: a worker registers with its heartbeat. The first run is.
     handle = await orch.submit(Task(intent="lab", payload={"sleep": 2.0}))
 
     async def run_count(n: int) -> bool:
@@ -180,8 +187,7 @@ async def test_paused_worker_cannot_ack_or_overwrite_after_reclaim(
     peer = procs.worker("tests.agents:LabAgent", "--consumer", "peer")
     await eventually(lambda: run_count(2), timeout=30, what="the peer to reclaim and start")
     assert (await runs(client, prefix))[1][1] == peer.pid
-    resumed_ms = time.time() * 1000
-    paused.send_signal(signal.SIGCONT)  # its sleep is over: it tries to commit now
+    paused.send_signal(signal.SIGCONT)  # its run ends now (or soon) and it commits
 
     stream = f"{prefix}:{{lab:{handle.shard}}}:{handle.tier}"
 
@@ -189,23 +195,23 @@ async def test_paused_worker_cannot_ack_or_overwrite_after_reclaim(
         entries = await client.xpending_range(stream, "lab", min="-", max="+", count=10)
         return len(entries) == 1 and entries[0]["consumer"] == b"peer"
 
-    # Wait until the woken worker has run its heartbeat twice (it beats after checking its
-    # entries, and its commit ran as soon as it woke).
-    async def paused_awake() -> bool:
-        seen = await client.hget(f"{prefix}:agent:lab:instances", "paused")
-        return seen is not None and int(seen) > resumed_ms + 500
+    async def refused() -> bool:
+        return f"commit of task {handle.task_id} refused" in procs.output(paused)
 
-    await eventually(paused_awake, timeout=15, what="the paused worker to run again")
+    await eventually(refused, timeout=15, what="the paused worker's stale commit refused")
     state = await client.hget(f"{prefix}:{{lab:{handle.shard}}}:t:{handle.task_id}", "state")
     assert state == b"running", "the woken worker must not have committed its stale result"
     assert await owned_by_peer(), "the woken worker must not have acked the peer's entry"
+    paused.terminate()  # it beats too rarely to hold a delivery of its own from now on
+    assert paused.wait(30) == 0, procs.output(paused)
     os.kill(peer.pid, signal.SIGKILL)
     peer.wait(10)
     assert await owned_by_peer(), "killing the peer leaves its entry pending"
     finisher = procs.worker("tests.agents:LabAgent", "--consumer", "finisher")
     result = await handle.result(timeout=60)
     assert result.status is ResultStatus.SUCCESS
-    assert result.output["pid"] in (finisher.pid, paused.pid)
+    # The third delivery's result, not the paused worker's first one.
+    assert result.output["pid"] == finisher.pid and result.metrics.attempts == 3
     committed = await committed_events(client, prefix, "lab", 2)
     assert_committed_once(committed, [handle.task_id])
     assert committed[handle.task_id][0]["consumer"] != "peer"

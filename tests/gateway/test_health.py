@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from collections.abc import Iterator
-from functools import partial
 
 import httpx
 import pytest
@@ -26,14 +25,18 @@ def gateway(deployment: Deployment) -> Iterator[Gateway]:
         yield gw
 
 
-def green(gw: Gateway) -> httpx.Response | None:
-    """The full check's answer once it is 200, else None."""
-    r = full(gw)
-    return r if r.status_code == 200 else None
-
-
 def full(gw: Gateway) -> httpx.Response:
     return httpx.get(gw.url + "/health?full=true", timeout=15)
+
+
+def full_answering(gw: Gateway, status: int, what: str) -> httpx.Response:
+    def answered() -> httpx.Response | None:  # the answer once it has that status
+        r = full(gw)
+        return r if r.status_code == status else None
+
+    found = eventually_sync(answered, timeout=30, interval=0.5, what=what)
+    assert found is not None
+    return found
 
 
 def test_liveness(gateway: Gateway) -> None:
@@ -52,18 +55,13 @@ def test_full_check_fails_without_workers_and_recovers(
     assert r.headers["retry-after"] == "1"
 
     with start_worker(deployment.env, PROBE):
-        ok = eventually_sync(
-            partial(green, gateway),
-            timeout=30,
-            interval=0.2,
-            what="full health green with a probe worker",
-        )
-        assert ok is not None  # eventually_sync returns only a truthy value
+        ok = full_answering(gateway, 200, "full health green with a probe worker")
         hops = {h["name"]: h for h in ok.json()["hops"]}
         assert list(hops) == ["redis", "enqueue", "queue", "worker", "reply"]
         assert all(h["ok"] and h["latency_ms"] is not None for h in hops.values())
 
-    r = full(gateway)
-    assert r.status_code == 503 and r.json()["failed_hop"] == "queue"
+    # The last report is answered again for probe_cache_s (5 s): then a new probe fails.
+    r = full_answering(gateway, 503, "full health red once the probe worker is gone")
+    assert r.json()["failed_hop"] == "queue"
     # Probes that nobody took were cancelled, not left to pile up.
     assert deployment.queued_entries() <= 3

@@ -47,7 +47,7 @@ async def test_from_settings_opens_its_own_client_and_closes_it(
             handle.shard,
             handle.tier,
         )
-        assert orch.services.owns_client
+        assert orch.services.owns_client and orch.services.client is not None
         # Closed with the orchestrator: no connection of its pool is open any more.
         pool = orch.services.client.connection_pool
         assert pool._available_connections  # it did talk to Redis through the pool

@@ -18,7 +18,7 @@ async def test_a_node_missing_from_the_table_refreshes_the_map(
     key = f"{prefix}:{{lanes}}:k"
     node = cluster.get_node_from_key(key)
     assert node is not None
-    del cluster.nodes_manager.nodes_cache[node.name]  # the map still names it
+    removed = cluster.nodes_manager.nodes_cache.pop(node.name)  # the map still names it
     lanes = Lanes(cluster)  # no idle connection yet: the next exchange opens one
     try:
         with pytest.raises(RedisConnectionError, match="is gone"):
@@ -27,3 +27,4 @@ async def test_a_node_missing_from_the_table_refreshes_the_map(
     finally:
         await lanes.aclose()
         await cluster.nodes_manager.initialize()  # whatever happened, the table is whole
+        await removed.disconnect()  # its connections: no longer the client's to close

@@ -22,6 +22,7 @@ async def test_a_stalled_write_times_out_and_closes_the_connection(redis_url: st
     target = urlparse(redis_url)
     stalled = asyncio.Event()
     pipes: list[asyncio.Task[None]] = []
+    writers: list[asyncio.StreamWriter] = []
 
     async def pump(reader: asyncio.StreamReader, writer: asyncio.StreamWriter, up: bool) -> None:
         while not (up and stalled.is_set()):  # upstream stops reading once stalled
@@ -34,6 +35,7 @@ async def test_a_stalled_write_times_out_and_closes_the_connection(redis_url: st
 
     async def proxy(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         r, w = await asyncio.open_connection(target.hostname, target.port)
+        writers.extend([writer, w])
         pipes.extend(
             [
                 asyncio.ensure_future(pump(reader, w, True)),
@@ -59,6 +61,9 @@ async def test_a_stalled_write_times_out_and_closes_the_connection(redis_url: st
             task.cancel()
         with contextlib.suppress(asyncio.CancelledError):
             await asyncio.gather(*pipes, return_exceptions=True)
+        for w in writers:  # closed here, not by the garbage collector after the loop ends
+            w.close()
+        await asyncio.gather(*(w.wait_closed() for w in writers), return_exceptions=True)
         server.close()
         await server.wait_closed()
 

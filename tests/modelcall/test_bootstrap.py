@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import pytest
 from redis.asyncio import Redis
 
 from agents.research import ResearchAgent
 from deepagents.contract.result import Result
 from deepagents.contract.task import Task
+from deepagents.errors import ConfigError
 from deepagents.modelcall import current_model_calls, usage_scope
 from deepagents.modelcall.bootstrap import model_calls_scope, simulator_models
 from deepagents.modelcall.simulator import SimulatorThread
@@ -40,3 +42,11 @@ async def test_no_models_no_calls(client: Redis, prefix: str) -> None:
 def test_demo_model_added_for_the_simulator() -> None:
     models = simulator_models({}, "http://127.0.0.1:9/v1")
     assert list(models) == ["research"]
+
+
+async def test_model_calls_without_redis_are_refused_in_one_line() -> None:
+    models = {"research": model_config("http://127.0.0.1:9/v1", api_key_env="NOT_SET")}
+    refusal = r"^model calls need Redis: in-memory services have none$"
+    with pytest.raises(ConfigError, match=refusal):
+        async with model_calls_scope(models, None, prefix="t"):
+            raise AssertionError("unreachable: the scope must refuse to open")

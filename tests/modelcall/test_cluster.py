@@ -17,6 +17,10 @@ from tests.modelcall.test_admission import (  # noqa: F401 - collected and run a
     test_requests_per_window_wait_then_admit,
     test_reservation_is_corrected_to_the_reported_usage,
 )
+from tests.modelcall.test_budget_holds import (  # noqa: F401
+    server,
+    test_a_failed_call_releases_its_hold,
+)
 from tests.modelcall.test_credentials import (  # noqa: F401
     test_401_in_one_process_refreshes_once,
     test_a_paused_lock_holder_cannot_overwrite_a_newer_key,
@@ -27,6 +31,9 @@ from tests.modelcall.test_gates import (  # noqa: F401
     test_budget_exhausted_uses_the_fallback,
     test_failed_probe_reopens,
     test_request_quota_per_tenant,
+)
+from tests.modelcall.test_token_debt import (  # noqa: F401
+    test_debt_outlives_the_reservations_bucket,
 )
 
 

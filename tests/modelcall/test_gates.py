@@ -92,17 +92,19 @@ async def test_breaker_is_shared_by_the_fleet(sim: SimulatorThread, make_calls: 
 async def test_budget_exhausted_uses_the_fallback(
     sim: SimulatorThread, make_calls: MakeCalls
 ) -> None:
-    # Each call costs about 0.03 USD; the daily budget is 0.02 USD.
+    # A call reserves its worst case, 0.059 USD (19 input tokens at most, 20 out); it costs
+    # 0.031 USD. The daily budget of 0.07 USD admits the first, not a second.
     model = model_config(
         sim.url,
         price_in_per_1k=1.0,
         price_out_per_1k=2.0,
-        limits={"daily_budget_usd": 0.02},
+        max_tokens=20,
+        limits={"daily_budget_usd": 0.07},
         fallback={"text": "budget spent: cached summary"},
     )
     calls = make_calls({"m": model})
     first = await wrap_model_call("m", prompt="hello there", calls=calls)
-    assert not first.degraded and first.cost_usd > 0.02
+    assert not first.degraded and first.cost_usd == 0.031
     second = await wrap_model_call("m", prompt="hello there", calls=calls)
     assert (second.text, second.degraded, second.reason, second.model) == (
         "budget spent: cached summary",

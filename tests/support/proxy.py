@@ -43,10 +43,13 @@ class SilencingProxy:
             return  # one side went away: the other notices on its own
 
     async def close(self) -> None:
+        self.server.close()
         for task in list(self.tasks):
             task.cancel()
         await asyncio.gather(*self.tasks, return_exceptions=True)
         for writer in self.writers:
             writer.close()
-        self.server.close()
+        # Closed for good before the test's event loop ends, not left to the garbage
+        # collector (a finalizer's warning then, in some later test).
+        await asyncio.gather(*(w.wait_closed() for w in self.writers), return_exceptions=True)
         await self.server.wait_closed()

@@ -247,15 +247,15 @@ async def _kill_scenario(
 
     await eventually(degraded, timeout=30, interval=0.02, what="health ratio below 1")
     fell_after = seen[-1][0]
-    # Fresh = heartbeat within the visibility timeout: the exporter shows the loss at its
-    # first sample after that (one interval), plus slack for a loaded 2-core machine.
+    # Fresh = heartbeat within the visibility timeout: the exporter shows the loss once the
+    # victim's last heartbeat is older than that (how soon: loadtests/bench_from_tests.py).
     assert seen[-1][1] == 0.5
-    assert fell_after <= vis_ms / 1000 + interval + 1.5, seen
-    # The victim's entries stopped being touched: the oldest pending age grew past what
-    # heartbeats allow, sample after sample, until the health ratio fell.
-    ages = [age for t, _, age in seen]
+    # The victim's entries stopped being touched: once the oldest pending age is past what
+    # heartbeats allow, it grows sample after sample, until the health ratio fell.
     beat_s = vis_ms / 3000
     grew = [t for t, _, age in seen if age > beat_s + 2 * interval]
-    assert grew and grew[0] <= beat_s + 2 * interval + 1.5, seen
-    assert max(ages) >= ages[0]
+    assert grew, seen
+    ages = [age for t, _, age in seen if t >= grew[0]]
+    assert ages == sorted(ages), seen
+    assert ages[-1] > ages[0], seen
     print(f"kill -9: age over heartbeats after {grew[0]:.2f} s, ratio 0.5 after {fell_after:.2f} s")

@@ -23,6 +23,7 @@ from deepagents.modelcall.record import AttemptRecord
 from deepagents.telemetry import Metrics, Telemetry, Tracing, catalogue, record_attempt
 from deepagents.telemetry.histogram import TASK_BUCKETS, FastHistogram
 from deepagents.telemetry.logs import JsonFormatter, configure_logging, current_task_id
+from deepagents.telemetry.tracing import producer_span
 from deepagents.telemetry.watch import quantile
 from tests.telemetry.support import promtool, promtool_check_metrics, samples
 
@@ -174,9 +175,18 @@ def test_dashboard_queries_use_exported_metrics() -> None:
 
 
 def test_no_tracer_means_no_spans_and_no_traceparent() -> None:
-    assert not Tracing(None).recording
-    # The SDK installed globally by a host application is picked up.
-    assert not isinstance(trace.get_tracer_provider(), TracerProvider) or Tracing.from_global()
+    off = Tracing(None)
+    assert not off.recording
+    # No test installs a global SDK provider: the host application's default records nothing.
+    assert not isinstance(trace.get_tracer_provider(), TracerProvider)
+    assert not Tracing.from_global().recording
+    host, _ = _tracing()  # a recording span around the call, as in a host application
+    assert host.tracer is not None
+    with host.tracer.start_as_current_span("host"):
+        # No span, so the orchestrator writes no traceparent into the task (not even the
+        # host's current one).
+        assert producer_span(off, "echo", "p0", None) is None
+        assert producer_span(Tracing.from_global(), "echo", "p0", None) is None
 
 
 def test_exporter_is_chosen_by_settings(tmp_path: Path) -> None:

@@ -1,6 +1,7 @@
-"""RedisStreamBus implements the whole MessageBus protocol the layers above are typed against.
+"""RedisStreamBus and MemoryBus implement the whole MessageBus protocol the layers above
+are typed against.
 
-Checked twice: by mypy (``_typed`` below does not type-check if the bus lacks a member or
+Checked twice: by mypy (``_typed`` below does not type-check if a bus lacks a member or
 takes other parameters) and here at run time, member by member, so a backend written later
 can be held to the same list."""
 
@@ -13,11 +14,18 @@ import pytest
 from redis.asyncio import Redis
 
 from deepagents.transport.base import MessageBus
+from deepagents.transport.memory import MemoryBus
 from deepagents.transport.redis_streams.bus import RedisStreamBus
+
+BUSES = [RedisStreamBus, MemoryBus]
 
 
 def _typed(client: Redis) -> MessageBus:
     return RedisStreamBus(client)
+
+
+def _typed_memory() -> MessageBus:
+    return MemoryBus()
 
 
 def _members(protocol: type[Any]) -> list[str]:
@@ -56,11 +64,12 @@ def test_the_protocol_lists_what_callers_use() -> None:
     assert wanted <= set(_members(MessageBus))
 
 
+@pytest.mark.parametrize("bus", BUSES, ids=lambda bus: bus.__name__)
 @pytest.mark.parametrize("name", _members(MessageBus))
-def test_redis_stream_bus_has_each_member_with_the_same_parameters(name: str) -> None:
+def test_each_bus_has_each_member_with_the_same_parameters(bus: type[Any], name: str) -> None:
     declared = inspect.getattr_static(MessageBus, name)
-    implemented = inspect.getattr_static(RedisStreamBus, name, None)
-    assert implemented is not None, f"RedisStreamBus lacks {name}"
+    implemented = inspect.getattr_static(bus, name, None)
+    assert implemented is not None, f"{bus.__name__} lacks {name}"
     if isinstance(declared, property):
         assert isinstance(implemented, property), f"{name} must be a property"
         return

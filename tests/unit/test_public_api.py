@@ -46,6 +46,7 @@ ERROR_CODES = {
     "cancelled",
     "rejected",
     "dead_lettered",
+    "response_too_large",
     # exceptions
     "error",
     "config_error",
@@ -73,6 +74,7 @@ ERROR_CODES = {
     "duplicate_key",
     "non_finite_number",
     "number_too_long",
+    "number_out_of_range",
     "nesting_too_deep",
     "too_many_keys",
     "bad_string",
@@ -82,6 +84,7 @@ ERROR_CODES = {
     "too_late",
     "body_too_large",
     "unsupported_media_type",
+    "headers_too_large",
     "validation_error",
     "unknown_intent",
     "invalid_payload",

@@ -30,6 +30,8 @@ class AttemptSpec:
     first_token_s: float
     per_token_s: float
     extra: dict[str, Any] = field(default_factory=dict)  # temperature, stop, ... (no prompt)
+    max_response_bytes: int = 4 * 1024 * 1024  # a larger body is response_too_large
+    max_line_bytes: int = 256 * 1024  # so is a longer stream line
 
 
 @dataclass(frozen=True, slots=True)

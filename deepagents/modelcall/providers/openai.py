@@ -1,9 +1,11 @@
 """OpenAI-compatible chat completions (OpenAI, vLLM, Ollama, DashScope-compatible gateways).
 
 Streaming (SSE) and plain. Each phase of an attempt has its own deadline, never later than
-the attempt's: response headers, the first token (streams) and every next token (the stall
-guard). Only content tokens move the stall deadline, so keep-alive comments cannot hide a
-stalled generation.
+the attempt's: the first token (streams) and every next token (the stall guard). Only
+content tokens move the stall deadline, so keep-alive comments cannot hide a stalled
+generation. Every read is bounded: the body by ``max_response_bytes``, a stream line by
+``max_line_bytes``, an error body by ``MAX_ERROR_BODY``; past a cap the attempt ends as
+``response_too_large`` without reading further.
 """
 
 from __future__ import annotations
@@ -136,7 +138,7 @@ class OpenAIProvider:
     ) -> Completion:
         request = self._request(client, spec, clock)
         # A stream must start within first_token_s; a plain answer only arrives when the
-        # whole generation is done, so only the attempt deadline bounds it.
+        # whole generation is done, so only the attempt's own deadline bounds it.
         headers_by = clock.start + spec.first_token_s if spec.stream else spec.deadline
         response = await _within(
             client.send(request, stream=True), headers_by, spec, "first_token_timeout"
@@ -152,11 +154,16 @@ class OpenAIProvider:
 
     async def _error(self, response: httpx.Response, spec: AttemptSpec) -> ProviderError:
         body: Any = None
+        cap = min(MAX_ERROR_BODY, spec.max_response_bytes)
         try:
-            raw = await _within(response.aread(), spec.deadline, spec, "error_body")
-            body = orjson.loads(raw[:MAX_ERROR_BODY])
-        except (orjson.JSONDecodeError, ProviderError, httpx.HTTPError):
+            raw = await _within(_read_capped(response, cap), spec.deadline, spec, "error_body")
+            body = orjson.loads(raw)
+        except (orjson.JSONDecodeError, httpx.HTTPError):
             pass
+        except ProviderError as failed:
+            if failed.kind is ErrorKind.RESPONSE_TOO_LARGE:
+                raise
+            # the body did not come in time: the status alone classifies the answer
         kind = classify(response.status_code, body)
         error = body.get("error") if isinstance(body, dict) else None
         code = str(error.get("code") or error.get("type") or "") if isinstance(error, dict) else ""
@@ -171,7 +178,9 @@ class OpenAIProvider:
         self, response: httpx.Response, spec: AttemptSpec, clock: _Clock
     ) -> Completion:
         clock.first_token_ms = clock.since_start_ms()
-        raw = await _within(response.aread(), spec.deadline, spec, "attempt_timeout")
+        raw = await _within(
+            _read_capped(response, spec.max_response_bytes), spec.deadline, spec, "attempt_timeout"
+        )
         try:
             body = orjson.loads(raw)
             message = body["choices"][0]["message"]
@@ -197,7 +206,7 @@ class OpenAIProvider:
         self, response: httpx.Response, spec: AttemptSpec, clock: _Clock
     ) -> Completion:
         state = _StreamState()
-        lines: AsyncIterator[str] = response.aiter_lines()
+        lines = _bounded_lines(response, spec.max_line_bytes, spec.max_response_bytes)
         # One timeout for the whole stream, moved forward by every token (cheaper than a
         # timeout per line): first token by first_token_s, then each next by per_token_s.
         phase = "first_token_timeout"
@@ -219,6 +228,9 @@ class OpenAIProvider:
             error = ProviderError(ErrorKind.TRANSIENT, name)
             error.partial_tokens = state.tokens
             raise error from None
+        except ProviderError as error:
+            error.partial_tokens = state.tokens
+            raise
         if not state.done:
             raise ProviderError(ErrorKind.TRANSIENT, "stream_truncated", status=200)
         # Read to the end of the body so the connection goes back to the pool.
@@ -235,6 +247,47 @@ class OpenAIProvider:
             total_ms=clock.since_start_ms(),
             finish_reason=state.finish_reason,
         )
+
+
+def _too_large(response: httpx.Response) -> ProviderError:
+    return ProviderError(
+        ErrorKind.RESPONSE_TOO_LARGE, "response_too_large", status=response.status_code
+    )
+
+
+async def _read_capped(response: httpx.Response, cap: int) -> bytes:
+    """The body, refused as soon as it (or its announced length) passes ``cap`` bytes."""
+    length = response.headers.get("content-length", "")
+    if length.isdigit() and int(length) > cap:
+        raise _too_large(response)
+    body = bytearray()
+    async for chunk in response.aiter_bytes():
+        body += chunk
+        if len(body) > cap:
+            raise _too_large(response)
+    return bytes(body)
+
+
+async def _bounded_lines(
+    response: httpx.Response, max_line: int, max_total: int
+) -> AsyncIterator[str]:
+    """The body's lines (ended by LF, CRLF or CR, as SSE allows), none longer than
+    ``max_line``, all within ``max_total``: httpx's ``aiter_lines`` buffers a line of any
+    length. A CRLF split between chunks gives an extra empty line, which SSE ignores."""
+    pending = b""
+    total = 0
+    async for chunk in response.aiter_bytes():
+        total += len(chunk)
+        if total > max_total:
+            raise _too_large(response)
+        lines = (pending + chunk).splitlines(keepends=True)
+        pending = lines.pop() if lines and not lines[-1].endswith((b"\n", b"\r")) else b""
+        for line in lines:
+            yield line.rstrip(b"\r\n").decode(errors="replace")
+        if len(pending) > max_line:
+            raise _too_large(response)
+    if pending:
+        yield pending.decode(errors="replace")
 
 
 async def _drain(lines: AsyncIterator[str]) -> None:

@@ -104,7 +104,11 @@ class PgSink:
     async def _connection(self) -> asyncpg.Connection:
         if self._conn is None or self._conn.is_closed():
             conn = await connect(self.url, self.schema, **self._timeouts)
-            await conn.execute(_STAGE)
+            try:
+                await conn.execute(_STAGE)
+            except BaseException:
+                conn.terminate()  # ours alone until returned: never left to the collector
+                raise
             self._conn = conn
         return self._conn
 

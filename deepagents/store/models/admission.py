@@ -1,8 +1,9 @@
 """Fleet-wide admission: requests and tokens per window, and in-flight calls, kept in Redis.
 
-A call reserves its estimated tokens (input estimate + max_tokens, an upper bound) before it
+A call reserves its estimated tokens (an upper bound of its input + max_tokens) before it
 goes out; when the response reports its usage the reservation is corrected in the bucket
-it was made in, so the window's total becomes exact and the unused tokens return.
+it was made in, so the window's total becomes exact and the unused tokens return. Usage
+above the reservation is debt: charged to the window before the call's slot is freed.
 """
 
 from __future__ import annotations
@@ -62,12 +63,20 @@ end
 return {0, size}
 """
 
-# KEYS: hash of buckets. ARGV: bucket, delta. Corrects a reservation if its bucket is alive.
+# KEYS: hash of buckets. ARGV: bucket, delta, bucket_ms, ttl_ms. Corrects a reservation in
+# its bucket; usage above it whose bucket has expired is charged to the current bucket
+# instead (debt), so an under-reserved call always delays the next ones.
 _CORRECT = """
+local delta = tonumber(ARGV[2])
 if redis.call('HEXISTS', KEYS[1], 't:' .. ARGV[1]) == 1 then
-  return redis.call('HINCRBY', KEYS[1], 't:' .. ARGV[1], tonumber(ARGV[2]))
+  return redis.call('HINCRBY', KEYS[1], 't:' .. ARGV[1], delta)
 end
-return 0
+if delta <= 0 then return 0 end
+local t = redis.call('TIME')
+local bucket = math.floor((t[1] * 1000 + math.floor(t[2] / 1000)) / tonumber(ARGV[3]))
+redis.call('HINCRBY', KEYS[1], 't:' .. bucket, delta)
+redis.call('PEXPIRE', KEYS[1], tonumber(ARGV[4]))
+return delta
 """
 
 
@@ -104,6 +113,13 @@ class RateLimiter:
     def active(self) -> bool:
         return self._rpm >= 0 or self._tpm >= 0
 
+    def clamp(self, tokens: int, *, floor: int) -> int:
+        """``tokens`` to reserve, cut to the whole window when only an over-cautious bound
+        (not the likely ``floor``) is over it: the call then waits for an empty window."""
+        if self._tpm < 0 or floor > self._tpm:
+            return tokens
+        return max(floor, min(tokens, self._tpm))
+
     async def try_admit(self, tokens: int) -> Admission:
         ok, value = await self._admit(
             keys=[self._key],
@@ -116,7 +132,10 @@ class RateLimiter:
     async def correct(self, reservation: Reservation, actual_tokens: int) -> None:
         delta = actual_tokens - reservation.tokens
         if delta:
-            await self._correct(keys=[reservation.key], args=[reservation.bucket, delta])
+            ttl_ms = self._window_ms + (self._margin + 1) * self._bucket_ms
+            await self._correct(
+                keys=[reservation.key], args=[reservation.bucket, delta, self._bucket_ms, ttl_ms]
+            )
 
 
 # KEYS: lease zset. ARGV: limit, ttl_ms, member. Expired leases (dead holders) are dropped.

@@ -1,7 +1,8 @@
 """Pre-call gates kept in Redis, shared by every worker: circuit breaker, budget and quota.
 
-Each gate is one Lua script on the model's hash slot, timed by Redis ``TIME`` so workers
-with skewed clocks still agree on windows and cool-downs.
+Each gate is one Lua script on the model's hash slot (the budget's is in
+``store.models.budget``), timed by Redis ``TIME`` so workers with skewed clocks still agree
+on windows and cool-downs.
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ from enum import StrEnum
 from redis.asyncio import Redis
 
 from deepagents.config.models import BreakerConfig, LimitsConfig
+from deepagents.store.models.budget import BudgetLedger, Hold, Scope
 from deepagents.store.models.keys import ModelKeys, safe_part
 
 
@@ -182,45 +184,25 @@ class CircuitBreaker:
         return BreakerState(_text(raw)) if raw else BreakerState.CLOSED
 
 
-# KEYS: the model's day hash. ARGV: tenant field prefix ('' = none), model budget µUSD,
-# model requests, tenant budget µUSD, tenant requests (-1 = unlimited), ttl_s.
-# Checks every limit, then counts the request; returns 'ok' or the refusal reason.
-_RESERVE = """
-local function used(field) return tonumber(redis.call('HGET', KEYS[1], field) or '0') end
-local function spent(field, limit)
-  return tonumber(limit) >= 0 and used(field) >= tonumber(limit)
-end
-local function full(field, limit)
-  return tonumber(limit) >= 0 and used(field) + 1 > tonumber(limit)
-end
-local t = ARGV[1]
-if spent('spend', ARGV[2]) then return 'budget_exhausted' end
-if full('req', ARGV[3]) then return 'quota_exhausted' end
-if t ~= '' then
-  if spent(t .. 'spend', ARGV[4]) then return 'tenant_budget_exhausted' end
-  if full(t .. 'req', ARGV[5]) then return 'tenant_quota_exhausted' end
-  redis.call('HINCRBY', KEYS[1], t .. 'req', 1)
-end
-redis.call('HINCRBY', KEYS[1], 'req', 1)
-redis.call('EXPIRE', KEYS[1], tonumber(ARGV[6]))
-return 'ok'
-"""
-
-_DAY_TTL_S = 2 * 86_400
-
-
 def _limit(value: float | int | None, scale: int = 1) -> int:
     return -1 if value is None else round(value * scale)
 
 
+def _scope(prefix: str, budget_usd: float | None, requests: int | None, reason: str) -> Scope:
+    return Scope(prefix, _limit(budget_usd, 1_000_000), _limit(requests), reason)
+
+
 class Budget:
-    """Daily cost budget and request quota, per model and per tenant (UTC days)."""
+    """Daily cost budgets and request quotas, per model, tenant and agent (UTC days).
+
+    ``reserve`` holds a call's worst-case cost against every budget before the call;
+    ``settle`` replaces the hold with the actual cost (the ledger is ``store.models.budget``).
+    """
 
     def __init__(self, redis: Redis, keys: ModelKeys, limits: LimitsConfig) -> None:
-        self._redis = redis
         self._keys = keys
         self._limits = limits
-        self._reserve = redis.register_script(_RESERVE)
+        self._ledger = BudgetLedger(redis)
 
     @staticmethod
     def today() -> str:
@@ -236,40 +218,56 @@ class Budget:
                 lim.daily_requests,
                 lim.tenant_daily_budget_usd,
                 lim.tenant_daily_requests,
+                lim.agent_daily_budget_usd,
+                lim.agent_daily_requests,
             )
         )
 
-    async def admit(self, tenant: str | None) -> str:
-        """Count one request if every limit allows it; else return why not."""
-        if not self.active:
-            return "ok"
+    def _scopes(self, tenant: str | None, agent: str) -> list[Scope]:
         lim = self._limits
-        reason = await self._reserve(
-            keys=[self._keys.day(self.today())],
-            args=[
-                f"t:{safe_part(tenant)}:" if tenant else "",
-                _limit(lim.daily_budget_usd, 1_000_000),
-                _limit(lim.daily_requests),
-                _limit(lim.tenant_daily_budget_usd, 1_000_000),
-                _limit(lim.tenant_daily_requests),
-                _DAY_TTL_S,
-            ],
-        )
-        return reason.decode() if isinstance(reason, bytes) else str(reason)
+        scopes = [_scope("", lim.daily_budget_usd, lim.daily_requests, "")]
+        if tenant:
+            scopes.append(
+                _scope(
+                    f"t:{safe_part(tenant)}:",
+                    lim.tenant_daily_budget_usd,
+                    lim.tenant_daily_requests,
+                    "tenant_",
+                )
+            )
+        if lim.agent_daily_budget_usd is not None or lim.agent_daily_requests is not None:
+            scopes.append(
+                _scope(
+                    f"a:{safe_part(agent)}:",
+                    lim.agent_daily_budget_usd,
+                    lim.agent_daily_requests,
+                    "agent_",
+                )
+            )
+        return scopes
 
-    async def spend(self, tenant: str | None, cost_usd: float) -> None:
-        amount = micro_usd(cost_usd)
-        if amount <= 0 or not self.active:
-            return
-        key = self._keys.day(self.today())
-        async with self._redis.pipeline(transaction=True) as pipe:
-            pipe.hincrby(key, "spend", amount)
-            if tenant:
-                pipe.hincrby(key, f"t:{safe_part(tenant)}:spend", amount)
-            pipe.expire(key, _DAY_TTL_S)
-            await pipe.execute()
+    async def reserve(
+        self, tenant: str | None, agent: str, worst_usd: float, hold_s: float
+    ) -> Hold | str | None:
+        """Hold ``worst_usd`` and one request in every budget; the reason if one is full.
+        ``None`` when no budget is configured (nothing to settle)."""
+        if not self.active:
+            return None
+        return await self._ledger.reserve(
+            self._keys.day(self.today()), self._scopes(tenant, agent), micro_usd(worst_usd), hold_s
+        )
+
+    async def extend(
+        self, hold: Hold, tenant: str | None, agent: str, extra_usd: float
+    ) -> Hold | str:
+        """Grow a hold by ``extra_usd`` (a retry after billed partial output needs both)."""
+        grown = await self._ledger.extend(hold, self._scopes(tenant, agent), micro_usd(extra_usd))
+        return "deadline" if grown == "gone" else grown  # only an overdue hold expires
+
+    async def settle(self, hold: Hold | None, spent_usd: float, requests: int) -> None:
+        if hold is not None:
+            await self._ledger.settle(hold, micro_usd(spent_usd), requests)
 
     async def spent_usd(self, tenant: str | None = None) -> float:
         field = f"t:{safe_part(tenant)}:spend" if tenant else "spend"
-        raw = await self._redis.hget(self._keys.day(self.today()), field)
-        return int(raw or 0) / 1_000_000
+        return await self._ledger.field(self._keys.day(self.today()), field) / 1_000_000

@@ -481,11 +481,13 @@ class RedisStreamBus:
                 return stats  # no stream or group yet
         stats.length = int(length)
         stats.pending = int(summary["pending"])
-        stats.consumers = len(summary.get("consumers") or [])
         if oldest:
             stats.oldest_pending_ms = int(oldest[0]["time_since_delivered"])
         for info in groups:
             if _s(info["name"]) == group:
+                # The group's consumers, idle ones included (XPENDING's summary names only
+                # the consumers that hold pending entries: 0 on a stream kept up with).
+                stats.consumers = int(info.get("consumers") or 0)
                 lag = info.get("lag")
                 stats.lag = int(lag) if lag is not None else None
         return stats

@@ -100,6 +100,19 @@ def own_connection(client: Redis | RedisCluster, node: str | None = None) -> Con
     return made
 
 
+async def check_reachable(client: Any) -> None:
+    """One PING, so a command facing an unreachable Redis says so in one line at start
+    rather than in whichever step first needs it."""
+    try:
+        await client.ping()
+    except (rex.ConnectionError, rex.TimeoutError, rex.RedisClusterException) as exc:
+        raise unreachable(exc) from exc
+
+
+def unreachable(exc: Exception) -> TransportError:
+    return TransportError(f"cannot reach Redis: {exc}")
+
+
 async def check_server(client: Any, *, allow_evicting: bool = False) -> str:
     """Refuse a Redis that can lose tasks; return its version. On a cluster every primary
     is checked (each has its own configuration), and the oldest version is returned."""
@@ -125,7 +138,7 @@ async def _check_node(client: Any, allow_evicting: bool, **target: Any) -> str:
         memory = await client.info("memory", **target)
         policy = str(memory.get("maxmemory_policy", "")).encode()
     except (rex.ConnectionError, rex.TimeoutError) as exc:
-        raise TransportError(f"cannot reach Redis: {exc}") from exc
+        raise unreachable(exc) from exc
     version = str(info.get("redis_version", "0"))
     if _version(version) < MIN_VERSION:
         raise RedisNotSafe(

@@ -1,0 +1,65 @@
+"""The interfaces of the stores, as the layers above use them: ``TaskStore`` and
+``AgentRegistry`` implement them on Redis, ``MemoryTaskStore`` and ``MemoryRegistry`` in
+one process (beside a ``MemoryBus``)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Protocol
+
+from deepagents.contract.agent import AgentContract
+from deepagents.store.registry import FORGET_MS, AgentHealth
+from deepagents.store.tasks import DeadLetterEntry, IdempotencyClaim, Location
+from deepagents.transport.keys import Keys, ShardKeys
+
+
+class TaskRecords(Protocol):
+    keys: Keys
+
+    def location_record(self, task_id: str, location: Location) -> tuple[str, str]: ...
+
+    async def location(self, task_id: str, *, what: str = "lookup") -> Location | None: ...
+
+    async def task_fields(self, location: Location, task_id: str) -> dict[str, str]: ...
+
+    async def terminal_result(self, agent: str, shard: int, task_id: str) -> bytes | None: ...
+
+    async def claim_idempotency(
+        self, claims: Sequence[IdempotencyClaim], ttl_s: int
+    ) -> list[tuple[str, str] | None]: ...
+
+    def owner_key(self, task_id: str) -> str: ...
+
+    def owner_record(self, task_id: str, tenant: str) -> tuple[str, str]: ...
+
+    async def owner(self, task_id: str) -> str | None: ...
+
+    async def forget_submitted(self, task_ids: Sequence[str]) -> None: ...
+
+    async def expire(self, agent: str, shard: int, task_id: str, ttl_s: int) -> None: ...
+
+    async def dead_letters(
+        self, agent: str, keys: ShardKeys, limit: int
+    ) -> list[DeadLetterEntry]: ...
+
+    async def dead_letter(
+        self, agent: str, keys: ShardKeys, entry_id: str
+    ) -> DeadLetterEntry | None: ...
+
+    async def purge_dead(self, keys: ShardKeys, entry_ids: Sequence[str] | None) -> int: ...
+
+
+class Registry(Protocol):
+    async def register(self, agent: AgentContract, instance: str) -> None: ...
+
+    async def beat(self, agent: AgentContract, instance: str) -> None: ...
+
+    async def deregister(self, agent: AgentContract, instance: str) -> None: ...
+
+    async def record_health(self, agent: str, instance: str, ok: bool) -> None: ...
+
+    async def health(
+        self, names: list[str] | None = None, *, stale_ms: int, forget_ms: int = FORGET_MS
+    ) -> dict[str, AgentHealth]: ...
+
+    async def agents(self, *, what: str = "list agents") -> dict[str, dict[str, object]]: ...

@@ -1,0 +1,70 @@
+"""MemoryRegistry: the agent registry in one process (versions, intents, instances and
+their heartbeats and health checks), read as ``AgentRegistry`` reads Redis."""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+
+from deepagents.contract.agent import AgentContract
+from deepagents.store.registry import FORGET_MS, AgentHealth
+
+
+def _ms() -> int:
+    return int(time.time() * 1000)
+
+
+@dataclass(slots=True)
+class _Agent:
+    version: str
+    intents: list[str]
+    beats: dict[str, int] = field(default_factory=dict)  # instance -> last heartbeat ms
+    checks: dict[str, bool] = field(default_factory=dict)  # instance -> last health check
+
+
+class MemoryRegistry:
+    def __init__(self) -> None:
+        self._agents: dict[str, _Agent] = {}
+
+    async def register(self, agent: AgentContract, instance: str) -> None:
+        known = self._agents.get(agent.name)
+        if known is None:
+            known = self._agents[agent.name] = _Agent(agent.version, list(agent.intents))
+        known.version, known.intents = agent.version, list(agent.intents)
+        known.beats[instance] = _ms()
+
+    async def beat(self, agent: AgentContract, instance: str) -> None:
+        known = self._agents.get(agent.name)
+        if known is not None:
+            known.beats[instance] = _ms()
+
+    async def deregister(self, agent: AgentContract, instance: str) -> None:
+        known = self._agents.get(agent.name)
+        if known is not None:
+            known.beats.pop(instance, None)
+            known.checks.pop(instance, None)
+
+    async def record_health(self, agent: str, instance: str, ok: bool) -> None:
+        known = self._agents.get(agent)
+        if known is not None:
+            known.checks[instance] = ok
+
+    async def health(
+        self, names: list[str] | None = None, *, stale_ms: int, forget_ms: int = FORGET_MS
+    ) -> dict[str, AgentHealth]:
+        now = _ms()
+        out: dict[str, AgentHealth] = {}
+        for name in sorted(self._agents) if names is None else names:
+            known = self._agents.get(name) or _Agent("", [])
+            for gone in [i for i, ms in known.beats.items() if now - ms > forget_ms]:
+                del known.beats[gone]
+            fresh = [i for i, ms in known.beats.items() if now - ms <= stale_ms]
+            healthy = [i for i in fresh if known.checks.get(i, False)]
+            out[name] = AgentHealth(name, len(known.beats), len(fresh), len(healthy))
+        return out
+
+    async def agents(self, *, what: str = "list agents") -> dict[str, dict[str, object]]:
+        return {
+            name: {"version": a.version, "intents": a.intents, "instances": dict(a.beats)}
+            for name, a in sorted(self._agents.items())
+        }

@@ -1,0 +1,550 @@
+"""MemoryBus: the MessageBus in one process, with the Redis bus's delivery semantics.
+
+Each method does what the Redis bus's command or script does, step for step (the Lua
+scripts under ``redis_streams/lua`` are the reference), so what a caller observes (owner-
+checked commits, reclaims, delivery counts, retries, dead letters, cancel, idempotent
+enqueue) is the same. Every method finishes its changes before its first await: atomic on
+the event loop, as a script is on the server."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable, Sequence
+from typing import NamedTuple
+
+import orjson
+
+from deepagents.errors import GroupVanished, NotReplicated
+from deepagents.transport.base import (
+    BeginItem,
+    Begun,
+    Claimed,
+    CommitItem,
+    DeadLetter,
+    Promoted,
+    RawEntry,
+    Reschedule,
+    StreamRef,
+    StreamStats,
+    now_ms,
+)
+from deepagents.transport.keys import ShardKeys
+from deepagents.transport.memory.replies import MemoryReplies, MemoryReplyListener
+from deepagents.transport.memory.state import Fields, Group, State, Stream, parse_id
+
+_b = str.encode
+
+
+class MemoryBus:
+    """Everything lives in ``state``; hand the same state to a ``MemoryTaskStore`` to read
+    the task records the bus writes."""
+
+    def __init__(self, state: State | None = None, *, result_ttl_s: int = 86_400) -> None:
+        self.state = state or State()
+        self.result_ttl_s = result_ttl_s
+        self.replies = MemoryReplies()
+
+    @property
+    def cluster(self) -> bool:
+        return False
+
+    async def aclose(self) -> None:
+        return None
+
+    async def check_server(self, *, allow_evicting: bool = False) -> str:
+        return "memory"  # nothing is ever evicted
+
+    async def ping_ms(self, limit_s: float = 2.0) -> float | None:
+        return 0.0
+
+    def reply_listener(self, channel: str, deliver: Callable[[bytes], None]) -> MemoryReplyListener:
+        return MemoryReplyListener(self.replies, channel, deliver)
+
+    def _group(self, stream: StreamRef, group: str) -> tuple[Stream, Group]:
+        found = self.state.streams.get(stream.name)
+        held = None if found is None else found.groups.get(group)
+        if found is None or held is None:
+            raise GroupVanished(f"{stream.name}: consumer group {group} is gone (NOGROUP)")
+        return found, held
+
+    async def ensure_group(self, stream: StreamRef, group: str) -> None:
+        self.state.stream(stream.name).groups.setdefault(group, Group())
+
+    # enqueue ------------------------------------------------------------------------------
+
+    async def enqueue(
+        self,
+        stream: StreamRef,
+        task_id: str,
+        task_json: bytes,
+        *,
+        reply: str,
+        max_backlog: int,
+        events_json: bytes,
+    ) -> tuple[str, str]:
+        (result,) = await self.enqueue_many(
+            [(stream, task_id, task_json, reply, events_json)], max_backlog=max_backlog
+        )
+        return result
+
+    async def enqueue_many(
+        self,
+        items: Sequence[tuple[StreamRef, str, bytes, str, bytes]],
+        *,
+        max_backlog: int | Sequence[int],
+        replicas: int = 0,
+        replica_wait_ms: int = 1_000,
+    ) -> list[tuple[str, str]]:
+        limits = [max_backlog] * len(items) if isinstance(max_backlog, int) else max_backlog
+        out = [self._enqueue(*item, limit) for item, limit in zip(items, limits, strict=True)]
+        if replicas:  # one process has no replicas to confirm anything
+            written = [i[1] for i, (status, _) in zip(items, out, strict=True) if status == "ok"]
+            raise NotReplicated(written, confirmed=0, replicas=replicas, wait_ms=replica_wait_ms)
+        return out
+
+    def _enqueue(
+        self,
+        stream: StreamRef,
+        task_id: str,
+        task_json: bytes,
+        reply: str,
+        events: bytes,
+        limit: int,
+    ) -> tuple[str, str]:
+        key = stream.keys.task(task_id)
+        existing = self.state.hash(key)
+        if existing is not None:
+            return "exists", existing.get("entry", "")
+        target = self.state.stream(stream.name)
+        if len(target.entries) >= limit:
+            return "overloaded", ""
+        at = str(now_ms())
+        entry_id = target.add(_task_fields(task_json, "1", at, reply))
+        self.state.hashes[key] = {
+            "state": "queued",
+            "entry": entry_id,
+            "tier": stream.tier,
+            "reply": reply,
+            "enq_ms": at,
+            "deliveries": "0",
+        }
+        self._outbox(stream.keys, events)
+        return "ok", entry_id
+
+    async def set_many(
+        self,
+        pairs: Sequence[tuple[str, str]],
+        ttl_s: int,
+        *,
+        what: str,
+        replicas: int = 0,
+        replica_wait_ms: int = 1_000,
+    ) -> int:
+        if not pairs:
+            return replicas
+        for key, value in pairs:
+            self.state.strings[key] = value
+            self.state.expire(key, ttl_s)
+        return 0
+
+    def _outbox(self, keys: ShardKeys, events: bytes) -> None:
+        if events:
+            self.state.stream(keys.outbox).add({b"events": events})
+
+    # reading ------------------------------------------------------------------------------
+
+    async def read(
+        self, stream: StreamRef, group: str, consumer: str, count: int, block_ms: int | None
+    ) -> list[RawEntry]:
+        found, held = self._group(stream, group)
+        entries = self._read_new(found, held, consumer, count)
+        if entries or block_ms is None:
+            return entries
+        found.added.clear()
+        try:
+            async with asyncio.timeout(block_ms / 1000 if block_ms else None):
+                await found.added.wait()
+        except TimeoutError:
+            return []
+        return self._read_new(*self._group(stream, group), consumer, count)
+
+    def _read_new(self, found: Stream, held: Group, consumer: str, count: int) -> list[RawEntry]:
+        at = now_ms()
+        held.seen_ms[consumer] = at
+        out: list[RawEntry] = []
+        for entry_id, fields in found.entries.items():
+            if len(out) == count:
+                break
+            if parse_id(entry_id) > held.last:
+                held.last = parse_id(entry_id)
+                held.deliver(entry_id, consumer, at)
+                out.append(RawEntry(entry_id, fields))
+        return out
+
+    async def read_own_pending(
+        self, stream: StreamRef, group: str, consumer: str, count: int, after: str
+    ) -> list[RawEntry]:
+        found, held = self._group(stream, group)
+        at, start = now_ms(), parse_id(after)
+        mine = [i for i, p in held.pel.items() if p.consumer == consumer and parse_id(i) > start]
+        for entry_id in mine[:count]:
+            held.deliver(entry_id, consumer, at)
+        return [RawEntry(i, found.entries.get(i)) for i in mine[:count]]
+
+    async def claim_stale(
+        self,
+        stream: StreamRef,
+        group: str,
+        consumer: str,
+        min_idle_ms: int,
+        count: int,
+        cursor: str,
+    ) -> Claimed:
+        found, held = self._group(stream, group)
+        at, start = now_ms(), parse_id(cursor)
+        entries: list[RawEntry] = []
+        deleted: list[str] = []
+        ids = [i for i in held.pel if parse_id(i) >= start]
+        for n, entry_id in enumerate(ids):
+            if len(entries) + len(deleted) == count:
+                return Claimed(entries, deleted, ids[n])
+            if at - held.pel[entry_id].delivered_ms < min_idle_ms:
+                continue
+            fields = found.entries.get(entry_id)
+            if fields is None:  # its body is gone: out of the PEL, reported (as 7.x does)
+                del held.pel[entry_id]
+                deleted.append(entry_id)
+                continue
+            held.deliver(entry_id, consumer, at)
+            entries.append(RawEntry(entry_id, fields))
+        return Claimed(entries, deleted, "0-0")
+
+    # the protocol's steps -----------------------------------------------------------------
+
+    async def begin(
+        self,
+        stream: StreamRef,
+        group: str,
+        consumer: str,
+        items: Sequence[BeginItem],
+        *,
+        fresh: bool = False,
+    ) -> list[Begun]:
+        found, held = self._group(stream, group)
+        at, out, events = str(now_ms()), [], []
+        for item in items:
+            owner = held.owner(item.entry_id)
+            if not fresh and owner != consumer:
+                out.append(Begun("gone" if owner is None else "lost", 0))
+                continue
+            task = self.state.hash_for_write(stream.keys.task(item.task_id))
+            if task.get("state") == "done":
+                found.ack_delete(group, item.entry_id)
+                out.append(Begun("dup", 0))
+                continue
+            n = _int(task.get("deliveries")) + 1
+            task.update(
+                state="running",
+                owner=consumer,
+                entry=item.entry_id,
+                attempt=str(item.attempt),
+                started_ms=at,
+                deliveries=str(n),
+            )
+            if item.started_event:
+                events.append(item.started_event + _b(f"{n}}}"))
+            out.append(Begun("ok", n))
+        if events:
+            self._outbox(stream.keys, b"[" + b",".join(events) + b"]")
+        return out
+
+    async def commit(
+        self, stream: StreamRef, group: str, consumer: str, items: Sequence[CommitItem]
+    ) -> list[str]:
+        (statuses,) = await self.commit_streams(group, consumer, [(stream, items)])
+        return statuses
+
+    async def commit_streams(
+        self, group: str, consumer: str, batches: Sequence[tuple[StreamRef, Sequence[CommitItem]]]
+    ) -> list[list[str]]:
+        at = str(now_ms())
+        return [self._commit(stream, group, consumer, at, items) for stream, items in batches]
+
+    def _commit(
+        self, stream: StreamRef, group: str, consumer: str, at: str, items: Sequence[CommitItem]
+    ) -> list[str]:
+        found, held = self._group(stream, group)
+        out, events = [], []
+        for item in items:
+            key = stream.keys.task(item.task_id)
+            task = self.state.hash(key) or {}
+            owner = held.owner(item.entry_id)
+            if owner is None:  # ours already landed (a repeat after a lost reply), or lost
+                ours = (task.get("owner"), task.get("entry")) == (consumer, item.entry_id)
+                out.append("ok" if task.get("state") == "done" and ours else "lost")
+                continue
+            if owner != consumer:
+                out.append("lost")
+                continue
+            found.ack_delete(group, item.entry_id)
+            if task.get("state") == "done":
+                out.append("dup")
+                continue
+            result = item.result_json.decode()
+            self.state.hash_for_write(key).update(
+                state="done", result=result, owner=consumer, finished_ms=at
+            )
+            self.state.expire(key, self.result_ttl_s)
+            if item.events_json:
+                events.append(item.events_json[1:-1])
+            self.replies.publish(item.reply, item.result_json)
+            out.append("ok")
+        if events:
+            self._outbox(stream.keys, b"[" + b",".join(events) + b"]")
+        return out
+
+    async def reschedule(
+        self, stream: StreamRef, group: str, consumer: str, item: Reschedule
+    ) -> str:
+        found, held = self._group(stream, group)
+        if held.owner(item.entry_id) != consumer:
+            return "lost"
+        key = stream.keys.task(item.task_id)
+        found.ack_delete(group, item.entry_id)
+        if (self.state.hash(key) or {}).get("state") == "done":
+            return "dup"
+        member = {
+            "tier": item.tier,
+            "task": item.task_json.decode(),
+            "attempt": item.attempt,
+            "reply": item.reply,
+            "entry": item.entry_id,
+        }
+        self.state.delayed.setdefault(stream.keys.delayed, {})[orjson.dumps(member)] = item.due_ms
+        self.state.hash_for_write(key).update(state="retrying", due_ms=str(item.due_ms))
+        self._outbox(stream.keys, item.events_json)
+        return "ok"
+
+    async def dead_letter(
+        self, stream: StreamRef, group: str, consumer: str, item: DeadLetter
+    ) -> str:
+        found, held = self._group(stream, group)
+        if item.check_owner and held.owner(item.entry_id) != consumer:
+            return "lost"
+        key = stream.keys.task(item.task_id or "-")
+        task = self.state.hash(key)
+        result = item.result_json if item.task_id else b""
+        events = item.events_json
+        if result and item.salvaged and (task or {}).get("entry") != item.entry_id:
+            result, events = b"", item.unbound_events_json
+        at = str(now_ms())
+        deliveries = (task or {}).get("deliveries", "0") if result else "0"
+        record: Fields = {
+            b"source": _b(stream.name),
+            b"entry": _b(item.entry_id),
+            b"reason": _b(item.reason),
+            b"error": _b(item.error),
+            b"dead_ms": _b(at),
+            b"deliveries": _b(deliveries),
+        }
+        for name, value in (found.entries.get(item.entry_id) or {}).items():
+            record[b"orig_" + name] = value
+        self.state.stream(stream.keys.dlq).add(record)
+        if result:
+            self.state.hash_for_write(key).update(
+                state="dead", result=result.decode(), finished_ms=at
+            )
+            self.state.expire(key, self.result_ttl_s)
+            self.replies.publish(item.reply, result)
+        found.ack_delete(group, item.entry_id)
+        self._outbox(stream.keys, events)
+        return "ok"
+
+    async def touch(
+        self, stream: StreamRef, group: str, consumer: str, entry_ids: Sequence[str]
+    ) -> list[str]:
+        return self._reset_idle(stream, group, consumer, entry_ids, 0)
+
+    def _reset_idle(
+        self, stream: StreamRef, group: str, consumer: str, entry_ids: Sequence[str], idle: int
+    ) -> list[str]:
+        _, held = self._group(stream, group)
+        lost = []
+        for entry_id in entry_ids:
+            pending = held.pel.get(entry_id)
+            if pending is None or pending.consumer != consumer:
+                lost.append(entry_id)
+            else:
+                pending.delivered_ms = now_ms() - idle
+        return lost
+
+    async def deliveries(self, stream: StreamRef, task_ids: Sequence[str]) -> list[int]:
+        return [
+            _int((self.state.hash(stream.keys.task(t)) or {}).get("deliveries")) for t in task_ids
+        ]
+
+    async def hand_back(
+        self,
+        stream: StreamRef,
+        group: str,
+        consumer: str,
+        items: Sequence[tuple[str, str]],
+        idle_ms: int,
+    ) -> list[str]:
+        lost = self._reset_idle(stream, group, consumer, [e for e, _ in items], idle_ms)
+        for entry_id, task_id in items:
+            task = self.state.hash(stream.keys.task(task_id))
+            if entry_id in lost or task is None:
+                continue
+            n = _int(task.get("deliveries"))
+            ours = (task.get("state"), task.get("owner"), task.get("entry"))
+            if ours == ("running", consumer, entry_id) and n > 0:
+                task["deliveries"] = str(n - 1)  # not counted: it never ran to an end here
+        return lost
+
+    async def prune_consumers(
+        self, stream: StreamRef, group: str, consumer: str, min_idle_ms: int
+    ) -> list[str]:
+        _, held = self._group(stream, group)
+        busy = {p.consumer for p in held.pel.values()}
+        at = now_ms()
+        removed = [
+            name
+            for name, seen in held.seen_ms.items()
+            if name != consumer and name not in busy and at - seen >= min_idle_ms
+        ]
+        for name in removed:
+            del held.seen_ms[name]
+        return removed
+
+    # delayed and dead letters -------------------------------------------------------------
+
+    async def promote_due(
+        self, keys: ShardKeys, tiers: Sequence[str], limit: int = 500
+    ) -> Promoted:
+        members = self.state.delayed.get(keys.delayed, {})
+        at = now_ms()
+        due = sorted((score, m) for m, score in members.items() if score <= at)[:limit]
+        moved = dead = 0
+        for _, member in due:
+            del members[member]
+            parsed, error = _delayed_member(member)
+            if parsed is None:
+                self.state.stream(keys.dlq).add(
+                    {
+                        b"source": _b(keys.delayed),
+                        b"reason": b"decode_error",
+                        b"error": _b(error),
+                        b"dead_ms": _b(str(at)),
+                        b"deliveries": b"0",
+                        b"orig_member": member,
+                    }
+                )
+                dead += 1
+                continue
+            tier = parsed.tier if parsed.tier in tiers else tiers[-1]
+            fields = _task_fields(_b(parsed.task), str(parsed.attempt), str(at), parsed.reply)
+            self.state.stream(keys.stream(tier)).add(fields)
+            moved += 1
+        return Promoted(moved, dead)
+
+    async def replay(
+        self, keys: ShardKeys, dlq_entry: str, tier: str, task_id: str, task_json: bytes, reply: str
+    ) -> tuple[str, str]:
+        dlq = self.state.stream(keys.dlq)
+        if dlq_entry not in dlq.entries:
+            return "missing", ""
+        at = str(now_ms())
+        entry_id = self.state.stream(keys.stream(tier)).add(_task_fields(task_json, "1", at, reply))
+        key = keys.task(task_id)
+        task = self.state.hash_for_write(key)
+        for name in ("result", "owner", "finished_ms", "due_ms"):
+            task.pop(name, None)
+        task.update(state="queued", entry=entry_id, enq_ms=at, deliveries="0")
+        self.state.persist(key)
+        del dlq.entries[dlq_entry]
+        return "ok", entry_id
+
+    async def cancel(
+        self, keys: ShardKeys, task_id: str, result_json: bytes, events_json: bytes
+    ) -> str:
+        key = keys.task(task_id)
+        task = self.state.hash(key)
+        if task is None or "state" not in task:
+            return "missing"
+        if task["state"] not in ("queued", "retrying"):
+            return task["state"]
+        task.update(
+            state="done", result=result_json.decode(), finished_ms=str(now_ms()), cancelled="1"
+        )
+        self.state.expire(key, self.result_ttl_s)
+        self._outbox(keys, events_json)
+        self.replies.publish(task.get("reply", ""), result_json)
+        return "ok"
+
+    # views --------------------------------------------------------------------------------
+
+    async def stream_stats(self, stream: StreamRef, group: str) -> StreamStats:
+        stats = StreamStats(stream=stream.name)
+        found = self.state.streams.get(stream.name)
+        held = None if found is None else found.groups.get(group)
+        if found is None or held is None:
+            return stats
+        stats.length = len(found.entries)
+        stats.pending = len(held.pel)
+        stats.consumers = len({p.consumer for p in held.pel.values()})
+        if held.pel:
+            stats.oldest_pending_ms = now_ms() - next(iter(held.pel.values())).delivered_ms
+        stats.lag = sum(1 for i in found.entries if parse_id(i) > held.last)
+        return stats
+
+    async def shard_backlog(self, keys: ShardKeys) -> tuple[int, int]:
+        dlq = self.state.streams.get(keys.dlq)
+        return len(dlq.entries) if dlq else 0, len(self.state.delayed.get(keys.delayed, {}))
+
+    async def oldest_idle_ms(
+        self, streams: Sequence[tuple[str, str]], scan: int
+    ) -> list[int | None]:
+        at, out = now_ms(), []
+        for name, group in streams:
+            held = self.state.group(name, group)
+            pending = list(held.pel.values())[:scan] if held else []
+            out.append(max(at - p.delivered_ms for p in pending) if pending else None)
+        return out
+
+    async def outbox_lengths(self, shards: Sequence[ShardKeys]) -> list[int]:
+        return [len(self.state.stream(keys.outbox).entries) for keys in shards]
+
+
+def _int(raw: str | None) -> int:
+    return int(raw) if raw and raw.isdigit() else 0
+
+
+def _task_fields(task_json: bytes, attempt: str, at: str, reply: str) -> Fields:
+    return {b"task": task_json, b"attempt": _b(attempt), b"enq": _b(at), b"reply": _b(reply)}
+
+
+class _Member(NamedTuple):
+    tier: str
+    task: str
+    attempt: int
+    reply: str
+
+
+def _delayed_member(member: bytes) -> tuple[_Member | None, str]:
+    """A delayed set's member, checked as the promote script checks it."""
+    try:
+        parsed = orjson.loads(member)
+    except orjson.JSONDecodeError as exc:
+        return None, f"not JSON: {exc}"
+    if not isinstance(parsed, dict):
+        return None, "not a JSON object"
+    if not isinstance(parsed.get("task"), str):
+        return None, "no task string"
+    attempt = parsed.get("attempt")
+    if not isinstance(attempt, int | float) or attempt < 1 or attempt != int(attempt):
+        return None, "attempt is not an integer >= 1"
+    reply = parsed.get("reply")
+    if reply is not None and not isinstance(reply, str):
+        return None, "reply is not a string"
+    return _Member(str(parsed.get("tier")), parsed["task"], int(attempt), reply or ""), ""

@@ -1,0 +1,216 @@
+"""The delivery protocol's properties (DESIGN.md, "Delivery protocol"), each held to every
+bus alike: what one bus does here, the other must do too. Only properties that need no
+process kill; the crash cases stay in tests/e2e."""
+
+from __future__ import annotations
+
+import orjson
+
+from deepagents.store.tasks import Location
+from deepagents.transport.base import (
+    BeginItem,
+    CommitItem,
+    DeadLetter,
+    RawEntry,
+    Reschedule,
+    now_ms,
+)
+from tests.contract.conftest import AGENT, Backend
+from tests.support.wait import eventually
+
+LOCATION = Location(AGENT, 0, "p2")
+
+
+def _task(task_id: str) -> bytes:
+    return orjson.dumps({"task_id": task_id, "intent": "echo", "payload": {}})
+
+
+async def _submit(b: Backend, task_id: str, task_json: bytes | None = None) -> str:
+    status, entry_id = await b.bus.enqueue(
+        b.ref(), task_id, task_json or _task(task_id), reply="", max_backlog=100, events_json=b""
+    )
+    assert status == "ok"
+    return entry_id
+
+
+async def _take(b: Backend, consumer: str, count: int = 1) -> list[RawEntry]:
+    return await b.bus.read(b.ref(), AGENT, consumer, count, None)
+
+
+async def _begin(b: Backend, consumer: str, entry_id: str, task_id: str, fresh: bool) -> str:
+    (begun,) = await b.bus.begin(
+        b.ref(), AGENT, consumer, [BeginItem(entry_id, task_id, 1)], fresh=fresh
+    )
+    return begun.status
+
+
+async def _commit(b: Backend, consumer: str, entry_id: str, task_id: str, result: bytes) -> str:
+    (status,) = await b.bus.commit(
+        b.ref(), AGENT, consumer, [CommitItem(entry_id, task_id, result)]
+    )
+    return status
+
+
+async def _state(b: Backend, task_id: str) -> str | None:
+    return (await b.tasks.task_fields(LOCATION, task_id)).get("state")
+
+
+async def test_a_result_is_committed_once(backend: Backend) -> None:
+    entry_id = await _submit(backend, "t1")
+    assert [e.entry_id for e in await _take(backend, "c1")] == [entry_id]
+    assert await _begin(backend, "c1", entry_id, "t1", fresh=True) == "ok"
+    assert await _commit(backend, "c1", entry_id, "t1", b'{"n":1}') == "ok"
+    # Sent again after an ambiguous failure: answered ok, and the first result stands.
+    assert await _commit(backend, "c1", entry_id, "t1", b'{"n":2}') == "ok"
+    assert await backend.tasks.terminal_result(AGENT, 0, "t1") == b'{"n":1}'
+    stats = await backend.bus.stream_stats(backend.ref(), AGENT)
+    assert (stats.length, stats.pending) == (0, 0)
+    assert await _begin(backend, "c1", entry_id, "t1", fresh=False) == "gone"
+
+
+async def test_a_commit_after_a_reclaim_changes_nothing(backend: Backend) -> None:
+    entry_id = await _submit(backend, "t1")
+    await _take(backend, "c1")
+    assert await _begin(backend, "c1", entry_id, "t1", fresh=True) == "ok"
+    claimed = await backend.bus.claim_stale(backend.ref(), AGENT, "c2", 0, 10, "0-0")
+    assert [e.entry_id for e in claimed.entries] == [entry_id]
+    assert await _commit(backend, "c1", entry_id, "t1", b'{"by":"c1"}') == "lost"
+    assert await _state(backend, "t1") == "running"
+    assert await backend.tasks.terminal_result(AGENT, 0, "t1") is None
+    assert await _begin(backend, "c2", entry_id, "t1", fresh=False) == "ok"
+    assert await backend.bus.deliveries(backend.ref(), ["t1"]) == [2]
+    assert await _commit(backend, "c2", entry_id, "t1", b'{"by":"c2"}') == "ok"
+    assert await _commit(backend, "c1", entry_id, "t1", b'{"by":"c1"}') == "lost"
+    assert await backend.tasks.terminal_result(AGENT, 0, "t1") == b'{"by":"c2"}'
+
+
+async def test_an_entry_is_reclaimed_only_once_idle_for_the_visibility_timeout(
+    backend: Backend,
+) -> None:
+    entry_id = await _submit(backend, "t1")
+    await _take(backend, "c1")
+    early = await backend.bus.claim_stale(backend.ref(), AGENT, "c2", 60_000, 10, "0-0")
+    assert early.entries == [] and early.deleted == []
+    assert await backend.bus.touch(backend.ref(), AGENT, "c1", [entry_id]) == []
+
+    async def reclaimed() -> list[RawEntry]:
+        found = await backend.bus.claim_stale(backend.ref(), AGENT, "c2", 150, 10, "0-0")
+        return found.entries
+
+    assert [e.entry_id for e in await eventually(reclaimed, timeout=10)] == [entry_id]
+    # The heartbeat of the worker that lost it takes nothing back.
+    assert await backend.bus.touch(backend.ref(), AGENT, "c1", [entry_id]) == [entry_id]
+
+
+async def test_a_retry_waits_for_its_backoff_then_comes_back_with_the_next_attempt(
+    backend: Backend,
+) -> None:
+    entry_id = await _submit(backend, "t1")
+    await _take(backend, "c1")
+    assert await _begin(backend, "c1", entry_id, "t1", fresh=True) == "ok"
+    due = now_ms() + 300
+    retry = Reschedule(entry_id, "t1", due, "p2", _task("t1"), attempt=2)
+    assert await backend.bus.reschedule(backend.ref(), AGENT, "c1", retry) == "ok"
+    assert await _state(backend, "t1") == "retrying"
+    assert await backend.bus.shard_backlog(backend.ref().keys) == (0, 1)
+    assert (await backend.bus.promote_due(backend.ref().keys, ["p0", "p2"])).moved == 0
+    assert await _take(backend, "c1") == []
+
+    async def promoted() -> int:
+        return (await backend.bus.promote_due(backend.ref().keys, ["p0", "p2"])).moved
+
+    assert await eventually(promoted, timeout=10) == 1
+    assert now_ms() >= due
+    (again,) = await _take(backend, "c2")
+    assert again.fields is not None and again.fields[b"attempt"] == b"2"
+    assert orjson.loads(again.fields[b"task"])["task_id"] == "t1"
+    assert await _begin(backend, "c2", again.entry_id, "t1", fresh=True) == "ok"
+    assert await backend.bus.deliveries(backend.ref(), ["t1"]) == [2]
+
+
+async def test_the_last_allowed_delivery_is_dead_lettered_with_its_count(
+    backend: Backend,
+) -> None:
+    entry_id = await _submit(backend, "t1")
+    await _take(backend, "c1")
+    assert await _begin(backend, "c1", entry_id, "t1", fresh=True) == "ok"
+    for consumer in ("c2", "c3"):  # two workers die holding it; each reclaim is counted
+        claimed = await backend.bus.claim_stale(backend.ref(), AGENT, consumer, 0, 10, "0-0")
+        assert [e.entry_id for e in claimed.entries] == [entry_id]
+        assert await _begin(backend, consumer, entry_id, "t1", fresh=False) == "ok"
+    assert await backend.bus.deliveries(backend.ref(), ["t1"]) == [3]
+    letter = DeadLetter(entry_id, "max_deliveries", "3 deliveries", "t1", b'{"dead":1}')
+    assert await backend.bus.dead_letter(backend.ref(), AGENT, "c1", letter) == "lost"
+    assert await backend.bus.dead_letter(backend.ref(), AGENT, "c3", letter) == "ok"
+    (dead,) = await backend.tasks.dead_letters(AGENT, backend.ref().keys, 10)
+    assert (dead.reason, dead.deliveries, dead.task_id) == ("max_deliveries", 3, "t1")
+    assert await _state(backend, "t1") == "dead"
+    assert await backend.tasks.terminal_result(AGENT, 0, "t1") == b'{"dead":1}'
+    assert (await backend.bus.stream_stats(backend.ref(), AGENT)).pending == 0
+
+
+async def test_a_cancelled_task_is_answered_and_its_delivery_acked_as_a_duplicate(
+    backend: Backend,
+) -> None:
+    entry_id = await _submit(backend, "t1")
+    keys = backend.ref().keys
+    assert await backend.bus.cancel(keys, "t1", b'{"cancelled":1}', b"") == "ok"
+    assert await backend.bus.cancel(keys, "t1", b"{}", b"") == "done"
+    assert await backend.bus.cancel(keys, "nope", b"{}", b"") == "missing"
+    assert await backend.tasks.terminal_result(AGENT, 0, "t1") == b'{"cancelled":1}'
+    await _take(backend, "c1")
+    assert await _begin(backend, "c1", entry_id, "t1", fresh=True) == "dup"
+    assert (await backend.bus.stream_stats(backend.ref(), AGENT)).pending == 0
+    running = await _submit(backend, "t2")
+    await _take(backend, "c1")
+    assert await _begin(backend, "c1", running, "t2", fresh=True) == "ok"
+    assert await backend.bus.cancel(keys, "t2", b"{}", b"") == "running"
+
+
+async def test_submitting_a_task_id_again_enqueues_nothing(backend: Backend) -> None:
+    entry_id = await _submit(backend, "t1")
+    again = await backend.bus.enqueue(
+        backend.ref(), "t1", _task("t1"), reply="", max_backlog=100, events_json=b""
+    )
+    assert again == ("exists", entry_id)
+    full = await backend.bus.enqueue(
+        backend.ref(), "t2", _task("t2"), reply="", max_backlog=1, events_json=b""
+    )
+    assert full == ("overloaded", "")
+    assert (await backend.bus.stream_stats(backend.ref(), AGENT)).length == 1
+
+
+async def test_entries_handed_back_at_shutdown_are_claimable_at_once_and_not_counted(
+    backend: Backend,
+) -> None:
+    ids = [await _submit(backend, f"t{n}") for n in range(2)]
+    await _take(backend, "c1", 2)
+    assert await _begin(backend, "c1", ids[0], "t0", fresh=True) == "ok"
+    items = [(ids[0], "t0"), (ids[1], "t1")]
+    assert await backend.bus.hand_back(backend.ref(), AGENT, "c1", items, 60_000) == []
+    assert await backend.bus.deliveries(backend.ref(), ["t0", "t1"]) == [0, 0]
+    claimed = await backend.bus.claim_stale(backend.ref(), AGENT, "c2", 30_000, 10, "0-0")
+    assert [e.entry_id for e in claimed.entries] == ids
+    assert await backend.bus.hand_back(backend.ref(), AGENT, "c1", items, 60_000) == ids
+    assert await _begin(backend, "c2", ids[0], "t0", fresh=False) == "ok"
+    assert await backend.bus.deliveries(backend.ref(), ["t0"]) == [1]
+
+
+async def test_one_bad_entry_does_not_sink_its_batch(backend: Backend) -> None:
+    ids = [await _submit(backend, f"t{n}") for n in range(3)]
+    bad = await _submit(backend, "bogus", b"not json")
+    assert len(await _take(backend, "c1", 4)) == 4
+    await backend.bus.claim_stale(backend.ref(), AGENT, "c2", 0, 1, ids[1])  # takes t1 only
+    begun = await backend.bus.begin(
+        backend.ref(), AGENT, "c1", [BeginItem(e, f"t{n}", 1) for n, e in enumerate(ids)]
+    )
+    assert [b.status for b in begun] == ["ok", "lost", "ok"]
+    letter = DeadLetter(bad, "decode_error", "not JSON")
+    assert await backend.bus.dead_letter(backend.ref(), AGENT, "c1", letter) == "ok"
+    items = [CommitItem(e, f"t{n}", b"{}") for n, e in enumerate(ids)]
+    assert await backend.bus.commit(backend.ref(), AGENT, "c1", items) == ["ok", "lost", "ok"]
+    assert [await _state(backend, f"t{n}") for n in range(3)] == ["done", "queued", "done"]
+    (dead,) = await backend.tasks.dead_letters(AGENT, backend.ref().keys, 10)
+    assert (dead.reason, dead.task_id, dead.task_json) == ("decode_error", None, "not json")
+    stats = await backend.bus.stream_stats(backend.ref(), AGENT)
+    assert (stats.length, stats.pending) == (1, 1)  # only t1, now c2's
