@@ -27,7 +27,8 @@ from deepagents.contract.codec import decode_envelope
 from deepagents.contract.task import utcnow
 from deepagents.transport.base import StreamRef
 from deepagents.transport.keys import Keys
-from deepagents.worker.delivery import DeliveryHandler, InFlight
+from deepagents.worker.encode import Encoder
+from deepagents.worker.flight import InFlight
 
 
 def best_us(fn: Callable[[], Any]) -> float:
@@ -45,32 +46,26 @@ def echo_fields() -> dict[bytes, bytes]:
     }
 
 
-class _Worker:  # what the event builders read of the worker
-    class agent:
-        name = "echo"
-        version = "1.0.0"
-
-    consumer = "host-1234"
+class _Agent:  # what the event builders read of the agent
+    name = "echo"
+    version = "1.0.0"
 
 
 def events_of_one_task() -> Callable[[], Any]:
-    handler: Any = DeliveryHandler.__new__(DeliveryHandler)  # the builders only, no worker
-    handler.w, handler._bases, handler.outbox = _Worker(), {}, True
+    encoder = Encoder(_Agent(), "host-1234")  # type: ignore[arg-type]
     fields = echo_fields()
     envelope = decode_envelope(fields)
     ref = StreamRef(Keys("bench").shard("echo", 0), "p2")
     flight = InFlight(ref, "1-1", envelope, 1)
     result, now = b'{"task_id":"x","status":"success","output":{"i":1}}', utcnow()
-    if hasattr(handler, "_started_event"):  # session 9 on: started at begin, shared fields
 
-        def both() -> Any:
-            flight.context = handler._event_context(ref, envelope)
-            ts = orjson.dumps(now)  # once per batch
-            started = handler._started_event(flight.context, ts, 3)
-            return started, handler._commit_events(flight, "succeeded", result, [], now)
+    def both() -> Any:
+        flight.context = encoder.context(ref, envelope)
+        ts = orjson.dumps(now)  # once per batch
+        started = encoder.started_event(flight.context, ts, 3)
+        return started, encoder.commit_events(flight, "succeeded", result, [], now)
 
-        return both
-    return lambda: handler._commit_events(flight, "succeeded", 3, result, [], now)
+    return both
 
 
 def main() -> None:

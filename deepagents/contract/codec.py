@@ -122,7 +122,7 @@ def _envelope(fields: dict[Any, Any], task: Task) -> Envelope:
     if attempt < 1:
         raise DecodeError("attempt must be >= 1")
     reply_s = reply.decode() if isinstance(reply, bytes) else str(reply)
-    return tuple.__new__(Envelope, (task, attempt, enqueued, reply_s))  # see transport/base.py
+    return Envelope(task, attempt, enqueued, reply_s)
 
 
 def salvage_ids(fields: dict[Any, Any] | None, *, parse: bool = True) -> tuple[str, str] | None:

@@ -31,7 +31,8 @@ from deepagents.telemetry.core import Telemetry, process_telemetry
 from deepagents.telemetry.modelcalls import ModelCallRecorder
 from deepagents.transport.base import MessageBus, StreamRef
 from deepagents.worker.committer import Committer
-from deepagents.worker.delivery import DeliveryHandler, InFlight
+from deepagents.worker.delivery import DeliveryHandler
+from deepagents.worker.flight import InFlight
 from deepagents.worker.pools import TierPool
 from deepagents.worker.runner import AgentRunner
 from deepagents.worker.stats import WorkerStats
@@ -82,6 +83,7 @@ class Worker:
             for shard in range(self.agent_settings.shards)
         ]
         self.inflight: dict[tuple[str, str], InFlight] = {}
+        self._handler: DeliveryHandler | None = None
         self._stopping = False
         self._stop_event: asyncio.Event | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
@@ -149,7 +151,20 @@ class Worker:
         )
         registry = self.services.registry
         runner = AgentRunner(self.agent, self._executor, self.telemetry.tracing)
-        handler = DeliveryHandler(self, runner)
+        handler = self._handler = DeliveryHandler(
+            agent=self.agent,
+            agent_settings=self.agent_settings,
+            config=self.config,
+            consumer=self.consumer,
+            bus=self.bus,
+            pools=self.pools,
+            inflight=self.inflight,
+            stats=self.stats,
+            runner=runner,
+            metrics=self.telemetry.metrics,
+            outbox=self.settings.outbox,
+            max_task_bytes=self.settings.max_payload_bytes,
+        )
         committer = handler.committer
         models = self.config.models
         if self.settings.sim_model_url:
@@ -224,14 +239,7 @@ class Worker:
         running = {f.task for f in self.inflight.values() if f.task is not None}
         if running:
             await asyncio.wait(running, timeout=self.agent_settings.grace_period_s)
-        leftover = list(self.inflight.values())
-        for flight in leftover:
-            if flight.task is not None and flight.started:
-                flight.task.cancel()
-            else:  # its batch's task has not reached it: it never will
-                flight.lost = True
-        if leftover:
-            await handler.hand_back(leftover)
+        await handler.stop()
         await asyncio.gather(*others, *readers, return_exceptions=True)
 
     # side tasks ---------------------------------------------------------------------------
@@ -240,7 +248,7 @@ class Worker:
         """Owns one stream: this consumer's own pending entries first (a restart), then, in
         turn, stale entries of dead consumers (when due) and new entries. Reclaiming here,
         with the slots the reader holds, means a busy tier can never starve recovery."""
-        pool = self.pools[ref.tier]
+        pool, slots = self.pools[ref.tier], handler.settler
         # A reader holds its slots while it blocks, so it may hold only its share of the
         # pool: the readers of the other shards of this tier must be able to read too.
         share = -(-pool.capacity // self.agent_settings.shards)
@@ -258,7 +266,7 @@ class Worker:
             for urgent in higher:  # tiers are read in priority order: let urgent work run first
                 await urgent.wait_idle(YIELD_TO_HIGHER_S)
             await handler.committer.room(ref.tier)
-            n = await pool.take(batch)
+            n = await slots.take(ref.tier, batch)
             fresh = False  # new entries ('>'), not a restart's own or a reclaim
             try:
                 if after is not None:
@@ -284,17 +292,17 @@ class Worker:
                     )
                     fresh = True
             except GroupVanished as exc:
-                pool.release(n)
+                slots.give_back(ref.tier, n)
                 await self._recreate_group(ref, exc, backoff)
                 continue
             except TransportError as exc:
-                pool.release(n)
+                slots.give_back(ref.tier, n)
                 if not exc.retryable:
                     raise
                 await backoff.wait(f"read {ref.name}", exc)
                 continue
             backoff.reset()
-            pool.release(n - len(entries))
+            slots.give_back(ref.tier, n - len(entries))
             if entries:
                 await handler.dispatch(ref, entries, fresh=fresh)
 
@@ -369,14 +377,8 @@ class Worker:
 
     def _lost(self, ref: StreamRef, entry_id: str) -> None:
         """Another consumer owns this entry now: stop working on it; its outcome stands."""
-        flight = self.inflight.get((ref.name, entry_id))
-        if flight is not None and not flight.lost:
-            flight.lost = True
-            self.stats.lost_ownership += 1
-            # Not started yet: its batch's task skips it (cancelling that task would
-            # stop the deliveries before it too).
-            if flight.task is not None and flight.started and not flight.committing:
-                flight.task.cancel()
+        if self._handler is not None:
+            self._handler.lost(ref, entry_id)
 
     async def _delayed_pump(self) -> None:
         interval = min(0.2, self.agent_settings.retry.base_ms / 2000)

@@ -1,4 +1,4 @@
-"""A batch's deliveries start one after the other in one task (``worker/delivery.py``,
+"""A batch's deliveries start one after the other in one task (``worker/run.py``,
 ``_internal/eager.py``): one that waits must not hold up the rest of its batch, its
 deadline must cancel it alone, and each must see its own context variables."""
 
@@ -17,7 +17,7 @@ from deepagents.contract import ErrorCode, ResultStatus, Task
 from deepagents.contract.task import utcnow
 from deepagents.orchestrator import Orchestrator
 from deepagents.telemetry.logs import current_task_id
-from deepagents.worker import Worker
+from deepagents.worker.begin import Begin
 from deepagents.worker.delivery import DeliveryHandler
 from tests.support.workers import running_worker
 
@@ -99,19 +99,26 @@ async def test_a_delivery_lost_before_its_batch_task_reaches_it_is_skipped(
         CONFIG.replace("block_ms: 100", "block_ms: 100, visibility_timeout_ms: 500")
     )
     settings = Settings(prefix=prefix, outbox=True)
-    begin = DeliveryHandler._start
+    begin = Begin.begin
+    handlers: list[DeliveryHandler] = []
+    init = DeliveryHandler.__init__
+
+    def keep(self: DeliveryHandler, *args: Any, **kw: Any) -> None:
+        init(self, *args, **kw)
+        handlers.append(self)
+
     marked: list[str] = []
 
-    async def start_then_lose_one(self: DeliveryHandler, *args: Any, **kw: Any) -> Any:
+    async def begin_then_lose_one(self: Begin, *args: Any, **kw: Any) -> Any:
         flights = await begin(self, *args, **kw)
         if flights and not marked:  # the first batch: its task has not run yet
             marked.append(flights[0].envelope.task.task_id)
-            worker = self.w
-            assert isinstance(worker, Worker)  # the handler's WorkerView is the worker
-            worker._lost(flights[0].stream, flights[0].entry_id)
+            (handler,) = handlers
+            handler.lost(flights[0].stream, flights[0].entry_id)  # as the heartbeat does
         return flights
 
-    monkeypatch.setattr(DeliveryHandler, "_start", start_then_lose_one)
+    monkeypatch.setattr(DeliveryHandler, "__init__", keep)
+    monkeypatch.setattr(Begin, "begin", begin_then_lose_one)
     agent = Counting()
     async with Orchestrator.from_client(client, config=config, settings=settings) as orch:
         handles = await orch.submit_many([Task(intent="probe", payload={}) for _ in range(10)])

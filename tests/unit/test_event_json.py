@@ -15,7 +15,8 @@ from deepagents.contract.result import ResultMetrics
 from deepagents.contract.task import utcnow
 from deepagents.transport.base import StreamRef
 from deepagents.transport.keys import Keys
-from deepagents.worker.delivery import DeliveryHandler, InFlight
+from deepagents.worker.encode import Encoder
+from deepagents.worker.flight import InFlight
 
 AWKWARD = 'quote " backslash \\ newline \n nul \x00 é 𝄞'
 
@@ -25,15 +26,8 @@ class _Agent:
     version = "1.0\\beta"
 
 
-class _Worker:
-    agent = _Agent()
-    consumer = 'host-"1"'
-
-
-def _handler() -> Any:
-    handler: Any = DeliveryHandler.__new__(DeliveryHandler)  # the event builders only
-    handler.w, handler._bases, handler.outbox = _Worker(), {}, True
-    return handler
+def _handler() -> Encoder:
+    return Encoder(_Agent(), 'host-"1"')  # type: ignore[arg-type]  # the two fields read
 
 
 def _flight(task: Task) -> InFlight:
@@ -55,9 +49,9 @@ def test_started_and_terminal_events_parse_to_their_fields() -> None:
     handler = _handler()
     task = Task(intent="x", payload={}, tenant=AWKWARD, traceparent=AWKWARD[:40])
     flight = _flight(task)
-    flight.context = handler._event_context(flight.stream, flight.envelope)
+    flight.context = handler.context(flight.stream, flight.envelope)
     now = utcnow()
-    started = handler._started_event(flight.context, orjson.dumps(now), 7)
+    started = handler.started_event(flight.context, orjson.dumps(now), 7)
     # the begin script appends the delivery count and the closing brace
     event = orjson.loads(started + b"4}")
     shared = {**SHARED, "tenant": AWKWARD, "traceparent": AWKWARD[:40], "deliveries": 4}
@@ -72,7 +66,7 @@ def test_started_and_terminal_events_parse_to_their_fields() -> None:
     result = orjson.dumps({"status": "success", "output": {"text": AWKWARD}})
     extra = [audit_event("model_call", task.task_id, model=AWKWARD)]
     model_call, terminal = orjson.loads(
-        handler._commit_events(flight, "succeeded", result, extra, now)
+        handler.commit_events(flight, "succeeded", result, extra, now)
     )
     assert model_call == orjson.loads(orjson.dumps(extra[0]))
     assert terminal == {
@@ -89,10 +83,10 @@ def test_started_and_terminal_events_parse_to_their_fields() -> None:
 def test_a_task_without_tenant_or_trace_omits_them_and_rare_events_share_the_fields() -> None:
     handler = _handler()
     flight = _flight(Task(intent="x", payload={}))
-    (terminal,) = orjson.loads(handler._commit_events(flight, "failed", b"{}", [], utcnow()))
+    (terminal,) = orjson.loads(handler.commit_events(flight, "failed", b"{}", [], utcnow()))
     assert {k: terminal[k] for k in SHARED} == SHARED
     assert "tenant" not in terminal and "traceparent" not in terminal
-    retried = handler._event("retried", flight, reason="r")
+    retried = handler.event("retried", flight, reason="r")
     assert {k: retried[k] for k in SHARED} == SHARED
     assert retried["deliveries"] == 4 and retried["reason"] == "r"
 
@@ -106,7 +100,7 @@ def test_the_committed_result_is_the_same_whether_the_agent_set_metrics_or_not()
 
     def committed(result: Result) -> dict[str, Any]:
         body: dict[str, Any] = orjson.loads(
-            handler._finish(flight, result, time.monotonic(), 12, now)
+            handler.result_json(flight, result, time.monotonic(), 12, now)
         )
         assert body["metrics"].pop("latency_ms") >= 0
         return body

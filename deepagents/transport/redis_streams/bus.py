@@ -48,7 +48,7 @@ def _entries(raw: list[Any]) -> list[RawEntry]:
         entry_id, flat = entry
         if flat:
             it = iter(flat)
-            out.append(tuple.__new__(RawEntry, (entry_id.decode(), dict(zip(it, it, strict=True)))))
+            out.append(RawEntry(entry_id.decode(), dict(zip(it, it, strict=True))))
         else:
             out.append(RawEntry(entry_id.decode(), None))
     return out
@@ -314,7 +314,7 @@ class RedisStreamBus:
             args += (item.entry_id, item.attempt, item.started_event)
         with redis_errors(f"begin on {stream.name}"):
             (reply,) = await self._evalsha(self.scripts.begin, [(keys, args)])
-        return [tuple.__new__(Begun, (status.decode(), n)) for status, n in reply]
+        return [Begun(status.decode(), n) for status, n in reply]
 
     async def commit(
         self, stream: StreamRef, group: str, consumer: str, items: Sequence[CommitItem]

@@ -1,0 +1,306 @@
+"""Every way a delivery ends in exactly one owner-checked script: commit (a result, through
+the group commit), reschedule (retry or degrade), or dead-letter. Nothing is dropped
+silently: an entry that is not a task is dead-lettered too."""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Sequence
+from typing import Any
+
+from deepagents.config.schema import AgentSettings
+from deepagents.contract.agent import AgentContract
+from deepagents.contract.codec import encode_result, encode_task, salvage_ids
+from deepagents.contract.events import audit_event, encode_events
+from deepagents.contract.result import ErrorCode, ErrorInfo, Result, ResultStatus
+from deepagents.contract.task import utcnow
+from deepagents.errors import TransportError
+from deepagents.telemetry.metrics import Metrics, TierMetrics
+from deepagents.transport.base import (
+    CommitItem,
+    DeadLetter,
+    MessageBus,
+    RawEntry,
+    Reschedule,
+    StreamRef,
+    now_ms,
+)
+from deepagents.worker.committer import Committer
+from deepagents.worker.encode import Encoder
+from deepagents.worker.flight import RESOLVING, InFlight
+from deepagents.worker.settle import Settler
+from deepagents.worker.stats import WorkerStats
+
+log = logging.getLogger("deepagents.worker")
+# A status's text without the enum's ``value`` descriptor, which is per task here.
+_STATUS_TEXT = {status: status.value for status in ResultStatus}
+BODY_GONE = "the entry's body was deleted before it was processed"
+
+
+class Outcomes:
+    def __init__(
+        self,
+        *,
+        bus: MessageBus,
+        group: str,
+        consumer: str,
+        agent: AgentContract,
+        agent_settings: AgentSettings,
+        tier_names: Sequence[str],
+        capacities: dict[str, int],
+        encoder: Encoder,
+        settler: Settler,
+        stats: WorkerStats,
+        metrics: Metrics | None,
+        outbox: bool,
+    ) -> None:
+        self.bus, self.group, self.consumer = bus, group, consumer
+        self.agent, self.agent_settings = agent, agent_settings
+        self.encoder, self.settler, self.stats, self.outbox = encoder, settler, stats, outbox
+        self.committer = Committer(
+            bus,
+            group,
+            consumer,
+            self.committed,
+            agent_settings.batch_size * 2,
+            tier_rank={name: i for i, name in enumerate(tier_names)},
+            # A tier's readers read on while up to a poolful of its commits are in the
+            # air: the agent's slots never wait for Redis to write results.
+            backlog=capacities,
+        )
+        # Children bound once per tier: the hot path does a dict lookup, never a label lookup.
+        self._tm: dict[str, TierMetrics] | None = (
+            {t: metrics.tier(agent.name, t) for t in tier_names} if metrics is not None else None
+        )
+        self._decode_errors = (
+            metrics.decode_errors.labels(agent.name, "stream") if metrics is not None else None
+        )
+
+    # a result, through the group commit ---------------------------------------------------
+
+    def commit(
+        self,
+        flight: InFlight,
+        result: Result,
+        started: float,
+        queue_ms: int,
+        kind: str,
+        events: list[dict[str, Any]],
+    ) -> None:
+        """Hand the outcome to the group commit; ``committed`` ends the delivery once it
+        lands. Its task ends here: no future to wait on, per task."""
+        now = utcnow()
+        result_json = self.encoder.result_json(flight, result, started, queue_ms, now)
+        events_json = (
+            self.encoder.commit_events(flight, kind, result_json, events, now)
+            if self.outbox
+            else b""
+        )
+        env = flight.envelope
+        item = CommitItem(flight.entry_id, env.task.task_id, result_json, env.reply, events_json)
+        outcome = _STATUS_TEXT[result.status]
+        self.committer.put(flight.stream, item, (flight, outcome, started, queue_ms))
+        self.settler.hand_over(flight)
+
+    def committed(
+        self, tokens: list[Any], statuses: Sequence[str | None], error: BaseException | None
+    ) -> None:
+        """The group commit's answer for one stream's batch (each token is what ``commit``
+        gave): the batch settles and is counted at once, per status, since a counter's
+        increment takes a lock; only the latencies are observed one by one."""
+        if not tokens:
+            return
+        self.settler.settle_all([token[0] for token in tokens])
+        stats, tier = self.stats, tokens[0][0].stream.tier
+        m = self._tm[tier] if self._tm is not None else None
+        landed = time.monotonic()  # the batch's commit landed now
+        completed: dict[str, int] = {}
+        waits: list[float] = []
+        runs: list[float] = []
+        for (flight, outcome, started, queue_ms), status in zip(tokens, statuses, strict=True):
+            if status == "ok":
+                completed[outcome] = completed.get(outcome, 0) + 1
+                if m is not None:
+                    waits.append(queue_ms / 1000)
+                    runs.append(landed - started)
+            elif status is None:
+                # Not retryable (e.g. the group is gone): the entry stays pending for a reclaim.
+                log.error("commit failed: %s", error, extra={"action": "commit_failed"})
+            elif status == "dup":
+                stats.duplicates += 1
+            else:
+                # A stale run (a paused or partitioned worker): the fence held. Rare, and
+                # what an operator looks for after a pause, so it is said once per task.
+                stats.lost_ownership += 1
+                log.warning(
+                    "commit of task %s refused: another consumer owns its entry now",
+                    flight.envelope.task.task_id,
+                    extra={"action": "commit_refused"},
+                )
+        if m is not None:
+            m.observe_many(waits, runs)
+        for outcome, n in completed.items():
+            stats.committed += n
+            stats.by_status[outcome] += n
+            if m is not None:
+                m.completed[outcome].inc(n)
+
+    # a retry, a degrade, a dead letter ----------------------------------------------------
+
+    async def reschedule(
+        self, flight: InFlight, tier: str, delay_ms: int, kind: str, reason: str
+    ) -> None:
+        env = flight.envelope
+        events = (
+            [self.encoder.event(kind, flight, reason=reason, delay_ms=delay_ms, to_tier=tier)]
+            if self.outbox
+            else []
+        )
+        item = Reschedule(
+            entry_id=flight.entry_id,
+            task_id=env.task.task_id,
+            due_ms=now_ms() + delay_ms,
+            tier=tier,
+            task_json=encode_task(env.task),
+            attempt=env.attempt + 1,
+            reply=env.reply,
+            events_json=encode_events(events),
+        )
+        flight.move(RESOLVING)
+        status = await self.bus.reschedule(flight.stream, self.group, self.consumer, item)
+        self._count(status, "retried")
+        if status == "ok" and self._tm is not None:
+            self._tm[flight.stream.tier].completed[kind].inc()
+
+    async def dead_letter(
+        self, flight: InFlight, reason: ErrorCode, error: str, started: float, queue_ms: int
+    ) -> None:
+        failed = Result.failed(ErrorCode.DEAD_LETTERED, f"{reason}: {error}")
+        result_json = self.encoder.result_json(flight, failed, started, queue_ms, utcnow())
+        events = (
+            [self.encoder.event("dead_lettered", flight, reason=reason, error=error)]
+            if self.outbox
+            else []
+        )
+        item = DeadLetter(
+            entry_id=flight.entry_id,
+            reason=reason,
+            error=error,
+            task_id=flight.envelope.task.task_id,
+            result_json=result_json,
+            reply=flight.envelope.reply,
+            events_json=encode_events(events),
+        )
+        flight.move(RESOLVING)
+        status = await self.bus.dead_letter(flight.stream, self.group, self.consumer, item)
+        self._count(status, "dead_lettered")
+        if status == "ok" and self._tm is not None:
+            self._observe(flight.stream.tier, "dead_lettered", started, queue_ms)
+        log.warning(
+            "dead-lettered %s: %s",
+            flight.envelope.task.task_id,
+            reason,
+            extra={"action": "dead_lettered", "task_id": flight.envelope.task.task_id},
+        )
+
+    async def dead_letter_raw(
+        self, ref: StreamRef, entry: RawEntry, reason: ErrorCode, error: str
+    ) -> None:
+        """An entry that is not a task (undecodable, or its body is gone). When its task id
+        can still be read (``salvage_ids``), the task fails with the reason, so that its
+        submitter hears it rather than waiting for ever."""
+        entry_id = entry.entry_id
+        salvaged = (
+            salvage_ids(entry.fields, parse=reason == ErrorCode.DECODE_ERROR)
+            if reason != ErrorCode.PAYLOAD_LOST
+            else None
+        )
+        task_id, reply = salvaged if salvaged is not None else (None, "")
+        result_json = b"" if task_id is None else self._failed_json(task_id, reason, error)
+        kind = "payload_lost" if reason == ErrorCode.PAYLOAD_LOST else "dead_lettered"
+        fields = {"agent": self.agent.name, "entry": entry_id, "reason": reason, "error": error}
+        events, unbound = (
+            [audit_event(kind, task_id, **fields)],
+            [audit_event(kind, None, **fields)],
+        )
+        item = DeadLetter(
+            entry_id,
+            reason,
+            error,
+            task_id=task_id,
+            result_json=result_json,
+            reply=reply,
+            events_json=encode_events(events) if self.outbox else b"",
+            salvaged=task_id is not None,
+            unbound_events_json=encode_events(unbound) if self.outbox else b"",
+        )
+        status = await self.bus.dead_letter(ref, self.group, self.consumer, item)
+        self._count(status, "dead_lettered")
+        if status == "ok" and self._tm is not None:
+            self._tm[ref.tier].completed["dead_lettered"].inc()
+            if reason == ErrorCode.DECODE_ERROR and self._decode_errors is not None:
+                self._decode_errors.inc()
+        log.warning(
+            "dead-lettered entry %s of %s: %s (%s)",
+            entry_id,
+            ref.name,
+            reason,
+            error,
+            extra={"action": "dead_lettered", "task_id": task_id},
+        )
+
+    def _failed_json(self, task_id: str, reason: ErrorCode, error: str) -> bytes:
+        """A dead-lettered task's Result, for a task that never decoded (no flight)."""
+        failed = Result(
+            task_id=task_id,
+            status=ResultStatus.FAILED,
+            error=ErrorInfo(code=ErrorCode.DEAD_LETTERED, message=f"{reason}: {error}"),
+            agent=self.agent.name,
+            agent_version=self.agent.version,
+            finished_at=utcnow(),
+        )
+        return encode_result(failed)
+
+    async def payload_lost(self, ref: StreamRef, entry_ids: list[str]) -> None:
+        """Ids XAUTOCLAIM reported deleted: already out of the PEL; record a tombstone each."""
+        for entry_id in entry_ids:
+            events = [audit_event("payload_lost", None, agent=self.agent.name, entry=entry_id)]
+            item = DeadLetter(
+                entry_id,
+                ErrorCode.PAYLOAD_LOST,
+                BODY_GONE,
+                events_json=encode_events(events) if self.outbox else b"",
+                check_owner=False,
+            )
+            await self.bus.dead_letter(ref, self.group, self.consumer, item)
+            self.stats.dead_lettered += 1
+
+    async def hand_back(self, flights: list[InFlight]) -> None:
+        """Make unfinished entries claimable at once (idle = visibility timeout), without
+        counting the delivery they had here."""
+        vis = self.agent_settings.visibility_timeout_ms
+        by_stream: dict[StreamRef, list[tuple[str, str]]] = {}
+        for flight in flights:
+            if not flight.resolving:
+                item = (flight.entry_id, flight.envelope.task.task_id)
+                by_stream.setdefault(flight.stream, []).append(item)
+        for ref, items in by_stream.items():
+            try:
+                await self.bus.hand_back(ref, self.group, self.consumer, items, vis)
+            except TransportError as exc:
+                log.warning("hand back failed (reclaimed after the timeout): %s", exc)
+
+    def _observe(self, tier: str, status: str, started: float, queue_ms: int) -> None:
+        assert self._tm is not None
+        self._tm[tier].observe(queue_ms / 1000, time.monotonic() - started)
+        self._tm[tier].completed[status].inc()
+
+    def _count(self, status: str, what: str) -> None:
+        stats = self.stats
+        if status == "ok":
+            setattr(stats, what, getattr(stats, what) + 1)
+        elif status == "dup":
+            stats.duplicates += 1
+        else:
+            stats.lost_ownership += 1

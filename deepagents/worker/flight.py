@@ -1,0 +1,85 @@
+"""A delivery in flight and its lifecycle: one state, changed only along allowed edges.
+
+    BEGUN ──▶ RUNNING ──▶ HANDED ───▶ SETTLED      (a result, to the group commit)
+      │          │──────▶ RESOLVING ─▶ SETTLED      (a retry or a dead letter, one script)
+      │          │──────────────────▶ SETTLED      (crashed, or cancelled at shutdown)
+      └──────────┴─▶ LOST ─▶ ...                   (another consumer owns the entry now)
+
+A lost delivery was told to stop, but an agent may swallow the cancellation and finish:
+its outcome still goes through an owner-checked script, which changes nothing.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import enum
+from dataclasses import dataclass, field
+from datetime import datetime
+
+from deepagents.contract.codec import Envelope
+from deepagents.contract.task import utcnow
+from deepagents.errors import DeepAgentsError
+from deepagents.transport.base import StreamRef
+
+
+class FlightState(enum.IntEnum):  # an int: hashed and indexed in C, three moves per task
+    BEGUN = 0  # the begin script marked it running; its batch's task has not reached it
+    RUNNING = 1  # its contract runs
+    LOST = 2  # the heartbeat found another owner: stop, the other's outcome stands
+    RESOLVING = 3  # a retry or dead-letter script is in the air
+    HANDED = 4  # its result is with the group commit; its slot is free already
+    SETTLED = 5  # over: out of the in-flight set, its slot free
+
+
+# The members as module names: per task, a global beats the enum class's attribute lookup
+# (0.03 against 0.2 µs on Python 3.11).
+BEGUN, RUNNING, LOST, RESOLVING, HANDED, SETTLED = FlightState
+_S = FlightState
+ALLOWED: dict[FlightState, frozenset[FlightState]] = {
+    _S.BEGUN: frozenset({_S.RUNNING, _S.LOST}),
+    _S.RUNNING: frozenset({_S.LOST, _S.RESOLVING, _S.HANDED, _S.SETTLED}),
+    _S.LOST: frozenset({_S.RESOLVING, _S.HANDED, _S.SETTLED}),
+    _S.RESOLVING: frozenset({_S.SETTLED}),
+    _S.HANDED: frozenset({_S.SETTLED}),
+    _S.SETTLED: frozenset(),
+}
+# The same table as one bit mask per state, indexed by state: what ``move`` checks.
+_MASKS = tuple(sum(1 << to for to in ALLOWED[state]) for state in FlightState)
+
+
+class IllegalTransition(DeepAgentsError):
+    """A delivery was moved along an edge its lifecycle does not have: a bug."""
+
+
+@dataclass(slots=True)
+class InFlight:
+    stream: StreamRef
+    entry_id: str
+    envelope: Envelope
+    deliveries: int
+    # The asyncio task that runs it, shared with the deliveries of its batch until it
+    # starts (``run.Run.in_turn``): cancel it only once RUNNING.
+    task: asyncio.Task[None] | None = None
+    state: FlightState = FlightState.BEGUN
+    started_at: datetime = field(default_factory=utcnow)
+    # The fields its audit events share, as encoded JSON members (``encode.py``), when the
+    # outbox is on.
+    context: bytes | None = None
+    # Enqueue to begin: the wait its started event and its Result report.
+    queue_ms: int = 0
+    # A suspect's, run with no other delivery beside it (``quarantine.py``): set when the
+    # delivery settles. An ordinary delivery (None) leaves the quarantine then instead.
+    settled: asyncio.Event | None = None
+
+    def move(self, to: FlightState) -> None:
+        if not _MASKS[self.state] >> to & 1:
+            raise IllegalTransition(f"delivery {self.entry_id}: {self.state.name} -> {to.name}")
+        self.state = to
+
+    @property
+    def resolving(self) -> bool:
+        """Its outcome is being written (or was): too late to hand it back or cancel it."""
+        return self.state in _OUTCOME
+
+
+_OUTCOME = frozenset({_S.RESOLVING, _S.HANDED, _S.SETTLED})

@@ -1,0 +1,224 @@
+"""Run begun deliveries through the agent's contract, and stop the ones that must stop.
+
+A batch's deliveries start one after the other in one asyncio task, each in a context of
+its own (``_internal/eager.py``); each ends in one outcome of ``commit.py``."""
+
+from __future__ import annotations
+
+import asyncio
+import contextvars
+import logging
+import time
+from typing import Any
+
+from deepagents._internal.eager import Resume, first_step
+from deepagents.config.schema import AgentSettings, FileConfig
+from deepagents.contract.agent import current_attempt
+from deepagents.contract.result import ErrorCode, Result, ResultStatus
+from deepagents.contract.task import utcnow
+from deepagents.modelcall.usage import start_usage
+from deepagents.worker.commit import Outcomes
+from deepagents.worker.encode import Encoder
+from deepagents.worker.flight import BEGUN, HANDED, LOST, RUNNING, SETTLED, InFlight
+from deepagents.worker.retry import decide
+from deepagents.worker.runner import AgentRunner
+from deepagents.worker.settle import Settler
+from deepagents.worker.stats import WorkerStats
+
+log = logging.getLogger("deepagents.worker")
+# Settled by the group commit's callback, not by the delivery's own task.
+_GROUP_COMMITTED = frozenset({HANDED, SETTLED})
+
+
+class Run:
+    def __init__(
+        self,
+        *,
+        runner: AgentRunner,
+        agent_settings: AgentSettings,
+        config: FileConfig,
+        outcomes: Outcomes,
+        encoder: Encoder,
+        settler: Settler,
+        stats: WorkerStats,
+        outbox: bool,
+    ) -> None:
+        self.runner, self.agent_settings, self.config = runner, agent_settings, config
+        self.outcomes, self.encoder, self.settler = outcomes, encoder, settler
+        self.stats, self.outbox = stats, outbox
+        self._max_wait = {name: tier.max_wait_ms for name, tier in config.tiers.items()}
+
+    # starting -----------------------------------------------------------------------------
+
+    def start(self, flights: list[InFlight]) -> None:
+        """Run the deliveries in a new task, one after the other (``in_turn``)."""
+        if flights:
+            task = asyncio.create_task(self.in_turn(flights))
+            for flight in flights:
+                flight.task = task
+
+    async def in_turn(self, flights: list[InFlight]) -> None:
+        """Start the deliveries one after the other in this task. Most finish in their first
+        step; the first that waits keeps this task to itself to its end, and the ones after
+        it go on in a new task."""
+        for at, flight in enumerate(flights):
+            if flight.state is LOST:  # lost before it started: skip it
+                self.settler.settle(flight)
+                continue
+            flight.move(RUNNING)
+            coro, context = self.process(flight), contextvars.copy_context()
+            try:
+                finished, yielded = first_step(coro, context)
+            except BaseException:
+                self.start(flights[at + 1 :])
+                raise
+            if not finished:
+                self.start(flights[at + 1 :])
+                await Resume(coro, context, yielded)
+                return
+
+    async def here(self, flight: InFlight) -> None:
+        """Run it in the caller's task (a suspect, in its reader)."""
+        flight.move(RUNNING)
+        await self.process(flight)
+
+    # stopping -----------------------------------------------------------------------------
+
+    def lose(self, flight: InFlight) -> bool:
+        """Another consumer owns its entry now: stop working on it; its outcome stands. True
+        when this is news. Once its outcome is in the air, that script's owner check
+        changes nothing and counts the loss."""
+        if flight.state is BEGUN:
+            flight.move(LOST)  # its batch's task skips it (cancelling that
+            return True  # task would stop the deliveries before it too)
+        if flight.state is RUNNING:
+            flight.move(LOST)
+            if flight.task is not None:
+                flight.task.cancel()
+            return True
+        return False
+
+    def abandon(self, flight: InFlight) -> None:
+        """Shutdown, after the grace period: cancel it, or make its batch's task skip it."""
+        if flight.state is BEGUN:
+            flight.move(LOST)
+        elif flight.task is not None and flight.state is not LOST:
+            flight.task.cancel()  # lost ones were cancelled then
+
+    # the contract -------------------------------------------------------------------------
+
+    async def process(self, flight: InFlight) -> None:
+        """One delivery, from its first step in its batch's task (``in_turn``)."""
+        try:
+            await self._contract(flight)
+        except asyncio.CancelledError:
+            pass  # lost ownership or shutdown: the entry is someone else's, or handed back
+        except Exception:  # the entry stays pending and is reclaimed; never crash the worker
+            log.exception("delivery failed", extra={"action": "delivery_crashed"})
+        finally:
+            if flight.state not in _GROUP_COMMITTED:
+                self.settler.settle(flight)
+
+    async def _contract(self, flight: InFlight) -> None:
+        if flight.deliveries > self.agent_settings.max_deliveries:
+            await self._exhausted(flight)  # crashes or failures: dead-letter it
+            return
+        task, ref, queue_ms = flight.envelope.task, flight.stream, flight.queue_ms
+        started = time.monotonic()
+        events: list[dict[str, Any]] = []
+        if task.deadline is not None and task.expired():
+            result = Result.failed(
+                ErrorCode.DEADLINE_EXCEEDED, "deadline passed before the task started"
+            )
+            self.outcomes.commit(flight, result, started, queue_ms, "expired", events)
+            return
+        if queue_ms > self._max_wait[ref.tier] and await self._overdue(
+            flight, queue_ms, started, events
+        ):
+            return
+        try:
+            result = await self._run_metered(flight, events)
+        except TimeoutError:
+            result = Result.failed(ErrorCode.DEADLINE_EXCEEDED, "deadline passed while running")
+        except Exception as exc:
+            decision = decide(
+                exc,
+                deliveries=flight.deliveries,
+                max_deliveries=self.agent_settings.max_deliveries,
+                policy=self.agent_settings.retry,
+                time_left_ms=_time_left_ms(flight),
+            )
+            if decision.action == "retry":
+                await self.outcomes.reschedule(
+                    flight, ref.tier, decision.delay_ms, "retried", decision.reason
+                )
+                return
+            if decision.action == "dead_letter":
+                await self.outcomes.dead_letter(
+                    flight, decision.code, decision.reason, started, queue_ms
+                )
+                return
+            result = Result.failed(decision.code, decision.reason)
+        kind = "succeeded" if result.status is not ResultStatus.FAILED else "failed"
+        self.outcomes.commit(flight, result, started, queue_ms, kind, events)
+
+    async def _run_metered(self, flight: InFlight, events: list[dict[str, Any]]) -> Result:
+        """Run the contract; model calls made inside add their tokens, cost and audit events.
+        The deadline bounds the run (in line rather than a helper coroutine: per task)."""
+        task = flight.envelope.task
+        usage = start_usage()  # in this delivery's own task context: nothing to reset
+        current_attempt.set(flight.envelope.attempt)
+        if task.deadline is None:
+            result = await self.runner.run(task)
+        else:
+            remaining = (task.deadline - utcnow()).total_seconds()
+            async with asyncio.timeout(max(0.0, remaining)):
+                result = await self.runner.run(task)
+        if usage.attempts:
+            result = usage.apply(result)
+            if self.outbox:
+                events += usage.audit_events(task.task_id)
+        return result
+
+    async def _overdue(
+        self, flight: InFlight, queue_ms: int, started: float, events: list[dict[str, Any]]
+    ) -> bool:
+        """Apply the tier's on_overdue action; True when the delivery was handled."""
+        ref = flight.stream
+        action = self.config.tiers[ref.tier].on_overdue
+        tiers = self.config.tier_names
+        log.warning(
+            "task waited %d ms in %s (max %d ms): %s",
+            queue_ms,
+            ref.tier,
+            self.config.tiers[ref.tier].max_wait_ms,
+            action,
+            extra={"action": "overdue", "task_id": flight.envelope.task.task_id},
+        )
+        if action == "drop":
+            result = Result.failed(ErrorCode.DROPPED, f"waited {queue_ms} ms in {ref.tier}")
+            self.outcomes.commit(flight, result, started, queue_ms, "dropped", events)
+            return True
+        index = tiers.index(ref.tier)
+        if action == "degrade" and index + 1 < len(tiers):
+            await self.outcomes.reschedule(
+                flight, tiers[index + 1], 0, "degraded", f"waited {queue_ms} ms"
+            )
+            return True
+        if self.outbox:
+            events.append(self.encoder.event("overdue", flight, queue_ms=queue_ms))
+        return False
+
+    async def _exhausted(self, flight: InFlight) -> None:
+        """Delivered more than max_deliveries times (crashes or failures): dead-letter it."""
+        reason = f"delivered {flight.deliveries} times (max {self.agent_settings.max_deliveries})"
+        await self.outcomes.dead_letter(
+            flight, ErrorCode.MAX_DELIVERIES, reason, time.monotonic(), flight.queue_ms
+        )
+
+
+def _time_left_ms(flight: InFlight) -> float | None:
+    deadline = flight.envelope.task.deadline
+    if deadline is None:
+        return None
+    return (deadline - utcnow()).total_seconds() * 1000
