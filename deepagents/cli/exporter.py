@@ -20,7 +20,7 @@ from deepagents.compose import services_for
 from deepagents.errors import TransportError
 from deepagents.orchestrator.fleet import FleetSampler
 from deepagents.telemetry.metrics import FleetMetrics
-from deepagents.telemetry.serve import serve_registry
+from deepagents.telemetry.serve import serve_registry, stop_server
 
 log = logging.getLogger("deepagents.exporter")
 
@@ -65,7 +65,7 @@ def main(args: argparse.Namespace) -> int:
     try:
         run(sample_forever())
     finally:
-        server.shutdown()
+        stop_server(server)
     return 0
 
 

@@ -20,7 +20,7 @@ from deepagents.contract.loading import load_agent_class
 from deepagents.errors import ConfigError
 from deepagents.remote import remote_agent_class
 from deepagents.telemetry.core import configure
-from deepagents.telemetry.serve import serve_metrics
+from deepagents.telemetry.serve import serve_metrics, stop_server
 from deepagents.worker import Worker
 from deepagents.worker.probes import WorkerProbes
 
@@ -146,7 +146,7 @@ def main(args: argparse.Namespace) -> int:
     finally:
         telemetry.tracing.shutdown()  # flush spans still batched for the exporter
         if server is not None:
-            server.shutdown()
+            stop_server(server)
     return 0
 
 

@@ -27,6 +27,14 @@ _WSGIApp = Callable[[dict[str, Any], Callable[..., Any]], Iterable[bytes]]
 class Server(Protocol):
     def shutdown(self) -> None: ...
 
+    def server_close(self) -> None: ...
+
+
+def stop_server(server: Server) -> None:
+    """Stop serving, then close the listening socket (``shutdown`` alone leaves it open)."""
+    server.shutdown()
+    server.server_close()
+
 
 class Probes(NamedTuple):
     """The answers of ``/healthz`` and ``/readyz``; called on the server's thread."""

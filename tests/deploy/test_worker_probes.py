@@ -16,7 +16,7 @@ from deepagents._internal.redis_server import free_port
 from deepagents.config import Settings, load_config
 from deepagents.telemetry.core import Telemetry
 from deepagents.telemetry.metrics import Metrics
-from deepagents.telemetry.serve import Server, serve_metrics
+from deepagents.telemetry.serve import Server, serve_metrics, stop_server
 from deepagents.worker import Worker
 from deepagents.worker.probes import WorkerProbes
 from tests.support.wait import eventually, eventually_sync
@@ -40,7 +40,7 @@ def served() -> Iterator[tuple[WorkerProbes, str, Telemetry]]:
     try:
         yield probes, f"http://127.0.0.1:{port}", telemetry
     finally:
-        server.shutdown()
+        stop_server(server)
 
 
 def _status(url: str) -> int:
