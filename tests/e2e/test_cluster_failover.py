@@ -34,7 +34,12 @@ from tests.support.workers import running_worker
 
 pytestmark = pytest.mark.slow
 
+# Five at a time, so that 100 tasks of 0.2 s take seconds: with the default pool of 100 they
+# all ran at once and committed in one batch, and "some done, some running" was never seen.
 CONFIG = """
+tiers:
+  p2: {concurrency: 5, max_wait_ms: 120000}
+default_tier: p2
 defaults: {shards: 2, block_ms: 200, visibility_timeout_ms: 2000}
 agents: {echo: {class: "agents.echo:EchoAgent"}}
 """
