@@ -56,7 +56,7 @@ class MemoryTaskStore:
         return out
 
     def owner_key(self, task_id: str) -> str:
-        return f"{self.keys.prefix}:gw:owner:{task_id}"
+        return self.keys.owner(task_id)
 
     def owner_record(self, task_id: str, tenant: str) -> tuple[str, str]:
         return self.owner_key(task_id), tenant

@@ -139,8 +139,7 @@ class TaskStore:
     # gateway owner records ----------------------------------------------------------------
 
     def owner_key(self, task_id: str) -> str:
-        # The tenant that submitted a task through the gateway; reads by another tenant 404.
-        return f"{self.keys.prefix}:gw:owner:{task_id}"
+        return self.keys.owner(task_id)
 
     def owner_record(self, task_id: str, tenant: str) -> tuple[str, str]:
         return self.owner_key(task_id), tenant

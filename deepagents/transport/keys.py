@@ -61,6 +61,10 @@ class Keys:
     def location(self, task_id: str) -> str:
         return f"{self.prefix}:loc:{task_id}"
 
+    def owner(self, task_id: str) -> str:
+        # The tenant that submitted a task through the gateway; reads by another tenant 404.
+        return f"{self.prefix}:gw:owner:{task_id}"
+
     def idempotency(self, key: str, tenant: str | None) -> str:
         # Hashed: user text never shapes a key name (no brace or length games), and
         # the same key in two tenants never collides.
