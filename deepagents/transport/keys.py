@@ -48,6 +48,11 @@ class ShardKeys:
     def task(self, task_id: str) -> str:
         return f"{self.tag}:t:{task_id}"
 
+    def steps(self, task_id: str) -> str:
+        # A long-running task's step results, state and human answers: beside its task
+        # hash, so recording one is owner-checked in the same script as commit.
+        return f"{self.tag}:s:{task_id}"
+
 
 @dataclass(frozen=True, slots=True)
 class Keys:
