@@ -163,13 +163,16 @@ class RedisStreamBus:
         commands, order = self._enqueue_calls(
             items, limits, locations if inline else (), location_ttl_s
         )
-        with redis_errors("enqueue"):
+        script = self.scripts.enqueue
+        with redis_errors("enqueue and record task locations" if inline else "enqueue"):
             if replicas:
                 replies, confirmed = await self._replicated(
-                    self.scripts.enqueue, commands, replicas, replica_wait_ms
+                    script, commands, replicas, replica_wait_ms
                 )
+            elif self.cluster:  # the cluster client's pipeline follows MOVED and ASK itself
+                replies, confirmed = await self._pipelined(script, commands), 0
             else:
-                replies, confirmed = await self._evalsha_commands(self.scripts.enqueue, commands), 0
+                replies, confirmed = await self._evalsha_commands(script, commands), 0
         out: list[tuple[str, str]] = [("", "")] * len(items)
         flat = (pair for reply in replies for pair in reply)
         for at, (status, entry) in zip(order, flat, strict=True):
@@ -242,6 +245,24 @@ class RedisStreamBus:
                 wait_ms=replica_wait_ms,
                 stage="locations",
             )
+
+    async def _pipelined(self, script: Any, commands: list[tuple[Any, ...]]) -> list[Any]:
+        """EVALSHA directly: a pipeline given Script objects asks SCRIPT EXISTS first on
+        every execute, an extra round trip per submit. As a plain command: a cluster
+        client's pipeline has no evalsha() but routes the command by its keys."""
+        for attempt in range(2):
+            pipe = self.client.pipeline(transaction=False)
+            for command in commands:
+                pipe.execute_command(*command)
+            try:
+                return list(await pipe.execute())
+            except rex.NoScriptError:
+                if attempt:
+                    raise
+                # The server lost its scripts (restart, SCRIPT FLUSH). Running the batch
+                # again is safe: the script adds nothing for a task that already exists.
+                await self.client.script_load(script.script)
+        raise AssertionError("unreachable")
 
     async def _evalsha_commands(self, script: Any, commands: list[tuple[Any, ...]]) -> list[Any]:
         """EVALSHA commands over the bus's own connections (``Lanes``); on NOSCRIPT (a
