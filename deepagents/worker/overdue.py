@@ -110,7 +110,8 @@ class Overdue:
         elif did == MOVED:
             tiers = self.config.tier_names
             lower = tiers[tiers.index(tier) + 1]
-            await self.outcomes.reschedule(flight, lower, 0, "degraded", f"waited {queue_ms} ms")
+            reason = f"waited {queue_ms} ms"
+            await self.outcomes.reschedule(flight, lower, 0, "degraded", reason, events)
         return verdict
 
     async def _degrade(self, flight: InFlight) -> tuple[Verdict, str, Result | None]:
