@@ -57,7 +57,18 @@ class Overdue:
         outbox: bool,
     ) -> None:
         self.agent, self.config, self.outcomes, self.encoder = agent, config, outcomes, encoder
-        self.metrics, self.outbox = metrics, outbox
+        self.outbox = outbox
+        # One child per tier, made at start: its series exists (at 0) before the first
+        # overdue task, so the series are fixed by the configuration and an alert's
+        # increase() sees the first one too.
+        self._counted = (
+            {
+                name: metrics.overdue.labels(agent.name, name, tier.on_overdue.value)
+                for name, tier in config.tiers.items()
+            }
+            if metrics is not None
+            else None
+        )
         self.ttl_s = agent_settings.answer_cache_ttl_s
         self.has_degraded_path = declares(agent, "degraded_execute")
         # Answers are kept only for an agent that degrade answers from them: one with a
@@ -72,8 +83,8 @@ class Overdue:
         tier = flight.stream.tier
         config = self.config.tiers[tier]
         action = config.on_overdue
-        if self.metrics is not None:
-            self.metrics.overdue.labels(self.agent.name, tier, action.value).inc()
+        if self._counted is not None:
+            self._counted[tier].inc()
         cached: Result | None = None
         if action is OverdueAction.DROP:
             verdict, did = Verdict.HANDLED, "dropped"

@@ -109,6 +109,9 @@ async def test_alert_runs_the_late_task_and_counts_and_audits_it(
     assert late.output == {"n": 2, "path": "execute"}  # it ran, late
     assert late.metrics.queue_ms is not None and late.metrics.queue_ms > MAX_WAIT_MS
     assert _overdue_count(metrics, "nap", "p0", "alert") >= 1
+    # Every tier's series exists from the start (at 0): alert rules see the first increase.
+    drops = {"agent": "nap", "tier": "p2", "action": "drop"}
+    assert metrics.registry.get_sample_value("deepagents_tasks_overdue_total", drops) == 0.0
     assert late.task_id is not None
     events = await _events(client, settings.prefix, "nap", late.task_id)
     event = _overdue_event(events)
