@@ -4,14 +4,18 @@ task's record still reads failed/dropped. Real gateway and worker processes."""
 
 from __future__ import annotations
 
+import uuid
 from collections.abc import Iterator
 
 import httpx
 import pytest
 
+from deepagents.errors import ErrorCode
 from deepagents.gateway.auth import hash_key
+from deepagents.http_client import GatewayClient, GatewayError, RetryPolicy
 from tests.gateway.conftest import Deployment, make_deployment
 from tests.gateway.procs import KEYS, Gateway, Proc, auth, start_worker
+from tests.support.wait import eventually_sync
 
 # A pool of one on p2: a task that sleeps past max_wait_ms makes the next one overdue.
 CONFIG = f"""
@@ -45,12 +49,21 @@ def http(gateway: Gateway, nap_worker: Proc) -> Iterator[httpx.Client]:
         yield client
 
 
+def _warm(http: httpx.Client) -> None:
+    """Until a task finishes: the worker reads (one submitted while it was still starting
+    may have waited past the max wait, and been dropped)."""
+
+    def finished() -> bool:
+        body = {"intent": "nap", "payload": {}}
+        return http.post("/v1/tasks?wait=30", json=body, headers=auth()).status_code == 200
+
+    eventually_sync(finished, timeout=60, what="a task run by the worker")
+
+
 def test_a_dropped_task_answers_a_waiting_submitter_503_with_retry_after(
     http: httpx.Client,
 ) -> None:
-    # Once the worker runs: a task that finishes proves it reads (and warms the pool).
-    warm = http.post("/v1/tasks?wait=30", json={"intent": "nap", "payload": {}}, headers=auth())
-    assert warm.status_code == 200, warm.text
+    _warm(http)
     napping = http.post(
         "/v1/tasks", json={"intent": "nap", "payload": {"sleep": 4}}, headers=auth()
     )
@@ -71,3 +84,54 @@ def test_a_dropped_task_answers_a_waiting_submitter_503_with_retry_after(
     # The napping task ran to its end: only the one behind it was dropped.
     first = http.get(f"/v1/tasks/{napping.json()['task_id']}?wait=30", headers=auth()).json()
     assert first["result"]["status"] == "success"
+
+
+class Counting(httpx.HTTPTransport):
+    """A real transport that counts the requests sent through it."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.sent = 0
+
+    def handle_request(self, request: httpx.Request) -> httpx.Response:
+        self.sent += 1
+        return super().handle_request(request)
+
+
+def _nap(http: httpx.Client) -> None:
+    """Occupy p2's only slot for 4 s: the next task waits past its 1.5 s."""
+    napping = http.post(
+        "/v1/tasks", json={"intent": "nap", "payload": {"sleep": 4}}, headers=auth()
+    )
+    assert napping.status_code == 202, napping.text
+
+
+def _client(gateway: Gateway, transport: Counting) -> GatewayClient:
+    quick = RetryPolicy(attempts=3, max_delay_s=0.2)  # Retry-After says 2 s; capped here
+    return GatewayClient(gateway.url, KEYS["alpha"], retry=quick, transport=transport)
+
+
+def test_the_client_submits_a_dropped_task_again_after_retry_after(
+    http: httpx.Client, gateway: Gateway
+) -> None:
+    _warm(http)
+    _nap(http)
+    transport = Counting()
+    with _client(gateway, transport) as gw:
+        view = gw.submit("nap", {}, wait=30)
+    # The first submit was dropped (503); the second, a new task, found the pool free.
+    assert transport.sent == 2
+    assert view["result"]["status"] == "success"
+
+
+def test_with_an_idempotency_key_the_client_raises_dropped_at_once(
+    http: httpx.Client, gateway: Gateway
+) -> None:
+    _warm(http)
+    _nap(http)
+    transport = Counting()
+    with _client(gateway, transport) as gw, pytest.raises(GatewayError) as raised:
+        gw.submit("nap", {}, wait=30, idempotency_key=f"k-{uuid.uuid4().hex}")
+    # A repeat would find the same, dropped task: not sent.
+    assert transport.sent == 1
+    assert raised.value.status == 503 and raised.value.code is ErrorCode.DROPPED
