@@ -38,6 +38,14 @@ def parse_placement(tiers: str, shards: str, tier_names: Sequence[str], count: i
     return Placement(_tiers(tiers, tier_names), _shards(shards, count))
 
 
+def check_placement(placement: Placement, tier_names: Sequence[str], count: int) -> None:
+    """A placement built in code holds to what ``parse_placement`` checks: a worker must
+    never read a stream no one writes (a tier not configured, a shard past the count)."""
+    tiers = ",".join(placement.tiers) or "(none)"
+    shards = ",".join(map(str, placement.shards)) or "(none)"
+    parse_placement(tiers, shards, tier_names, count)
+
+
 def _tiers(text: str, names: Sequence[str]) -> tuple[str, ...]:
     asked = [p.strip() for p in text.split(",") if p.strip()]
     if not asked:

@@ -20,7 +20,7 @@ from concurrent.futures import ThreadPoolExecutor
 
 from deepagents.compose import RedisClient, Services, services_for
 from deepagents.config.models import ModelConfig
-from deepagents.config.placement import Placement
+from deepagents.config.placement import Placement, check_placement
 from deepagents.config.schema import AgentSettings, FileConfig
 from deepagents.config.settings import Settings
 from deepagents.contract.agent import AgentContract
@@ -81,9 +81,9 @@ class Worker:
                 self.telemetry.metrics.track_in_flight(self.name, tier, _active(pool))
         # What this worker reads (``--tiers``, ``--shards``); its delayed pump and its
         # reclaims cover the same shards and streams, nothing else.
-        self.placement = placement or Placement.everything(
-            config.tier_names, self.agent_settings.shards
-        )
+        shards = self.agent_settings.shards
+        self.placement = placement or Placement.everything(config.tier_names, shards)
+        check_placement(self.placement, config.tier_names, shards)
         self.streams = [
             StreamRef(self.keys.shard(self.name, shard), tier)
             for tier in self.placement.tiers

@@ -3,6 +3,8 @@ leave: which tiers, shards and streams no live worker reads."""
 
 from __future__ import annotations
 
+import re
+
 import pytest
 
 from agents.echo import EchoAgent
@@ -90,3 +92,24 @@ async def test_no_live_worker_leaves_everything_unread() -> None:
     covered = await coverage(MemoryRegistry(), CONFIG, "echo")
     assert covered.unread_tiers() == list(TIERS) and covered.unread_shards() == [0, 1, 2]
     assert covered.summary()[0] == "echo: tier p0 (every shard)"
+
+
+def test_a_worker_refuses_a_placement_outside_its_configuration() -> None:
+    from deepagents.compose import memory_services
+    from deepagents.config import Settings
+    from deepagents.worker import Worker
+
+    settings = Settings()
+    for placement, said in (
+        (Placement(("p0",), (3,)), "'3' is out of range; this agent has 3 shards"),
+        (Placement(("p5",), (0,)), "unknown tier 'p5'"),
+        (Placement((), (0,)), "unknown tier '(none)'"),
+    ):
+        with pytest.raises(ConfigError, match=re.escape(said)):
+            Worker(
+                EchoAgent(),
+                services=memory_services(settings),
+                config=CONFIG,
+                settings=settings,
+                placement=placement,
+            )
