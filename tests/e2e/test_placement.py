@@ -183,6 +183,25 @@ async def test_status_and_the_exporter_name_a_shard_no_live_worker_reads(
     assert 'deepagents_stream_readers{agent="echo",shard="0",tier="p0"} 1.0' in exported
 
 
+async def test_a_p0_only_worker_process_leaves_p1_to_others(
+    procs: Procs, env: dict[str, str], client: Redis, config: FileConfig, settings: Settings
+) -> None:
+    """The same through the CLI: ``deepagents worker … --tiers p0`` in its own process."""
+    async with Orchestrator.from_client(client, config=config, settings=settings) as orch:
+        routine = [await orch.submit(Task(intent="echo", priority=1)) for _ in range(5)]
+        procs.worker("agents.echo:EchoAgent", "--tiers", "p0")
+        urgent = [await orch.submit(Task(intent="echo", priority=0)) for _ in range(5)]
+        for handle in urgent:
+            assert (await handle.result(timeout=60)).status is ResultStatus.SUCCESS
+        for handle in routine:
+            info = await orch.lookup(handle.task_id)
+            assert info is not None and info["state"] == "queued"
+    assert (await _streams(client, config, settings))["p1"]["length"] == 5
+    plain = await _cli(env, "status")
+    assert "echo: tier p1 (every shard)" in plain and "echo: tier p2 (every shard)" in plain
+    assert "echo: tier p0" not in plain
+
+
 @pytest.mark.parametrize(
     ("flag", "value", "said"),
     [
