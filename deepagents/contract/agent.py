@@ -67,7 +67,8 @@ class AgentContract(ABC):
         """The key under which this task's good answer may stand in for another's (e.g.
         the instrument a risk check is about). With one, the worker keeps the last good
         answer per key for ``answer_cache_ttl_s``, and ``degrade`` answers from it. None:
-        this task has no stand-in."""
+        this task has no stand-in. Called on the event loop, after each good run: keep it
+        a cheap, pure function of the task (no I/O)."""
         return None
 
 

@@ -147,7 +147,11 @@ class Overdue:
         except TransportError as exc:  # no answer to stand in: the next path serves
             log.warning("reading a cached answer failed: %s", exc, extra={"action": "cache"})
             return None
-        return None if raw is None else orjson.loads(raw)
+        try:
+            return None if raw is None else orjson.loads(raw)
+        except orjson.JSONDecodeError:  # not what remember() wrote: no stand-in
+            log.warning("a cached answer is not JSON; ignored", extra={"action": "cache"})
+            return None
 
     async def remember(self, task: Task, result: Result) -> None:
         """After a good run of an agent with a ``cache_key``: keep its answer."""

@@ -191,3 +191,16 @@ async def test_drop_fails_the_late_task_with_dropped_unrun(
     events = await _events(client, settings.prefix, "nap", late.task_id)
     assert _overdue_event(events)["outcome"] == "dropped"
     assert [e["type"] for e in events] == ["submitted", "started", "overdue", "dropped"]
+
+
+async def test_a_damaged_cached_answer_is_no_stand_in(
+    client: Redis, orch: Orchestrator, config: FileConfig, settings: Settings, metrics: Metrics
+) -> None:
+    agent = CachingNapAgent()
+    await client.set(Keys(settings.prefix).answer(agent.name, "XAUUSD"), b"{not json")
+    async with running(_worker(agent, client, config, settings, metrics)):
+        _, late = await _behind_a_nap(orch, agent.name, 1, {"key": "XAUUSD"}, key="EURCHF")
+    assert late.output == {"n": 2, "path": "execute"} and not late.degraded
+    assert late.task_id is not None
+    events = await _events(client, settings.prefix, agent.name, late.task_id)
+    assert _overdue_event(events)["outcome"] == "moved to the next tier"
