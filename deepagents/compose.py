@@ -16,7 +16,9 @@ from redis.asyncio import Redis
 
 from deepagents.config.settings import Settings
 from deepagents.errors import ConfigError
-from deepagents.store.base import Registry, TaskRecords
+from deepagents.store.answers import AnswerCache
+from deepagents.store.base import Answers, Registry, TaskRecords
+from deepagents.store.memory_answers import MemoryAnswers
 from deepagents.store.memory_registry import MemoryRegistry
 from deepagents.store.memory_tasks import MemoryTaskStore
 from deepagents.store.registry import AgentRegistry
@@ -45,6 +47,8 @@ class Services:
     registry: Registry
     keys: Keys
     owns_client: bool = field(default=False, repr=False)
+    # The last good answers ``degrade`` may answer from; None: none kept (no degrade cache).
+    answers: Answers | None = field(default=None, repr=False)
 
     async def aclose(self) -> None:
         await self.bus.aclose()
@@ -61,6 +65,7 @@ def services_for(client: RedisClient, settings: Settings) -> Services:
         tasks=TaskStore(client, keys),
         registry=AgentRegistry(client, keys),
         keys=keys,
+        answers=AnswerCache(client, keys),
     )
 
 
@@ -75,6 +80,7 @@ def memory_services(settings: Settings) -> Services:
         tasks=MemoryTaskStore(state, keys),
         registry=MemoryRegistry(),
         keys=keys,
+        answers=MemoryAnswers(state, keys),
     )
 
 

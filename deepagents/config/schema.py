@@ -21,7 +21,9 @@ class _Strict(BaseModel):
 
 class OverdueAction(StrEnum):
     ALERT = "alert"  # run it anyway, log and audit that it waited too long
-    DEGRADE = "degrade"  # move it to the next (lower) tier
+    # The agent's degraded path (degraded_execute, else the last good answer for its
+    # cache_key), else move it to the next (lower) tier; on the last tier: run it late.
+    DEGRADE = "degrade"
     DROP = "drop"  # answer failed/dropped without running it
 
 
@@ -79,6 +81,12 @@ class AgentSettings(_Strict):
     )
     grace_period_s: float = Field(default=20.0, ge=0)
     sync_threads: int = Field(default=32, ge=1, le=1024)
+    answer_cache_ttl_s: int = Field(
+        default=3_600,
+        ge=1,
+        le=7 * 86_400,
+        description="how long a good answer stands in for degrade (agents with cache_key)",
+    )
 
 
 class RemoteTLS(_Strict):

@@ -53,3 +53,25 @@ class AgentContract(ABC):
 
     def health_check(self) -> bool | Awaitable[bool]:
         return True
+
+    # Optional: what ``degrade`` does when a task waited past its tier's max_wait_ms. An
+    # agent that overrides neither has its overdue task moved to the next tier.
+
+    def degraded_execute(self, context: dict[str, Any]) -> Result | Awaitable[Result]:
+        """A cheaper answer for a task that waited too long (a smaller model, a rule of
+        thumb): run instead of ``execute`` between ``prepare_context`` and
+        ``post_process``; the Result is marked ``degraded``. Override to declare one."""
+        raise NotImplementedError
+
+    def cache_key(self, task: Task) -> str | None:
+        """The key under which this task's good answer may stand in for another's (e.g.
+        the instrument a risk check is about). With one, the worker keeps the last good
+        answer per key for ``answer_cache_ttl_s``, and ``degrade`` answers from it. None:
+        this task has no stand-in. Called on the event loop, after each good run: keep it
+        a cheap, pure function of the task (no I/O)."""
+        return None
+
+
+def declares(agent: AgentContract, method: str) -> bool:
+    """The agent overrides this optional method of the contract."""
+    return getattr(type(agent), method, None) is not getattr(AgentContract, method)

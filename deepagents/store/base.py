@@ -7,6 +7,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Protocol
 
+from deepagents.config.placement import Placement
 from deepagents.contract.agent import AgentContract
 from deepagents.store.registry import FORGET_MS, AgentHealth
 from deepagents.store.tasks import DeadLetterEntry, IdempotencyClaim, Location
@@ -49,6 +50,14 @@ class TaskRecords(Protocol):
     async def purge_dead(self, keys: ShardKeys, entry_ids: Sequence[str] | None) -> int: ...
 
 
+class Answers(Protocol):
+    """The last good answer per (agent, cache key), for ``degrade`` (``store/answers.py``)."""
+
+    async def get(self, agent: str, cache_key: str) -> bytes | None: ...
+
+    async def put(self, agent: str, cache_key: str, output_json: bytes, ttl_s: int) -> bool: ...
+
+
 class Registry(Protocol):
     async def register(self, agent: AgentContract, instance: str) -> None: ...
 
@@ -57,6 +66,12 @@ class Registry(Protocol):
     async def deregister(self, agent: AgentContract, instance: str) -> None: ...
 
     async def record_health(self, agent: str, instance: str, ok: bool) -> None: ...
+
+    async def record_reads(self, agent: str, instance: str, placement: Placement) -> None: ...
+
+    async def live_reads(
+        self, agent: str, *, stale_ms: int, everything: Placement
+    ) -> dict[str, Placement]: ...
 
     async def health(
         self, names: list[str] | None = None, *, stale_ms: int, forget_ms: int = FORGET_MS

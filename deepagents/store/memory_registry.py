@@ -6,6 +6,7 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass, field
 
+from deepagents.config.placement import Placement
 from deepagents.contract.agent import AgentContract
 from deepagents.store.registry import FORGET_MS, AgentHealth
 
@@ -20,6 +21,7 @@ class _Agent:
     intents: list[str]
     beats: dict[str, int] = field(default_factory=dict)  # instance -> last heartbeat ms
     checks: dict[str, bool] = field(default_factory=dict)  # instance -> last health check
+    reads: dict[str, Placement] = field(default_factory=dict)  # instance -> its placement
 
 
 class MemoryRegistry:
@@ -43,6 +45,25 @@ class MemoryRegistry:
         if known is not None:
             known.beats.pop(instance, None)
             known.checks.pop(instance, None)
+            known.reads.pop(instance, None)
+
+    async def record_reads(self, agent: str, instance: str, placement: Placement) -> None:
+        known = self._agents.get(agent)
+        if known is not None:
+            known.reads[instance] = placement
+
+    async def live_reads(
+        self, agent: str, *, stale_ms: int, everything: Placement
+    ) -> dict[str, Placement]:
+        known = self._agents.get(agent)
+        if known is None:
+            return {}
+        now = _ms()
+        return {
+            i: known.reads.get(i, everything)
+            for i, ms in known.beats.items()
+            if now - ms <= stale_ms
+        }
 
     async def record_health(self, agent: str, instance: str, ok: bool) -> None:
         known = self._agents.get(agent)
@@ -58,6 +79,7 @@ class MemoryRegistry:
             known = self._agents.get(name) or _Agent("", [])
             for gone in [i for i, ms in known.beats.items() if now - ms > forget_ms]:
                 del known.beats[gone]
+                known.reads.pop(gone, None)
             fresh = [i for i, ms in known.beats.items() if now - ms <= stale_ms]
             healthy = [i for i in fresh if known.checks.get(i, False)]
             out[name] = AgentHealth(name, len(known.beats), len(fresh), len(healthy))

@@ -96,6 +96,12 @@ class Metrics:
             "and structure: stream, delayed (set), registry (hash)",
             ("agent", "structure"), registry=r,
         )  # fmt: skip
+        self.overdue = Counter(
+            "deepagents_tasks_overdue",
+            "Tasks that waited longer than their tier's max_wait_ms, by the action taken "
+            "(alert, degrade, drop)",
+            (*at, "action"), registry=r,
+        )  # fmt: skip
         self.model = ModelCallMetrics(r)
 
     def tier(self, agent: str, tier: str) -> TierMetrics:
@@ -186,6 +192,11 @@ class FleetMetrics:
         self.audit_backlog = Gauge(
             "deepagents_audit_outbox_backlog", "Audit events waiting in the outbox streams",
             ("agent",), registry=r,
+        )  # fmt: skip
+        self.readers = Gauge(
+            "deepagents_stream_readers",
+            "Live worker instances reading the stream (--tiers, --shards); 0: its tasks wait",
+            ("agent", "tier", "shard"), registry=r,
         )  # fmt: skip
         agent = ("agent",)
         self.instances = Gauge(

@@ -76,11 +76,21 @@ class Keys:
         digest = hashlib.sha256(f"{tenant or ''}\0{key}".encode()).hexdigest()
         return f"{self.prefix}:idem:{digest}"
 
+    def answer(self, agent: str, cache_key: str) -> str:
+        # The last good answer for an agent's cache key (``store/answers.py``), hashed as
+        # the idempotency keys are: the agent's text never shapes a key name.
+        digest = hashlib.sha256(cache_key.encode()).hexdigest()
+        return f"{self.prefix}:ans:{agent}:{digest}"
+
     def agent(self, name: str) -> str:
         return f"{self.prefix}:agent:{name}"
 
     def agent_instances(self, name: str) -> str:
         return f"{self.prefix}:agent:{name}:instances"
+
+    def agent_reads(self, name: str) -> str:
+        # What each instance reads (tiers and shards, ``config/placement.py``).
+        return f"{self.prefix}:agent:{name}:reads"
 
     def reply_channel(self, listener_id: str) -> str:
         return f"{self.prefix}:reply:{listener_id}"

@@ -149,11 +149,21 @@ class Outcomes:
     # a retry, a degrade, a dead letter ----------------------------------------------------
 
     async def reschedule(
-        self, flight: InFlight, tier: str, delay_ms: int, kind: str, reason: str
+        self,
+        flight: InFlight,
+        tier: str,
+        delay_ms: int,
+        kind: str,
+        reason: str,
+        before: list[dict[str, Any]] | None = None,
     ) -> None:
+        """``before``: events of this delivery to record first (an overdue one)."""
         env = flight.envelope
         events = (
-            [self.encoder.event(kind, flight, reason=reason, delay_ms=delay_ms, to_tier=tier)]
+            [
+                *(before or []),
+                self.encoder.event(kind, flight, reason=reason, delay_ms=delay_ms, to_tier=tier),
+            ]
             if self.outbox
             else []
         )

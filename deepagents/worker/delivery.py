@@ -7,12 +7,14 @@ from __future__ import annotations
 
 from deepagents.config.schema import AgentSettings, FileConfig
 from deepagents.contract.agent import AgentContract
+from deepagents.store.base import Answers
 from deepagents.telemetry.metrics import Metrics
 from deepagents.transport.base import MessageBus, RawEntry, StreamRef
 from deepagents.worker.begin import Begin
 from deepagents.worker.commit import Outcomes
 from deepagents.worker.encode import Encoder
 from deepagents.worker.flight import InFlight
+from deepagents.worker.overdue import Overdue
 from deepagents.worker.pools import TierPool
 from deepagents.worker.quarantine import Quarantine
 from deepagents.worker.run import Run
@@ -37,6 +39,7 @@ class DeliveryHandler:
         metrics: Metrics | None,
         outbox: bool,
         max_task_bytes: int,
+        answers: Answers | None = None,
     ) -> None:
         group = agent.name
         self.runner = runner
@@ -68,6 +71,16 @@ class DeliveryHandler:
             settler=self.settler,
             stats=stats,
             outbox=outbox,
+            overdue=Overdue(
+                agent=agent,
+                agent_settings=agent_settings,
+                config=config,
+                outcomes=self.outcomes,
+                encoder=encoder,
+                metrics=metrics,
+                answers=answers,
+                outbox=outbox,
+            ),
         )
         self.begin = Begin(
             bus=bus,

@@ -214,3 +214,15 @@ async def test_one_bad_entry_does_not_sink_its_batch(backend: Backend) -> None:
     assert (dead.reason, dead.task_id, dead.task_json) == ("decode_error", None, "not json")
     stats = await backend.bus.stream_stats(backend.ref(), AGENT)
     assert (stats.length, stats.pending) == (1, 1)  # only t1, now c2's
+
+
+async def test_a_stream_no_group_reads_yet_still_counts_its_entries(backend: Backend) -> None:
+    """A tier no worker ever read (placement) has no group; status must not show it empty."""
+    unread = backend.ref("p1")  # _ready created groups on p0 and p2 only
+    for n in range(2):
+        status, _ = await backend.bus.enqueue(
+            unread, f"u{n}", _task(f"u{n}"), reply="", max_backlog=100, events_json=b""
+        )
+        assert status == "ok"
+    stats = await backend.bus.stream_stats(unread, AGENT)
+    assert (stats.length, stats.pending, stats.consumers, stats.lag) == (2, 0, 0, 2)

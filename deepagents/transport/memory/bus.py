@@ -488,9 +488,12 @@ class MemoryBus:
         stats = StreamStats(stream=stream.name)
         found = self.state.streams.get(stream.name)
         held = None if found is None else found.groups.get(group)
-        if found is None or held is None:
+        if found is None:
             return stats
         stats.length = len(found.entries)
+        if held is None:  # no worker ever read it: every entry is unread (see the Redis bus)
+            stats.lag = stats.length
+            return stats
         stats.pending = len(held.pel)
         stats.consumers = len({p.consumer for p in held.pel.values()})
         if held.pel:

@@ -477,8 +477,11 @@ class RedisStreamBus:
             pipe.xinfo_groups(stream.name)
             try:
                 length, summary, oldest, groups = await pipe.execute()
-            except rex.ResponseError:
-                return stats  # no stream or group yet
+            except rex.ResponseError:  # no stream or no group yet
+                # A stream no worker ever read has no group, but its tasks still count:
+                # every one of them is unread (a tier or shard nobody reads, placement).
+                stats.length = stats.lag = int(await self.client.xlen(stream.name))
+                return stats
         stats.length = int(length)
         stats.pending = int(summary["pending"])
         if oldest:
