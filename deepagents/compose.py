@@ -16,10 +16,12 @@ from redis.asyncio import Redis
 
 from deepagents.config.settings import Settings
 from deepagents.errors import ConfigError
-from deepagents.store.base import Registry, TaskRecords
+from deepagents.store.base import Registry, Rollouts, TaskRecords
 from deepagents.store.memory_registry import MemoryRegistry
+from deepagents.store.memory_rollouts import MemoryRollouts
 from deepagents.store.memory_tasks import MemoryTaskStore
 from deepagents.store.registry import AgentRegistry
+from deepagents.store.rollouts import RedisRollouts
 from deepagents.store.tasks import TaskStore
 from deepagents.transport.base import MessageBus
 from deepagents.transport.keys import Keys
@@ -44,6 +46,7 @@ class Services:
     tasks: TaskRecords
     registry: Registry
     keys: Keys
+    rollouts: Rollouts | None = None
     owns_client: bool = field(default=False, repr=False)
 
     async def aclose(self) -> None:
@@ -61,6 +64,7 @@ def services_for(client: RedisClient, settings: Settings) -> Services:
         tasks=TaskStore(client, keys),
         registry=AgentRegistry(client, keys),
         keys=keys,
+        rollouts=RedisRollouts(client, keys),
     )
 
 
@@ -69,12 +73,14 @@ def memory_services(settings: Settings) -> Services:
     for unit tests and ``deepagents.testing``. Their records live as long as the object."""
     keys = Keys(settings.prefix)
     state = State()
+    registry = MemoryRegistry()
     return Services(
         client=None,
         bus=MemoryBus(state, result_ttl_s=settings.result_ttl_s),
         tasks=MemoryTaskStore(state, keys),
-        registry=MemoryRegistry(),
+        registry=registry,
         keys=keys,
+        rollouts=MemoryRollouts(registry),
     )
 
 

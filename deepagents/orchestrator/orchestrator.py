@@ -46,6 +46,7 @@ from deepagents.errors import (
 )
 from deepagents.orchestrator.handle import TaskHandle
 from deepagents.orchestrator.routing import Route, Router, agent_specs
+from deepagents.orchestrator.versions import VersionRouting
 from deepagents.store.base import Registry, TaskRecords
 from deepagents.store.registry import AgentHealth
 from deepagents.store.tasks import IdempotencyClaim, Location
@@ -83,13 +84,15 @@ class Orchestrator:
         self.tasks: TaskRecords = services.tasks
         self.registry: Registry = services.registry
         self._agent_classes = tuple(agents)
-        self.router = Router(config, agent_specs(config, agents), self.keys)
+        self.versions = _version_routing(config, services, self.telemetry)
+        self.router = Router(config, agent_specs(config, agents), self.keys, self.versions)
         self.reply_channel = self.keys.reply_channel(uuid.uuid4().hex)
         self._waiters: dict[str, asyncio.Future[Result]] = {}
         # Replies nobody waits for yet, as sent: validated only if someone asks.
         self._arrived: OrderedDict[str, bytes] = OrderedDict()
         self._replies: ReplyListener | None = None
         self._listener: asyncio.Task[None] | None = None
+        self._versions_task: asyncio.Task[None] | None = None
 
     @classmethod
     def from_client(
@@ -143,6 +146,11 @@ class Orchestrator:
                 f"the tiers changed ({', '.join(old.tier_names)} -> "
                 f"{', '.join(config.tier_names)}); that needs a restart of every process"
             )
+        if set(config.rollouts) != set(old.rollouts):
+            raise ConfigError(
+                "the agents under a rollout changed; that needs a restart of every process "
+                "(their tasks move between unversioned and per-version streams)"
+            )
         for name in self.router.specs.keys() & config.agents.keys():
             before, after = self.router.specs[name].shards, config.agent_settings(name).shards
             if before != after:
@@ -151,7 +159,10 @@ class Orchestrator:
                     "of every process",
                     field=f"agents.{name}.settings.shards",
                 )
-        router = Router(config, agent_specs(config, self._agent_classes), self.keys)
+        if self.versions is not None:
+            self.versions.config = config
+        specs = agent_specs(config, self._agent_classes)
+        router = Router(config, specs, self.keys, self.versions)
         self.router, self.config = router, config
 
     async def __aenter__(self) -> Orchestrator:
@@ -169,8 +180,16 @@ class Orchestrator:
         await replies.open()
         self._replies = replies
         self._listener = asyncio.create_task(replies.run(), name="orchestrator-replies")
+        if self.versions is not None:  # routing knows the rollouts before the first submit
+            await self.versions.refresh()
+            self._versions_task = asyncio.create_task(self.versions.run(), name="rollouts")
 
     async def aclose(self) -> None:
+        if self._versions_task is not None:
+            self._versions_task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._versions_task
+            self._versions_task = None
         if self._listener is not None:
             self._listener.cancel()
             with contextlib.suppress(asyncio.CancelledError):
@@ -530,6 +549,17 @@ class Orchestrator:
         self._arrived[task_id] = data
         while len(self._arrived) > _ARRIVED_MAX:
             self._arrived.popitem(last=False)
+
+
+def _version_routing(
+    config: FileConfig, services: Services, telemetry: Telemetry
+) -> VersionRouting | None:
+    """The rollout hook, when the configuration has rollouts (else routing is unversioned)."""
+    if services.rollouts is None or not config.rollouts:
+        return None
+    metrics = telemetry.metrics
+    rerouted = metrics.rollout_rerouted if metrics is not None else None
+    return VersionRouting(config, services.rollouts, rerouted)
 
 
 def _location(route: Route) -> Location:

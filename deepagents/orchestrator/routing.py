@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from dataclasses import dataclass
+from typing import Protocol
 
 from pydantic import BaseModel, ValidationError
 
@@ -69,11 +70,25 @@ def internal(intent: str) -> bool:
     return intent.startswith(INTERNAL_PREFIX)
 
 
+class VersionPicker(Protocol):
+    """The rollout hook (``orchestrator/versions.py``): the agent version a new task goes
+    to, "" for an agent under no rollout (its unversioned streams)."""
+
+    def version_for(self, agent: str, task: Task) -> str: ...
+
+
 class Router:
-    def __init__(self, config: FileConfig, specs: dict[str, AgentSpec], keys: Keys) -> None:
+    def __init__(
+        self,
+        config: FileConfig,
+        specs: dict[str, AgentSpec],
+        keys: Keys,
+        versions: VersionPicker | None = None,
+    ) -> None:
         self.config = config
         self.specs = specs
         self.keys = keys
+        self.versions = versions
         self.by_intent: dict[str, AgentSpec] = {}
         for spec in specs.values():
             for intent in spec.intents:
@@ -105,7 +120,9 @@ class Router:
                 raise InvalidPayload(_explain(task.intent, exc)) from exc
         tier = self.tier_for(task)
         shard = shard_of(task.task_id, spec.shards)
-        return Route(spec.name, tier, shard, StreamRef(self.keys.shard(spec.name, shard), tier))
+        version = "" if self.versions is None else self.versions.version_for(spec.name, task)
+        keys = self.keys.shard(spec.name, shard, version)
+        return Route(spec.name, tier, shard, StreamRef(keys, tier))
 
     def tier_for(self, task: Task) -> str:
         for predicate, tier in self.rules:

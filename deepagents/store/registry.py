@@ -79,6 +79,8 @@ class AgentRegistry:
             )
             pipe.sadd(self.keys.agents_index, agent.name)
             pipe.hset(self.keys.agent_instances(agent.name), instance, now)
+            # Which version each instance runs: a rollout routes only to live versions.
+            pipe.hset(self.keys.agent_versions(agent.name), instance, agent.version)
             await pipe.execute()
 
     async def beat(self, agent: AgentContract, instance: str) -> None:
@@ -93,6 +95,7 @@ class AgentRegistry:
             pipe = self.client.pipeline(transaction=False)
             pipe.hdel(self.keys.agent_instances(agent.name), instance)
             pipe.hdel(self._health_key(agent.name), instance)
+            pipe.hdel(self.keys.agent_versions(agent.name), instance)
             await pipe.execute()
 
     def _health_key(self, name: str) -> str:
@@ -138,6 +141,7 @@ class AgentRegistry:
             pipe = self.client.pipeline(transaction=False)
             pipe.hdel(self.keys.agent_instances(name), *instances)
             pipe.hdel(self._health_key(name), *instances)
+            pipe.hdel(self.keys.agent_versions(name), *instances)
             await pipe.execute()
 
     async def agents(self, *, what: str = "list agents") -> dict[str, dict[str, object]]:

@@ -11,8 +11,10 @@ from deepagents.transport.base import (
     BeginItem,
     CommitItem,
     DeadLetter,
+    Moved,
     RawEntry,
     Reschedule,
+    StreamRef,
     now_ms,
 )
 from tests.contract.conftest import AGENT, Backend
@@ -214,3 +216,58 @@ async def test_one_bad_entry_does_not_sink_its_batch(backend: Backend) -> None:
     assert (dead.reason, dead.task_id, dead.task_json) == ("decode_error", None, "not json")
     stats = await backend.bus.stream_stats(backend.ref(), AGENT)
     assert (stats.length, stats.pending) == (1, 1)  # only t1, now c2's
+
+
+async def test_a_rollback_moves_each_unstarted_canary_entry_to_stable_once(
+    backend: Backend,
+) -> None:
+    canary = StreamRef(backend.keys.shard(AGENT, 0, "1.3.0"), "p2")
+    stable = StreamRef(backend.keys.shard(AGENT, 0, "1.2.0"), "p2")
+    for ref in (canary, stable):
+        await backend.bus.ensure_group(ref, AGENT)
+    entries = {}
+    for task_id in ("t0", "t1", "t2", "t3", "t4"):
+        status, entries[task_id] = await backend.bus.enqueue(
+            canary, task_id, _task(task_id), reply="", max_backlog=100, events_json=b""
+        )
+        assert status == "ok"
+    retried, started = await backend.bus.read(canary, AGENT, "canary-1", 2, None)
+    assert [retried.entry_id, started.entry_id] == [entries["t0"], entries["t1"]]
+    items = [BeginItem(retried.entry_id, "t0", 1), BeginItem(started.entry_id, "t1", 1)]
+    await backend.bus.begin(canary, AGENT, "canary-1", items, fresh=True)
+    # A retry of the canary's waits in the canary's own delayed set, not stable's.
+    retry = Reschedule(retried.entry_id, "t0", now_ms() + 60_000, "p2", _task("t0"), attempt=2)
+    assert await backend.bus.reschedule(canary, AGENT, "canary-1", retry) == "ok"
+    assert await backend.bus.shard_backlog(canary.keys) == (0, 1)
+    assert await backend.bus.shard_backlog(stable.keys) == (0, 0)
+
+    moved = await backend.bus.move_unstarted(canary, stable, AGENT)
+    assert moved == Moved(3, 1)
+    assert await backend.bus.move_unstarted(canary, stable, AGENT) == Moved(0, 0)
+    taken = await backend.bus.read(stable, AGENT, "stable-1", 10, None)
+    assert sorted(orjson.loads((e.fields or {})[b"task"])["task_id"] for e in taken) == [
+        "t2",
+        "t3",
+        "t4",
+    ]
+    assert await backend.bus.read(canary, AGENT, "canary-1", 10, None) == []
+    assert await backend.bus.shard_backlog(stable.keys) == (0, 1)
+    # Each moved task's hash names its new entry: stable's worker begins and commits it.
+    for entry in taken:
+        task_id = orjson.loads((entry.fields or {})[b"task"])["task_id"]
+        fields = await backend.tasks.task_fields(LOCATION, task_id)
+        assert fields["entry"] == entry.entry_id
+        (begun,) = await backend.bus.begin(
+            stable, AGENT, "stable-1", [BeginItem(entry.entry_id, task_id, 1)], fresh=True
+        )
+        assert begun.status == "ok"
+        (done,) = await backend.bus.commit(
+            stable, AGENT, "stable-1", [CommitItem(entry.entry_id, task_id, b'{"v":"s"}')]
+        )
+        assert done == "ok"
+    # The started task stayed with its owner, whose commit still lands.
+    (own,) = await backend.bus.commit(
+        canary, AGENT, "canary-1", [CommitItem(started.entry_id, "t1", b'{"v":"c"}')]
+    )
+    assert own == "ok"
+    assert await backend.tasks.terminal_result(AGENT, 0, "t1") == b'{"v":"c"}'

@@ -1,0 +1,104 @@
+"""Which version of an agent a new task goes to while a rollout runs (docs/rollouts.md).
+
+The split is by a stable hash of the sticky key (the task id, or the tenant): the same
+key lands on the same side in every process and every release, and as the canary's
+weight grows a key only ever moves from stable to canary, never back and forth. A version
+with no live worker gets no new tasks while the other one has live workers.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import logging
+from dataclasses import dataclass
+
+from prometheus_client import Counter
+
+from deepagents.config.rollouts import StickyBy
+from deepagents.config.schema import FileConfig
+from deepagents.contract.task import Task
+from deepagents.errors import TransportError
+from deepagents.store.base import Rollouts
+from deepagents.store.rollout_state import RolloutState
+
+log = logging.getLogger("deepagents.orchestrator")
+
+REFRESH_S = 1.0
+
+
+def share_of(key: str) -> float:
+    """A key's place in [0, 1): BLAKE2b, the same in every process (not Python's ``hash``)."""
+    digest = hashlib.blake2b(key.encode(), digest_size=8).digest()
+    return int.from_bytes(digest, "big") / 2**64
+
+
+def sticky_key(task: Task, sticky_by: str) -> str:
+    if sticky_by == StickyBy.TENANT and task.tenant:
+        return f"tenant:{task.tenant}"
+    return f"task:{task.task_id}"
+
+
+def split(state: RolloutState, task: Task) -> str:
+    """The version the weights give ``task``, before liveness."""
+    if state.canary and share_of(sticky_key(task, state.sticky_by)) < state.weight:
+        return state.canary
+    return state.stable
+
+
+@dataclass(frozen=True, slots=True)
+class Snapshot:
+    state: RolloutState
+    live: dict[str, int]  # version -> instances with a fresh heartbeat
+
+
+class VersionRouting:
+    """The routing hook: ``version_for`` answers from a snapshot that ``run`` refreshes
+    every second (rollout state and live workers from Redis), so a submit costs no round
+    trip. Before the first refresh, the configuration's values are used."""
+
+    def __init__(
+        self, config: FileConfig, rollouts: Rollouts, rerouted: Counter | None = None
+    ) -> None:
+        self.config = config
+        self.rollouts = rollouts
+        self.snapshots: dict[str, Snapshot] = {}
+        self._rerouted = rerouted
+
+    def version_for(self, agent: str, task: Task) -> str:
+        """ "" for an agent under no rollout (its unversioned streams)."""
+        rollout = self.config.rollouts.get(agent)
+        if rollout is None:
+            return ""
+        snap = self.snapshots.get(agent)
+        if snap is None:
+            return split(RolloutState.initial(agent, rollout), task)
+        chosen = split(snap.state, task)
+        if snap.live.get(chosen, 0) > 0:
+            return chosen
+        others = [v for v in snap.state.versions if v != chosen and snap.live.get(v, 0) > 0]
+        if not others:
+            return chosen  # nobody is live: queue where the weights say, for when one is
+        if self._rerouted is not None:
+            self._rerouted.labels(agent, chosen).inc()
+        return others[0]
+
+    async def refresh(self) -> None:
+        snapshots = {}
+        for agent, rollout in self.config.rollouts.items():
+            state = await self.rollouts.ensure(RolloutState.initial(agent, rollout))
+            stale_ms = self.config.agent_settings(agent).visibility_timeout_ms
+            live = await self.rollouts.live_versions(agent, stale_ms)
+            snapshots[agent] = Snapshot(state, live)
+        self.snapshots = snapshots
+
+    async def run(self, interval_s: float = REFRESH_S) -> None:
+        while True:
+            await asyncio.sleep(interval_s)
+            try:
+                await self.refresh()
+            except (TransportError, ValueError, TypeError) as exc:
+                # Routing goes on from the last snapshot; the next refresh tries again.
+                log.warning(
+                    "refreshing rollout state failed: %s", exc, extra={"action": "rollout_stale"}
+                )
