@@ -16,6 +16,7 @@ from deepagents.orchestrator.versions import share_of, split
 from deepagents.store.rollout_state import RolloutState
 from tests.rollout.agents import NAME, StableAgent
 from tests.rollout.conftest import rollout_config, stream_lengths
+from tests.support.replies import entries
 
 N = 10_000
 
@@ -52,7 +53,7 @@ async def test_sticky_by_tenant_keeps_every_tenant_on_one_version(
     for version in ("1.2.0", "1.3.0"):
         for shard in range(2):
             stream = f"{prefix}:{{{NAME}:{shard}}}:v:{version}:p2"
-            for _, fields in await client.xrange(stream):
+            for _, fields in await entries(client, stream):
                 seen[orjson.loads(fields[b"task"])["tenant"]].add(version)
     assert len(seen) == 200
     assert all(len(versions) == 1 for versions in seen.values()), seen
