@@ -14,6 +14,7 @@ from deepagents.store.rollouts import RedisRollouts
 from deepagents.transport.keys import Keys
 from tests.rollout.agents import NAME
 from tests.rollout.conftest import processes, rollout_config, rollout_events, write_config
+from tests.support.replies import as_bytes
 from tests.support.wait import eventually
 
 TTL_S = 2.0
@@ -42,7 +43,7 @@ async def test_one_controller_acts_and_the_other_takes_over_after_kill_9(
             return len(await promotions()) >= 3
 
         await eventually(promoted_a_few, timeout=60, what="three promotions")
-        leader = (await client.get(lease_key) or b"").decode()
+        leader = as_bytes(await client.get(lease_key)).decode()
         assert leader in ctl
         before = await promotions()
         assert set(before) == {f"controller:{leader}"}, before  # exactly one acts
