@@ -76,11 +76,10 @@ class RolloutOps:
         self, agent: str, canary: str, weight: float, stable: str | None = None
     ) -> RolloutState:
         check_weight(weight)
-        check_version(canary)
+        _version(canary)
 
         def edit(s: RolloutState) -> RolloutState:
-            base = stable or s.stable
-            check_version(base)
+            base = _version(stable or s.stable)
             if canary == base:
                 raise ConfigError(f"canary {canary} is the stable version")
             return s.change(
@@ -267,6 +266,13 @@ class RolloutOps:
                 delayed += (await self.services.bus.shard_backlog(keys))[1]
             out.append(VersionStatus(version, live.get(version, 0), queued, pending, delayed))
         return out
+
+
+def _version(value: str) -> str:
+    try:
+        return check_version(value)
+    except ValueError as exc:
+        raise ConfigError(str(exc)) from None
 
 
 def check_weight(weight: float) -> None:
