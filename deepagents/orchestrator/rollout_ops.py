@@ -95,7 +95,8 @@ class RolloutOps:
             )
 
         before, after = await self.change(agent, edit, "start")
-        await self.audit(before, after, "start")
+        moved = await self.sweep(after)  # what the unversioned streams still hold
+        await self.audit(before, after, "start", moved=moved)
         return after
 
     async def set_weight(

@@ -271,3 +271,20 @@ async def test_a_rollback_moves_each_unstarted_canary_entry_to_stable_once(
     )
     assert own == "ok"
     assert await backend.tasks.terminal_result(AGENT, 0, "t1") == b'{"v":"c"}'
+
+
+async def test_a_retry_comes_back_on_the_streams_of_its_own_version(backend: Backend) -> None:
+    canary = StreamRef(backend.keys.shard(AGENT, 0, "1.3.0"), "p2")
+    stable = StreamRef(backend.keys.shard(AGENT, 0, "1.2.0"), "p2")
+    for ref in (canary, stable):
+        await backend.bus.ensure_group(ref, AGENT)
+    await backend.bus.enqueue(canary, "t1", _task("t1"), reply="", max_backlog=9, events_json=b"")
+    (entry,) = await backend.bus.read(canary, AGENT, "c1", 1, None)
+    await backend.bus.begin(canary, AGENT, "c1", [BeginItem(entry.entry_id, "t1", 1)], fresh=True)
+    retry = Reschedule(entry.entry_id, "t1", now_ms(), "p2", _task("t1"), attempt=2)
+    assert await backend.bus.reschedule(canary, AGENT, "c1", retry) == "ok"
+    assert (await backend.bus.promote_due(stable.keys, ["p2"])).moved == 0
+    assert (await backend.bus.promote_due(canary.keys, ["p2"])).moved == 1
+    assert await backend.bus.read(stable, AGENT, "s1", 10, None) == []
+    (again,) = await backend.bus.read(canary, AGENT, "c2", 10, None)
+    assert again.fields is not None and again.fields[b"attempt"] == b"2"
