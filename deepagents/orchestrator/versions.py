@@ -15,7 +15,6 @@ from dataclasses import dataclass
 
 from prometheus_client import Counter
 
-from deepagents.config.rollouts import StickyBy
 from deepagents.config.schema import FileConfig
 from deepagents.contract.task import Task
 from deepagents.errors import TransportError
@@ -34,9 +33,9 @@ def share_of(key: str) -> float:
 
 
 def sticky_key(task: Task, sticky_by: str) -> str:
-    if sticky_by == StickyBy.TENANT and task.tenant:
-        return f"tenant:{task.tenant}"
-    return f"task:{task.task_id}"
+    if sticky_by == "tenant" and task.tenant:
+        return "tenant:" + task.tenant
+    return "task:" + task.task_id
 
 
 def split(state: RolloutState, task: Task) -> str:
@@ -50,6 +49,15 @@ def split(state: RolloutState, task: Task) -> str:
 class Snapshot:
     state: RolloutState
     live: dict[str, int]  # version -> instances with a fresh heartbeat
+    # chosen version -> the version it goes to: itself when it has a live worker or no
+    # version has one, else the other (computed once per refresh, not per task)
+    goes_to: dict[str, str]
+
+    @classmethod
+    def of(cls, state: RolloutState, live: dict[str, int]) -> Snapshot:
+        alive = [v for v in state.versions if live.get(v, 0) > 0]
+        goes_to = {v: v if v in alive or not alive else alive[0] for v in state.versions}
+        return cls(state, live, goes_to)
 
 
 class VersionRouting:
@@ -74,14 +82,10 @@ class VersionRouting:
         if snap is None:
             return split(RolloutState.initial(agent, rollout), task)
         chosen = split(snap.state, task)
-        if snap.live.get(chosen, 0) > 0:
-            return chosen
-        others = [v for v in snap.state.versions if v != chosen and snap.live.get(v, 0) > 0]
-        if not others:
-            return chosen  # nobody is live: queue where the weights say, for when one is
-        if self._rerouted is not None:
+        goes = snap.goes_to[chosen]
+        if goes != chosen and self._rerouted is not None:
             self._rerouted.labels(agent, chosen).inc()
-        return others[0]
+        return goes
 
     async def refresh(self) -> None:
         snapshots = {}
@@ -89,7 +93,7 @@ class VersionRouting:
             state = await self.rollouts.ensure(RolloutState.initial(agent, rollout))
             stale_ms = self.config.agent_settings(agent).visibility_timeout_ms
             live = await self.rollouts.live_versions(agent, stale_ms)
-            snapshots[agent] = Snapshot(state, live)
+            snapshots[agent] = Snapshot.of(state, live)
         self.snapshots = snapshots
 
     async def run(self, interval_s: float = REFRESH_S) -> None:
