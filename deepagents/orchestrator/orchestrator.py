@@ -46,7 +46,7 @@ from deepagents.errors import (
 )
 from deepagents.orchestrator.handle import TaskHandle
 from deepagents.orchestrator.routing import Route, Router, agent_specs
-from deepagents.orchestrator.versions import VersionRouting
+from deepagents.orchestrator.versions import version_routing
 from deepagents.store.base import Registry, TaskRecords
 from deepagents.store.registry import AgentHealth
 from deepagents.store.tasks import IdempotencyClaim, Location
@@ -84,7 +84,8 @@ class Orchestrator:
         self.tasks: TaskRecords = services.tasks
         self.registry: Registry = services.registry
         self._agent_classes = tuple(agents)
-        self.versions = _version_routing(config, services, self.telemetry)
+        self.versions = version_routing(config, services, self.telemetry)
+        self._versions_task: asyncio.Task[None] | None = None
         self.router = Router(config, agent_specs(config, agents), self.keys, self.versions)
         self.reply_channel = self.keys.reply_channel(uuid.uuid4().hex)
         self._waiters: dict[str, asyncio.Future[Result]] = {}
@@ -92,7 +93,6 @@ class Orchestrator:
         self._arrived: OrderedDict[str, bytes] = OrderedDict()
         self._replies: ReplyListener | None = None
         self._listener: asyncio.Task[None] | None = None
-        self._versions_task: asyncio.Task[None] | None = None
 
     @classmethod
     def from_client(
@@ -549,17 +549,6 @@ class Orchestrator:
         self._arrived[task_id] = data
         while len(self._arrived) > _ARRIVED_MAX:
             self._arrived.popitem(last=False)
-
-
-def _version_routing(
-    config: FileConfig, services: Services, telemetry: Telemetry
-) -> VersionRouting | None:
-    """The rollout hook, when the configuration has rollouts (else routing is unversioned)."""
-    if services.rollouts is None or not config.rollouts:
-        return None
-    metrics = telemetry.metrics
-    rerouted = metrics.rollout_rerouted if metrics is not None else None
-    return VersionRouting(config, services.rollouts, rerouted)
 
 
 def _location(route: Route) -> Location:

@@ -15,11 +15,13 @@ from dataclasses import dataclass
 
 from prometheus_client import Counter
 
+from deepagents.compose import Services
 from deepagents.config.schema import FileConfig
 from deepagents.contract.task import Task
 from deepagents.errors import TransportError
 from deepagents.store.base import Rollouts
 from deepagents.store.rollout_state import RolloutState
+from deepagents.telemetry.core import Telemetry
 
 log = logging.getLogger("deepagents.orchestrator")
 
@@ -106,3 +108,14 @@ class VersionRouting:
                 log.warning(
                     "refreshing rollout state failed: %s", exc, extra={"action": "rollout_stale"}
                 )
+
+
+def version_routing(
+    config: FileConfig, services: Services, telemetry: Telemetry
+) -> VersionRouting | None:
+    """The rollout hook, when the configuration has rollouts (else routing is unversioned)."""
+    if services.rollouts is None or not config.rollouts:
+        return None
+    metrics = telemetry.metrics
+    rerouted = metrics.rollout_rerouted if metrics is not None else None
+    return VersionRouting(config, services.rollouts, rerouted)
