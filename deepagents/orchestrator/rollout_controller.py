@@ -50,6 +50,8 @@ class RolloutController:
                     await self.tick()
                 except TransportError as exc:  # the next tick tries again
                     log.warning("rollout tick failed: %s", exc, extra={"action": "rollout_tick"})
+                except ConfigError as exc:  # a damaged state: said, and tried again
+                    log.error("rollout tick failed: %s", exc, extra={"action": "rollout_tick"})
                 with contextlib.suppress(TimeoutError):
                     await asyncio.wait_for(stop.wait(), self.interval_s)
         finally:

@@ -18,7 +18,7 @@ from prometheus_client import Counter
 from deepagents.compose import Services
 from deepagents.config.schema import FileConfig
 from deepagents.contract.task import Task
-from deepagents.errors import TransportError
+from deepagents.errors import ConfigError, TransportError
 from deepagents.store.base import Rollouts
 from deepagents.store.rollout_state import RolloutState
 from deepagents.telemetry.core import Telemetry
@@ -92,7 +92,11 @@ class VersionRouting:
     async def refresh(self) -> None:
         snapshots = {}
         for agent, rollout in self.config.rollouts.items():
-            state = await self.rollouts.ensure(RolloutState.initial(agent, rollout))
+            try:
+                state = await self.rollouts.ensure(RolloutState.initial(agent, rollout))
+            except ConfigError as exc:  # a damaged state: route by the configuration
+                log.error("%s", exc, extra={"action": "rollout_state_bad", "agent": agent})
+                continue
             stale_ms = self.config.agent_settings(agent).visibility_timeout_ms
             live = await self.rollouts.live_versions(agent, stale_ms)
             snapshots[agent] = Snapshot.of(state, live)
@@ -103,7 +107,7 @@ class VersionRouting:
             await asyncio.sleep(interval_s)
             try:
                 await self.refresh()
-            except (TransportError, ValueError, TypeError) as exc:
+            except TransportError as exc:
                 # Routing goes on from the last snapshot; the next refresh tries again.
                 log.warning(
                     "refreshing rollout state failed: %s", exc, extra={"action": "rollout_stale"}

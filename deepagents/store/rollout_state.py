@@ -82,10 +82,19 @@ class RolloutState:
 
     @classmethod
     def from_json(cls, raw: bytes | str, rev: int) -> RolloutState:
+        """Raises ValueError for a document that is not a rollout; fields it does not know
+        (written by a newer release) are ignored."""
         body = orjson.loads(raw)
         if not isinstance(body, dict):
             raise ValueError("a rollout document is a JSON object")
-        return cls(**{**body, "rev": rev})
+        known = {k: v for k, v in body.items() if k in cls.__dataclass_fields__}
+        try:
+            state = cls(**{**known, "rev": rev})
+        except TypeError as exc:
+            raise ValueError(f"a rollout document lacks a field: {exc}") from None
+        if not isinstance(state.stable, str) or not isinstance(state.weight, int | float):
+            raise ValueError("a rollout document needs a stable version and a weight")
+        return state
 
 
 @dataclass(frozen=True, slots=True)

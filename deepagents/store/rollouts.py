@@ -17,6 +17,7 @@ from typing import Any
 
 from redis.asyncio import Redis
 
+from deepagents.errors import ConfigError
 from deepagents.store.rollout_state import (
     BUCKET_S,
     RolloutState,
@@ -45,7 +46,15 @@ class RedisRollouts:
     async def get(self, agent: str) -> RolloutState | None:
         with redis_errors("read a rollout"):
             doc, rev = await self.client.hmget(self.keys.rollout(agent), ["doc", "rev"])
-        return None if doc is None else RolloutState.from_json(doc, int(rev or 0))
+        if doc is None:
+            return None
+        try:
+            return RolloutState.from_json(doc, int(rev or 0))
+        except ValueError as exc:  # orjson's decode error is one too
+            raise ConfigError(
+                f"{self.keys.rollout(agent)} does not hold a rollout ({exc}); delete it to "
+                "start again from the configuration's values"
+            ) from None
 
     async def ensure(self, initial: RolloutState) -> RolloutState:
         """The agent's state; the first caller writes ``initial`` (the configuration's)."""

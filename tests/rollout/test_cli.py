@@ -57,7 +57,9 @@ async def test_start_weight_promote_and_rollback_through_the_cli(
     assert decisions == ["start", "set_weight", "rollback", "start", "promote", "complete"]
 
 
-def test_bad_input_is_one_line(redis_url: str, prefix: str, tmp_path: Path) -> None:
+async def test_bad_input_is_one_line(
+    client: Redis, redis_url: str, prefix: str, tmp_path: Path
+) -> None:
     path = write_config(tmp_path / "deepagents.yaml", rollout_config())
     with processes(redis_url, prefix, path) as procs:
         cases = [
@@ -67,7 +69,10 @@ def test_bad_input_is_one_line(redis_url: str, prefix: str, tmp_path: Path) -> N
             (("rollout", "start", NAME, "--canary", "a:b"), "version 'a:b' must match"),
             (("rollout-controller", "--interval", "0"), "0 must be above 0"),
         ]
-        for args, message in cases:
+        damaged = (("rollout", "status", NAME), f"{prefix}:rollout:{NAME} does not hold a rollout")
+        for args, message in [*cases, damaged]:
+            if args is damaged[0]:  # a state that is not a rollout document
+                await client.hset(f"{prefix}:rollout:{NAME}", mapping={"doc": "{no", "rev": 3})
             done = procs.run(*args)
             assert done.returncode != 0, args
             lines = done.stderr.strip().splitlines()
