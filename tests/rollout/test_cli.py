@@ -48,6 +48,12 @@ async def test_start_weight_promote_and_rollback_through_the_cli(
         assert (back["phase"], back["weight"], back["canary"]) == ("rolled_back", 0.0, None)
         after = await stream_lengths(client, prefix, config)
         assert after == {"": 0, "1.2.0": 300, "1.3.0": 0}
+        status = procs.run("status", "--json")
+        assert status.returncode == 0, status.stderr
+        rows = [orjson.loads(line) for line in status.stdout.splitlines() if line.strip()]
+        flat = [r for row in rows for r in (row if isinstance(row, list) else [row])]
+        versioned = [r for r in flat if isinstance(r, dict) and r.get("version") == "1.2.0"]
+        assert sum(r["length"] for r in versioned) == 300, status.stdout[:2000]
         again = rollout("start", "--canary", "1.4.0")
         assert again["weight"] == 0.2  # the configured weight
         assert rollout("promote")["weight"] == 0.3
