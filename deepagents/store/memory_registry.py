@@ -39,6 +39,7 @@ class MemoryRegistry:
         known = self._agents.get(agent.name)
         if known is not None:
             known.beats[instance] = _ms()
+            known.versions[instance] = agent.version
 
     async def deregister(self, agent: AgentContract, instance: str) -> None:
         known = self._agents.get(agent.name)

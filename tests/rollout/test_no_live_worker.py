@@ -16,11 +16,14 @@ from deepagents.orchestrator import Orchestrator
 from deepagents.orchestrator.rollout_controller import RolloutController
 from deepagents.orchestrator.rollout_ops import RolloutOps
 from deepagents.store.lease import RedisLease
+from deepagents.store.rollouts import RedisRollouts
 from deepagents.telemetry.core import Telemetry
 from deepagents.telemetry.metrics import FleetMetrics
+from deepagents.transport.keys import Keys
 from deepagents.worker import Worker
 from tests.rollout.agents import NAME, StableAgent
 from tests.rollout.conftest import rollout_config, stream_lengths
+from tests.support.wait import eventually
 from tests.support.workers import running
 
 
@@ -55,3 +58,21 @@ async def test_a_canary_with_no_live_worker_gets_no_tasks(
     live = fleet.registry.get_sample_value
     assert live("deepagents_rollout_live_workers", {"agent": NAME, "version": "1.3.0"}) == 0
     assert live("deepagents_rollout_live_workers", {"agent": NAME, "version": "1.2.0"}) == 1
+
+
+async def test_a_worker_names_its_version_again_on_every_heartbeat(
+    client: Redis, settings: Settings, prefix: str
+) -> None:
+    config = rollout_config()
+    worker = Worker.from_client(
+        StableAgent(client, prefix), client=client, config=config, settings=settings
+    )
+    rollouts = RedisRollouts(client, Keys(prefix))
+    async with running(worker):
+        await client.delete(f"{prefix}:agent:{NAME}:versions")  # as a Redis that lost it
+        assert await rollouts.live_versions(NAME, 3_000) == {}
+
+        async def named() -> bool:
+            return await rollouts.live_versions(NAME, 3_000) == {"1.2.0": 1}
+
+        await eventually(named, timeout=30, what="the version named again")
