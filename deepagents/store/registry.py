@@ -85,9 +85,12 @@ class AgentRegistry:
 
     async def beat(self, agent: AgentContract, instance: str) -> None:
         with redis_errors("heartbeat"):
-            await self.client.hset(
-                self.keys.agent_instances(agent.name), instance, int(time.time() * 1000)
-            )
+            pipe = self.client.pipeline(transaction=False)
+            pipe.hset(self.keys.agent_instances(agent.name), instance, int(time.time() * 1000))
+            # Again each beat: a Redis that lost its data must not leave a live worker
+            # without a version (its version would get no tasks under a rollout).
+            pipe.hset(self.keys.agent_versions(agent.name), instance, agent.version)
+            await pipe.execute()
 
     async def deregister(self, agent: AgentContract, instance: str) -> None:
         # Best effort on the way out: a stale instance entry ages out by its timestamp.
