@@ -17,11 +17,13 @@ from redis.asyncio import Redis
 from deepagents.config.settings import Settings
 from deepagents.errors import ConfigError
 from deepagents.store.answers import AnswerCache
-from deepagents.store.base import Answers, Registry, TaskRecords
+from deepagents.store.base import Answers, Registry, Rollouts, TaskRecords
 from deepagents.store.memory_answers import MemoryAnswers
 from deepagents.store.memory_registry import MemoryRegistry
+from deepagents.store.memory_rollouts import MemoryRollouts
 from deepagents.store.memory_tasks import MemoryTaskStore
 from deepagents.store.registry import AgentRegistry
+from deepagents.store.rollouts import RedisRollouts
 from deepagents.store.tasks import TaskStore
 from deepagents.transport.base import MessageBus
 from deepagents.transport.keys import Keys
@@ -46,6 +48,7 @@ class Services:
     tasks: TaskRecords
     registry: Registry
     keys: Keys
+    rollouts: Rollouts | None = None
     owns_client: bool = field(default=False, repr=False)
     # The last good answers ``degrade`` may answer from; None: none kept (no degrade cache).
     answers: Answers | None = field(default=None, repr=False)
@@ -66,6 +69,7 @@ def services_for(client: RedisClient, settings: Settings) -> Services:
         registry=AgentRegistry(client, keys),
         keys=keys,
         answers=AnswerCache(client, keys),
+        rollouts=RedisRollouts(client, keys),
     )
 
 
@@ -74,13 +78,15 @@ def memory_services(settings: Settings) -> Services:
     for unit tests and ``deepagents.testing``. Their records live as long as the object."""
     keys = Keys(settings.prefix)
     state = State()
+    registry = MemoryRegistry()
     return Services(
         client=None,
         bus=MemoryBus(state, result_ttl_s=settings.result_ttl_s),
         tasks=MemoryTaskStore(state, keys),
-        registry=MemoryRegistry(),
+        registry=registry,
         keys=keys,
         answers=MemoryAnswers(state, keys),
+        rollouts=MemoryRollouts(registry),
     )
 
 

@@ -10,6 +10,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator, model_valida
 
 from deepagents.config.gateway import GatewayConfig
 from deepagents.config.models import ModelsSection
+from deepagents.config.rollouts import RolloutConfig
 from deepagents.contract.task import AGENT_NAME_RE
 
 TIER_NAME_PATTERN = r"^[a-z0-9][a-z0-9_-]{0,15}$"
@@ -158,6 +159,7 @@ class FileConfig(_Strict):
     strategies: list[Strategy] = Field(default_factory=list)
     models: ModelsSection = Field(default_factory=dict)
     gateway: GatewayConfig = Field(default_factory=GatewayConfig)
+    rollouts: dict[str, RolloutConfig] = Field(default_factory=dict)
 
     @field_validator("tiers")
     @classmethod
@@ -192,12 +194,19 @@ class FileConfig(_Strict):
         dupes = sorted({n for n in names if names.count(n) > 1})
         if dupes:
             raise ValueError(f"duplicate strategy names: {', '.join(dupes)}")
+        unknown = sorted(set(self.rollouts) - set(self.agents))
+        if unknown and self.agents:
+            raise ValueError(f"rollouts for unknown agents: {', '.join(unknown)}")
         for name, entry in self.agents.items():
             try:
                 AgentSettings.model_validate({**self.defaults.model_dump(), **entry.settings})
             except ValueError as exc:
                 raise ValueError(f"agents.{name}.settings: {exc}") from exc
         return self
+
+    def versioned(self, agent: str) -> bool:
+        """Under a rollout: its tasks go to per-version streams (docs/rollouts.md)."""
+        return agent in self.rollouts
 
     @property
     def tier_names(self) -> tuple[str, ...]:

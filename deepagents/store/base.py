@@ -10,6 +10,7 @@ from typing import Protocol
 from deepagents.config.placement import Placement
 from deepagents.contract.agent import AgentContract
 from deepagents.store.registry import FORGET_MS, AgentHealth
+from deepagents.store.rollout_state import RolloutState, VersionWindow
 from deepagents.store.tasks import DeadLetterEntry, IdempotencyClaim, Location
 from deepagents.transport.keys import Keys, ShardKeys
 
@@ -78,3 +79,25 @@ class Registry(Protocol):
     ) -> dict[str, AgentHealth]: ...
 
     async def agents(self, *, what: str = "list agents") -> dict[str, dict[str, object]]: ...
+
+
+class Rollouts(Protocol):
+    """Rollout state and per-version figures (``RedisRollouts``, ``MemoryRollouts``)."""
+
+    async def get(self, agent: str) -> RolloutState | None: ...
+
+    async def ensure(self, initial: RolloutState) -> RolloutState: ...
+
+    async def swap(self, expected: RolloutState, new: RolloutState) -> bool: ...
+
+    async def live_versions(self, agent: str, stale_ms: int) -> dict[str, int]: ...
+
+    async def record(
+        self, agent: str, version: str, buckets: dict[int, dict[str, int]]
+    ) -> None: ...
+
+    async def audit(self, agent: str, events_json: bytes) -> None: ...
+
+    async def window(
+        self, agent: str, versions: Sequence[str], window_s: float, now_s: float | None = None
+    ) -> dict[str, VersionWindow]: ...

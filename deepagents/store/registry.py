@@ -80,13 +80,18 @@ class AgentRegistry:
             )
             pipe.sadd(self.keys.agents_index, agent.name)
             pipe.hset(self.keys.agent_instances(agent.name), instance, now)
+            # Which version each instance runs: a rollout routes only to live versions.
+            pipe.hset(self.keys.agent_versions(agent.name), instance, agent.version)
             await pipe.execute()
 
     async def beat(self, agent: AgentContract, instance: str) -> None:
         with redis_errors("heartbeat"):
-            await self.client.hset(
-                self.keys.agent_instances(agent.name), instance, int(time.time() * 1000)
-            )
+            pipe = self.client.pipeline(transaction=False)
+            pipe.hset(self.keys.agent_instances(agent.name), instance, int(time.time() * 1000))
+            # Again each beat: a Redis that lost its data must not leave a live worker
+            # without a version (its version would get no tasks under a rollout).
+            pipe.hset(self.keys.agent_versions(agent.name), instance, agent.version)
+            await pipe.execute()
 
     async def deregister(self, agent: AgentContract, instance: str) -> None:
         # Best effort on the way out: a stale instance entry ages out by its timestamp.
@@ -95,6 +100,7 @@ class AgentRegistry:
             pipe.hdel(self.keys.agent_instances(agent.name), instance)
             pipe.hdel(self._health_key(agent.name), instance)
             pipe.hdel(self.keys.agent_reads(agent.name), instance)
+            pipe.hdel(self.keys.agent_versions(agent.name), instance)
             await pipe.execute()
 
     async def record_reads(self, agent: str, instance: str, placement: Placement) -> None:
@@ -174,6 +180,7 @@ class AgentRegistry:
             pipe.hdel(self.keys.agent_instances(name), *instances)
             pipe.hdel(self._health_key(name), *instances)
             pipe.hdel(self.keys.agent_reads(name), *instances)
+            pipe.hdel(self.keys.agent_versions(name), *instances)
             await pipe.execute()
 
     async def agents(self, *, what: str = "list agents") -> dict[str, dict[str, object]]:

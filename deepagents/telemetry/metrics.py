@@ -103,6 +103,8 @@ class Metrics:
             (*at, "action"), registry=r,
         )  # fmt: skip
         self.model = ModelCallMetrics(r)
+        self.rollout = RolloutMetrics(r)
+        self.rollout_rerouted = self.rollout.rerouted
 
     def tier(self, agent: str, tier: str) -> TierMetrics:
         return TierMetrics(self, agent, tier)
@@ -151,6 +153,62 @@ class ModelCallMetrics:
 
     def circuit_state(self, model: str, state: str) -> None:
         self.circuit.labels(model).set(CIRCUIT_STATES.get(state, 0))
+
+
+class RolloutMetrics:
+    """Task outcomes by agent version. ``version`` is one of the rollout's configured
+    versions, else ``other``: bounded however many builds a fleet runs."""
+
+    def __init__(self, registry: CollectorRegistry) -> None:
+        r, av = registry, ("agent", "version")
+        self.tasks = Counter(
+            "deepagents_version_tasks", "Committed outcomes by agent version (ok or error)",
+            (*av, "outcome"), registry=r,
+        )  # fmt: skip
+        self.latency = FastHistogram(
+            "deepagents_version_task_latency_seconds",
+            "Start of a delivery to its commit, by agent version", av, registry=r,
+        )  # fmt: skip
+        self.rerouted = Counter(
+            "deepagents_rollout_rerouted",
+            "New tasks the weights gave a version with no live worker, sent to the other",
+            av, registry=r,
+        )  # fmt: skip
+
+
+class RolloutFleetMetrics:
+    """Set by the rollout controller (one per fleet) from the shared state."""
+
+    def __init__(self, registry: CollectorRegistry) -> None:
+        r, av = registry, ("agent", "version")
+        self.weight = Gauge(
+            "deepagents_rollout_canary_weight", "The canary's share of new tasks (0..1)",
+            ("agent",), registry=r,
+        )  # fmt: skip
+        self.live = Gauge(
+            "deepagents_rollout_live_workers",
+            "Workers of a rollout's version with a fresh heartbeat", av, registry=r,
+        )  # fmt: skip
+        self.error_rate = Gauge(
+            "deepagents_rollout_error_rate", "Error rate over the controller's window", av,
+            registry=r,
+        )  # fmt: skip
+        self.p95 = Gauge(
+            "deepagents_rollout_p95_seconds", "p95 latency over the controller's window", av,
+            registry=r,
+        )  # fmt: skip
+        self.samples = Gauge(
+            "deepagents_rollout_samples", "Committed tasks in the controller's window", av,
+            registry=r,
+        )  # fmt: skip
+        self.decisions = Counter(
+            "deepagents_rollout_decisions", "Controller decisions by kind",
+            ("agent", "decision"), registry=r,
+        )  # fmt: skip
+        self.leader = Gauge(
+            "deepagents_rollout_controller_leader", "1 while this controller holds the lease",
+            registry=r,
+        )  # fmt: skip
 
 
 STREAM_LABELS = ("stream", "group", "agent", "tier", "shard")
@@ -223,6 +281,7 @@ class FleetMetrics:
             "deepagents_exporter_sample_seconds", "Duration of the last sample of Redis",
             registry=r,
         )  # fmt: skip
+        self.rollout = RolloutFleetMetrics(r)
 
 
 def sample_names(families: Iterable[Metric]) -> set[str]:
@@ -246,4 +305,12 @@ def catalogue() -> set[str]:
     return sample_names([*metrics.registry.collect(), *fleet.registry.collect()])
 
 
-__all__ = ["TASK_BUCKETS", "FleetMetrics", "Metrics", "ModelCallMetrics", "TierMetrics"]
+__all__ = [
+    "TASK_BUCKETS",
+    "FleetMetrics",
+    "Metrics",
+    "ModelCallMetrics",
+    "RolloutFleetMetrics",
+    "RolloutMetrics",
+    "TierMetrics",
+]

@@ -111,6 +111,11 @@ class Promoted(NamedTuple):
     dead_lettered: int  # members that were not delayed tasks (decode_error)
 
 
+class Moved(NamedTuple):
+    entries: int  # unstarted entries moved to the target stream
+    delayed: int  # delayed retries moved to the target's delayed set
+
+
 @dataclass(slots=True)
 class StreamStats:
     stream: str
@@ -258,6 +263,14 @@ class MessageBus(Protocol):
     async def cancel(
         self, keys: ShardKeys, task_id: str, result_json: bytes, events_json: bytes
     ) -> str: ...
+
+    async def move_unstarted(
+        self, source: StreamRef, target: StreamRef, group: str, *, limit: int = 500
+    ) -> Moved:
+        """Move every entry of ``source`` no consumer of ``group`` has been given to
+        ``target`` (same shard, another version), and ``source``'s delayed retries to
+        ``target``'s delayed set: each exactly once, in scripts on the shard's slot."""
+        ...
 
     async def stream_stats(self, stream: StreamRef, group: str) -> StreamStats: ...
 

@@ -37,6 +37,7 @@ from deepagents.worker.flight import InFlight
 from deepagents.worker.pools import TierPool
 from deepagents.worker.runner import AgentRunner
 from deepagents.worker.stats import WorkerStats
+from deepagents.worker.versioning import VersionTally, stream_version
 
 log = logging.getLogger("deepagents.worker")
 
@@ -80,17 +81,20 @@ class Worker:
             for tier, pool in self.pools.items():
                 self.telemetry.metrics.track_in_flight(self.name, tier, _active(pool))
         # What this worker reads (``--tiers``, ``--shards``); its delayed pump and its
-        # reclaims cover the same shards and streams, nothing else.
+        # reclaims cover the same shards and streams, nothing else. Under a rollout, of
+        # this version's own streams only (worker/versioning.py).
         shards = self.agent_settings.shards
         self.placement = placement or Placement.everything(config.tier_names, shards)
         check_placement(self.placement, config.tier_names, shards)
+        self.lane = stream_version(config, agent)
         self.streams = [
-            StreamRef(self.keys.shard(self.name, shard), tier)
+            StreamRef(self.keys.shard(self.name, shard, self.lane), tier)
             for tier in self.placement.tiers
             for shard in self.placement.shards
         ]
         self.inflight: dict[tuple[str, str], InFlight] = {}
         self._handler: DeliveryHandler | None = None
+        self._tally: VersionTally | None = None
         self._stopping = False
         self._stop_event: asyncio.Event | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
@@ -176,6 +180,8 @@ class Worker:
             answers=self.services.answers,
         )
         committer = handler.committer
+        tally = self._tally = self._version_tally()
+        handler.outcomes.tally = tally
         models = self.config.models
         if self.settings.sim_model_url:
             models = simulator_models(models, self.settings.sim_model_url)
@@ -194,6 +200,8 @@ class Worker:
                 await self._supervise(handler, committer, registry)
         finally:
             self._executor.shutdown(wait=False, cancel_futures=True)
+            if tally is not None:  # what landed since the last flush
+                await tally.flush()
             if self._owns_services:
                 await self.services.aclose()
             await registry.deregister(self.agent, self.consumer)
@@ -216,6 +224,8 @@ class Worker:
             asyncio.create_task(self._delayed_pump(), name="delayed-pump"),
             asyncio.create_task(self._health_loop(handler.runner, registry), name="health"),
         ]
+        if self._tally is not None:
+            side.append(asyncio.create_task(self._tally.run(), name="version-tally"))
         stop_wait = asyncio.create_task(self._stop_event.wait(), name="stop-wait")
         self.ready.set()
         log.info(
@@ -386,6 +396,11 @@ class Worker:
         except TransportError as exc:
             log.warning("recording health failed: %s", exc, extra={"action": "health_failed"})
 
+    def _version_tally(self) -> VersionTally | None:
+        if not self.lane or self.services.rollouts is None:
+            return None
+        return VersionTally(self.agent, self.config, self.services.rollouts, self.telemetry.metrics)
+
     def _lost(self, ref: StreamRef, entry_id: str) -> None:
         """Another consumer owns this entry now: stop working on it; its outcome stands."""
         if self._handler is not None:
@@ -397,7 +412,7 @@ class Worker:
         whoever reads p1 there takes them. A shard no worker reads is promoted by nobody:
         ``status`` and the exporter's readers gauge name it."""
         interval = min(0.2, self.agent_settings.retry.base_ms / 2000)
-        shards = [self.keys.shard(self.name, s) for s in self.placement.shards]
+        shards = [self.keys.shard(self.name, s, self.lane) for s in self.placement.shards]
         tiers = self.config.tier_names
         backoff = _Backoff()
         while not self._stopping:

@@ -21,6 +21,7 @@ from deepagents.transport.base import (
     Claimed,
     CommitItem,
     DeadLetter,
+    Moved,
     Promoted,
     RawEntry,
     Reschedule,
@@ -484,6 +485,29 @@ class MemoryBus:
 
     # views --------------------------------------------------------------------------------
 
+    async def move_unstarted(
+        self, source: StreamRef, target: StreamRef, group: str, *, limit: int = 500
+    ) -> Moved:
+        """As ``move.lua``: entries after the group's last-delivered id (all of them when
+        there is no group yet) and every delayed member, each moved once."""
+        found = self.state.streams.get(source.name)
+        moved = 0
+        if found is not None:
+            held = found.groups.get(group)
+            last = held.last if held is not None else (0, 0)
+            unstarted = [i for i in found.entries if held is None or parse_id(i) > last]
+            for entry_id in unstarted:
+                fields = found.entries.pop(entry_id)
+                new = self.state.stream(target.name).add(fields)
+                task = self.state.hash(source.keys.task(_task_id_of(fields)))
+                if task is not None and task.get("entry") == entry_id:
+                    task["entry"] = new
+                moved += 1
+        members = self.state.delayed.pop(source.keys.delayed, {})
+        if members:
+            self.state.delayed.setdefault(target.keys.delayed, {}).update(members)
+        return Moved(moved, len(members))
+
     async def stream_stats(self, stream: StreamRef, group: str) -> StreamStats:
         stats = StreamStats(stream=stream.name)
         found = self.state.streams.get(stream.name)
@@ -517,6 +541,14 @@ class MemoryBus:
 
     async def outbox_lengths(self, shards: Sequence[ShardKeys]) -> list[int]:
         return [len(self.state.stream(keys.outbox).entries) for keys in shards]
+
+
+def _task_id_of(fields: Fields) -> str:
+    try:
+        task_id = orjson.loads(fields.get(b"task", b"{}")).get("task_id")
+    except (orjson.JSONDecodeError, AttributeError):
+        return "-"
+    return task_id if isinstance(task_id, str) and task_id else "-"
 
 
 def _int(raw: str | None) -> int:

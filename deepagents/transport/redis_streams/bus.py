@@ -18,6 +18,7 @@ from deepagents.transport.base import (
     Claimed,
     CommitItem,
     DeadLetter,
+    Moved,
     Promoted,
     RawEntry,
     Reschedule,
@@ -35,6 +36,21 @@ from deepagents.transport.redis_streams.scripts import Scripts
 
 def _s(value: bytes | str) -> str:
     return value.decode() if isinstance(value, bytes) else value
+
+
+# A move stops after this many rounds even if entries keep arriving (an orchestrator
+# still routing to the source); the controller sweeps again on its next tick.
+_MOVE_ROUNDS = 1_000
+
+
+def _task_id_of(fields: dict[bytes, bytes]) -> str:
+    """The entry's task id for its hash key; an entry that is not a task moves without
+    one (the target version's worker dead-letters it, as any worker would)."""
+    try:
+        task_id = orjson.loads(fields.get(b"task", b"{}")).get("task_id")
+    except (orjson.JSONDecodeError, AttributeError):
+        return "-"
+    return task_id if isinstance(task_id, str) and task_id else "-"
 
 
 def _entries(raw: list[Any]) -> list[RawEntry]:
@@ -456,6 +472,42 @@ class RedisStreamBus:
                 args=[dlq_entry, task_json, now_ms(), reply],
             )
         return _s(status), _s(entry)
+
+    async def move_unstarted(
+        self, source: StreamRef, target: StreamRef, group: str, *, limit: int = 500
+    ) -> Moved:
+        """Candidates are read here (entries after the group's last-delivered id); the
+        script checks each again and moves it, so an entry a worker read meanwhile stays."""
+        entries = delayed = 0
+        for _ in range(_MOVE_ROUNDS):
+            with redis_errors(f"move unstarted entries of {source.name}"):
+                last = await self._last_delivered(source, group)
+                found = await self.client.xrange(
+                    source.name, "-" if last is None else f"({last}", "+", count=limit
+                )
+                ids = [_s(entry_id) for entry_id, _ in found]
+                hashes = [source.keys.task(_task_id_of(fields)) for _, fields in found]
+                moved, moved_delayed = await self.scripts.move(
+                    keys=[source.name, target.name, source.keys.delayed, target.keys.delayed,
+                          *hashes],
+                    args=[group, limit, *ids],
+                )  # fmt: skip
+            entries, delayed = entries + int(moved), delayed + int(moved_delayed)
+            if not found and int(moved_delayed) < limit:
+                break
+        return Moved(entries, delayed)
+
+    async def _last_delivered(self, stream: StreamRef, group: str) -> str | None:
+        try:
+            groups = await self.client.xinfo_groups(stream.name)
+        except rex.ResponseError as exc:
+            if "no such key" in str(exc).lower():
+                return None
+            raise
+        for info in groups:
+            if _s(info["name"]) == group:
+                return _s(info["last-delivered-id"])
+        return None
 
     async def cancel(
         self, keys: ShardKeys, task_id: str, result_json: bytes, events_json: bytes

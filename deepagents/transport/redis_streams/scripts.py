@@ -24,6 +24,7 @@ _NAMES = (
     "prune_consumers",
     "replay",
     "cancel",
+    "move",
 )
 
 
@@ -48,6 +49,7 @@ class Scripts:
     prune_consumers: AsyncScript
     replay: AsyncScript
     cancel: AsyncScript
+    move: AsyncScript
 
     @classmethod
     def register(cls, client: Redis) -> Scripts:
