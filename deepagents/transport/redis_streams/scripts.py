@@ -24,6 +24,7 @@ _NAMES = (
     "prune_consumers",
     "replay",
     "cancel",
+    "record_steps",
 )
 
 
@@ -48,6 +49,7 @@ class Scripts:
     prune_consumers: AsyncScript
     replay: AsyncScript
     cancel: AsyncScript
+    record_steps: AsyncScript
 
     @classmethod
     def register(cls, client: Redis) -> Scripts:
