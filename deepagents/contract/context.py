@@ -11,7 +11,7 @@ from __future__ import annotations
 from abc import ABC, abstractmethod
 from collections.abc import Awaitable, Callable
 from contextvars import ContextVar
-from typing import Any, Literal, TypeVar
+from typing import Any, Literal, TypeVar, overload
 
 from pydantic import BaseModel
 
@@ -63,10 +63,18 @@ class TaskContext(ABC):
     def resumed(self) -> bool:
         """True when this delivery found steps completed by an earlier one."""
 
+    @overload
+    async def step(self, name: str, fn: Callable[..., Awaitable[T]], *args: Any) -> T: ...
+
+    @overload
+    async def step(self, name: str, fn: Callable[..., T], *args: Any) -> T: ...
+
     @abstractmethod
-    async def step(self, name: str, fn: Callable[..., T | Awaitable[T]], *args: Any) -> T:
+    async def step(self, name: str, fn: Callable[..., Any], *args: Any) -> Any:
         """Run ``fn(*args)`` once per task (sync in a thread, async awaited) and record its
-        JSON result; return the recorded result when an earlier delivery completed it."""
+        JSON result; return the recorded result when an earlier delivery completed it. The
+        value returned is the result as recorded (decoded JSON: a tuple comes back a list),
+        the same on the first delivery as on a later one."""
 
     @abstractmethod
     async def gather(self, *aws: Awaitable[Any]) -> list[Any]:

@@ -28,6 +28,8 @@ EVENT_TYPES = frozenset(
         "replayed",
         "payload_lost",
         "model_call",
+        "step_completed",
+        "resumed",
     }
 )
 

@@ -44,6 +44,7 @@ class AgentRunner:
     ) -> None:
         self.agent = agent
         self._executor = executor
+        self.executor = executor  # sync steps (worker/steps.py) run in the same pool
         self._methods = {name: _Method(agent, name) for name in _METHODS}
         self._tracer: Tracer | None = tracing.tracer if tracing is not None else None
 

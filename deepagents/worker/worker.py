@@ -164,6 +164,8 @@ class Worker:
             metrics=self.telemetry.metrics,
             outbox=self.settings.outbox,
             max_task_bytes=self.settings.max_payload_bytes,
+            claims=self.services.claims,
+            result_ttl_s=self.settings.result_ttl_s,
         )
         committer = handler.committer
         models = self.config.models
