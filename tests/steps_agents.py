@@ -15,7 +15,7 @@ from typing import Any, ClassVar
 
 from pydantic import BaseModel
 
-from deepagents import AgentContract, Result, current_context
+from deepagents import AgentContract, Result, RetryableError, current_context
 from deepagents.contract.agent import current_attempt
 
 LANES, LANE_STEPS, EDGE_STEPS = 4, 3, 4
@@ -122,3 +122,42 @@ class PipelineAgentV3(PipelineAgentV2):
 
     def migrate_state(self, from_version: str, state: dict[str, Any]) -> dict[str, Any]:
         raise ValueError(f"version 3 cannot read a version {from_version} checkpoint")
+
+
+class Blob(BaseModel):
+    blob: str = ""
+
+
+class GrowsAgent(AgentContract):
+    """Checkpoints a small state, then one of ``payload["size"]`` characters."""
+
+    name = "grows"
+    version = "1"
+    intents = ("grows",)
+    state_model: ClassVar[type[BaseModel] | None] = Blob
+
+    async def execute(self, context: dict[str, Any]) -> Result:
+        ctx = context["ctx"]
+        await ctx.step("before", lambda: "recorded")
+        ctx.state.blob = "small"
+        await ctx.checkpoint()
+        ctx.state.blob = "x" * int(context["payload"]["size"])
+        await ctx.checkpoint()
+        return Result(output={"blob": len(ctx.state.blob)})
+
+
+class LargeAgent(AgentContract):
+    """One step whose result is ``payload["size"]`` characters, then one that measures it
+    (on the next delivery, with ``fail_once``: the big one is then read from its record)."""
+
+    name = "large"
+    version = "1"
+    intents = ("large",)
+
+    async def execute(self, context: dict[str, Any]) -> Result:
+        ctx, size = context["ctx"], int(context["payload"]["size"])
+        body = await ctx.step("big", lambda: "y" * size)
+        if context["payload"].get("fail_once") and not ctx.resumed:
+            raise RetryableError("the next delivery reads the big step back")
+        n = await ctx.step("measure", len, body)
+        return Result(output={"len": n})
