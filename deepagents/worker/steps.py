@@ -1,6 +1,7 @@
 """The worker's ``TaskContext`` (``contract/context.py``): durable steps of one delivery.
 
-Every record is one owner-checked script (``MessageBus.record_steps``), as a commit is: a
+Every record is one owner-checked script (``MessageBus.record_steps``, sent in batches by
+``step_writer.py``), as a commit is: a
 worker that lost its entry writes nothing, is told so, and stops the delivery as the
 heartbeat would. The in-flight rule (docs/design.md, "Durable steps"): a step counts as
 done once its record landed; a step whose fn finished but whose record had not landed when
@@ -39,6 +40,7 @@ from deepagents.worker.stats import WorkerStats
 from deepagents.worker.step_ids import Lane, check_name, current_lane
 from deepagents.worker.step_records import RecordCodec, encode_json
 from deepagents.worker.step_state import STATE, VERSION, encode_state, fresh_state, restore_state
+from deepagents.worker.step_writer import StepWriter
 
 log = logging.getLogger("deepagents.worker")
 T = TypeVar("T")
@@ -77,6 +79,7 @@ class StepBook:
             claims, agent_settings.step_inline_bytes, result_ttl_s + CLAIM_MARGIN_S
         )
         self.refused = 0  # records refused because another consumer owned the entry
+        self.writer = StepWriter(bus, group, consumer)
 
     def open(self, flight: InFlight, lose: Callable[[InFlight], bool]) -> DeliverySteps:
         return DeliverySteps(self, flight, lose)
@@ -255,7 +258,12 @@ class DeliverySteps(TaskContext):
     async def records(self) -> dict[str, bytes]:
         if self._records is not None:
             return self._records
-        if self._loading is None:
+        if not self._flight.stepped:  # no delivery recorded anything: nothing to read
+            if self._book.agent.state_model is not None:
+                self._state = fresh_state(self._book.agent)
+            self._records = {}
+            return self._records
+        if self._loading is None:  # lanes asking at once share one read
             self._loading = asyncio.ensure_future(self._load())
         return await asyncio.shield(self._loading)
 
@@ -284,7 +292,7 @@ class DeliverySteps(TaskContext):
         book, flight = self._book, self._flight
         events, self._pending = self._pending, []
         item = StepRecord(flight.entry_id, self.task_id, fields, encode_events(events))
-        status = await book.bus.record_steps(flight.stream, book.group, book.consumer, item)
+        status = await book.writer.write(flight.stream, item)
         if status == "ok":
             return
         book.refused += 1
