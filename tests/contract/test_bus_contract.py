@@ -257,3 +257,18 @@ async def test_only_the_entry_s_owner_records_steps_and_only_while_the_task_runs
     assert await backend.bus.cancel(keys, "t2", b'{"cancelled":1}', b"") == "ok"
     assert await _record(backend, "c1", other, "t2", **{"step:a": b"1"}) == "dup"
     assert await backend.bus.load_steps(keys, "t2") == {}
+
+
+async def test_a_batch_of_step_records_is_checked_record_by_record(backend: Backend) -> None:
+    mine, theirs = await _submit(backend, "t1"), await _submit(backend, "t2")
+    await _take(backend, "c1", 2)
+    await backend.bus.claim_stale(backend.ref(), AGENT, "c2", 0, 1, theirs)  # takes t2 only
+    batch = [
+        (backend.ref(), StepRecord(mine, "t1", [("step:a", b"1")])),
+        (backend.ref(), StepRecord(theirs, "t2", [("step:a", b"2")])),
+        (backend.ref(), StepRecord(mine, "t1", [("step:b", b"3")])),
+    ]
+    assert await backend.bus.record_steps(AGENT, "c1", batch) == ["ok", "lost", "ok"]
+    keys = backend.ref().keys
+    assert await backend.bus.load_steps(keys, "t1") == {"step:a": b"1", "step:b": b"3"}
+    assert await backend.bus.load_steps(keys, "t2") == {}
