@@ -88,6 +88,18 @@ class AgentSettings(_Strict):
         le=7 * 86_400,
         description="how long a good answer stands in for degrade (agents with cache_key)",
     )
+    max_state_bytes: int = Field(
+        default=262_144,
+        ge=64,
+        le=64 << 20,
+        description="a checkpoint's encoded state above this fails the task state_too_large",
+    )
+    step_inline_bytes: int = Field(
+        default=65_536,
+        ge=64,
+        le=16 << 20,
+        description="a step record above this goes to PostgreSQL (a claim check in Redis)",
+    )
 
 
 class RemoteTLS(_Strict):

@@ -29,6 +29,8 @@ EVENT_TYPES = frozenset(
         "payload_lost",
         "model_call",
         "rollout",  # a rollout's decision (controller or operator) with its figures
+        "step_completed",
+        "resumed",
     }
 )
 

@@ -67,6 +67,9 @@ class BeginItem(NamedTuple):
 class Begun(NamedTuple):
     status: str  # ok | dup | lost | gone
     deliveries: int
+    # The task has step records (worker/steps.py): an earlier delivery recorded some. A
+    # delivery of a task without any need not read them.
+    stepped: bool = False
 
 
 class CommitItem(NamedTuple):
@@ -103,6 +106,16 @@ class Reschedule:
     task_json: bytes
     attempt: int
     reply: str = ""
+    events_json: bytes = b""
+
+
+class StepRecord(NamedTuple):
+    """Fields of a running task's step records (``step:<id>``, ``state``, ...) to set in
+    one owner-checked write, with the audit events that go with them."""
+
+    entry_id: str
+    task_id: str
+    fields: Sequence[tuple[str, bytes]]
     events_json: bytes = b""
 
 
@@ -270,6 +283,18 @@ class MessageBus(Protocol):
         """Move every entry of ``source`` no consumer of ``group`` has been given to
         ``target`` (same shard, another version), and ``source``'s delayed retries to
         ``target``'s delayed set: each exactly once, in scripts on the shard's slot."""
+        ...
+
+    async def record_steps(
+        self, group: str, consumer: str, items: Sequence[tuple[StreamRef, StepRecord]]
+    ) -> list[str]:
+        """Per item, set its fields in the task's steps hash if this consumer still owns the
+        entry and the task has no terminal result: ok | lost | dup. Each item is its own
+        owner-checked script; the batch is one round trip."""
+        ...
+
+    async def load_steps(self, keys: ShardKeys, task_id: str) -> dict[str, bytes]:
+        """Every field of the task's steps hash ({} when none)."""
         ...
 
     async def stream_stats(self, stream: StreamRef, group: str) -> StreamStats: ...

@@ -178,6 +178,8 @@ class Worker:
             outbox=self.settings.outbox,
             max_task_bytes=self.settings.max_payload_bytes,
             answers=self.services.answers,
+            claims=self.services.claims,
+            result_ttl_s=self.settings.result_ttl_s,
         )
         committer = handler.committer
         tally = self._tally = self._version_tally()

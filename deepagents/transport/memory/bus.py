@@ -25,6 +25,7 @@ from deepagents.transport.base import (
     Promoted,
     RawEntry,
     Reschedule,
+    StepRecord,
     StreamRef,
     StreamStats,
     now_ms,
@@ -254,7 +255,7 @@ class MemoryBus:
             )
             if item.started_event:
                 events.append(item.started_event + _b(f"{n}}}"))
-            out.append(Begun("ok", n))
+            out.append(Begun("ok", n, task.get("stepped") == "1"))
         if events:
             self._outbox(stream.keys, b"[" + b",".join(events) + b"]")
         return out
@@ -296,6 +297,7 @@ class MemoryBus:
                 state="done", result=result, owner=consumer, finished_ms=at
             )
             self.state.expire(key, self.result_ttl_s)
+            self.state.expire_if_there(stream.keys.steps(item.task_id), self.result_ttl_s)
             if item.events_json:
                 events.append(item.events_json[1:-1])
             self.replies.publish(item.reply, item.result_json)
@@ -356,6 +358,7 @@ class MemoryBus:
                 state="dead", result=result.decode(), finished_ms=at
             )
             self.state.expire(key, self.result_ttl_s)
+            self.state.expire_if_there(stream.keys.steps(item.task_id or "-"), self.result_ttl_s)
             self.replies.publish(item.reply, result)
         found.ack_delete(group, item.entry_id)
         self._outbox(stream.keys, events)
@@ -463,6 +466,7 @@ class MemoryBus:
             task.pop(name, None)
         task.update(state="queued", entry=entry_id, enq_ms=at, deliveries="0")
         self.state.persist(key)
+        self.state.persist(keys.steps(task_id))
         del dlq.entries[dlq_entry]
         return "ok", entry_id
 
@@ -479,9 +483,33 @@ class MemoryBus:
             state="done", result=result_json.decode(), finished_ms=str(now_ms()), cancelled="1"
         )
         self.state.expire(key, self.result_ttl_s)
+        self.state.expire_if_there(keys.steps(task_id), self.result_ttl_s)
         self._outbox(keys, events_json)
         self.replies.publish(task.get("reply", ""), result_json)
         return "ok"
+
+    async def record_steps(
+        self, group: str, consumer: str, items: Sequence[tuple[StreamRef, StepRecord]]
+    ) -> list[str]:
+        return [self._record_steps(stream, group, consumer, item) for stream, item in items]
+
+    def _record_steps(self, stream: StreamRef, group: str, consumer: str, item: StepRecord) -> str:
+        held = self.state.group(stream.name, group)
+        if held is None or held.owner(item.entry_id) != consumer:
+            return "lost"
+        task = self.state.hash(stream.keys.task(item.task_id)) or {}
+        if task.get("state") in ("done", "dead"):
+            return "dup"
+        if item.fields:
+            record = self.state.hash_for_write(stream.keys.steps(item.task_id))
+            record.update((name, value.decode()) for name, value in item.fields)
+            self.state.hash_for_write(stream.keys.task(item.task_id))["stepped"] = "1"
+        self._outbox(stream.keys, item.events_json)
+        return "ok"
+
+    async def load_steps(self, keys: ShardKeys, task_id: str) -> dict[str, bytes]:
+        found = self.state.hash(keys.steps(task_id)) or {}
+        return {name: _b(value) for name, value in found.items()}
 
     # views --------------------------------------------------------------------------------
 

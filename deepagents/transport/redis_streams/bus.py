@@ -22,6 +22,7 @@ from deepagents.transport.base import (
     Promoted,
     RawEntry,
     Reschedule,
+    StepRecord,
     StreamRef,
     StreamStats,
     now_ms,
@@ -330,7 +331,7 @@ class RedisStreamBus:
             args += (item.entry_id, item.attempt, item.started_event)
         with redis_errors(f"begin on {stream.name}"):
             (reply,) = await self._evalsha(self.scripts.begin, [(keys, args)])
-        return [Begun(status.decode(), n) for status, n in reply]
+        return [Begun(r[0].decode(), r[1], len(r) > 2 and r[2] == 1) for r in reply]
 
     async def commit(
         self, stream: StreamRef, group: str, consumer: str, items: Sequence[CommitItem]
@@ -341,7 +342,9 @@ class RedisStreamBus:
     def _commit_call(
         self, stream: StreamRef, group: str, consumer: str, at: int, items: Sequence[CommitItem]
     ) -> tuple[list[str], list[Any]]:
-        keys = [stream.name, stream.keys.outbox, *(stream.keys.task(i.task_id) for i in items)]
+        shard = stream.keys
+        keys = [stream.name, shard.outbox, *(shard.task(i.task_id) for i in items)]
+        keys += [shard.steps(i.task_id) for i in items]
         args: list[Any] = [group, consumer, at, self.result_ttl_s]
         for item in items:
             args += (item.entry_id, item.result_json, item.reply, item.events_json)
@@ -387,7 +390,8 @@ class RedisStreamBus:
         self, stream: StreamRef, group: str, consumer: str, item: DeadLetter
     ) -> str:
         task_key = stream.keys.task(item.task_id or "-")
-        keys = [stream.name, task_key, stream.keys.dlq, stream.keys.outbox]
+        steps_key = stream.keys.steps(item.task_id or "-")
+        keys = [stream.name, task_key, stream.keys.dlq, stream.keys.outbox, steps_key]
         args: list[Any] = [
             group,
             consumer,
@@ -468,7 +472,7 @@ class RedisStreamBus:
     ) -> tuple[str, str]:
         with redis_errors(f"replay from {keys.dlq}"):
             status, entry = await self.scripts.replay(
-                keys=[keys.dlq, keys.stream(tier), keys.task(task_id)],
+                keys=[keys.dlq, keys.stream(tier), keys.task(task_id), keys.steps(task_id)],
                 args=[dlq_entry, task_json, now_ms(), reply],
             )
         return _s(status), _s(entry)
@@ -514,10 +518,32 @@ class RedisStreamBus:
     ) -> str:
         with redis_errors("cancel"):
             status = await self.scripts.cancel(
-                keys=[keys.task(task_id), keys.outbox],
+                keys=[keys.task(task_id), keys.outbox, keys.steps(task_id)],
                 args=[result_json, now_ms(), self.result_ttl_s, events_json],
             )
         return _s(status)
+
+    async def record_steps(
+        self, group: str, consumer: str, items: Sequence[tuple[StreamRef, StepRecord]]
+    ) -> list[str]:
+        calls = []
+        for stream, item in items:
+            shard = stream.keys
+            keys = [stream.name, shard.task(item.task_id), shard.steps(item.task_id), shard.outbox]
+            args: list[Any] = [group, consumer, item.entry_id, item.events_json]
+            for name, value in item.fields:
+                args += (name, value)
+            calls.append((keys, args))
+        with redis_errors("record steps"):
+            return [_s(status) for status in await self._evalsha(self.scripts.record_steps, calls)]
+
+    async def load_steps(self, keys: ShardKeys, task_id: str) -> dict[str, bytes]:
+        with redis_errors(f"load steps of {task_id}"):
+            (flat,) = await self.lanes.pipeline([("HGETALL", keys.steps(task_id))])
+        if isinstance(flat, dict):
+            return {_s(name): value for name, value in flat.items()}
+        it = iter(flat)
+        return {_s(name): value for name, value in zip(it, it, strict=True)}
 
     async def stream_stats(self, stream: StreamRef, group: str) -> StreamStats:
         stats = StreamStats(stream=stream.name)

@@ -25,6 +25,7 @@ _NAMES = (
     "replay",
     "cancel",
     "move",
+    "record_steps",
 )
 
 
@@ -50,6 +51,7 @@ class Scripts:
     replay: AsyncScript
     cancel: AsyncScript
     move: AsyncScript
+    record_steps: AsyncScript
 
     @classmethod
     def register(cls, client: Redis) -> Scripts:
