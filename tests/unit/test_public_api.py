@@ -48,6 +48,11 @@ ERROR_CODES = {
     "dead_lettered",
     "response_too_large",
     "remote_protocol_error",
+    # human replies
+    "not_waiting",
+    "already_replied",
+    "invalid_reply",
+    "reply_timeout",
     # exceptions
     "error",
     "config_error",

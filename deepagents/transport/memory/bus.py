@@ -31,11 +31,12 @@ from deepagents.transport.base import (
 from deepagents.transport.keys import ShardKeys
 from deepagents.transport.memory.replies import MemoryReplies, MemoryReplyListener
 from deepagents.transport.memory.state import Fields, Group, State, Stream, parse_id
+from deepagents.transport.memory.waiting import WAIT_FIELDS, MemoryWaiting, drop_wait
 
 _b = str.encode
 
 
-class MemoryBus:
+class MemoryBus(MemoryWaiting):
     """Everything lives in ``state``; hand the same state to a ``MemoryTaskStore`` to read
     the task records the bus writes."""
 
@@ -426,7 +427,11 @@ class MemoryBus:
         at = now_ms()
         due = sorted((score, m) for m, score in members.items() if score <= at)[:limit]
         moved = dead = 0
+        waits = []
         for _, member in due:
+            if member.startswith(b"w:"):  # left in the set: ``wake`` takes it out
+                waits.append(member[2:].decode())
+                continue
             del members[member]
             parsed, error = _delayed_member(member)
             if parsed is None:
@@ -446,7 +451,7 @@ class MemoryBus:
             fields = _task_fields(_b(parsed.task), str(parsed.attempt), str(at), parsed.reply)
             self.state.stream(keys.stream(tier)).add(fields)
             moved += 1
-        return Promoted(moved, dead)
+        return Promoted(moved, dead, tuple(waits))
 
     async def replay(
         self, keys: ShardKeys, dlq_entry: str, tier: str, task_id: str, task_json: bytes, reply: str
@@ -472,8 +477,12 @@ class MemoryBus:
         task = self.state.hash(key)
         if task is None or "state" not in task:
             return "missing"
-        if task["state"] not in ("queued", "retrying"):
+        if task["state"] not in ("queued", "retrying", "waiting"):
             return task["state"]
+        if task["state"] == "waiting":
+            drop_wait(self.state, keys, task_id)
+            for name in WAIT_FIELDS:
+                task.pop(name, None)
         task.update(
             state="done", result=result_json.decode(), finished_ms=str(now_ms()), cancelled="1"
         )

@@ -31,6 +31,7 @@ from deepagents.transport.redis_streams.lanes import Lanes
 from deepagents.transport.redis_streams.pool import check_server
 from deepagents.transport.redis_streams.replies import ReplyChannel
 from deepagents.transport.redis_streams.scripts import Scripts
+from deepagents.transport.redis_streams.waiting import RedisWaiting
 
 
 def _s(value: bytes | str) -> str:
@@ -62,7 +63,7 @@ def _read_entries(reply: dict[Any, Any] | list[Any] | None) -> list[RawEntry]:
     return _entries(next(iter(reply.values())) if isinstance(reply, dict) else reply[0][1])
 
 
-class RedisStreamBus:
+class RedisStreamBus(RedisWaiting):
     """Uses the client it is given and never closes it; the worker's stream commands (read,
     reclaim, begin, commit) go over connections of its own (``Lanes``), which ``aclose()``
     closes."""
@@ -441,11 +442,11 @@ class RedisStreamBus:
         self, keys: ShardKeys, tiers: Sequence[str], limit: int = 500
     ) -> Promoted:
         with redis_errors(f"promote {keys.delayed}"):
-            moved, dead = await self.scripts.promote(
+            moved, dead, waits = await self.scripts.promote(
                 keys=[keys.delayed, keys.dlq, *(keys.stream(t) for t in tiers)],
                 args=[now_ms(), limit, *tiers],
             )
-        return Promoted(int(moved), int(dead))
+        return Promoted(int(moved), int(dead), tuple(_s(w) for w in waits))
 
     async def replay(
         self, keys: ShardKeys, dlq_entry: str, tier: str, task_id: str, task_json: bytes, reply: str
@@ -462,8 +463,8 @@ class RedisStreamBus:
     ) -> str:
         with redis_errors("cancel"):
             status = await self.scripts.cancel(
-                keys=[keys.task(task_id), keys.outbox],
-                args=[result_json, now_ms(), self.result_ttl_s, events_json],
+                keys=[keys.task(task_id), keys.outbox, keys.delayed, keys.waiting],
+                args=[result_json, now_ms(), self.result_ttl_s, events_json, task_id],
             )
         return _s(status)
 

@@ -24,6 +24,9 @@ _NAMES = (
     "prune_consumers",
     "replay",
     "cancel",
+    "park",
+    "answer",
+    "wake",
 )
 
 
@@ -48,6 +51,9 @@ class Scripts:
     prune_consumers: AsyncScript
     replay: AsyncScript
     cancel: AsyncScript
+    park: AsyncScript
+    answer: AsyncScript
+    wake: AsyncScript
 
     @classmethod
     def register(cls, client: Redis) -> Scripts:

@@ -1,0 +1,25 @@
+-- A waiting task's wait is due (its timeout, or its own deadline): count the timeout in the
+-- steps hash and re-enqueue the task, whose ask() then applies its on_timeout policy (or
+-- whose deadline ends it). Taking the member out of the delayed set is the claim: a reply,
+-- a cancel and another pump each remove it too, so exactly one of them acts.
+-- KEYS[1] task hash, KEYS[2] steps hash, KEYS[3] delayed set, KEYS[4] waiting index,
+-- KEYS[5] outbox stream, KEYS[6..] tier streams
+-- ARGV[1] task id, [2] now ms, [3] events json, [4..] tier names (in KEYS order)
+-- Returns {status, asked ms}: ok | gone (no such member now) | stale (not waiting)
+if redis.call('ZREM', KEYS[3], 'w:' .. ARGV[1]) == 0 then return {'gone', 0} end
+local h = redis.call('HMGET', KEYS[1], 'state', 'ask', 'wait_task', 'tier', 'reply',
+                     'attempt', 'asked_ms')
+if h[1] ~= 'waiting' then return {'stale', 0} end
+local k = #KEYS
+for i = 6, #KEYS do
+  if ARGV[i - 2] == h[4] then k = i end
+end
+redis.call('HINCRBY', KEYS[2], 'ask:' .. h[2] .. ':timeouts', 1)
+redis.call('ZREM', KEYS[4], ARGV[1])
+local id = redis.call('XADD', KEYS[k], '*', 'task', h[3], 'attempt', h[6] or '1',
+                      'enq', ARGV[2], 'reply', h[5] or '')
+redis.call('HSET', KEYS[1], 'state', 'queued', 'entry', id, 'enq_ms', ARGV[2])
+redis.call('HDEL', KEYS[1], 'wait_task', 'question', 'ask_schema', 'on_timeout', 'ask_default',
+           'asked_ms', 'wait_due_ms')
+if ARGV[3] ~= '' then redis.call('XADD', KEYS[5], '*', 'events', ARGV[3]) end
+return {'ok', tonumber(h[7]) or 0}
