@@ -18,6 +18,7 @@ from deepagents.cli.signals import on_stop
 from deepagents.contract.agent import AgentContract
 from deepagents.contract.loading import load_agent_class
 from deepagents.errors import ConfigError
+from deepagents.orchestrator import Orchestrator, submitter
 from deepagents.remote import remote_agent_class
 from deepagents.telemetry.core import configure
 from deepagents.telemetry.serve import serve_metrics, stop_server
@@ -112,6 +113,10 @@ def main(args: argparse.Namespace) -> int:
         async with redis_client(
             url, max_connections=readers + 32, cluster=settings.redis_cluster
         ) as client:
+            # Unanswered questions with on_timeout="escalate" are submitted through it.
+            escalations = Orchestrator.from_client(
+                client, config=runtime.config, settings=settings, telemetry=telemetry
+            )
             worker = Worker.from_client(
                 cls(),
                 client=client,
@@ -119,6 +124,7 @@ def main(args: argparse.Namespace) -> int:
                 settings=settings,
                 concurrency=concurrency,
                 telemetry=telemetry,
+                escalate=submitter(escalations),
             )
             probes.worker = worker
             task = asyncio.ensure_future(worker.run())

@@ -28,6 +28,11 @@ EVENT_TYPES = frozenset(
         "replayed",
         "payload_lost",
         "model_call",
+        # waiting for a person: parked, answered, its wait ran out, escalated
+        "waiting",
+        "replied",
+        "wait_expired",
+        "escalated",
     }
 )
 

@@ -39,6 +39,7 @@ class FleetSampler:
         await self._oldest_idle(rows)
         self._streams(rows)
         await self._outbox()
+        await self._waiting()
         await self._health()
         self.metrics.sample_seconds.set(time.perf_counter() - started)
 
@@ -79,6 +80,13 @@ class FleetSampler:
             per_agent[agent] += length
         for agent, total in per_agent.items():
             self.metrics.audit_backlog.labels(agent).set(total)
+
+    async def _waiting(self) -> None:
+        """Open questions per shard, from the waiting index the scripts keep."""
+        shards = self.admin.shards()
+        counts = await self.admin.bus.waiting_count([keys for _, keys in shards])
+        for (agent, keys), n in zip(shards, counts, strict=True):
+            self.metrics.waiting.labels(agent, str(keys.shard)).set(n)
 
     async def _health(self) -> None:
         m = self.metrics

@@ -9,6 +9,7 @@ from deepagents.config.schema import AgentSettings, FileConfig
 from deepagents.contract.agent import AgentContract
 from deepagents.telemetry.metrics import Metrics
 from deepagents.transport.base import MessageBus, RawEntry, StreamRef
+from deepagents.worker.asking import Asks
 from deepagents.worker.begin import Begin
 from deepagents.worker.commit import Outcomes
 from deepagents.worker.encode import Encoder
@@ -37,6 +38,7 @@ class DeliveryHandler:
         metrics: Metrics | None,
         outbox: bool,
         max_task_bytes: int,
+        asks: Asks,
     ) -> None:
         group = agent.name
         self.runner = runner
@@ -68,6 +70,7 @@ class DeliveryHandler:
             settler=self.settler,
             stats=stats,
             outbox=outbox,
+            asks=asks,
         )
         self.begin = Begin(
             bus=bus,

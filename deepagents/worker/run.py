@@ -17,6 +17,7 @@ from deepagents.contract.agent import current_attempt
 from deepagents.contract.result import ErrorCode, Result, ResultStatus
 from deepagents.contract.task import utcnow
 from deepagents.modelcall.usage import start_usage
+from deepagents.worker.asking import Asks
 from deepagents.worker.commit import Outcomes
 from deepagents.worker.encode import Encoder
 from deepagents.worker.flight import BEGUN, HANDED, LOST, RUNNING, SETTLED, InFlight
@@ -42,7 +43,9 @@ class Run:
         settler: Settler,
         stats: WorkerStats,
         outbox: bool,
+        asks: Asks,
     ) -> None:
+        self.asks = asks
         self.runner, self.agent_settings, self.config = runner, agent_settings, config
         self.outcomes, self.encoder, self.settler = outcomes, encoder, settler
         self.stats, self.outbox = stats, outbox
@@ -136,11 +139,15 @@ class Run:
             flight, queue_ms, started, events
         ):
             return
+        asking = self.asks.open(ref.keys, task)
         try:
             result = await self._run_metered(flight, events)
         except TimeoutError:
             result = Result.failed(ErrorCode.DEADLINE_EXCEEDED, "deadline passed while running")
         except Exception as exc:
+            if asking.request is not None:  # it asked a question: park (worker/asking.py)
+                await self.outcomes.park(flight, asking)
+                return
             decision = decide(
                 exc,
                 deliveries=flight.deliveries,
@@ -159,6 +166,10 @@ class Run:
                 )
                 return
             result = Result.failed(decision.code, decision.reason)
+        if asking.request is not None:  # the agent caught the Parked and returned: park
+            await self.outcomes.park(flight, asking)
+            return
+        events += asking.events
         kind = "succeeded" if result.status is not ResultStatus.FAILED else "failed"
         self.outcomes.commit(flight, result, started, queue_ms, kind, events)
 

@@ -30,6 +30,7 @@ from deepagents.store.base import Registry
 from deepagents.telemetry.core import Telemetry, process_telemetry
 from deepagents.telemetry.modelcalls import ModelCallRecorder
 from deepagents.transport.base import MessageBus, StreamRef
+from deepagents.worker.asking import Asks, Escalate, wake_due
 from deepagents.worker.committer import Committer
 from deepagents.worker.delivery import DeliveryHandler
 from deepagents.worker.flight import InFlight
@@ -58,8 +59,10 @@ class Worker:
         concurrency: dict[str, int] | None = None,
         telemetry: Telemetry | None = None,
         owns_services: bool = False,
+        escalate: Escalate | None = None,
     ) -> None:
         self.agent = agent
+        self.escalate = escalate  # submits escalations of unanswered questions (asking.py)
         self.telemetry = telemetry or process_telemetry()
         self.name = agent.name
         self.services = services
@@ -106,6 +109,7 @@ class Worker:
         consumer: str | None = None,
         concurrency: dict[str, int] | None = None,
         telemetry: Telemetry | None = None,
+        escalate: Escalate | None = None,
     ) -> Worker:
         """A worker over a client the caller opened and closes."""
         return cls(
@@ -117,6 +121,7 @@ class Worker:
             concurrency=concurrency,
             telemetry=telemetry,
             owns_services=True,
+            escalate=escalate,
         )
 
     # lifecycle ----------------------------------------------------------------------------
@@ -164,6 +169,7 @@ class Worker:
             metrics=self.telemetry.metrics,
             outbox=self.settings.outbox,
             max_task_bytes=self.settings.max_payload_bytes,
+            asks=Asks(self.bus, self.escalate, self.config.asks.escalation_intent),
         )
         committer = handler.committer
         models = self.config.models
@@ -392,6 +398,15 @@ class Worker:
                     promoted = await self.bus.promote_due(keys, tiers)
                     if promoted.dead_lettered:
                         self._poisoned(keys.delayed, promoted.dead_lettered)
+                    if promoted.waits:  # questions whose wait ran out
+                        await wake_due(
+                            self.bus,
+                            keys,
+                            tiers,
+                            promoted.waits,
+                            outbox=self.settings.outbox,
+                            metrics=self.telemetry.metrics,
+                        )
                 backoff.reset()
             except TransportError as exc:
                 if not exc.retryable:
