@@ -53,7 +53,9 @@ async def _waiting(orch: Orchestrator, handle: TaskHandle) -> dict[str, Any]:
         info = await orch.lookup(handle.task_id)
         return info if info and info.get("state") == "waiting" else None
 
-    return await eventually(parked, timeout=30, what="the task waits for a reply")
+    info = await eventually(parked, timeout=30, what="the task waits for a reply")
+    assert info is not None
+    return info
 
 
 async def _submit(orch: Orchestrator, tmp_path: Path, **payload: Any) -> TaskHandle:
@@ -136,7 +138,7 @@ async def test_an_escalated_question_waits_again_for_the_escalation_to_answer(
 
     await eventually(escalated, timeout=30, what="re-parked after escalating")
     key = orch.keys.idempotency(f"escalation:{handle.task_id}:1", None)
-    escalation_id = (await client.get(key) or b"").decode().split(" ")[0]
+    escalation_id = bytes(await client.get(key) or b"").decode().split(" ")[0]
     escalation = await orch.lookup(escalation_id)
     assert escalation is not None and escalation["agent"] == "escalations"
     # Whoever handles the escalation answers the original task.
