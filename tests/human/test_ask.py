@@ -138,7 +138,8 @@ async def test_an_escalated_question_waits_again_for_the_escalation_to_answer(
 
     await eventually(escalated, timeout=30, what="re-parked after escalating")
     key = orch.keys.idempotency(f"escalation:{handle.task_id}:1", None)
-    escalation_id = bytes(await client.get(key) or b"").decode().split(" ")[0]
+    raw = await client.get(key)
+    escalation_id = (raw.decode() if isinstance(raw, bytes) else str(raw)).split(" ")[0]
     escalation = await orch.lookup(escalation_id)
     assert escalation is not None and escalation["agent"] == "escalations"
     # Whoever handles the escalation answers the original task.
