@@ -17,9 +17,11 @@ from redis.asyncio import Redis
 from deepagents.config.settings import Settings
 from deepagents.errors import ConfigError
 from deepagents.store.base import Registry, TaskRecords
+from deepagents.store.claims import ClaimStore, MemoryClaims
 from deepagents.store.memory_registry import MemoryRegistry
 from deepagents.store.memory_tasks import MemoryTaskStore
 from deepagents.store.registry import AgentRegistry
+from deepagents.store.step_bodies import claim_store
 from deepagents.store.tasks import TaskStore
 from deepagents.transport.base import MessageBus
 from deepagents.transport.keys import Keys
@@ -45,9 +47,13 @@ class Services:
     registry: Registry
     keys: Keys
     owns_client: bool = field(default=False, repr=False)
+    # Bodies of step records too large for Redis (a claim check); None: no database.
+    claims: ClaimStore | None = None
 
     async def aclose(self) -> None:
         await self.bus.aclose()
+        if self.claims is not None:
+            await self.claims.aclose()
         if self.owns_client and self.client is not None:
             await self.client.aclose()
 
@@ -61,6 +67,7 @@ def services_for(client: RedisClient, settings: Settings) -> Services:
         tasks=TaskStore(client, keys),
         registry=AgentRegistry(client, keys),
         keys=keys,
+        claims=claim_store(settings),
     )
 
 
@@ -75,6 +82,7 @@ def memory_services(settings: Settings) -> Services:
         tasks=MemoryTaskStore(state, keys),
         registry=MemoryRegistry(),
         keys=keys,
+        claims=MemoryClaims(),
     )
 
 

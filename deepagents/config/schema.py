@@ -79,6 +79,18 @@ class AgentSettings(_Strict):
     )
     grace_period_s: float = Field(default=20.0, ge=0)
     sync_threads: int = Field(default=32, ge=1, le=1024)
+    max_state_bytes: int = Field(
+        default=262_144,
+        ge=64,
+        le=64 << 20,
+        description="a checkpoint's encoded state above this fails the task state_too_large",
+    )
+    step_inline_bytes: int = Field(
+        default=65_536,
+        ge=64,
+        le=16 << 20,
+        description="a step record above this goes to PostgreSQL (a claim check in Redis)",
+    )
 
 
 class RemoteTLS(_Strict):

@@ -2,6 +2,8 @@
 
 The runtime calls ``can_handle`` → ``prepare_context`` → ``execute`` → ``post_process``.
 Sync methods run in a thread pool, so blocking work never stalls the event loop.
+A long-running agent also finds its task's durable context (``contract/context.py``) as
+``context["ctx"]``: steps, lanes, phases and a checkpointed ``state_model``.
 """
 
 from __future__ import annotations
@@ -34,6 +36,9 @@ class AgentContract(ABC):
     version: ClassVar[str] = "0"
     intents: ClassVar[tuple[str, ...]] = ()
     input_model: ClassVar[type[BaseModel] | None] = None
+    # The state a long-running agent checkpoints (``ctx.state``, ``ctx.checkpoint()``):
+    # a pydantic model of JSON values, with defaults for a task's first delivery.
+    state_model: ClassVar[type[BaseModel] | None] = None
 
     def can_handle(self, task: Task) -> bool | Awaitable[bool]:
         return task.intent in self.intents
@@ -53,3 +58,10 @@ class AgentContract(ABC):
 
     def health_check(self) -> bool | Awaitable[bool]:
         return True
+
+    def migrate_state(self, from_version: str, state: dict[str, Any]) -> dict[str, Any]:
+        """Turn a checkpoint written under agent version ``from_version`` into this
+        version's ``state_model`` shape; runs on resume before validation. Raise (or return
+        something that does not validate) and the task is dead-lettered ``state_incompatible``.
+        The default keeps the state as it is."""
+        return state

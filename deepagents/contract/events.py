@@ -33,6 +33,8 @@ EVENT_TYPES = frozenset(
         "replied",
         "wait_expired",
         "escalated",
+        "step_completed",
+        "resumed",
     }
 )
 

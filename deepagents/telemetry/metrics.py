@@ -105,6 +105,7 @@ class Metrics:
             ("agent", "outcome"), buckets=HUMAN_WAIT_BUCKETS, registry=r,
         )  # fmt: skip
         self.model = ModelCallMetrics(r)
+        self.steps = StepMetrics(r)
 
     def tier(self, agent: str, tier: str) -> TierMetrics:
         return TierMetrics(self, agent, tier)
@@ -153,6 +154,56 @@ class ModelCallMetrics:
 
     def circuit_state(self, model: str, state: str) -> None:
         self.circuit.labels(model).set(CIRCUIT_STATES.get(state, 0))
+
+
+STEP_OUTCOMES = ("completed", "replayed")
+STATE_BUCKETS = (256, 1024, 4096, 16_384, 65_536, 262_144, 1_048_576, 4_194_304)
+# A phase is a label: an agent naming phases after data (a task id, a URL) would grow the
+# series without bound, so past this many per agent the rest are counted as "other".
+MAX_PHASES = 32
+
+
+class StepMetrics:
+    """Durable steps (worker/steps.py): steps by outcome and phase, their latency,
+    checkpoint sizes, deliveries that resumed past completed steps, refused writes."""
+
+    def __init__(self, registry: CollectorRegistry) -> None:
+        r, ap = registry, ("agent", "phase")
+        self.steps = Counter(
+            "deepagents_steps",
+            "Steps by agent, phase and outcome (completed: ran and recorded; replayed: "
+            "an earlier delivery's recorded result returned without running)",
+            (*ap, "outcome"), registry=r,
+        )  # fmt: skip
+        self.duration = FastHistogram(
+            "deepagents_step_seconds", "A step's run and record, completed steps only", ap,
+            registry=r,
+        )  # fmt: skip
+        self.checkpoint_bytes = FastHistogram(
+            "deepagents_checkpoint_bytes", "Encoded size of each checkpoint recorded",
+            ("agent",), buckets=STATE_BUCKETS, registry=r,
+        )  # fmt: skip
+        self.resumes = Counter(
+            "deepagents_task_resumes",
+            "Deliveries that found steps completed by an earlier one (after a crash, a "
+            "reclaim or a retry)", ("agent",), registry=r,
+        )  # fmt: skip
+        self.refused = Counter(
+            "deepagents_step_writes_refused",
+            "Step or checkpoint records refused: this worker no longer owned the entry",
+            ("agent",), registry=r,
+        )  # fmt: skip
+        self._phases: dict[str, set[str]] = {}
+
+    def phase(self, agent: str, phase: str) -> str:
+        """The label value for ``phase``: itself, or "other" past MAX_PHASES."""
+        seen = self._phases.setdefault(agent, set())
+        if phase in seen:
+            return phase
+        if len(seen) < MAX_PHASES:
+            seen.add(phase)
+            return phase
+        return "other"
 
 
 STREAM_LABELS = ("stream", "group", "agent", "tier", "shard")
@@ -249,4 +300,11 @@ def catalogue() -> set[str]:
     return sample_names([*metrics.registry.collect(), *fleet.registry.collect()])
 
 
-__all__ = ["TASK_BUCKETS", "FleetMetrics", "Metrics", "ModelCallMetrics", "TierMetrics"]
+__all__ = [
+    "TASK_BUCKETS",
+    "FleetMetrics",
+    "Metrics",
+    "ModelCallMetrics",
+    "StepMetrics",
+    "TierMetrics",
+]

@@ -106,6 +106,16 @@ class Reschedule:
     events_json: bytes = b""
 
 
+class StepRecord(NamedTuple):
+    """Fields of a running task's step records (``step:<id>``, ``state``, ...) to set in
+    one owner-checked write, with the audit events that go with them."""
+
+    entry_id: str
+    task_id: str
+    fields: Sequence[tuple[str, bytes]]
+    events_json: bytes = b""
+
+
 class Promoted(NamedTuple):
     moved: int  # into their tier streams
     dead_lettered: int  # members that were not delayed tasks (decode_error)
@@ -340,6 +350,16 @@ class MessageBus(Protocol):
     async def waiting(self, keys: ShardKeys, limit: int) -> list[Waiting]: ...
 
     async def waiting_count(self, shards: Sequence[ShardKeys]) -> list[int]: ...
+    async def record_steps(
+        self, stream: StreamRef, group: str, consumer: str, item: StepRecord
+    ) -> str:
+        """Set the fields in the task's steps hash if this consumer still owns the entry and
+        the task has no terminal result: ok | lost | dup."""
+        ...
+
+    async def load_steps(self, keys: ShardKeys, task_id: str) -> dict[str, bytes]:
+        """Every field of the task's steps hash ({} when none)."""
+        ...
 
     async def stream_stats(self, stream: StreamRef, group: str) -> StreamStats: ...
 

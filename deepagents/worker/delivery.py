@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from deepagents.config.schema import AgentSettings, FileConfig
 from deepagents.contract.agent import AgentContract
+from deepagents.store.claims import ClaimStore
 from deepagents.telemetry.metrics import Metrics
 from deepagents.transport.base import MessageBus, RawEntry, StreamRef
 from deepagents.worker.asking import Asks
@@ -20,6 +21,7 @@ from deepagents.worker.run import Run
 from deepagents.worker.runner import AgentRunner
 from deepagents.worker.settle import Settler
 from deepagents.worker.stats import WorkerStats
+from deepagents.worker.steps import StepBook
 
 
 class DeliveryHandler:
@@ -38,7 +40,9 @@ class DeliveryHandler:
         metrics: Metrics | None,
         outbox: bool,
         max_task_bytes: int,
-        asks: Asks,
+        asks: Asks | None = None,
+        claims: ClaimStore | None = None,
+        result_ttl_s: int = 86_400,
     ) -> None:
         group = agent.name
         self.runner = runner
@@ -61,6 +65,20 @@ class DeliveryHandler:
             outbox=outbox,
         )
         self.committer = self.outcomes.committer
+        self.steps = StepBook(
+            bus=bus,
+            group=group,
+            consumer=consumer,
+            agent=agent,
+            agent_settings=agent_settings,
+            encoder=encoder,
+            executor=runner.executor,
+            claims=claims,
+            result_ttl_s=result_ttl_s,
+            stats=stats,
+            metrics=metrics.steps if metrics is not None else None,
+            outbox=outbox,
+        )
         self.run = Run(
             runner=runner,
             agent_settings=agent_settings,
@@ -71,6 +89,7 @@ class DeliveryHandler:
             stats=stats,
             outbox=outbox,
             asks=asks,
+            steps=self.steps,
         )
         self.begin = Begin(
             bus=bus,

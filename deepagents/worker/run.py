@@ -14,6 +14,7 @@ from typing import Any
 from deepagents._internal.eager import Resume, first_step
 from deepagents.config.schema import AgentSettings, FileConfig
 from deepagents.contract.agent import current_attempt
+from deepagents.contract.context import bind_context
 from deepagents.contract.result import ErrorCode, Result, ResultStatus
 from deepagents.contract.task import utcnow
 from deepagents.modelcall.usage import start_usage
@@ -25,6 +26,7 @@ from deepagents.worker.retry import decide
 from deepagents.worker.runner import AgentRunner
 from deepagents.worker.settle import Settler
 from deepagents.worker.stats import WorkerStats
+from deepagents.worker.steps import StepBook
 
 log = logging.getLogger("deepagents.worker")
 # Settled by the group commit's callback, not by the delivery's own task.
@@ -43,10 +45,12 @@ class Run:
         settler: Settler,
         stats: WorkerStats,
         outbox: bool,
-        asks: Asks,
+        asks: Asks | None = None,
+        steps: StepBook | None = None,
     ) -> None:
-        self.asks = asks
+        self.asks = asks or Asks(outcomes.bus)
         self.runner, self.agent_settings, self.config = runner, agent_settings, config
+        self.steps = steps
         self.outcomes, self.encoder, self.settler = outcomes, encoder, settler
         self.stats, self.outbox = stats, outbox
         self._max_wait = {name: tier.max_wait_ms for name, tier in config.tiers.items()}
@@ -179,6 +183,10 @@ class Run:
         task = flight.envelope.task
         usage = start_usage()  # in this delivery's own task context: nothing to reset
         current_attempt.set(flight.envelope.attempt)
+        ctx = self.steps.open(flight, self.lose) if self.steps is not None else None
+        if ctx is not None:  # the durable steps (worker/steps.py): restored state first
+            bind_context(ctx)
+            await ctx.start()
         if task.deadline is None:
             result = await self.runner.run(task)
         else:
@@ -189,6 +197,8 @@ class Run:
             result = usage.apply(result)
             if self.outbox:
                 events += usage.audit_events(task.task_id)
+        if ctx is not None and self.outbox:
+            events += ctx.leftover_events()
         return result
 
     async def _overdue(

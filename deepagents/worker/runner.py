@@ -17,6 +17,7 @@ from typing import Any
 from opentelemetry.trace import SpanKind, Tracer
 
 from deepagents.contract.agent import AgentContract
+from deepagents.contract.context import active_context
 from deepagents.contract.result import ErrorCode, Result, ResultMetrics
 from deepagents.contract.task import Task
 from deepagents.telemetry.logs import current_task_id
@@ -43,6 +44,7 @@ class AgentRunner:
     ) -> None:
         self.agent = agent
         self._executor = executor
+        self.executor = executor  # sync steps (worker/steps.py) run in the same pool
         self._methods = {name: _Method(agent, name) for name in _METHODS}
         self._tracer: Tracer | None = tracing.tracer if tracing is not None else None
 
@@ -107,6 +109,9 @@ class AgentRunner:
             context = prep.fn(task)
         else:
             context = await self._step("prepare_context", task)
+        ctx = active_context()
+        if ctx is not None and isinstance(context, dict):
+            context["ctx"] = ctx  # the durable steps, when the worker records them
         execute = methods["execute"]
         if direct and execute.is_async:
             result = await execute.fn(context)

@@ -170,6 +170,8 @@ class Worker:
             outbox=self.settings.outbox,
             max_task_bytes=self.settings.max_payload_bytes,
             asks=Asks(self.bus, self.escalate, self.config.asks.escalation_intent),
+            claims=self.services.claims,
+            result_ttl_s=self.settings.result_ttl_s,
         )
         committer = handler.committer
         models = self.config.models

@@ -14,6 +14,7 @@ from deepagents.transport.base import (
     Park,
     RawEntry,
     Reschedule,
+    StepRecord,
     now_ms,
 )
 from tests.contract.conftest import AGENT, Backend
@@ -314,3 +315,38 @@ async def test_a_waiting_task_can_be_cancelled(backend: Backend) -> None:
     late = await backend.bus.answer(keys, TIERS, "t1", "1", b"{}", b"")
     assert (late.status, late.state) == ("not_waiting", "done")
     assert await _take(backend, "c1", 10) == []
+
+
+async def _record(b: Backend, consumer: str, entry_id: str, task_id: str, **fields: bytes) -> str:
+    item = StepRecord(entry_id, task_id, list(fields.items()))
+    return await b.bus.record_steps(b.ref(), AGENT, consumer, item)
+
+
+async def test_only_the_entry_s_owner_records_steps_and_only_while_the_task_runs(
+    backend: Backend,
+) -> None:
+    entry_id = await _submit(backend, "t1")
+    await _take(backend, "c1")
+    assert await _begin(backend, "c1", entry_id, "t1", fresh=True) == "ok"
+    assert await _record(backend, "c1", entry_id, "t1", **{"step:a": b"1", "state": b"{}"}) == "ok"
+    claimed = await backend.bus.claim_stale(backend.ref(), AGENT, "c2", 0, 10, "0-0")
+    assert [e.entry_id for e in claimed.entries] == [entry_id]
+    # The worker that lost the entry (paused, partitioned) writes nothing.
+    assert await _record(backend, "c1", entry_id, "t1", **{"step:a": b"2", "x": b"1"}) == "lost"
+    assert await _record(backend, "c2", entry_id, "t1", **{"step:b": b'"b"'}) == "ok"
+    keys = backend.ref().keys
+    assert await backend.bus.load_steps(keys, "t1") == {
+        "step:a": b"1",
+        "state": b"{}",
+        "step:b": b'"b"',
+    }
+    assert await _commit(backend, "c2", entry_id, "t1", b"{}") == "ok"
+    assert await _record(backend, "c2", entry_id, "t1", **{"step:c": b"3"}) == "lost"
+    assert set(await backend.bus.load_steps(keys, "t1")) == {"step:a", "state", "step:b"}
+    assert await backend.bus.load_steps(keys, "unknown") == {}
+    # A terminal result (here a cancel between read and begin) stops the owner too.
+    other = await _submit(backend, "t2")
+    await _take(backend, "c1")
+    assert await backend.bus.cancel(keys, "t2", b'{"cancelled":1}', b"") == "ok"
+    assert await _record(backend, "c1", other, "t2", **{"step:a": b"1"}) == "dup"
+    assert await backend.bus.load_steps(keys, "t2") == {}

@@ -27,9 +27,11 @@ PUBLIC_NAMES = {
     "RetryableError",
     "Settings",
     "Task",
+    "TaskContext",
     "TaskHandle",
     "Worker",
     "__version__",
+    "current_context",
     "load_config",
     "load_settings",
 }
@@ -53,6 +55,9 @@ ERROR_CODES = {
     "already_replied",
     "invalid_reply",
     "reply_timeout",
+    "step_error",
+    "state_too_large",
+    "step_too_large",
     # exceptions
     "error",
     "config_error",
@@ -74,6 +79,7 @@ ERROR_CODES = {
     "too_large",
     "payload_lost",
     "max_deliveries",
+    "state_incompatible",
     # gateway problem documents
     "empty_body",
     "invalid_json",

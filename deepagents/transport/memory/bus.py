@@ -24,6 +24,7 @@ from deepagents.transport.base import (
     Promoted,
     RawEntry,
     Reschedule,
+    StepRecord,
     StreamRef,
     StreamStats,
     now_ms,
@@ -296,6 +297,7 @@ class MemoryBus(MemoryWaiting):
                 state="done", result=result, owner=consumer, finished_ms=at
             )
             self.state.expire(key, self.result_ttl_s)
+            self.state.expire_if_there(stream.keys.steps(item.task_id), self.result_ttl_s)
             if item.events_json:
                 events.append(item.events_json[1:-1])
             self.replies.publish(item.reply, item.result_json)
@@ -356,6 +358,7 @@ class MemoryBus(MemoryWaiting):
                 state="dead", result=result.decode(), finished_ms=at
             )
             self.state.expire(key, self.result_ttl_s)
+            self.state.expire_if_there(stream.keys.steps(item.task_id or "-"), self.result_ttl_s)
             self.replies.publish(item.reply, result)
         found.ack_delete(group, item.entry_id)
         self._outbox(stream.keys, events)
@@ -467,6 +470,7 @@ class MemoryBus(MemoryWaiting):
             task.pop(name, None)
         task.update(state="queued", entry=entry_id, enq_ms=at, deliveries="0")
         self.state.persist(key)
+        self.state.persist(keys.steps(task_id))
         del dlq.entries[dlq_entry]
         return "ok", entry_id
 
@@ -487,9 +491,29 @@ class MemoryBus(MemoryWaiting):
             state="done", result=result_json.decode(), finished_ms=str(now_ms()), cancelled="1"
         )
         self.state.expire(key, self.result_ttl_s)
+        self.state.expire_if_there(keys.steps(task_id), self.result_ttl_s)
         self._outbox(keys, events_json)
         self.replies.publish(task.get("reply", ""), result_json)
         return "ok"
+
+    async def record_steps(
+        self, stream: StreamRef, group: str, consumer: str, item: StepRecord
+    ) -> str:
+        held = self.state.group(stream.name, group)
+        if held is None or held.owner(item.entry_id) != consumer:
+            return "lost"
+        task = self.state.hash(stream.keys.task(item.task_id)) or {}
+        if task.get("state") in ("done", "dead"):
+            return "dup"
+        if item.fields:
+            record = self.state.hash_for_write(stream.keys.steps(item.task_id))
+            record.update((name, value.decode()) for name, value in item.fields)
+        self._outbox(stream.keys, item.events_json)
+        return "ok"
+
+    async def load_steps(self, keys: ShardKeys, task_id: str) -> dict[str, bytes]:
+        found = self.state.hash(keys.steps(task_id)) or {}
+        return {name: _b(value) for name, value in found.items()}
 
     # views --------------------------------------------------------------------------------
 

@@ -21,6 +21,7 @@ from deepagents.transport.base import (
     Promoted,
     RawEntry,
     Reschedule,
+    StepRecord,
     StreamRef,
     StreamStats,
     now_ms,
@@ -326,7 +327,9 @@ class RedisStreamBus(RedisWaiting):
     def _commit_call(
         self, stream: StreamRef, group: str, consumer: str, at: int, items: Sequence[CommitItem]
     ) -> tuple[list[str], list[Any]]:
-        keys = [stream.name, stream.keys.outbox, *(stream.keys.task(i.task_id) for i in items)]
+        shard = stream.keys
+        keys = [stream.name, shard.outbox, *(shard.task(i.task_id) for i in items)]
+        keys += [shard.steps(i.task_id) for i in items]
         args: list[Any] = [group, consumer, at, self.result_ttl_s]
         for item in items:
             args += (item.entry_id, item.result_json, item.reply, item.events_json)
@@ -372,7 +375,8 @@ class RedisStreamBus(RedisWaiting):
         self, stream: StreamRef, group: str, consumer: str, item: DeadLetter
     ) -> str:
         task_key = stream.keys.task(item.task_id or "-")
-        keys = [stream.name, task_key, stream.keys.dlq, stream.keys.outbox]
+        steps_key = stream.keys.steps(item.task_id or "-")
+        keys = [stream.name, task_key, stream.keys.dlq, stream.keys.outbox, steps_key]
         args: list[Any] = [
             group,
             consumer,
@@ -453,7 +457,7 @@ class RedisStreamBus(RedisWaiting):
     ) -> tuple[str, str]:
         with redis_errors(f"replay from {keys.dlq}"):
             status, entry = await self.scripts.replay(
-                keys=[keys.dlq, keys.stream(tier), keys.task(task_id)],
+                keys=[keys.dlq, keys.stream(tier), keys.task(task_id), keys.steps(task_id)],
                 args=[dlq_entry, task_json, now_ms(), reply],
             )
         return _s(status), _s(entry)
@@ -463,10 +467,40 @@ class RedisStreamBus(RedisWaiting):
     ) -> str:
         with redis_errors("cancel"):
             status = await self.scripts.cancel(
-                keys=[keys.task(task_id), keys.outbox, keys.delayed, keys.waiting],
+                keys=[
+                    keys.task(task_id),
+                    keys.outbox,
+                    keys.steps(task_id),
+                    keys.delayed,
+                    keys.waiting,
+                ],
                 args=[result_json, now_ms(), self.result_ttl_s, events_json, task_id],
             )
         return _s(status)
+
+    async def record_steps(
+        self, stream: StreamRef, group: str, consumer: str, item: StepRecord
+    ) -> str:
+        keys = [
+            stream.name,
+            stream.keys.task(item.task_id),
+            stream.keys.steps(item.task_id),
+            stream.keys.outbox,
+        ]
+        args: list[Any] = [group, consumer, item.entry_id, item.events_json]
+        for name, value in item.fields:
+            args += (name, value)
+        with redis_errors(f"record steps on {stream.name}"):
+            (status,) = await self._evalsha(self.scripts.record_steps, [(keys, args)])
+        return _s(status)
+
+    async def load_steps(self, keys: ShardKeys, task_id: str) -> dict[str, bytes]:
+        with redis_errors(f"load steps of {task_id}"):
+            (flat,) = await self.lanes.pipeline([("HGETALL", keys.steps(task_id))])
+        if isinstance(flat, dict):
+            return {_s(name): value for name, value in flat.items()}
+        it = iter(flat)
+        return {_s(name): value for name, value in zip(it, it, strict=True)}
 
     async def stream_stats(self, stream: StreamRef, group: str) -> StreamStats:
         stats = StreamStats(stream=stream.name)

@@ -27,6 +27,7 @@ _NAMES = (
     "park",
     "answer",
     "wake",
+    "record_steps",
 )
 
 
@@ -54,6 +55,7 @@ class Scripts:
     park: AsyncScript
     answer: AsyncScript
     wake: AsyncScript
+    record_steps: AsyncScript
 
     @classmethod
     def register(cls, client: Redis) -> Scripts:

@@ -1,21 +1,24 @@
 -- Cancel a task that has not started, or that waits for a reply: answer it cancelled. A
 -- queued task's entry is later acked as a duplicate; a waiting task has no entry, and its
 -- wait leaves the delayed set and the waiting index here.
--- KEYS[1] task hash, KEYS[2] outbox stream, KEYS[3] delayed set, KEYS[4] waiting index
+-- KEYS[1] task hash, KEYS[2] outbox stream, KEYS[3] its step records (a retrying or
+-- waiting task may have some; they expire with the result), KEYS[4] delayed set,
+-- KEYS[5] waiting index
 -- ARGV[1] result json, [2] now ms, [3] ttl s, [4] events json, [5] task id
 -- Returns 'ok', or the state that prevented it (running, done, dead, …; 'missing').
 local h = redis.call('HMGET', KEYS[1], 'state', 'reply')
 if not h[1] then return 'missing' end
 if h[1] ~= 'queued' and h[1] ~= 'retrying' and h[1] ~= 'waiting' then return h[1] end
 if h[1] == 'waiting' then
-  redis.call('ZREM', KEYS[3], 'w:' .. ARGV[5])
-  redis.call('ZREM', KEYS[4], ARGV[5])
+  redis.call('ZREM', KEYS[4], 'w:' .. ARGV[5])
+  redis.call('ZREM', KEYS[5], ARGV[5])
   redis.call('HDEL', KEYS[1], 'wait_task', 'question', 'ask_schema', 'on_timeout',
              'ask_default', 'asked_ms', 'wait_due_ms')
 end
 redis.call('HSET', KEYS[1], 'state', 'done', 'result', ARGV[1], 'finished_ms', ARGV[2],
            'cancelled', '1')
 redis.call('EXPIRE', KEYS[1], ARGV[3])
+redis.call('EXPIRE', KEYS[3], ARGV[3])
 if ARGV[4] ~= '' then redis.call('XADD', KEYS[2], '*', 'events', ARGV[4]) end
 if h[2] and h[2] ~= '' then redis.call('PUBLISH', h[2], ARGV[1]) end
 return 'ok'
