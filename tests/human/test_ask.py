@@ -91,9 +91,11 @@ async def test_a_reply_resumes_the_task_once_with_the_answer(
         await orch.reply(handle.task_id, {"approved": False})
     with pytest.raises(ReplyTaskNotFound):
         await orch.reply("no-such-task", {"approved": False})
-    # Ran twice (asked, then resumed with the answer), answered once.
+    # Ran twice (asked, then resumed with the answer); each step's effect happened once:
+    # the resumed run went past the completed step.
     assert [line.split(" ", 1)[1] for line in _runs(tmp_path)] == [
         "start",
+        "prepared",
         "start",
         "answered True",
     ]
@@ -134,7 +136,8 @@ async def test_an_escalated_question_waits_again_for_the_escalation_to_answer(
 
     async def escalated() -> dict[str, Any] | None:
         info = await orch.lookup(handle.task_id)
-        return info if info and info.get("state") == "waiting" and _runs(tmp_path)[1:] else None
+        resumed = [line for line in _runs(tmp_path) if line.endswith("start")][1:]
+        return info if info and info.get("state") == "waiting" and resumed else None
 
     await eventually(escalated, timeout=30, what="re-parked after escalating")
     key = orch.keys.idempotency(f"escalation:{handle.task_id}:1", None)
@@ -169,7 +172,7 @@ async def test_a_waiting_task_can_be_cancelled(
         await orch.reply(handle.task_id, {"approved": True})
     await asyncio.sleep(1.0)  # past the wait's timeout: nothing wakes it
     assert _outcome(await handle.result(timeout=1))[:2] == ("failed", "cancelled")
-    assert len(_runs(tmp_path)) == 1
+    assert len(_runs(tmp_path)) == 2  # started and prepared, once
     assert await orch.waiting() == []
 
 
@@ -186,7 +189,7 @@ async def test_a_deadline_that_passes_while_waiting_ends_the_task(
     )
     result = await handle.result(timeout=30)
     assert _outcome(result)[:2] == ("failed", "deadline_exceeded")
-    assert len(_runs(tmp_path)) == 1  # never ran again
+    assert len(_runs(tmp_path)) == 2  # started and prepared; never ran again
 
 
 async def test_a_reply_racing_the_timeout_resumes_the_task_once(

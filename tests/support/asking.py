@@ -1,6 +1,7 @@
 """Agents that ask a person a question (``ctx.ask``), for the human-in-the-loop tests. Each
-run of ``execute`` appends a line to the file named in the payload (``runs``), so a test
-sees how many times the agent ran and with which answer."""
+run of ``execute`` appends a line to the file named in the payload (``runs``), and so does
+each step's side effect, so a test sees how many times the agent ran, which steps ran, and
+with which answer."""
 
 from __future__ import annotations
 
@@ -10,7 +11,7 @@ from typing import Any
 from pydantic import BaseModel, Field
 
 from deepagents import AgentContract, Result
-from deepagents.worker.asking import ask
+from deepagents.contract.context import TaskContext
 
 CONFIG = """
 tiers:
@@ -42,20 +43,25 @@ class ApprovalAgent(AgentContract):
     async def execute(self, context: dict[str, Any]) -> Result:
         payload = context["payload"]
         runs = Path(payload["runs"]) if payload.get("runs") else None
-        if runs is not None:
-            with runs.open("a") as out:
-                out.write(f"{context['task'].task_id} start\n")
-        decision = await ask(
+        ctx: TaskContext = context["ctx"]
+        task_id = context["task"].task_id
+        _note(runs, f"{task_id} start")
+        await ctx.step("prepare", _note, runs, f"{task_id} prepared")
+        decision = await ctx.ask(
             f"approve {payload.get('item', 'it')}?",
             schema=Decision,
             timeout_s=float(payload.get("timeout_s", 600)),
             on_timeout=payload.get("on_timeout", "fail"),
             default=Decision(approved=False, note="default") if payload.get("default") else None,
         )
-        if runs is not None:
-            with runs.open("a") as out:
-                out.write(f"{context['task'].task_id} answered {decision.approved}\n")
+        await ctx.step("finalize", _note, runs, f"{task_id} answered {decision.approved}")
         return Result(output={"approved": decision.approved, "note": decision.note})
+
+
+def _note(runs: Path | None, line: str) -> None:
+    if runs is not None:
+        with runs.open("a") as out:
+            out.write(line + "\n")
 
 
 class EscalationAgent(AgentContract):
