@@ -21,6 +21,7 @@ from deepagents.errors import AlreadyReplied, InvalidReply, NotWaiting, ReplyTas
 from deepagents.orchestrator import Orchestrator, TaskHandle, submitter
 from deepagents.worker import Worker
 from tests.support.asking import CONFIG, ApprovalAgent
+from tests.support.replies import entries
 from tests.support.wait import eventually
 from tests.support.workers import running
 
@@ -119,7 +120,7 @@ async def _events(client: Redis, prefix: str, task_id: str) -> list[str]:
     """The task's audit event types, in order, from its agent's outbox streams."""
     out = []
     for shard in range(2):
-        for _, fields in await client.xrange(f"{prefix}:{{approver:{shard}}}:audit"):
+        for _, fields in await entries(client, f"{prefix}:{{approver:{shard}}}:audit"):
             out += [e["type"] for e in orjson.loads(fields[b"events"]) if e["task_id"] == task_id]
     return out
 
