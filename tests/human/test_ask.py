@@ -14,11 +14,14 @@ import orjson
 import pytest
 from redis.asyncio import Redis
 
+from deepagents.compose import services_for
 from deepagents.config import FileConfig, Settings, parse_config
 from deepagents.contract.result import Result
 from deepagents.contract.task import utcnow
 from deepagents.errors import AlreadyReplied, InvalidReply, NotWaiting, ReplyTaskNotFound
 from deepagents.orchestrator import Orchestrator, TaskHandle, submitter
+from deepagents.orchestrator.fleet import FleetSampler
+from deepagents.telemetry.metrics import FleetMetrics
 from deepagents.worker import Worker
 from tests.support.asking import CONFIG, ApprovalAgent
 from tests.support.replies import entries
@@ -240,3 +243,16 @@ async def test_a_reply_racing_the_timeout_resumes_the_task_once(
     # every task started twice (asked, resumed) and never a third time
     starts = [line.split(" ")[0] for line in _runs(tmp_path) if line.endswith("start")]
     assert sorted(starts.count(h.task_id) for h in handles) == [2] * len(handles)
+
+
+async def test_the_exporter_counts_the_waiting_tasks(
+    orch: Orchestrator, worker: Worker, client: Redis, settings: Settings, tmp_path: Path
+) -> None:
+    handles = [await _submit(orch, tmp_path) for _ in range(3)]
+    for h in handles:
+        await _waiting(orch, h)
+    fleet = FleetMetrics()
+    await FleetSampler(services_for(client, settings), orch.config, fleet).sample()
+    sample = fleet.registry.get_sample_value
+    counted = [sample("deepagents_waiting_tasks", {"agent": "approver", "shard": s}) for s in "01"]
+    assert sum(n or 0 for n in counted) == 3
