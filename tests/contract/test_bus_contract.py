@@ -257,6 +257,7 @@ async def test_a_parked_task_waits_holding_no_entry(backend: Backend) -> None:
     (open_,) = await backend.bus.waiting(keys, 10)
     assert (open_.task_id, open_.ask, open_.question) == ("t1", "1", "approve?")
     assert await backend.bus.waiting_count([keys]) == [1]
+    assert await backend.bus.shard_backlog(keys) == (0, 0)  # its wait is not a delayed retry
     # Its wait is in the delayed set, not due yet: nothing to wake.
     assert (await backend.bus.promote_due(keys, TIERS)).waits == ()
 
