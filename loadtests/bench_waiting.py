@@ -55,13 +55,17 @@ agents:
 SHARDS = 4
 
 
-def start_worker(url: str, prefix: str, config_path: str) -> subprocess.Popen[bytes]:
+def start_worker(
+    url: str, prefix: str, config_path: str, *, outbox: bool
+) -> subprocess.Popen[bytes]:
     env = {
         **os.environ,
         "DEEPAGENTS_REDIS_URL": url,
         "DEEPAGENTS_PREFIX": prefix,
         "DEEPAGENTS_CONFIG": config_path,
-        "DEEPAGENTS_OUTBOX": "true",
+        # Off: with it on, each park also appends its `waiting` audit event to the outbox
+        # stream until the audit writer drains it (none runs here); --outbox counts that in.
+        "DEEPAGENTS_OUTBOX": "true" if outbox else "false",
     }
     return subprocess.Popen(
         [sys.executable, "-m", "deepagents", "worker", "tests.support.asking:MixedAgent"],
@@ -128,7 +132,7 @@ async def one_run(url: str, args: argparse.Namespace, run: int) -> dict[str, Any
     out: dict[str, Any] = {"run": run}
     with tempfile.NamedTemporaryFile("w", suffix=".yaml", delete=False) as f:
         f.write(CONFIG)
-    worker = start_worker(url, prefix, f.name)
+    worker = start_worker(url, prefix, f.name, outbox=args.outbox)
     try:
         async with Orchestrator.from_client(client, config=config, settings=settings) as orch:
             while not await client.hlen(f"{prefix}:agent:mixed:instances"):
@@ -211,6 +215,7 @@ def main() -> None:
     parser.add_argument("--work", type=int, default=2_000)
     parser.add_argument("--runs", type=int, default=1)
     parser.add_argument("--redis-url", help="default: a fresh embedded Redis")
+    parser.add_argument("--outbox", action="store_true", help="audit events on (undrained)")
     args = parser.parse_args()
     if args.redis_url:
         asyncio.run(main_async(args, args.redis_url))
