@@ -6,9 +6,9 @@ Against a fresh embedded Redis (or --redis-url; every key is under a fresh prefi
 one worker process (``deepagents worker tests.support.asking:MixedAgent``, p2 pool 100):
 
 1. memory: ``--memory-tasks`` tasks submitted and parked; Redis's ``used_memory`` before
-   and after, per waiting task (everything a waiting task holds: task hash with its
-   question and schema, location record, delayed-set and waiting-index members), and
-   ``MEMORY USAGE`` of one waiting task's hash; per run, then replied to and drained;
+   and after, per waiting task (everything a waiting task holds: task hash, the record of
+   its task and question, location record, delayed-set and waiting-index members), and
+   ``MEMORY USAGE`` of one waiting task's keys; then replied to and drained;
 2. the drain of ``--work`` 20 ms tasks with nothing waiting (the baseline, same run);
 3. ``--waiting`` tasks parked (submit to all waiting: park/s);
 4. the drain of ``--work`` 20 ms tasks again, beside them: the ratio to the baseline;
@@ -148,6 +148,8 @@ async def one_run(url: str, args: argparse.Namespace, run: int) -> dict[str, Any
             one = parked[0]
             key = f"{prefix}:{{mixed:{one.shard}}}:t:{one.task_id}"
             out["task_hash_bytes"] = int(await client.memory_usage(key, samples=0))
+            record = f"{prefix}:{{mixed:{one.shard}}}:q:{one.task_id}"
+            out["question_record_bytes"] = int(await client.memory_usage(record, samples=0))
             loc = f"{prefix}:loc:{one.task_id}"
             out["location_bytes"] = int(await client.memory_usage(loc, samples=0))
             sets = 0

@@ -544,6 +544,8 @@ class Orchestrator:
             return None
         info: dict[str, Any] = dict(await self.tasks.task_fields(loc, task_id))
         info.update(agent=loc.agent, shard=loc.shard, submitted_tier=loc.tier)
+        if info.get("state") == "waiting":  # its question is kept beside the task hash
+            info.update(await self.bus.asked(self.keys.shard(loc.agent, loc.shard), task_id))
         return info
 
     def _on_reply(self, data: bytes) -> None:

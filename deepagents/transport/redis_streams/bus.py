@@ -473,6 +473,7 @@ class RedisStreamBus(RedisWaiting):
                     keys.steps(task_id),
                     keys.delayed,
                     keys.waiting,
+                    keys.question(task_id),
                 ],
                 args=[result_json, now_ms(), self.result_ttl_s, events_json, task_id],
             )
