@@ -21,6 +21,7 @@ reply from whoever handles it; if that wait runs out too, the task fails
 
 from __future__ import annotations
 
+import logging
 import math
 from collections.abc import Awaitable, Callable, Sequence
 from contextvars import ContextVar
@@ -32,11 +33,19 @@ from pydantic import BaseModel, ValidationError
 
 from deepagents.contract.events import audit_event, encode_events
 from deepagents.contract.task import Task, utcnow
-from deepagents.errors import ConfigError, DeepAgentsError, ErrorCode, InvalidInput, ReplyTimeout
+from deepagents.errors import (
+    ConfigError,
+    DeepAgentsError,
+    ErrorCode,
+    InvalidInput,
+    ReplyTimeout,
+    TransportError,
+)
 from deepagents.telemetry.metrics import Metrics
 from deepagents.transport.base import MessageBus, now_ms
 from deepagents.transport.keys import ShardKeys
 
+log = logging.getLogger("deepagents.worker")
 M = TypeVar("M", bound=BaseModel)
 POLICIES = ("fail", "default", "escalate")
 # Submits one task (the escalation) and gives its id: the worker's process wires an
@@ -186,7 +195,15 @@ async def wake_due(
     woke = 0
     for task_id in waits:
         events = [audit_event("wait_expired", task_id, agent=keys.agent)] if outbox else []
-        woken = await bus.wake(keys, tiers, task_id, encode_events(events))
+        try:
+            woken = await bus.wake(keys, tiers, task_id, encode_events(events))
+        except TransportError as exc:
+            if exc.retryable:  # the pump backs off and tries again
+                raise
+            # One task's damaged records (say a key of the wrong type) must not stop the
+            # waits behind it; its member stays, and is tried again at the next turn.
+            log.error("waking task %s failed: %s", task_id, exc, extra={"action": "wake_failed"})
+            continue
         if woken.status != "ok":
             continue
         woke += 1
