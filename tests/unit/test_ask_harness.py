@@ -41,3 +41,12 @@ async def test_a_wait_that_runs_out_goes_on_with_the_default() -> None:
         payload = {"timeout_s": 0.2, "on_timeout": "default", "default": True}
         result = await h.run(Task(intent="approve", payload=payload), timeout=10)
     assert result.output == {"approved": False, "note": "default"}
+
+
+async def test_a_wait_longer_than_the_task_s_records_are_kept_is_refused() -> None:
+    async with AgentHarness(ApprovalAgent) as h:
+        payload = {"timeout_s": 9 * 86_400}  # the records live result_ttl_s (1 day) + 7 days
+        result = await h.run(Task(intent="approve", payload=payload), timeout=10)
+        assert await h.waiting() == []
+    assert result.error is not None and result.error.code == "config_error"
+    assert "past the time the task's records are kept" in result.error.message
