@@ -24,7 +24,12 @@ help::
     │   │   ├── StepTooLarge
     │   │   └── StateIncompatible  a checkpoint no migration makes valid (dead-lettered)
     │   └── RemoteProtocolError a remote agent answered outside the wire protocol
-    └── ResultTimeout          a handle's result did not arrive in time
+    ├── ResultTimeout          a handle's result did not arrive in time
+    └── ReplyError             a reply to a task's question was refused (orch.reply)
+        ├── ReplyTaskNotFound  no such task
+        ├── NotWaiting         the task asks nothing now
+        ├── AlreadyReplied     someone answered this question first
+        └── InvalidReply       the answer does not fit the question's schema (names the field)
 """
 
 from __future__ import annotations
@@ -64,6 +69,11 @@ class ErrorCode(StrEnum):
     REDIS_NOT_SAFE = "redis_not_safe"
     GROUP_VANISHED = "group_vanished"
     RESULT_TIMEOUT = "result_timeout"
+    # Human replies: the refusals of orch.reply, and a question nobody answered in time
+    NOT_WAITING = "not_waiting"
+    ALREADY_REPLIED = "already_replied"
+    INVALID_REPLY = "invalid_reply"
+    REPLY_TIMEOUT = "reply_timeout"
     NOT_FOUND = "not_found"
     AUDIT_STORE_ERROR = "audit_store_error"
     AUDIT_UNAVAILABLE = "audit_unavailable"
@@ -320,3 +330,48 @@ class ResultTimeout(DeepAgentsError):
 
     code = ErrorCode.RESULT_TIMEOUT
     retryable = True
+
+
+class ReplyError(DeepAgentsError):
+    """A reply to a waiting task's question was refused; nothing was applied."""
+
+    code = ErrorCode.ERROR
+
+
+class ReplyTaskNotFound(ReplyError):
+    """No such task (or its records expired)."""
+
+    code = ErrorCode.NOT_FOUND
+
+
+class NotWaiting(ReplyError):
+    """The task is not waiting for an answer (queued, running, done, or its wait timed out)."""
+
+    code = ErrorCode.NOT_WAITING
+
+    def __init__(self, message: str, *, state: str) -> None:
+        self.state = state
+        super().__init__(message)
+
+
+class AlreadyReplied(ReplyError):
+    """The question was answered already; the first answer stands."""
+
+    code = ErrorCode.ALREADY_REPLIED
+
+
+class InvalidReply(ReplyError):
+    """The answer does not validate against the question's JSON Schema."""
+
+    code = ErrorCode.INVALID_REPLY
+
+    def __init__(self, field: str, reason: str) -> None:
+        self.field = field  # a JSON path in the answer ("answer" itself when at its root)
+        self.reason = reason
+        super().__init__(f"{field}: {reason}")
+
+
+class ReplyTimeout(TaskError):
+    """Nobody answered the task's question in time (``on_timeout="fail"``): not retried."""
+
+    code = ErrorCode.REPLY_TIMEOUT

@@ -11,7 +11,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator, model_valida
 from deepagents.config.gateway import GatewayConfig
 from deepagents.config.models import ModelsSection
 from deepagents.config.rollouts import RolloutConfig
-from deepagents.contract.task import AGENT_NAME_RE
+from deepagents.contract.task import AGENT_NAME_RE, INTENT_RE
 
 TIER_NAME_PATTERN = r"^[a-z0-9][a-z0-9_-]{0,15}$"
 
@@ -163,6 +163,17 @@ class Strategy(_Strict):
     tier: str
 
 
+class AsksConfig(_Strict):
+    """Questions a task asks a person (``ctx.ask``, docs/long-running.md)."""
+
+    escalation_intent: str | None = Field(
+        default=None,
+        pattern=INTENT_RE.pattern,
+        description='on_timeout="escalate": the intent of the task submitted, carrying the '
+        "question and the waiting task's id, when a question's wait runs out",
+    )
+
+
 class FileConfig(_Strict):
     tiers: dict[str, TierConfig] = Field(default_factory=default_tiers)
     default_tier: str | None = None
@@ -172,6 +183,7 @@ class FileConfig(_Strict):
     models: ModelsSection = Field(default_factory=dict)
     gateway: GatewayConfig = Field(default_factory=GatewayConfig)
     rollouts: dict[str, RolloutConfig] = Field(default_factory=dict)
+    asks: AsksConfig = Field(default_factory=AsksConfig)
 
     @field_validator("tiers")
     @classmethod

@@ -12,6 +12,7 @@ from deepagents.transport.base import (
     CommitItem,
     DeadLetter,
     Moved,
+    Park,
     RawEntry,
     Reschedule,
     StepRecord,
@@ -301,6 +302,114 @@ async def test_a_retry_comes_back_on_the_streams_of_its_own_version(backend: Bac
     assert await backend.bus.read(stable, AGENT, "s1", 10, None) == []
     (again,) = await backend.bus.read(canary, AGENT, "c2", 10, None)
     assert again.fields is not None and again.fields[b"attempt"] == b"2"
+
+
+# waiting for a person (DESIGN.md, "Waiting for a human") ---------------------------------
+
+TIERS = ["p0", "p2"]
+
+
+def _park(entry_id: str, task_id: str, due_ms: int, ask: str = "1") -> Park:
+    return Park(
+        entry_id=entry_id,
+        task_id=task_id,
+        task_json=_task(task_id),
+        tier="p2",
+        ask=ask,
+        question="approve?",
+        schema_json=b'{"type":"object"}',
+        on_timeout="fail",
+        default_json=b"",
+        due_ms=due_ms,
+    )
+
+
+async def _parked(b: Backend, task_id: str, due_ms: int | None = None) -> str:
+    entry_id = await _submit(b, task_id)
+    await _take(b, "c1")
+    assert await _begin(b, "c1", entry_id, task_id, fresh=True) == "ok"
+    park = _park(entry_id, task_id, due_ms or now_ms() + 60_000)
+    assert await b.bus.park(b.ref(), AGENT, "c2", park) == "lost"  # not c2's entry
+    assert await b.bus.park(b.ref(), AGENT, "c1", park) == "ok"
+    return entry_id
+
+
+async def test_a_parked_task_waits_holding_no_entry(backend: Backend) -> None:
+    await _parked(backend, "t1")
+    keys = backend.ref().keys
+    assert await _state(backend, "t1") == "waiting"
+    stats = await backend.bus.stream_stats(backend.ref(), AGENT)
+    assert (stats.length, stats.pending) == (0, 0)
+    (open_,) = await backend.bus.waiting(keys, 10)
+    assert (open_.task_id, open_.ask, open_.question) == ("t1", "1", "approve?")
+    asked = await backend.bus.asked(keys, "t1")
+    assert (asked["question"], orjson.loads(asked["ask_schema"])) == (
+        "approve?",
+        {"type": "object"},
+    )
+    assert await backend.bus.waiting_count([keys]) == [1]
+    assert await backend.bus.shard_backlog(keys) == (0, 0)  # its wait is not a delayed retry
+    # Its wait is in the delayed set, not due yet: nothing to wake.
+    assert (await backend.bus.promote_due(keys, TIERS)).waits == ()
+
+
+async def test_one_reply_resumes_a_waiting_task_and_a_second_is_refused(backend: Backend) -> None:
+    await _parked(backend, "t1")
+    keys = backend.ref().keys
+    answer = backend.bus.answer
+    assert (await answer(keys, TIERS, "t1", "1", b'{"ok":true}', b"")).status == "ok"
+    assert (await answer(keys, TIERS, "t1", "1", b'{"ok":false}', b"")).status == (
+        "already_replied"
+    )
+    assert (await backend.bus.ask_record(keys, "t1", "1")).answer_json == b'{"ok":true}'
+    assert await _state(backend, "t1") == "queued"
+    assert await backend.bus.waiting(keys, 10) == []
+    assert await backend.bus.asked(keys, "t1") == {}
+    assert await backend.bus.shard_backlog(keys) == (0, 0)  # its wait left the delayed set
+    (entry,) = await _take(backend, "c1")
+    assert entry.fields is not None and orjson.loads(entry.fields[b"task"])["task_id"] == "t1"
+    assert (await answer(keys, TIERS, "nope", "1", b"{}", b"")).status == "missing"
+    await _submit(backend, "t2")
+    refused = await answer(keys, TIERS, "t2", "", b"{}", b"")
+    assert (refused.status, refused.state) == ("not_waiting", "queued")
+
+
+async def test_a_due_wait_wakes_once_and_a_late_reply_changes_nothing(backend: Backend) -> None:
+    await _parked(backend, "t1", due_ms=now_ms() - 1)
+    keys = backend.ref().keys
+    promoted = await backend.bus.promote_due(keys, TIERS)
+    assert (promoted.moved, promoted.waits) == (0, ("t1",))
+    assert (await backend.bus.wake(keys, TIERS, "t1", b"")).status == "ok"
+    assert (await backend.bus.wake(keys, TIERS, "t1", b"")).status == "gone"  # a second pump
+    assert await backend.bus.ask_record(keys, "t1", "1") == (None, 1)
+    assert await backend.bus.asked(keys, "t1") == {}
+    late = await backend.bus.answer(keys, TIERS, "t1", "1", b"{}", b"")
+    assert late.status == "not_waiting"
+    assert len(await _take(backend, "c1", 10)) == 1  # resumed once
+
+
+async def test_a_reply_first_leaves_the_timeout_nothing_to_wake(backend: Backend) -> None:
+    await _parked(backend, "t1", due_ms=now_ms() - 1)
+    keys = backend.ref().keys
+    assert (await backend.bus.answer(keys, TIERS, "t1", "1", b"{}", b"")).status == "ok"
+    assert (await backend.bus.promote_due(keys, TIERS)).waits == ()
+    assert (await backend.bus.wake(keys, TIERS, "t1", b"")).status == "gone"
+    assert await backend.bus.ask_record(keys, "t1", "1") == (b"{}", 0)
+    assert len(await _take(backend, "c1", 10)) == 1
+
+
+async def test_a_waiting_task_can_be_cancelled(backend: Backend) -> None:
+    await _parked(backend, "t1", due_ms=now_ms() - 1)
+    keys = backend.ref().keys
+    assert await backend.bus.cancel(keys, "t1", b'{"cancelled":1}', b"") == "ok"
+    assert await backend.tasks.terminal_result(AGENT, 0, "t1") == b'{"cancelled":1}'
+    assert await backend.bus.waiting(keys, 10) == []
+    assert await backend.bus.asked(keys, "t1") == {}
+    assert (await backend.bus.promote_due(keys, TIERS)).waits == ()
+    assert (await backend.bus.wake(keys, TIERS, "t1", b"")).status == "gone"
+    late = await backend.bus.answer(keys, TIERS, "t1", "1", b"{}", b"")
+    assert (late.status, late.state) == ("not_waiting", "done")
+    assert await _take(backend, "c1", 10) == []
 
 
 async def _record(b: Backend, consumer: str, entry_id: str, task_id: str, **fields: bytes) -> str:

@@ -50,6 +50,11 @@ ERROR_CODES = {
     "dead_lettered",
     "response_too_large",
     "remote_protocol_error",
+    # human replies
+    "not_waiting",
+    "already_replied",
+    "invalid_reply",
+    "reply_timeout",
     "step_error",
     "state_too_large",
     "step_too_large",
