@@ -87,7 +87,9 @@ class Replies:
         if loc is None or not info:
             raise ReplyTaskNotFound(f"no task {task_id}")
         ask = info.get("ask", "")
-        keys = self.keys.shard(loc.agent, loc.shard)
+        # Under a rollout the task resumes on the streams of the version it was parked from
+        # (where its wait's member is); the location names only agent, shard and tier.
+        keys = self.keys.shard(loc.agent, loc.shard, info.get("lane", ""))
         if info.get("state") == "waiting":  # else the script says why it cannot take it
             asked = await self.bus.asked(keys, task_id)
             _validate(answer, asked.get("ask_schema") or "{}")

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import orjson
 
+from deepagents.orchestrator.replies import Replies
 from deepagents.store.tasks import Location
 from deepagents.transport.base import (
     BeginItem,
@@ -410,6 +411,36 @@ async def test_a_waiting_task_can_be_cancelled(backend: Backend) -> None:
     late = await backend.bus.answer(keys, TIERS, "t1", "1", b"{}", b"")
     assert (late.status, late.state) == ("not_waiting", "done")
     assert await _take(backend, "c1", 10) == []
+
+
+async def test_a_reply_resumes_a_canary_task_on_its_own_version_s_streams(
+    backend: Backend,
+) -> None:
+    """Under a rollout a task parks from its version's streams; the reply (which finds the
+    task by its location: agent, shard, tier) must resume it there, where its wait is."""
+    canary = StreamRef(backend.keys.shard(AGENT, 0, "1.3.0"), "p2")
+    unversioned = backend.ref()
+    await backend.bus.ensure_group(canary, AGENT)
+    await backend.bus.set_many([backend.tasks.location_record("t1", LOCATION)], 60, what="test")
+    status, entry_id = await backend.bus.enqueue(
+        canary, "t1", _task("t1"), reply="", max_backlog=100, events_json=b""
+    )
+    assert status == "ok"
+    await backend.bus.read(canary, AGENT, "c1", 1, None)
+    await backend.bus.begin(canary, AGENT, "c1", [BeginItem(entry_id, "t1", 1)], fresh=True)
+    park = _park(entry_id, "t1", now_ms() - 1)  # due already: no pump runs here
+    assert await backend.bus.park(canary, AGENT, "c1", park) == "ok"
+    assert (await backend.tasks.task_fields(LOCATION, "t1"))["lane"] == "1.3.0"
+
+    replies = Replies(
+        backend.bus, backend.tasks, backend.keys, outbox=False, metrics=None, max_answer_bytes=999
+    )
+    await replies.reply("t1", {"ok": True}, TIERS)
+    assert await backend.bus.read(unversioned, AGENT, "c2", 10, None) == []
+    (again,) = await backend.bus.read(canary, AGENT, "c2", 10, None)
+    assert again.fields is not None and orjson.loads(again.fields[b"task"])["task_id"] == "t1"
+    # Its wait left the canary's delayed set with the reply: nothing is left to wake.
+    assert (await backend.bus.promote_due(canary.keys, TIERS)).waits == ()
 
 
 async def _record(b: Backend, consumer: str, entry_id: str, task_id: str, **fields: bytes) -> str:

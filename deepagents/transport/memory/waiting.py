@@ -58,6 +58,7 @@ class MemoryWaiting:
             asked_ms=str(at),
             wait_due_ms=str(item.due_ms),
             deliveries="0",
+            lane=keys.version,
         )
         record = encode_question(item.task_json, item.question, item.schema_json, item.default_json)
         self.state.strings[keys.question(item.task_id)] = record.decode()

@@ -74,6 +74,7 @@ class RedisWaiting:
                     now_ms(),
                     item.due_ms,
                     item.events_json,
+                    keys.version,
                 ],
             )
         return _s(status)
