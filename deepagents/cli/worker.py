@@ -18,7 +18,7 @@ from deepagents.cli.signals import on_stop
 from deepagents.contract.agent import AgentContract
 from deepagents.contract.loading import load_agent_class
 from deepagents.errors import ConfigError
-from deepagents.remote import remote_agent_class
+from deepagents.remote import RemoteAgent, remote_agent_class
 from deepagents.telemetry.core import configure
 from deepagents.telemetry.serve import serve_metrics, stop_server
 from deepagents.worker import Worker
@@ -112,8 +112,12 @@ def main(args: argparse.Namespace) -> int:
         async with redis_client(
             url, max_connections=readers + 32, cluster=settings.redis_cluster
         ) as client:
+            # A remote agent's circuit breaker is shared by the fleet through Redis.
+            agent = (
+                cls(redis=client, prefix=settings.prefix) if issubclass(cls, RemoteAgent) else cls()
+            )
             worker = Worker.from_client(
-                cls(),
+                agent,
                 client=client,
                 config=runtime.config,
                 settings=settings,

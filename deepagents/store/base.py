@@ -56,7 +56,9 @@ class Registry(Protocol):
 
     async def deregister(self, agent: AgentContract, instance: str) -> None: ...
 
-    async def record_health(self, agent: str, instance: str, ok: bool) -> None: ...
+    async def record_health(
+        self, agent: str, instance: str, ok: bool, detail: str = ""
+    ) -> None: ...
 
     async def health(
         self, names: list[str] | None = None, *, stale_ms: int, forget_ms: int = FORGET_MS

@@ -149,8 +149,17 @@ class Outcomes:
     # a retry, a degrade, a dead letter ----------------------------------------------------
 
     async def reschedule(
-        self, flight: InFlight, tier: str, delay_ms: int, kind: str, reason: str
+        self,
+        flight: InFlight,
+        tier: str,
+        delay_ms: int,
+        kind: str,
+        reason: str,
+        *,
+        counted: bool = True,
     ) -> None:
+        """``counted=False``: a wait (nothing was tried), with the same attempt and the
+        delivery given back."""
         env = flight.envelope
         events = (
             [self.encoder.event(kind, flight, reason=reason, delay_ms=delay_ms, to_tier=tier)]
@@ -163,9 +172,10 @@ class Outcomes:
             due_ms=now_ms() + delay_ms,
             tier=tier,
             task_json=encode_task(env.task),
-            attempt=env.attempt + 1,
+            attempt=env.attempt + 1 if counted else env.attempt,
             reply=env.reply,
             events_json=encode_events(events),
+            counted=counted,
         )
         flight.move(RESOLVING)
         status = await self.bus.reschedule(flight.stream, self.group, self.consumer, item)

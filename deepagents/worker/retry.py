@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from pydantic import ValidationError
 
 from deepagents.config.schema import RetryPolicy
-from deepagents.errors import DeepAgentsError, ErrorCode, InvalidInput
+from deepagents.errors import DeepAgentsError, ErrorCode, InvalidInput, RetryableError
 
 
 def backoff_ms(policy: RetryPolicy, attempt: int, rng: random.Random | None = None) -> int:
@@ -23,7 +23,7 @@ def backoff_ms(policy: RetryPolicy, attempt: int, rng: random.Random | None = No
 
 @dataclass(frozen=True, slots=True)
 class Decision:
-    action: str  # "retry" | "fail" | "dead_letter"
+    action: str  # "retry" | "wait" (not counted: same attempt) | "fail" | "dead_letter"
     code: ErrorCode
     reason: str
     delay_ms: int = 0
@@ -46,6 +46,8 @@ def decide(
     code = exc.code if isinstance(exc, DeepAgentsError) else ErrorCode.AGENT_ERROR
     if not retryable:
         return Decision("fail", code, message)
+    if isinstance(exc, RetryableError) and not exc.counted:
+        return _wait(exc, code, message, time_left_ms)
     if deliveries >= max_deliveries:
         return Decision(
             "dead_letter", ErrorCode.MAX_DELIVERIES, f"failed {deliveries} times; last: {message}"
@@ -58,3 +60,16 @@ def decide(
             "fail", ErrorCode.DEADLINE_EXCEEDED, f"no time left to retry; last: {message}"
         )
     return Decision("retry", code, message, delay)
+
+
+def _wait(
+    exc: RetryableError, code: ErrorCode, message: str, time_left_ms: float | None
+) -> Decision:
+    """Nothing was tried (an open circuit): wait as long as it says, no backoff (that grows
+    per failed delivery), and no later than the deadline."""
+    delay = max(1, math.ceil(exc.retry_after_s * 1000))
+    if time_left_ms is not None and delay >= time_left_ms:
+        return Decision(
+            "fail", ErrorCode.DEADLINE_EXCEEDED, f"no time left to wait; last: {message}"
+        )
+    return Decision("wait", code, message, delay)

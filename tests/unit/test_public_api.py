@@ -48,6 +48,7 @@ ERROR_CODES = {
     "dead_lettered",
     "response_too_large",
     "remote_protocol_error",
+    "circuit_open",
     # exceptions
     "error",
     "config_error",
