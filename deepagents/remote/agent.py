@@ -168,9 +168,9 @@ class RemoteAgent(AgentContract):
         try:
             answer = await self._send(task, step, extra, model, timeout, by_deadline, left_ms)
         except Exception as exc:
-            await self._circuit.record(permit, exc)
+            await self._circuit.record(permit, step, exc)
             raise
-        await self._circuit.record(permit, None)
+        await self._circuit.record(permit, step, None)
         return answer
 
     async def _send(

@@ -58,13 +58,16 @@ class FleetCircuit:
         why = f"{what}, and the task has waited max_wait_s ({self._config.max_wait_s:g} s)"
         return ServiceDown(why, retry_after_s=wait)
 
-    async def record(self, permit: Permit, error: BaseException | None) -> None:
+    async def record(self, permit: Permit, step: str, error: BaseException | None) -> None:
         """One call's outcome. Only a service that did not answer, or answered 5xx, is
-        unwell; any other answer (a 4xx, a 429, a malformed body) shows it is up."""
+        unwell; any other answer (a 4xx, a 429, a malformed body) shows it is up. The window
+        counts one outcome per attempt, as the model-call breaker counts one per call: the
+        step that failed, or else ``execute``'s answer (the trivial steps' successes would
+        dilute a service whose work fails)."""
         unwell = isinstance(error, ServiceDown)
         if unwell or permit.probe:
             await self._breaker.record(not unwell, probe=permit.probe)
-        elif self._breaker.note_success():
+        elif step == "execute" and error is None and self._breaker.note_success():
             # A success in a closed circuit only feeds the window: the answer need not wait.
             self._after(self._breaker.flush())
 
