@@ -10,6 +10,7 @@ fleet's circuit breaker (``circuit.py``).
 
 from __future__ import annotations
 
+import asyncio
 import os
 import ssl
 from contextvars import ContextVar
@@ -73,6 +74,10 @@ class RemoteAgent(AgentContract):
         self._base = config.url.rstrip("/") + wire.PREFIX
         self._timeout = config.timeout_s
         self._limit = config.max_response_bytes
+        # Calls wait here, not in httpx's pool: httpcore scans its whole queue of requests
+        # on every hand-over, so a queue of hundreds costs more CPU than the calls
+        # (docs/benchmarks.md, "Remote agents: drain"). The worker's deadline still bounds it.
+        self._slots = asyncio.Semaphore(config.max_connections)
         self._client = httpx.AsyncClient(
             headers=_headers(config),
             verify=_ssl_context(config),
@@ -193,9 +198,12 @@ class RemoteAgent(AgentContract):
             headers["x-deadline-ms"] = str(left_ms)
         url = f"{self._base}/{step}"
         try:
-            async with self._client.stream(
-                "POST", url, content=body, headers=headers, timeout=timeout
-            ) as response:
+            async with (
+                self._slots,
+                self._client.stream(
+                    "POST", url, content=body, headers=headers, timeout=timeout
+                ) as response,
+            ):
                 raw = await self._read(step, response)
         except httpx.TimeoutException as exc:
             if by_deadline:
