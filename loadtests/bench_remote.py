@@ -2,8 +2,8 @@
 the drain of a worker process with a no-op Node agent against the in-process EchoAgent.
 
     .venv/bin/python loadtests/bench_remote.py --calls 2000
-    .venv/bin/python loadtests/bench_remote.py --drain --tasks 5000 --runs 5 \
-        --redis-url redis://127.0.0.1:6379/0
+    .venv/bin/python loadtests/bench_remote.py --drain --tasks 2000 --runs 5 \
+        --max-connections 8 --redis-url redis://127.0.0.1:6379/0
 
 Against the Node reference agent (``agents/remote/node/risk-agent.js``) on 127.0.0.1, one
 call at a time on one keep-alive connection, interleaved in rounds so drift in the machine's
@@ -97,7 +97,7 @@ DRAIN_CONFIG = """
 defaults: {{shards: 2, max_backlog: 10000000, batch_size: 100}}
 agents:
   echo: {{class: "agents.echo:EchoAgent"}}
-  noop: {{intents: [risk_check], remote: {{url: "{url}", max_connections: 200}}}}
+  noop: {{intents: [risk_check], remote: {{url: "{url}", max_connections: {pool}}}}}
 """
 
 
@@ -157,9 +157,9 @@ async def drain_once(url: str, config_path: str, agent: str, n: int, run: int) -
     return n / elapsed
 
 
-async def drain(url: str, n: int, runs: int) -> dict[str, Any]:
+async def drain(url: str, n: int, runs: int, pool: int) -> dict[str, Any]:
     proc, service = start_node("noop")
-    text = DRAIN_CONFIG.format(url=service)
+    text = DRAIN_CONFIG.format(url=service, pool=pool)
     with tempfile.NamedTemporaryFile("w", suffix=".yaml", delete=False) as f:
         f.write(text)
     CONFIG_TEXT[f.name] = text
@@ -180,6 +180,7 @@ async def drain(url: str, n: int, runs: int) -> dict[str, Any]:
     return {
         "tasks": n,
         "runs": runs,
+        "max_connections": pool,
         "echo_median_per_s": round(statistics.median(echo)),
         "noop_node_median_per_s": round(statistics.median(noop)),
         "noop_over_echo_median": round(statistics.median(ratios), 3),
@@ -192,12 +193,17 @@ def main() -> None:
     parser.add_argument("--drain", action="store_true", help="the drain benchmark instead")
     parser.add_argument("--tasks", type=int, default=5000)
     parser.add_argument("--runs", type=int, default=5)
+    parser.add_argument("--max-connections", type=int, default=8, help="the remote's pool")
     parser.add_argument(
         "--redis-url", default=os.environ.get("DEEPAGENTS_REDIS_URL", "redis://127.0.0.1:6379/0")
     )
     args = parser.parse_args()
     if args.drain:
-        print(orjson.dumps(asyncio.run(drain(args.redis_url, args.tasks, args.runs))).decode())
+        print(
+            orjson.dumps(
+                asyncio.run(drain(args.redis_url, args.tasks, args.runs, args.max_connections))
+            ).decode()
+        )
         return
     proc, url = start_node()
     try:
