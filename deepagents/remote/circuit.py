@@ -65,6 +65,8 @@ class FleetCircuit:
         step that failed, or else ``execute``'s answer (the trivial steps' successes would
         dilute a service whose work fails)."""
         unwell = isinstance(error, ServiceDown)
+        if permit.probe and isinstance(error, TimeoutError):
+            unwell = True  # the task's deadline ended the trial: no answer, so no all-clear
         if unwell or permit.probe:
             await self._breaker.record(not unwell, probe=permit.probe)
         elif step == "execute" and error is None and self._breaker.note_success():

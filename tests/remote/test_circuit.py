@@ -88,6 +88,11 @@ async def test_one_workers_failures_open_the_circuit_for_every_worker_and_one_pr
         assert probe is not None and probe.probe
         with pytest.raises(CircuitOpen):  # while that trial runs, nobody else calls
             await attempt(one, task)
+        # A trial the task's deadline cut short heard no answer: open for another cool-down.
+        await circuit.record(probe, "execute", TimeoutError("the task's deadline passed"))
+        assert await circuit.state() is BreakerState.OPEN
+        probe = await eventually(trial, timeout=10, what="the circuit half-open again")
+        assert probe is not None and probe.probe
         await circuit.record(probe, "can_handle", None)  # the trial answered
         assert await circuit.state() is BreakerState.CLOSED
         result = await attempt(one, task)  # the fourth execute: answered
