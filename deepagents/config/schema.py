@@ -111,7 +111,11 @@ class RemoteConfig(_Strict):
     """An agent served over HTTP (docs/remote-agents.md). The URL comes only from here:
     nothing in a task can steer where the worker connects."""
 
-    url: str = Field(pattern=r"^https?://[^/?#\s]+(/[^?#\s]*)?$", description="base URL")
+    url: str = Field(
+        pattern=r"^(https?://[^/?#\s]+(/[^?#\s]*)?|grpcs?://[^/?#\s]+)$",
+        description="base URL: http(s)://host[:port][/path], or grpc(s)://host:port for "
+        "gRPC (the grpc extra)",
+    )
     timeout_s: float = Field(default=30.0, gt=0, le=3600, description="per call, at most")
     max_connections: int = Field(default=100, ge=1, le=10_000)
     max_response_bytes: int = Field(default=1_048_576, ge=1024, le=1 << 30)

@@ -14,12 +14,13 @@ import asyncio
 import os
 import ssl
 from contextvars import ContextVar
-from typing import Any, ClassVar, TypeVar
+from typing import TYPE_CHECKING, Any, ClassVar, TypeVar
 
 import httpx
 import orjson
 from pydantic import BaseModel, ValidationError
 
+from deepagents._internal.extras import require_extra
 from deepagents.config.schema import AgentEntry, RemoteConfig
 from deepagents.contract.agent import AgentContract, current_attempt
 from deepagents.contract.result import ErrorInfo, Result, ResultMetrics, ResultStatus
@@ -30,6 +31,9 @@ from deepagents.remote.circuit import FleetCircuit
 from deepagents.remote.errors import ServiceDown, ServiceUnhealthy, protocol_error, status_error
 from deepagents.store.breaker import BreakerState
 from deepagents.store.models import RedisClient
+
+if TYPE_CHECKING:
+    from deepagents.remote.grpc_wire import GrpcWire
 
 R = TypeVar("R", bound=BaseModel)
 _JSON = "application/json"
@@ -71,6 +75,7 @@ class RemoteAgent(AgentContract):
         self._circuit = (
             FleetCircuit(redis, prefix, self.name, config.breaker) if redis is not None else None
         )
+        self._grpc = _grpc_wire(config)
         self._base = config.url.rstrip("/") + wire.PREFIX
         self._timeout = config.timeout_s
         self._limit = config.max_response_bytes
@@ -91,6 +96,8 @@ class RemoteAgent(AgentContract):
     async def aclose(self) -> None:
         if self._circuit is not None:
             await self._circuit.aclose()
+        if self._grpc is not None:
+            await self._grpc.aclose()
         await self._client.aclose()
 
     # the contract ---------------------------------------------------------------------
@@ -143,6 +150,8 @@ class RemoteAgent(AgentContract):
         otherwise ``ServiceUnhealthy`` says why (the registry keeps the reason)."""
         if self._circuit is not None and await self._circuit.state() is BreakerState.OPEN:
             raise ServiceUnhealthy("remote service: the fleet's circuit breaker is open")
+        if self._grpc is not None:
+            return await self._grpc_health()
         try:
             response = await self._client.get(f"{self._base}/health", timeout=self._timeout)
             answer = wire.HealthResponse.model_validate_json(response.content)
@@ -154,6 +163,17 @@ class RemoteAgent(AgentContract):
             raise ServiceUnhealthy(
                 f"remote service: GET /v1/health: HTTP {response.status_code}, {answer.status}"
             )
+        return True
+
+    async def _grpc_health(self) -> bool:
+        assert self._grpc is not None
+        try:
+            raw = await self._grpc.call("health", {}, {}, self._timeout, False)
+        except Exception as exc:
+            raise ServiceUnhealthy(f"remote service: Health rpc: {exc}") from exc
+        answer = wire.HealthResponse.model_validate_json(raw)
+        if answer.status != "ok":
+            raise ServiceUnhealthy(f"remote service: Health rpc: {answer.status}")
         return True
 
     # one call -------------------------------------------------------------------------
@@ -190,12 +210,23 @@ class RemoteAgent(AgentContract):
     ) -> R:
         envelope = _envelope.get()
         fields = {k: v for k, v in envelope.items() if k != "_task"}
-        body = orjson.dumps({**fields, "time_left_ms": left_ms, **extra})
+        document = {**fields, "time_left_ms": left_ms, **extra}
         headers = {"idempotency-key": envelope["idempotency_key"]}
         if task.traceparent is not None:
             headers["traceparent"] = task.traceparent
         if left_ms is not None:
             headers["x-deadline-ms"] = str(left_ms)
+        if self._grpc is not None:
+            async with self._slots:
+                raw = await self._grpc.call(step, document, headers, timeout, by_deadline)
+            return _validated(step, model, raw)
+        raw = await self._post(step, orjson.dumps(document), headers, timeout, by_deadline)
+        return _validated(step, model, raw)
+
+    async def _post(
+        self, step: str, body: bytes, headers: dict[str, str], timeout: float, by_deadline: bool
+    ) -> bytes:
+        """The answer's body over HTTP, once it is a 200 of ``application/json``."""
         url = f"{self._base}/{step}"
         try:
             async with (
@@ -216,14 +247,7 @@ class RemoteAgent(AgentContract):
         content_type = response.headers.get("content-type", "")
         if content_type.split(";")[0].strip().lower() != _JSON:
             raise protocol_error(step, f"content type {content_type!r}, not {_JSON}", raw)
-        try:
-            return model.model_validate_json(raw)
-        except ValidationError as exc:
-            where = "; ".join(
-                f"{'.'.join(map(str, e['loc'])) or 'body'}: {e['type']}" for e in exc.errors()[:3]
-            )
-            why = f"response does not match the schema ({where})"
-            raise protocol_error(step, why, raw) from exc
+        return raw
 
     async def _read(self, step: str, response: httpx.Response) -> bytes:
         """The body, refused past the size limit without reading the rest."""
@@ -238,6 +262,27 @@ class RemoteAgent(AgentContract):
                 raise protocol_error(step, f"response over {self._limit} bytes", b"".join(chunks))
             chunks.append(chunk)
         return b"".join(chunks)
+
+
+def _validated(step: str, model: type[R], raw: bytes) -> R:
+    try:
+        return model.model_validate_json(raw)
+    except ValidationError as exc:
+        where = "; ".join(
+            f"{'.'.join(map(str, e['loc'])) or 'body'}: {e['type']}" for e in exc.errors()[:3]
+        )
+        why = f"response does not match the schema ({where})"
+        raise protocol_error(step, why, raw) from exc
+
+
+def _grpc_wire(config: RemoteConfig) -> GrpcWire | None:
+    """The gRPC wire for a ``grpc://`` or ``grpcs://`` URL (imported only then: an extra)."""
+    if not config.url.startswith("grpc"):
+        return None
+    require_extra("grpc", f"the remote agent at {config.url}")
+    from deepagents.remote.grpc_wire import GrpcWire
+
+    return GrpcWire(config, _headers(config))
 
 
 def _why(exc: httpx.HTTPError) -> str:

@@ -1,0 +1,78 @@
+"""The risk check of ``agents/risk.py`` as a remote agent over gRPC (``docs/remote-agents.proto``,
+the ``grpc`` extra): ``python -m agents.remote.python.risk_grpc --port N``.
+
+Each rpc answers with the HTTP reference service's own step (``risk_service.STEPS``), the
+request and the answer mapped to and from their messages field for field; a bad request is
+INVALID_ARGUMENT, as the HTTP service answers 400 or 422.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import sys
+from collections.abc import Callable
+from typing import Any
+
+import grpc
+from google.protobuf import json_format
+from google.protobuf.message import Message
+
+from agents.remote.python.risk_service import STEPS
+from deepagents import InvalidInput
+from deepagents.remote.grpc_wire import SERVICE
+from deepagents.remote.grpc_wire import STEPS as RPCS
+
+
+def _handler(step: str, response: type[Message]) -> Callable[[Message, Any], Any]:
+    async def handle(request: Message, context: grpc.aio.ServicerContext) -> Message:
+        if step == "health":
+            return response(status="ok")
+        body = json_format.MessageToDict(request, preserving_proto_field_name=True)
+        body.setdefault("task", {}).setdefault("tenant", None)
+        try:
+            if body.get("protocol") != 1:
+                raise ValueError("not a protocol v1 request")
+            answer = STEPS[step](body)
+        except (InvalidInput, ValueError, KeyError, TypeError, AttributeError) as exc:
+            await context.abort(grpc.StatusCode.INVALID_ARGUMENT, f"{type(exc).__name__}: {exc}")
+        return json_format.ParseDict(answer, response(), ignore_unknown_fields=True)
+
+    return handle
+
+
+def handlers() -> grpc.GenericRpcHandler:
+    methods = {
+        rpc: grpc.unary_unary_rpc_method_handler(
+            _handler(step, response),
+            request_deserializer=request.FromString,
+            response_serializer=response.SerializeToString,
+        )
+        for step, (rpc, request, response) in RPCS.items()
+    }
+    return grpc.method_handlers_generic_handler(SERVICE.strip("/"), methods)
+
+
+async def serve(host: str, port: int) -> None:
+    server = grpc.aio.server()
+    server.add_generic_rpc_handlers((handlers(),))
+    bound = server.add_insecure_port(f"{host}:{port}")
+    await server.start()
+    sys.stdout.write(f"listening {bound}\n")
+    sys.stdout.flush()
+    await server.wait_for_termination()
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--port", type=int, default=8789)
+    parser.add_argument("--host", default="127.0.0.1")
+    args = parser.parse_args(argv)
+    with contextlib.suppress(KeyboardInterrupt):
+        asyncio.run(serve(args.host, args.port))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
