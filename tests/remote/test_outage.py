@@ -79,15 +79,19 @@ async def test_the_service_down_opens_the_circuit_for_the_fleet_and_tasks_wait_t
 
             await eventually(opened, timeout=60, what="the circuit open")
 
+            dlqs = [Keys(prefix).shard("risk-node", s).dlq for s in range(SHARDS)]
+
             async def waited_a_while() -> Counter[str]:
-                # Each task waited twice on average, in both worker processes.
+                # Each task waited twice on average, in both worker processes; a dead
+                # letter meanwhile fails the test at once.
+                assert [await client.xlen(q) for q in dlqs] == [0] * SHARDS, "dead-lettered"
                 waits = await outbox(client, prefix, "waited")
                 by_worker = Counter(str(e["consumer"]) for e in waits)
                 return by_worker if len(waits) >= 2 * TASKS and len(by_worker) == 2 else Counter()
 
             by_worker = await eventually(waited_a_while, timeout=120, what="tasks waiting")
             assert all(e["deliveries"] >= 1 for e in await outbox(client, prefix, "waited"))
-            dead = [await client.xlen(Keys(prefix).shard("risk-node", s).dlq) for s in (0, 1)]
+            dead = [await client.xlen(q) for q in dlqs]
             assert dead == [0, 0], f"dead-lettered during the outage (waits: {by_worker})"
             down = await _status(procs)
             assert down["circuit"] in ("open", "half_open"), down
@@ -106,7 +110,7 @@ async def test_the_service_down_opens_the_circuit_for_the_fleet_and_tasks_wait_t
     committed = await committed_events(client, prefix, "risk-node", SHARDS)
     assert_committed_once(committed, [h.task_id for h in handles])
     assert await client.hget(breaker, "state") == b"closed"  # the probe closed it
-    assert [await client.xlen(Keys(prefix).shard("risk-node", s).dlq) for s in (0, 1)] == [0, 0]
+    assert [await client.xlen(q) for q in dlqs] == [0, 0]
 
 
 async def _status(procs: Any) -> dict[str, Any]:
