@@ -24,6 +24,9 @@ from deepagents.store.breaker import BreakerState, CircuitBreaker, Keyed, Permit
 from deepagents.store.models import RedisClient
 from deepagents.transport.keys import Keys
 
+# The longest random spread added to a refused task's wait.
+MAX_SPREAD_S = 60.0
+
 
 class FleetCircuit:
     def __init__(
@@ -47,9 +50,14 @@ class FleetCircuit:
     def _refusal(self, task: Task, step: str, retry_in_s: float) -> RetryableError:
         cooldown = self._config.cooldown_s
         # At most a cool-down (a half-open probe may hold for a long call), plus a random
-        # share of half of one: the tasks that waited come back spread out, not all at the
-        # instant the circuit half-opens.
-        wait = min(retry_in_s, cooldown) + random.uniform(0, cooldown / 2)
+        # spread: the tasks that waited come back spread out, not all at the instant the
+        # circuit half-opens. Half a cool-down, or a quarter of the task's age when that is
+        # longer (at most MAX_SPREAD_S): a backlog waiting through a long outage is looked
+        # at less and less often, so bouncing it costs Redis little, and it still runs
+        # within about a minute of the service's return.
+        age_s = (utcnow() - task.created_at).total_seconds()
+        spread = max(cooldown / 2, min(age_s / 4, MAX_SPREAD_S))
+        wait = min(retry_in_s, cooldown) + random.uniform(0, spread)
         what = f"{step}: the circuit of {self._agent}'s service is open for the fleet"
         waited_until = task.created_at + timedelta(seconds=self._config.max_wait_s)
         if utcnow() < waited_until:

@@ -139,6 +139,29 @@ async def test_a_refused_task_waits_until_max_wait_s_then_its_refusals_count(
         await agent.aclose()
 
 
+async def test_a_long_wait_is_spread_wider_the_older_the_task(
+    node_agent: StartNode, client: Redis, prefix: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Half a cool-down of spread for a young task; a quarter of its age for an old one, at
+    most a minute: a backlog waiting through a long outage is bounced less and less."""
+    monkeypatch.setattr(random, "uniform", lambda low, high: high)  # the widest spread
+    opened = {"state": "open", "opened_at": 10**13}
+    await client.hset(Keys(prefix).remote_breaker("risk-node"), mapping=opened)  # type: ignore[arg-type]
+    agent = agent_class(node_agent().url)(redis=client, prefix=prefix)
+    try:
+        waits = []
+        for age_s in (0, 120, 500):
+            task = Task(intent="risk_check", payload=ORDER,
+                        created_at=utcnow() - timedelta(seconds=age_s))  # fmt: skip
+            with pytest.raises(CircuitOpen) as refused:
+                await agent.can_handle(task)
+            waits.append(refused.value.retry_after_s)
+        # cool-down (1 s: the rest of one, capped) plus 0.5 s, 30 s (120 / 4), 60 s (capped)
+        assert [round(w, 1) for w in waits] == [1.5, 31.0, 61.0]
+    finally:
+        await agent.aclose()
+
+
 def test_a_wait_is_not_a_delivery_and_ends_at_the_deadline() -> None:
     policy, rng = RetryPolicy(base_ms=50, max_ms=200), random.Random(1)
     refused = CircuitOpen("open", retry_after_s=2.5)
