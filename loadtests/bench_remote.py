@@ -3,7 +3,7 @@ the drain of a worker process with a no-op Node agent against the in-process Ech
 
     .venv/bin/python loadtests/bench_remote.py --calls 2000 [--breaker]
     .venv/bin/python loadtests/bench_remote.py --drain --tasks 2000 --runs 5 \
-        --max-connections 8 --redis-url redis://127.0.0.1:6379/0
+        --max-connections 8 [--transport grpc] --redis-url redis://127.0.0.1:6379/0
 
 Against the Node reference agent (``agents/remote/node/risk-agent.js``) on 127.0.0.1, one
 call at a time on one keep-alive connection, interleaved in rounds so drift in the machine's
@@ -19,7 +19,8 @@ Prints p50 and p90 of each and the p50 difference (the issue's target: at most 0
 its registration to an empty backlog: ``deepagents worker agents.echo:EchoAgent`` (the
 contract in the worker's process) and ``deepagents worker --remote noop`` (the same contract
 as four HTTP calls per task to the Node agent answering ``execute`` with an empty success,
-the fleet's circuit breaker in front of it). The two alternate within each run (paired: the
+the fleet's circuit breaker in front of it; ``--transport grpc``: the Python reference agent
+over gRPC with ``--noop`` instead). The two alternate within each run (paired: the
 machine's load drifts alike for both); prints a JSON line per run and the medians.
 """
 
@@ -166,8 +167,16 @@ async def drain_once(url: str, config_path: str, agent: str, n: int, run: int) -
     return n / elapsed
 
 
-async def drain(url: str, n: int, runs: int, pool: int) -> dict[str, Any]:
-    proc, service = start_node("noop")
+def start_grpc_noop() -> tuple[subprocess.Popen[bytes], str]:
+    command = [sys.executable, "-m", "agents.remote.python.risk_grpc", "--port", "0", "--noop"]
+    proc = subprocess.Popen(command, stdout=subprocess.PIPE, cwd=ROOT)
+    assert proc.stdout is not None
+    port = int(proc.stdout.readline().split()[1])
+    return proc, f"grpc://127.0.0.1:{port}"
+
+
+async def drain(url: str, n: int, runs: int, pool: int, transport: str) -> dict[str, Any]:
+    proc, service = start_node("noop") if transport == "http" else start_grpc_noop()
     text = DRAIN_CONFIG.format(url=service, pool=pool)
     with tempfile.NamedTemporaryFile("w", suffix=".yaml", delete=False) as f:
         f.write(text)
@@ -179,7 +188,7 @@ async def drain(url: str, n: int, runs: int, pool: int) -> dict[str, Any]:
             for agent in order:
                 rate = await drain_once(url, f.name, agent, n, run)
                 (echo if agent == "echo" else noop).append(rate)
-            line = {"run": run, "echo_per_s": round(echo[-1]), "noop_node_per_s": round(noop[-1])}
+            line = {"run": run, "echo_per_s": round(echo[-1]), "noop_remote_per_s": round(noop[-1])}
             print(orjson.dumps(line).decode(), flush=True)
     finally:
         proc.kill()
@@ -189,9 +198,10 @@ async def drain(url: str, n: int, runs: int, pool: int) -> dict[str, Any]:
     return {
         "tasks": n,
         "runs": runs,
+        "transport": transport,
         "max_connections": pool,
         "echo_median_per_s": round(statistics.median(echo)),
-        "noop_node_median_per_s": round(statistics.median(noop)),
+        "noop_remote_median_per_s": round(statistics.median(noop)),
         "noop_over_echo_median": round(statistics.median(ratios), 3),
     }
 
@@ -207,13 +217,23 @@ def main() -> None:
     parser.add_argument("--runs", type=int, default=5)
     parser.add_argument("--max-connections", type=int, default=8, help="the remote's pool")
     parser.add_argument(
+        "--transport",
+        choices=("http", "grpc"),
+        default="http",
+        help="the no-op service: the Node agent over HTTP, or the Python one over gRPC",
+    )
+    parser.add_argument(
         "--redis-url", default=os.environ.get("DEEPAGENTS_REDIS_URL", "redis://127.0.0.1:6379/0")
     )
     args = parser.parse_args()
     if args.drain:
         print(
             orjson.dumps(
-                asyncio.run(drain(args.redis_url, args.tasks, args.runs, args.max_connections))
+                asyncio.run(
+                    drain(
+                        args.redis_url, args.tasks, args.runs, args.max_connections, args.transport
+                    )
+                )
             ).decode()
         )
         return

@@ -24,11 +24,15 @@ from deepagents import InvalidInput
 from deepagents.remote.grpc_wire import SERVICE
 from deepagents.remote.grpc_wire import STEPS as RPCS
 
+NOOP = {"result": {"status": "success", "output": {}}}  # --noop: execute does no work
 
-def _handler(step: str, response: type[Message]) -> Callable[[Message, Any], Any]:
+
+def _handler(step: str, response: type[Message], noop: bool) -> Callable[[Message, Any], Any]:
     async def handle(request: Message, context: grpc.aio.ServicerContext) -> Message:
         if step == "health":
             return response(status="ok")
+        if noop and step == "execute":
+            return json_format.ParseDict(NOOP, response())
         body = json_format.MessageToDict(request, preserving_proto_field_name=True)
         body.setdefault("task", {}).setdefault("tenant", None)
         try:
@@ -42,10 +46,10 @@ def _handler(step: str, response: type[Message]) -> Callable[[Message, Any], Any
     return handle
 
 
-def handlers() -> grpc.GenericRpcHandler:
+def handlers(noop: bool = False) -> grpc.GenericRpcHandler:
     methods = {
         rpc: grpc.unary_unary_rpc_method_handler(
-            _handler(step, response),
+            _handler(step, response, noop),
             request_deserializer=request.FromString,
             response_serializer=response.SerializeToString,
         )
@@ -54,9 +58,9 @@ def handlers() -> grpc.GenericRpcHandler:
     return grpc.method_handlers_generic_handler(SERVICE.strip("/"), methods)
 
 
-async def serve(host: str, port: int) -> None:
+async def serve(host: str, port: int, noop: bool) -> None:
     server = grpc.aio.server()
-    server.add_generic_rpc_handlers((handlers(),))
+    server.add_generic_rpc_handlers((handlers(noop),))
     bound = server.add_insecure_port(f"{host}:{port}")
     await server.start()
     sys.stdout.write(f"listening {bound}\n")
@@ -68,9 +72,10 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--port", type=int, default=8789)
     parser.add_argument("--host", default="127.0.0.1")
+    parser.add_argument("--noop", action="store_true", help="execute answers an empty success")
     args = parser.parse_args(argv)
     with contextlib.suppress(KeyboardInterrupt):
-        asyncio.run(serve(args.host, args.port))
+        asyncio.run(serve(args.host, args.port, args.noop))
     return 0
 
 
