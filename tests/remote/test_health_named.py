@@ -17,22 +17,27 @@ from tests.remote.conftest import StartNode
 from tests.support.wait import eventually_sync
 
 pytestmark = pytest.mark.timeout(180)
-PORT = free_port()
 
 
-def _config() -> str:
+@pytest.fixture
+def port() -> int:
+    """Where the service will listen: nothing does at first."""
+    return free_port()
+
+
+def _config(port: int) -> str:
     text = config_yaml(probe_timeout_s=1.0).replace(
         "  probe_timeout_s: 1.0\n", "  probe_timeout_s: 1.0\n  probe_cache_s: 0.2\n"
     )
     remote = (
-        f'  risk-node: {{intents: [risk_remote], remote: {{url: "http://127.0.0.1:{PORT}"}}}}\n'
+        f'  risk-node: {{intents: [risk_remote], remote: {{url: "http://127.0.0.1:{port}"}}}}\n'
     )
     return text.replace("agents:\n", "agents:\n" + remote, 1)
 
 
 @pytest.fixture
-def deployment(redis_url: str) -> Iterator[Deployment]:
-    yield from make_deployment(redis_url, _config())
+def deployment(redis_url: str, port: int) -> Iterator[Deployment]:
+    yield from make_deployment(redis_url, _config(port))
 
 
 @pytest.fixture
@@ -47,7 +52,7 @@ def named(gw: Gateway) -> list[dict[str, Any]]:
 
 
 def test_a_remote_service_down_is_named_by_the_full_health_check_until_it_is_back(
-    deployment: Deployment, gateway: Gateway, node_agent: StartNode
+    deployment: Deployment, gateway: Gateway, node_agent: StartNode, port: int
 ) -> None:
     env = {**deployment.env, "DEEPAGENTS_HEALTH_INTERVAL_S": "0.5"}
     command = [sys.executable, "-m", "deepagents", "worker", "--remote", "risk-node"]
@@ -56,5 +61,5 @@ def test_a_remote_service_down_is_named_by_the_full_health_check_until_it_is_bac
         assert agent["instances"] == 1 and agent["healthy"] == 0, agent
         assert agent["detail"].startswith("remote service: GET /v1/health: ConnectError"), agent
 
-        node_agent(port=PORT)  # the service comes up
+        node_agent(port=port)  # the service comes up
         eventually_sync(lambda: not named(gateway), timeout=60, what="risk-node healthy again")
