@@ -2,6 +2,7 @@
 
 from deepagents.config import Settings, load_config, load_settings
 from deepagents.contract import AgentContract, ErrorCode, Result, ResultStatus, Task
+from deepagents.contract.context import TaskContext, current_context
 from deepagents.errors import DeepAgentsError, InvalidInput, RetryableError
 from deepagents.orchestrator import Orchestrator, TaskHandle
 from deepagents.worker import Worker
@@ -19,9 +20,11 @@ __all__ = [
     "RetryableError",
     "Settings",
     "Task",
+    "TaskContext",
     "TaskHandle",
     "Worker",
     "__version__",
+    "current_context",
     "load_config",
     "load_settings",
 ]

@@ -16,10 +16,16 @@ from redis.asyncio import Redis
 
 from deepagents.config.settings import Settings
 from deepagents.errors import ConfigError
-from deepagents.store.base import Registry, TaskRecords
+from deepagents.store.answers import AnswerCache
+from deepagents.store.base import Answers, Registry, Rollouts, TaskRecords
+from deepagents.store.claims import ClaimStore, MemoryClaims
+from deepagents.store.memory_answers import MemoryAnswers
 from deepagents.store.memory_registry import MemoryRegistry
+from deepagents.store.memory_rollouts import MemoryRollouts
 from deepagents.store.memory_tasks import MemoryTaskStore
 from deepagents.store.registry import AgentRegistry
+from deepagents.store.rollouts import RedisRollouts
+from deepagents.store.step_bodies import claim_store
 from deepagents.store.tasks import TaskStore
 from deepagents.transport.base import MessageBus
 from deepagents.transport.keys import Keys
@@ -44,10 +50,17 @@ class Services:
     tasks: TaskRecords
     registry: Registry
     keys: Keys
+    rollouts: Rollouts | None = None
     owns_client: bool = field(default=False, repr=False)
+    # The last good answers ``degrade`` may answer from; None: none kept (no degrade cache).
+    answers: Answers | None = field(default=None, repr=False)
+    # Bodies of step records too large for Redis (a claim check); None: no database.
+    claims: ClaimStore | None = None
 
     async def aclose(self) -> None:
         await self.bus.aclose()
+        if self.claims is not None:
+            await self.claims.aclose()
         if self.owns_client and self.client is not None:
             await self.client.aclose()
 
@@ -61,6 +74,9 @@ def services_for(client: RedisClient, settings: Settings) -> Services:
         tasks=TaskStore(client, keys),
         registry=AgentRegistry(client, keys),
         keys=keys,
+        answers=AnswerCache(client, keys),
+        rollouts=RedisRollouts(client, keys),
+        claims=claim_store(settings),
     )
 
 
@@ -69,12 +85,16 @@ def memory_services(settings: Settings) -> Services:
     for unit tests and ``deepagents.testing``. Their records live as long as the object."""
     keys = Keys(settings.prefix)
     state = State()
+    registry = MemoryRegistry()
     return Services(
         client=None,
         bus=MemoryBus(state, result_ttl_s=settings.result_ttl_s),
         tasks=MemoryTaskStore(state, keys),
-        registry=MemoryRegistry(),
+        registry=registry,
         keys=keys,
+        answers=MemoryAnswers(state, keys),
+        rollouts=MemoryRollouts(registry),
+        claims=MemoryClaims(),
     )
 
 

@@ -20,6 +20,10 @@ help::
     │   ├── InvalidInput       the task cannot succeed as given (not retried)
     │   ├── RetryableError     a failure that may pass (retried with backoff)
     │   │   └── CircuitOpen    a remote service is down for the fleet: wait, uncounted
+    │   ├── StepError          a step or checkpoint that cannot be recorded (not retried)
+    │   │   ├── StateTooLarge
+    │   │   ├── StepTooLarge
+    │   │   └── StateIncompatible  a checkpoint no migration makes valid (dead-lettered)
     │   └── RemoteProtocolError a remote agent answered outside the wire protocol
     └── ResultTimeout          a handle's result did not arrive in time
 """
@@ -48,6 +52,9 @@ class ErrorCode(StrEnum):
     RESPONSE_TOO_LARGE = "response_too_large"  # a model's answer passed its size cap
     REMOTE_PROTOCOL_ERROR = "remote_protocol_error"  # a remote agent's answer broke the protocol
     CIRCUIT_OPEN = "circuit_open"  # a remote agent's service is down for the fleet
+    STEP_ERROR = "step_error"  # a step or checkpoint the runtime cannot record (not JSON, ...)
+    STATE_TOO_LARGE = "state_too_large"  # a checkpoint over the agent's max_state_bytes
+    STEP_TOO_LARGE = "step_too_large"  # a step result too large for Redis, and no database
     # Exceptions (the orchestrator's refusals among them)
     ERROR = "error"
     CONFIG_ERROR = "config_error"
@@ -69,6 +76,7 @@ class ErrorCode(StrEnum):
     TOO_LARGE = "too_large"  # a task in the stream over DEEPAGENTS_MAX_PAYLOAD_BYTES
     PAYLOAD_LOST = "payload_lost"
     MAX_DELIVERIES = "max_deliveries"
+    STATE_INCOMPATIBLE = "state_incompatible"  # a checkpoint no migration makes valid
     # The gateway's problem documents (with not_found, idempotency_conflict,
     # payload_too_large and overloaded above)
     EMPTY_BODY = "empty_body"
@@ -285,6 +293,35 @@ class CircuitOpen(RetryableError):
 
     code = ErrorCode.CIRCUIT_OPEN
     counted = False
+
+
+class StepError(TaskError):
+    """A step or checkpoint the runtime cannot record (its value is not JSON, the agent
+    declares no state model, ...): a programming error of the agent, so not retried."""
+
+    code = ErrorCode.STEP_ERROR
+    # Dead-letter the task rather than answer it failed: an operator must look at it.
+    dead_letter: bool = False
+
+
+class StateTooLarge(StepError):
+    """A checkpoint's state is over the agent's max_state_bytes; the stored one is kept."""
+
+    code = ErrorCode.STATE_TOO_LARGE
+
+
+class StepTooLarge(StepError):
+    """A step's result is over the claim-check threshold and no database holds large ones."""
+
+    code = ErrorCode.STEP_TOO_LARGE
+
+
+class StateIncompatible(StepError):
+    """A checkpoint written under another agent version that ``migrate_state`` could not
+    turn into a valid state: the task is dead-lettered, never retried in a loop."""
+
+    code = ErrorCode.STATE_INCOMPATIBLE
+    dead_letter = True
 
 
 class RemoteProtocolError(TaskError):

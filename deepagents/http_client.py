@@ -2,9 +2,12 @@
 
 Retries 429 and 503 (nothing was enqueued: the gateway refused before enqueueing) after
 the ``Retry-After`` the gateway sent, capped, with jitter so a fleet of clients does not
-come back in step. Network errors are retried only for reads and for submits carrying an
-``idempotency_key``, where a repeat cannot create a second task. Other errors raise
-``GatewayError`` with the problem document.
+come back in step. A ``503 dropped`` (the task waited past its tier's max wait and was
+dropped unrun) is the exception to "nothing was enqueued": retrying submits the task anew,
+which is what Retry-After asks, except with an ``idempotency_key``, whose repeat would find
+the dropped task again, so it is raised at once. Network errors are retried only for reads
+and for submits carrying an ``idempotency_key``, where a repeat cannot create a second
+task. Other errors raise ``GatewayError`` with the problem document.
 
     with GatewayClient("http://127.0.0.1:8080", api_key) as gw:
         view = gw.submit("echo", {"x": 1}, wait=10)
@@ -84,6 +87,17 @@ def _may_retry_network(method: str, body: dict[str, Any] | None) -> bool:
     return method == "GET" or bool(body and body.get("idempotency_key"))
 
 
+def _may_retry(response: httpx.Response, body: dict[str, Any] | None) -> bool:
+    if response.status_code not in RETRY_STATUSES:
+        return False
+    if not (body and body.get("idempotency_key")):
+        return True
+    try:  # a dropped task's key names that task: a repeat would only find it dropped again
+        return bool(response.json().get("code") != ErrorCode.DROPPED)
+    except (ValueError, AttributeError):
+        return True
+
+
 class GatewayClient:
     def __init__(
         self,
@@ -128,7 +142,7 @@ class GatewayClient:
                     raise
                 time.sleep(self.retry.delay(attempt, None))
                 continue
-            if response.status_code not in RETRY_STATUSES or last:
+            if last or not _may_retry(response, json):
                 return _result(response)
             time.sleep(self.retry.delay(attempt, response))
         raise AssertionError("unreachable")  # pragma: no cover
@@ -202,7 +216,7 @@ class AsyncGatewayClient:
                     raise
                 await anyio.sleep(self.retry.delay(attempt, None))
                 continue
-            if response.status_code not in RETRY_STATUSES or last:
+            if last or not _may_retry(response, json):
                 return _result(response)
             await anyio.sleep(self.retry.delay(attempt, response))
         raise AssertionError("unreachable")  # pragma: no cover

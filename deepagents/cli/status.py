@@ -1,6 +1,7 @@
-"""``deepagents status``: per stream length, pending, consumers, oldest pending, dead letters;
-``--watch`` refreshes a live view (with agent health, and throughput and p95 per tier from
-the workers' ``/metrics`` given with ``--metrics``)."""
+"""``deepagents status``: per stream length, pending, consumers, live readers, oldest
+pending, dead letters, and the streams no live worker reads; ``--watch`` refreshes a live
+view (with agent health, and throughput and p95 per tier from the workers' ``/metrics``
+given with ``--metrics``)."""
 
 from __future__ import annotations
 
@@ -28,6 +29,7 @@ from deepagents.cli.common import (
 from deepagents.compose import services_for
 from deepagents.config.schema import FileConfig
 from deepagents.orchestrator.admin import Admin
+from deepagents.orchestrator.coverage import Coverage, coverage
 from deepagents.store.base import Registry
 from deepagents.telemetry.watch import Snapshot, p95, snapshot, throughput
 
@@ -68,6 +70,7 @@ def render(rows: list[dict[str, Any]], show_all: bool) -> Table:
         "length",
         "pending",
         "consumers",
+        "readers",
         "oldest pending",
         "lag",
         "delayed (shard)",
@@ -86,6 +89,7 @@ def render(rows: list[dict[str, Any]], show_all: bool) -> Table:
             str(r["length"]),
             str(r["pending"]),
             str(r["consumers"]),
+            "-" if r.get("readers") is None else str(r["readers"]),
             f"{r['oldest_pending_ms'] / 1000:.1f} s",
             "-" if r["lag"] is None else str(r["lag"]),
             str(r["delayed"]) if first else "",
@@ -94,6 +98,30 @@ def render(rows: list[dict[str, Any]], show_all: bool) -> Table:
     if not table.rows:
         table.caption = f"{EMPTY_HINT}; --all shows every stream"
     return table
+
+
+def render_unread(covered: dict[str, Coverage]) -> Table:
+    """The streams no live worker reads: their tasks wait until one does."""
+    table = Table(title="not read by any live worker")
+    table.add_column("gap", justify="left")
+    for c in covered.values():
+        for line in c.summary():
+            table.add_row(line)
+    if not table.rows:
+        table.caption = "every tier and shard has a live reader"
+    return table
+
+
+async def _coverage(
+    registry: Registry, config: FileConfig, agents: list[str], rows: list[dict[str, Any]]
+) -> dict[str, Coverage]:
+    """Coverage per agent; each row gets its stream's count of live readers."""
+    covered = {name: await coverage(registry, config, name) for name in agents}
+    for row in rows:
+        c = covered.get(row["agent"])
+        if c is not None:
+            row["readers"] = c.readers.get((row["tier"], row["shard"]), 0)
+    return covered
 
 
 def render_health(health: dict[str, dict[str, Any]]) -> Table:
@@ -169,16 +197,24 @@ async def watch(args: argparse.Namespace, url: str, runtime: Runtime) -> None:
             n = 0
             while not args.iterations or n < args.iterations:
                 rows = await admin.status(args.agent)
+                agents = [args.agent] if args.agent else admin.agents
+                covered = await _coverage(services.registry, config, agents, rows)
                 health = await _health(services.registry, config, admin)
                 after = await _scrape(http, args.metrics)
                 tiers = _tiers(before, after)
                 before = after
                 if args.json:
-                    line = {"ts": time.time(), "streams": rows, "health": health, "tiers": tiers}
+                    line = {
+                        "ts": time.time(),
+                        "streams": rows,
+                        "health": health,
+                        "tiers": tiers,
+                        "coverage": {n: c.as_json() for n, c in covered.items()},
+                    }
                     sys.stdout.write(orjson.dumps(line).decode() + "\n")
                     sys.stdout.flush()
                 else:
-                    view = [render(rows, args.all), render_health(health)]
+                    view = [render(rows, args.all), render_unread(covered), render_health(health)]
                     if args.metrics:
                         view.append(render_tiers(tiers))
                     live.update(Group(*view), refresh=True)
@@ -194,16 +230,21 @@ def main(args: argparse.Namespace) -> int:
         run(watch(args, url, runtime))
         return 0
 
-    async def collect() -> tuple[list[dict[str, Any]], dict[str, dict[str, Any]]]:
+    async def collect() -> tuple[
+        list[dict[str, Any]], dict[str, dict[str, Any]], dict[str, Coverage]
+    ]:
         async with redis_client(url, cluster=runtime.settings.redis_cluster) as client:
             services = services_for(client, runtime.settings)
             admin = Admin(services.bus, services.tasks, runtime.config)
             health = await _health(services.registry, runtime.config, admin)
-            return await admin.status(args.agent), health
+            rows = await admin.status(args.agent)
+            agents = [args.agent] if args.agent else admin.agents
+            covered = await _coverage(services.registry, runtime.config, agents, rows)
+            return rows, health, covered
 
-    rows, health = run(collect())
-    if args.json:
+    rows, health, covered = run(collect())
+    if args.json:  # each row's "readers" names a stream no live worker reads (0)
         sys.stdout.write(orjson.dumps(rows).decode() + "\n")
     else:  # what one frame of --watch shows
-        console().print(render(rows, args.all), render_health(health))
+        console().print(render(rows, args.all), render_unread(covered), render_health(health))
     return 0

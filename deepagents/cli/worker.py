@@ -15,6 +15,7 @@ from deepagents.cli.common import (
     run,
 )
 from deepagents.cli.signals import on_stop
+from deepagents.config.placement import parse_placement
 from deepagents.contract.agent import AgentContract
 from deepagents.contract.loading import load_agent_class
 from deepagents.errors import ConfigError
@@ -44,6 +45,18 @@ def register(sub: Any) -> None:
         default="",
         metavar="TIER=N,...",
         help="override tier pool sizes, e.g. p0=20,p1=50,p2=100",
+    )
+    p.add_argument(
+        "--tiers",
+        default="",
+        metavar="TIER,...",
+        help="read only these tiers, e.g. p0 for a dedicated urgent pool (default: all)",
+    )
+    p.add_argument(
+        "--shards",
+        default="",
+        metavar="N,N-M,...",
+        help="read only these shards, e.g. 0,1 or 2-3 for a worker per shard (default: all)",
     )
     p.add_argument(
         "--consumer",
@@ -88,6 +101,8 @@ def main(args: argparse.Namespace) -> int:
     runtime = load_runtime(args.config)
     cls = _agent_class(args, runtime.config)
     concurrency = parse_concurrency(args.concurrency, runtime.config.tier_names)
+    shards = runtime.config.agent_settings(cls.name).shards
+    placement = parse_placement(args.tiers, args.shards, runtime.config.tier_names, shards)
     url = require_redis_url(runtime.settings)
     settings = runtime.settings
     if args.consumer:
@@ -108,7 +123,7 @@ def main(args: argparse.Namespace) -> int:
     server = serve_metrics(telemetry, settings.metrics_port, settings.metrics_host, probes.probes())
 
     async def serve() -> None:
-        readers = len(runtime.config.tier_names) * runtime.config.agent_settings(cls.name).shards
+        readers = len(placement.tiers) * len(placement.shards)
         async with redis_client(
             url, max_connections=readers + 32, cluster=settings.redis_cluster
         ) as client:
@@ -123,6 +138,7 @@ def main(args: argparse.Namespace) -> int:
                 settings=settings,
                 concurrency=concurrency,
                 telemetry=telemetry,
+                placement=placement,
             )
             probes.worker = worker
             task = asyncio.ensure_future(worker.run())

@@ -10,6 +10,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator, model_valida
 
 from deepagents.config.gateway import GatewayConfig
 from deepagents.config.models import BreakerConfig, ModelsSection
+from deepagents.config.rollouts import RolloutConfig
 from deepagents.contract.task import AGENT_NAME_RE
 
 TIER_NAME_PATTERN = r"^[a-z0-9][a-z0-9_-]{0,15}$"
@@ -21,7 +22,9 @@ class _Strict(BaseModel):
 
 class OverdueAction(StrEnum):
     ALERT = "alert"  # run it anyway, log and audit that it waited too long
-    DEGRADE = "degrade"  # move it to the next (lower) tier
+    # The agent's degraded path (degraded_execute, else the last good answer for its
+    # cache_key), else move it to the next (lower) tier; on the last tier: run it late.
+    DEGRADE = "degrade"
     DROP = "drop"  # answer failed/dropped without running it
 
 
@@ -79,6 +82,24 @@ class AgentSettings(_Strict):
     )
     grace_period_s: float = Field(default=20.0, ge=0)
     sync_threads: int = Field(default=32, ge=1, le=1024)
+    answer_cache_ttl_s: int = Field(
+        default=3_600,
+        ge=1,
+        le=7 * 86_400,
+        description="how long a good answer stands in for degrade (agents with cache_key)",
+    )
+    max_state_bytes: int = Field(
+        default=262_144,
+        ge=64,
+        le=64 << 20,
+        description="a checkpoint's encoded state above this fails the task state_too_large",
+    )
+    step_inline_bytes: int = Field(
+        default=65_536,
+        ge=64,
+        le=16 << 20,
+        description="a step record above this goes to PostgreSQL (a claim check in Redis)",
+    )
 
 
 class RemoteTLS(_Strict):
@@ -167,6 +188,7 @@ class FileConfig(_Strict):
     strategies: list[Strategy] = Field(default_factory=list)
     models: ModelsSection = Field(default_factory=dict)
     gateway: GatewayConfig = Field(default_factory=GatewayConfig)
+    rollouts: dict[str, RolloutConfig] = Field(default_factory=dict)
 
     @field_validator("tiers")
     @classmethod
@@ -201,12 +223,19 @@ class FileConfig(_Strict):
         dupes = sorted({n for n in names if names.count(n) > 1})
         if dupes:
             raise ValueError(f"duplicate strategy names: {', '.join(dupes)}")
+        unknown = sorted(set(self.rollouts) - set(self.agents))
+        if unknown and self.agents:
+            raise ValueError(f"rollouts for unknown agents: {', '.join(unknown)}")
         for name, entry in self.agents.items():
             try:
                 AgentSettings.model_validate({**self.defaults.model_dump(), **entry.settings})
             except ValueError as exc:
                 raise ValueError(f"agents.{name}.settings: {exc}") from exc
         return self
+
+    def versioned(self, agent: str) -> bool:
+        """Under a rollout: its tasks go to per-version streams (docs/rollouts.md)."""
+        return agent in self.rollouts
 
     @property
     def tier_names(self) -> tuple[str, ...]:

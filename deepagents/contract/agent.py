@@ -2,6 +2,8 @@
 
 The runtime calls ``can_handle`` → ``prepare_context`` → ``execute`` → ``post_process``.
 Sync methods run in a thread pool, so blocking work never stalls the event loop.
+A long-running agent also finds its task's durable context (``contract/context.py``) as
+``context["ctx"]``: steps, lanes, phases and a checkpointed ``state_model``.
 """
 
 from __future__ import annotations
@@ -34,6 +36,9 @@ class AgentContract(ABC):
     version: ClassVar[str] = "0"
     intents: ClassVar[tuple[str, ...]] = ()
     input_model: ClassVar[type[BaseModel] | None] = None
+    # The state a long-running agent checkpoints (``ctx.state``, ``ctx.checkpoint()``):
+    # a pydantic model of JSON values, with defaults for a task's first delivery.
+    state_model: ClassVar[type[BaseModel] | None] = None
 
     def can_handle(self, task: Task) -> bool | Awaitable[bool]:
         return task.intent in self.intents
@@ -53,3 +58,32 @@ class AgentContract(ABC):
 
     def health_check(self) -> bool | Awaitable[bool]:
         return True
+
+    def migrate_state(self, from_version: str, state: dict[str, Any]) -> dict[str, Any]:
+        """Turn a checkpoint written under agent version ``from_version`` into this
+        version's ``state_model`` shape; runs on resume before validation. Raise (or return
+        something that does not validate) and the task is dead-lettered ``state_incompatible``.
+        The default keeps the state as it is."""
+        return state
+
+    # Optional: what ``degrade`` does when a task waited past its tier's max_wait_ms. An
+    # agent that overrides neither has its overdue task moved to the next tier.
+
+    def degraded_execute(self, context: dict[str, Any]) -> Result | Awaitable[Result]:
+        """A cheaper answer for a task that waited too long (a smaller model, a rule of
+        thumb): run instead of ``execute`` between ``prepare_context`` and
+        ``post_process``; the Result is marked ``degraded``. Override to declare one."""
+        raise NotImplementedError
+
+    def cache_key(self, task: Task) -> str | None:
+        """The key under which this task's good answer may stand in for another's (e.g.
+        the instrument a risk check is about). With one, the worker keeps the last good
+        answer per key for ``answer_cache_ttl_s``, and ``degrade`` answers from it. None:
+        this task has no stand-in. Called on the event loop, after each good run: keep it
+        a cheap, pure function of the task (no I/O)."""
+        return None
+
+
+def declares(agent: AgentContract, method: str) -> bool:
+    """The agent overrides this optional method of the contract."""
+    return getattr(type(agent), method, None) is not getattr(AgentContract, method)

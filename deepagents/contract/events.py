@@ -29,6 +29,9 @@ EVENT_TYPES = frozenset(
         "replayed",
         "payload_lost",
         "model_call",
+        "rollout",  # a rollout's decision (controller or operator) with its figures
+        "step_completed",
+        "resumed",
     }
 )
 

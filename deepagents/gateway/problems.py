@@ -50,6 +50,7 @@ CODES: dict[ErrorCode, tuple[int, str]] = {
     ErrorCode.INTERNAL_ERROR: (500, "Internal error"),
     ErrorCode.OVERLOADED: (503, "The target queue is over its backlog limit"),
     ErrorCode.UNAVAILABLE: (503, "A dependency of the gateway is unavailable"),
+    ErrorCode.DROPPED: (503, "The task waited too long in its queue and was dropped unrun"),
 }
 
 

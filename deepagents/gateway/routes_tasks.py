@@ -71,6 +71,7 @@ _BODY = (
     ErrorCode.BATCH_TOO_LARGE,
     ErrorCode.IDEMPOTENCY_CONFLICT,
 )
+_WAITED = (ErrorCode.DROPPED,)  # only when ?wait saw the task's result
 
 
 def _claims(state: GatewayState, tasks: list[Task], tenant: str) -> dict[str, Any]:
@@ -182,7 +183,7 @@ async def _submit(state: GatewayState, tasks: list[Task], tenant: str) -> list[T
     openapi_extra=_body_doc("SubmitRequest"),
     responses={
         200: {"model": TaskView, "description": "finished within ?wait"},
-        **responses_for(*_AUTH, *_BODY),
+        **responses_for(*_AUTH, *_BODY, *_WAITED),
     },
     summary="Submit one task",
 )
@@ -206,8 +207,27 @@ async def submit_one_core(
         if wait:
             view = await _finished_view(state, handle, wait)
             if view is not None:
+                _refuse_dropped(state, view)
                 return _json(view)
     return _json(_accepted(handle), 202, {"Location": f"/v1/tasks/{handle.task_id}"})
+
+
+def _refuse_dropped(state: GatewayState, view: TaskView) -> None:
+    """A submitter waiting on a task its tier dropped (on_overdue: drop) is told to come
+    back later, as for a refused submit: 503, with Retry-After the tier's max wait (the
+    queue was that far behind). The task's own record still reads failed/dropped."""
+    result = view.result
+    if result is None or result.error is None or result.error.code != ErrorCode.DROPPED:
+        return
+    tier = state.config.tiers.get(view.tier or "")
+    retry_s = tier.max_wait_ms / 1000 if tier is not None else 1.0
+    raise Problem(
+        ErrorCode.DROPPED,
+        f"task {view.task_id} {result.error.message} and was dropped unrun; "
+        "submit it again after Retry-After seconds",
+        retry_after_s=retry_s,
+        headers={"Location": f"/v1/tasks/{view.task_id}"},
+    )
 
 
 @router.post(

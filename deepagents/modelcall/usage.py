@@ -40,6 +40,12 @@ class UsageLedger:
         self.requested.extend(requested_model for _ in attempts)
         self.degraded = self.degraded or degraded
 
+    def add_ledger(self, other: UsageLedger) -> None:
+        """Another ledger's usage (a step's own, kept apart to price the step) into this one."""
+        self.attempts.extend(other.attempts)
+        self.requested.extend(other.requested)
+        self.degraded = self.degraded or other.degraded
+
     @property
     def tokens_used(self) -> int:
         return sum(a.tokens_in + a.tokens_out for a in self.attempts)

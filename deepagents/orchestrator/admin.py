@@ -49,17 +49,28 @@ class Admin:
         ]
 
     async def status(self, agent: str | None = None) -> list[dict[str, Any]]:
+        """One row per tier stream; an agent under a rollout has its configured versions'
+        streams too (``delayed`` then counts every version's delayed set of the shard)."""
         rows = []
         for name, keys in self.shards(agent):
+            lanes = [keys, *(keys.of_version(v) for v in self._versions(name))]
             dlq, delayed = await self.bus.shard_backlog(keys)
-            for tier in self.config.tier_names:
-                stats = await self.bus.stream_stats(StreamRef(keys, tier), name)
+            for lane in lanes[1:]:
+                delayed += (await self.bus.shard_backlog(lane))[1]
+            for lane, tier in ((lane, tier) for lane in lanes for tier in self.config.tier_names):
+                stats = await self.bus.stream_stats(StreamRef(lane, tier), name)
                 row = asdict(stats)
                 row.update(
                     agent=name, shard=keys.shard, tier=tier, dead_letters=dlq, delayed=delayed
                 )
+                if lane.version:
+                    row["version"] = lane.version
                 rows.append(row)
         return rows
+
+    def _versions(self, agent: str) -> tuple[str, ...]:
+        rollout = self.config.rollouts.get(agent)
+        return () if rollout is None else tuple(v for v in (rollout.stable, rollout.canary) if v)
 
     async def list_dead(self, agent: str | None = None, limit: int = 100) -> list[DeadLetterEntry]:
         out: list[DeadLetterEntry] = []

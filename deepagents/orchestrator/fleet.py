@@ -1,6 +1,7 @@
-"""One sample of Redis for the fleet-level gauges: per stream backlog, pending, lag and
-oldest pending age; per shard dead letters and delayed retries; per agent audit outbox
-backlog and instance health. Run by ``deepagents exporter`` only (one copy for the fleet).
+"""One sample of Redis for the fleet-level gauges: per stream backlog, pending, lag,
+oldest pending age and live readers; per shard dead letters and delayed retries; per agent
+audit outbox backlog and instance health. Run by ``deepagents exporter`` only (one copy for
+the fleet).
 
 It reads through the operator views (``Admin``), so it sits in the scheduling layer; the
 gauges it sets are defined in ``telemetry.metrics``.
@@ -14,6 +15,7 @@ from typing import Any
 from deepagents.compose import Services
 from deepagents.config.schema import FileConfig
 from deepagents.orchestrator.admin import Admin
+from deepagents.orchestrator.coverage import coverage
 from deepagents.telemetry.metrics import FleetMetrics
 
 # Pending entries looked at per stream and sample: pools bound what a worker holds, so a
@@ -40,6 +42,7 @@ class FleetSampler:
         self._streams(rows)
         await self._outbox()
         await self._health()
+        await self._readers()
         self.metrics.sample_seconds.set(time.perf_counter() - started)
 
     async def _oldest_idle(self, rows: list[dict[str, Any]]) -> None:
@@ -79,6 +82,12 @@ class FleetSampler:
             per_agent[agent] += length
         for agent, total in per_agent.items():
             self.metrics.audit_backlog.labels(agent).set(total)
+
+    async def _readers(self) -> None:
+        for agent in self.admin.agents:
+            covered = await coverage(self.registry, self.config, agent)
+            for (tier, shard), n in covered.readers.items():
+                self.metrics.readers.labels(agent, tier, str(shard)).set(n)
 
     async def _health(self) -> None:
         m = self.metrics

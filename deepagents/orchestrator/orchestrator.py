@@ -46,6 +46,7 @@ from deepagents.errors import (
 )
 from deepagents.orchestrator.handle import TaskHandle
 from deepagents.orchestrator.routing import Route, Router, agent_specs
+from deepagents.orchestrator.versions import version_routing
 from deepagents.store.base import Registry, TaskRecords
 from deepagents.store.registry import AgentHealth
 from deepagents.store.tasks import IdempotencyClaim, Location
@@ -83,7 +84,9 @@ class Orchestrator:
         self.tasks: TaskRecords = services.tasks
         self.registry: Registry = services.registry
         self._agent_classes = tuple(agents)
-        self.router = Router(config, agent_specs(config, agents), self.keys)
+        self.versions = version_routing(config, services, self.telemetry)
+        self._versions_task: asyncio.Task[None] | None = None
+        self.router = Router(config, agent_specs(config, agents), self.keys, self.versions)
         self.reply_channel = self.keys.reply_channel(uuid.uuid4().hex)
         self._waiters: dict[str, asyncio.Future[Result]] = {}
         # Replies nobody waits for yet, as sent: validated only if someone asks.
@@ -143,6 +146,11 @@ class Orchestrator:
                 f"the tiers changed ({', '.join(old.tier_names)} -> "
                 f"{', '.join(config.tier_names)}); that needs a restart of every process"
             )
+        if set(config.rollouts) != set(old.rollouts):
+            raise ConfigError(
+                "the agents under a rollout changed; that needs a restart of every process "
+                "(their tasks move between unversioned and per-version streams)"
+            )
         for name in self.router.specs.keys() & config.agents.keys():
             before, after = self.router.specs[name].shards, config.agent_settings(name).shards
             if before != after:
@@ -151,7 +159,10 @@ class Orchestrator:
                     "of every process",
                     field=f"agents.{name}.settings.shards",
                 )
-        router = Router(config, agent_specs(config, self._agent_classes), self.keys)
+        if self.versions is not None:
+            self.versions.config = config
+        specs = agent_specs(config, self._agent_classes)
+        router = Router(config, specs, self.keys, self.versions)
         self.router, self.config = router, config
 
     async def __aenter__(self) -> Orchestrator:
@@ -169,8 +180,16 @@ class Orchestrator:
         await replies.open()
         self._replies = replies
         self._listener = asyncio.create_task(replies.run(), name="orchestrator-replies")
+        if self.versions is not None:  # routing knows the rollouts before the first submit
+            await self.versions.refresh()
+            self._versions_task = asyncio.create_task(self.versions.run(), name="rollouts")
 
     async def aclose(self) -> None:
+        if self._versions_task is not None:
+            self._versions_task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._versions_task
+            self._versions_task = None
         if self._listener is not None:
             self._listener.cancel()
             with contextlib.suppress(asyncio.CancelledError):

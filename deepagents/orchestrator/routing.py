@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from dataclasses import dataclass
+from typing import Protocol
 
 from pydantic import BaseModel, ValidationError
 
@@ -14,7 +15,7 @@ from deepagents.contract.loading import load_agent_class
 from deepagents.contract.task import Task
 from deepagents.errors import ConfigError, InvalidPayload, UnknownIntent
 from deepagents.transport.base import StreamRef
-from deepagents.transport.keys import Keys, shard_of
+from deepagents.transport.keys import Keys, ShardKeys, shard_of
 
 
 @dataclass(frozen=True, slots=True)
@@ -69,11 +70,26 @@ def internal(intent: str) -> bool:
     return intent.startswith(INTERNAL_PREFIX)
 
 
+class VersionPicker(Protocol):
+    """The rollout hook (``orchestrator/versions.py``): the agent version a new task goes
+    to, "" for an agent under no rollout (its unversioned streams)."""
+
+    def version_for(self, agent: str, task: Task) -> str: ...
+
+
 class Router:
-    def __init__(self, config: FileConfig, specs: dict[str, AgentSpec], keys: Keys) -> None:
+    def __init__(
+        self,
+        config: FileConfig,
+        specs: dict[str, AgentSpec],
+        keys: Keys,
+        versions: VersionPicker | None = None,
+    ) -> None:
         self.config = config
         self.specs = specs
         self.keys = keys
+        self.versions = versions
+        self._versioned: dict[tuple[str, int, str], ShardKeys] = {}
         self.by_intent: dict[str, AgentSpec] = {}
         for spec in specs.values():
             for intent in spec.intents:
@@ -105,7 +121,20 @@ class Router:
                 raise InvalidPayload(_explain(task.intent, exc)) from exc
         tier = self.tier_for(task)
         shard = shard_of(task.task_id, spec.shards)
-        return Route(spec.name, tier, shard, StreamRef(self.keys.shard(spec.name, shard), tier))
+        if self.versions is None:
+            keys = self.keys.shard(spec.name, shard)
+        else:
+            keys = self._version_keys(spec.name, shard, self.versions.version_for(spec.name, task))
+        return Route(spec.name, tier, shard, StreamRef(keys, tier))
+
+    def _version_keys(self, agent: str, shard: int, version: str) -> ShardKeys:
+        # Built once per (agent, shard, version): a handful per rollout.
+        found = self._versioned.get((agent, shard, version))
+        if found is None:
+            found = self._versioned[(agent, shard, version)] = self.keys.shard(
+                agent, shard, version
+            )
+        return found
 
     def tier_for(self, task: Task) -> str:
         for predicate, tier in self.rules:

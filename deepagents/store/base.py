@@ -7,8 +7,10 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Protocol
 
+from deepagents.config.placement import Placement
 from deepagents.contract.agent import AgentContract
 from deepagents.store.registry import FORGET_MS, AgentHealth
+from deepagents.store.rollout_state import RolloutState, VersionWindow
 from deepagents.store.tasks import DeadLetterEntry, IdempotencyClaim, Location
 from deepagents.transport.keys import Keys, ShardKeys
 
@@ -49,6 +51,14 @@ class TaskRecords(Protocol):
     async def purge_dead(self, keys: ShardKeys, entry_ids: Sequence[str] | None) -> int: ...
 
 
+class Answers(Protocol):
+    """The last good answer per (agent, cache key), for ``degrade`` (``store/answers.py``)."""
+
+    async def get(self, agent: str, cache_key: str) -> bytes | None: ...
+
+    async def put(self, agent: str, cache_key: str, output_json: bytes, ttl_s: int) -> bool: ...
+
+
 class Registry(Protocol):
     async def register(self, agent: AgentContract, instance: str) -> None: ...
 
@@ -60,8 +70,36 @@ class Registry(Protocol):
         self, agent: str, instance: str, ok: bool, detail: str = ""
     ) -> None: ...
 
+    async def record_reads(self, agent: str, instance: str, placement: Placement) -> None: ...
+
+    async def live_reads(
+        self, agent: str, *, stale_ms: int, everything: Placement
+    ) -> dict[str, Placement]: ...
+
     async def health(
         self, names: list[str] | None = None, *, stale_ms: int, forget_ms: int = FORGET_MS
     ) -> dict[str, AgentHealth]: ...
 
     async def agents(self, *, what: str = "list agents") -> dict[str, dict[str, object]]: ...
+
+
+class Rollouts(Protocol):
+    """Rollout state and per-version figures (``RedisRollouts``, ``MemoryRollouts``)."""
+
+    async def get(self, agent: str) -> RolloutState | None: ...
+
+    async def ensure(self, initial: RolloutState) -> RolloutState: ...
+
+    async def swap(self, expected: RolloutState, new: RolloutState) -> bool: ...
+
+    async def live_versions(self, agent: str, stale_ms: int) -> dict[str, int]: ...
+
+    async def record(
+        self, agent: str, version: str, buckets: dict[int, dict[str, int]]
+    ) -> None: ...
+
+    async def audit(self, agent: str, events_json: bytes) -> None: ...
+
+    async def window(
+        self, agent: str, versions: Sequence[str], window_s: float, now_s: float | None = None
+    ) -> dict[str, VersionWindow]: ...

@@ -17,6 +17,7 @@ from typing import Any
 import orjson
 from redis.asyncio import Redis
 
+from deepagents.config.placement import Placement
 from deepagents.contract.agent import AgentContract
 from deepagents.errors import ErrorCode
 from deepagents.telemetry.core import process_telemetry
@@ -88,13 +89,18 @@ class AgentRegistry:
             )
             pipe.sadd(self.keys.agents_index, agent.name)
             pipe.hset(self.keys.agent_instances(agent.name), instance, now)
+            # Which version each instance runs: a rollout routes only to live versions.
+            pipe.hset(self.keys.agent_versions(agent.name), instance, agent.version)
             await pipe.execute()
 
     async def beat(self, agent: AgentContract, instance: str) -> None:
         with redis_errors("heartbeat"):
-            await self.client.hset(
-                self.keys.agent_instances(agent.name), instance, int(time.time() * 1000)
-            )
+            pipe = self.client.pipeline(transaction=False)
+            pipe.hset(self.keys.agent_instances(agent.name), instance, int(time.time() * 1000))
+            # Again each beat: a Redis that lost its data must not leave a live worker
+            # without a version (its version would get no tasks under a rollout).
+            pipe.hset(self.keys.agent_versions(agent.name), instance, agent.version)
+            await pipe.execute()
 
     async def deregister(self, agent: AgentContract, instance: str) -> None:
         # Best effort on the way out: a stale instance entry ages out by its timestamp.
@@ -102,7 +108,42 @@ class AgentRegistry:
             pipe = self.client.pipeline(transaction=False)
             pipe.hdel(self.keys.agent_instances(agent.name), instance)
             pipe.hdel(self._health_key(agent.name), instance)
+            pipe.hdel(self.keys.agent_reads(agent.name), instance)
+            pipe.hdel(self.keys.agent_versions(agent.name), instance)
             await pipe.execute()
+
+    async def record_reads(self, agent: str, instance: str, placement: Placement) -> None:
+        """The tiers and shards this instance reads, for ``live_reads``."""
+        with redis_errors("record what a worker reads"):
+            await self.client.hset(
+                self.keys.agent_reads(agent), instance, orjson.dumps(placement.as_json())
+            )
+
+    async def live_reads(
+        self, agent: str, *, stale_ms: int, everything: Placement
+    ) -> dict[str, Placement]:
+        """What each live instance (heartbeat within ``stale_ms``) reads. An instance that
+        recorded nothing (a worker older than placement) reads ``everything``; a malformed
+        record is moved aside and read as nothing, so the gap shows rather than hides."""
+        with redis_errors("read what workers read"):
+            pipe = self.client.pipeline(transaction=False)
+            pipe.hgetall(self.keys.agent_instances(agent))
+            pipe.hgetall(self.keys.agent_reads(agent))
+            beats_raw, reads_raw = await pipe.execute()
+        now = int(time.time() * 1000)
+        beats = await self._beats(agent, beats_raw)
+        out: dict[str, Placement] = {}
+        for instance, ms in beats.items():
+            if now - ms > stale_ms:
+                continue
+            raw = reads_raw.get(instance.encode())
+            placement = everything if raw is None else _placement(raw)
+            if placement is None:
+                key = self.keys.agent_reads(agent)
+                await self._move_aside(agent, key, instance.encode(), raw, "not a placement")
+                placement = Placement((), ())
+            out[instance] = placement
+        return out
 
     def _health_key(self, name: str) -> str:
         return f"{self.keys.agent(name)}:health"
@@ -160,6 +201,8 @@ class AgentRegistry:
             pipe = self.client.pipeline(transaction=False)
             pipe.hdel(self.keys.agent_instances(name), *instances)
             pipe.hdel(self._health_key(name), *instances)
+            pipe.hdel(self.keys.agent_reads(name), *instances)
+            pipe.hdel(self.keys.agent_versions(name), *instances)
             await pipe.execute()
 
     async def agents(self, *, what: str = "list agents") -> dict[str, dict[str, object]]:
@@ -250,6 +293,19 @@ def _is_text(raw: bytes) -> bool:
     except UnicodeDecodeError:
         return False
     return True
+
+
+def _placement(raw: bytes) -> Placement | None:
+    try:
+        value = orjson.loads(raw)
+        tiers, shards = value["tiers"], value["shards"]
+    except (orjson.JSONDecodeError, TypeError, KeyError):
+        return None
+    if not all(isinstance(t, str) for t in tiers) or not all(
+        isinstance(s, int) and not isinstance(s, bool) for s in shards
+    ):
+        return None
+    return Placement(tuple(tiers), tuple(shards))
 
 
 def _intents(raw: bytes) -> list[str] | str:

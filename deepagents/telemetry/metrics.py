@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import operator
 from collections.abc import Callable, Iterable
+from typing import Any, NamedTuple
 
 from prometheus_client import CollectorRegistry, Counter, Gauge
 from prometheus_client.core import Metric
@@ -104,7 +105,16 @@ class Metrics:
             "and structure: stream, delayed (set), registry (hash)",
             ("agent", "structure"), registry=r,
         )  # fmt: skip
+        self.overdue = Counter(
+            "deepagents_tasks_overdue",
+            "Tasks that waited longer than their tier's max_wait_ms, by the action taken "
+            "(alert, degrade, drop)",
+            (*at, "action"), registry=r,
+        )  # fmt: skip
         self.model = ModelCallMetrics(r)
+        self.rollout = RolloutMetrics(r)
+        self.rollout_rerouted = self.rollout.rerouted
+        self.steps = StepMetrics(r)
 
     def tier(self, agent: str, tier: str) -> TierMetrics:
         return TierMetrics(self, agent, tier)
@@ -155,6 +165,133 @@ class ModelCallMetrics:
         self.circuit.labels(model).set(CIRCUIT_STATES.get(state, 0))
 
 
+class RolloutMetrics:
+    """Task outcomes by agent version. ``version`` is one of the rollout's configured
+    versions, else ``other``: bounded however many builds a fleet runs."""
+
+    def __init__(self, registry: CollectorRegistry) -> None:
+        r, av = registry, ("agent", "version")
+        self.tasks = Counter(
+            "deepagents_version_tasks", "Committed outcomes by agent version (ok or error)",
+            (*av, "outcome"), registry=r,
+        )  # fmt: skip
+        self.latency = FastHistogram(
+            "deepagents_version_task_latency_seconds",
+            "Start of a delivery to its commit, by agent version", av, registry=r,
+        )  # fmt: skip
+        self.rerouted = Counter(
+            "deepagents_rollout_rerouted",
+            "New tasks the weights gave a version with no live worker, sent to the other",
+            av, registry=r,
+        )  # fmt: skip
+
+
+class RolloutFleetMetrics:
+    """Set by the rollout controller (one per fleet) from the shared state."""
+
+    def __init__(self, registry: CollectorRegistry) -> None:
+        r, av = registry, ("agent", "version")
+        self.weight = Gauge(
+            "deepagents_rollout_canary_weight", "The canary's share of new tasks (0..1)",
+            ("agent",), registry=r,
+        )  # fmt: skip
+        self.live = Gauge(
+            "deepagents_rollout_live_workers",
+            "Workers of a rollout's version with a fresh heartbeat", av, registry=r,
+        )  # fmt: skip
+        self.error_rate = Gauge(
+            "deepagents_rollout_error_rate", "Error rate over the controller's window", av,
+            registry=r,
+        )  # fmt: skip
+        self.p95 = Gauge(
+            "deepagents_rollout_p95_seconds", "p95 latency over the controller's window", av,
+            registry=r,
+        )  # fmt: skip
+        self.samples = Gauge(
+            "deepagents_rollout_samples", "Committed tasks in the controller's window", av,
+            registry=r,
+        )  # fmt: skip
+        self.decisions = Counter(
+            "deepagents_rollout_decisions", "Controller decisions by kind",
+            ("agent", "decision"), registry=r,
+        )  # fmt: skip
+        self.leader = Gauge(
+            "deepagents_rollout_controller_leader", "1 while this controller holds the lease",
+            registry=r,
+        )  # fmt: skip
+
+
+STEP_OUTCOMES = ("completed", "replayed")
+
+
+class PhaseChildren(NamedTuple):
+    completed: Any
+    replayed: Any
+    duration: HistogramChild
+
+
+STATE_BUCKETS = (256, 1024, 4096, 16_384, 65_536, 262_144, 1_048_576, 4_194_304)
+# A phase is a label: an agent naming phases after data (a task id, a URL) would grow the
+# series without bound, so past this many per agent the rest are counted as "other".
+MAX_PHASES = 32
+
+
+class StepMetrics:
+    """Durable steps (worker/steps.py): steps by outcome and phase, their latency,
+    checkpoint sizes, deliveries that resumed past completed steps, refused writes."""
+
+    def __init__(self, registry: CollectorRegistry) -> None:
+        r, ap = registry, ("agent", "phase")
+        self.steps = Counter(
+            "deepagents_steps",
+            "Steps by agent, phase and outcome (completed: ran and recorded; replayed: "
+            "an earlier delivery's recorded result returned without running)",
+            (*ap, "outcome"), registry=r,
+        )  # fmt: skip
+        self.duration = FastHistogram(
+            "deepagents_step_seconds", "A step's run and record, completed steps only", ap,
+            registry=r,
+        )  # fmt: skip
+        self.checkpoint_bytes = FastHistogram(
+            "deepagents_checkpoint_bytes", "Encoded size of each checkpoint recorded",
+            ("agent",), buckets=STATE_BUCKETS, registry=r,
+        )  # fmt: skip
+        self.resumes = Counter(
+            "deepagents_task_resumes",
+            "Deliveries that found steps completed by an earlier one (after a crash, a "
+            "reclaim or a retry)", ("agent",), registry=r,
+        )  # fmt: skip
+        self.refused = Counter(
+            "deepagents_step_writes_refused",
+            "Step or checkpoint records refused: this worker no longer owned the entry",
+            ("agent",), registry=r,
+        )  # fmt: skip
+        self._phases: dict[str, set[str]] = {}
+        self._bound: dict[tuple[str, str], PhaseChildren] = {}
+
+    def bound(self, agent: str, phase: str) -> PhaseChildren:
+        """The children of one (agent, phase), bound once: steps are on the hot path."""
+        found = self._bound.get((agent, phase))
+        if found is None:
+            label = self.phase(agent, phase)
+            found = self._bound[(agent, phase)] = PhaseChildren(
+                self.steps.labels(agent, label, "completed"),
+                self.steps.labels(agent, label, "replayed"),
+                self.duration.labels(agent, label),
+            )
+        return found
+
+    def phase(self, agent: str, phase: str) -> str:
+        """The label value for ``phase``: itself, or "other" past MAX_PHASES."""
+        seen = self._phases.setdefault(agent, set())
+        if phase in seen:
+            return phase
+        if len(seen) < MAX_PHASES:
+            seen.add(phase)
+            return phase
+        return "other"
+
+
 STREAM_LABELS = ("stream", "group", "agent", "tier", "shard")
 
 
@@ -195,6 +332,11 @@ class FleetMetrics:
             "deepagents_audit_outbox_backlog", "Audit events waiting in the outbox streams",
             ("agent",), registry=r,
         )  # fmt: skip
+        self.readers = Gauge(
+            "deepagents_stream_readers",
+            "Live worker instances reading the stream (--tiers, --shards); 0: its tasks wait",
+            ("agent", "tier", "shard"), registry=r,
+        )  # fmt: skip
         agent = ("agent",)
         self.instances = Gauge(
             "deepagents_agent_instances", "Registered worker instances (not yet forgotten)",
@@ -220,6 +362,7 @@ class FleetMetrics:
             "deepagents_exporter_sample_seconds", "Duration of the last sample of Redis",
             registry=r,
         )  # fmt: skip
+        self.rollout = RolloutFleetMetrics(r)
 
 
 def sample_names(families: Iterable[Metric]) -> set[str]:
@@ -243,4 +386,13 @@ def catalogue() -> set[str]:
     return sample_names([*metrics.registry.collect(), *fleet.registry.collect()])
 
 
-__all__ = ["TASK_BUCKETS", "FleetMetrics", "Metrics", "ModelCallMetrics", "TierMetrics"]
+__all__ = [
+    "TASK_BUCKETS",
+    "FleetMetrics",
+    "Metrics",
+    "ModelCallMetrics",
+    "RolloutFleetMetrics",
+    "RolloutMetrics",
+    "StepMetrics",
+    "TierMetrics",
+]

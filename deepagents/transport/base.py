@@ -67,6 +67,9 @@ class BeginItem(NamedTuple):
 class Begun(NamedTuple):
     status: str  # ok | dup | lost | gone
     deliveries: int
+    # The task has step records (worker/steps.py): an earlier delivery recorded some. A
+    # delivery of a task without any need not read them.
+    stepped: bool = False
 
 
 class CommitItem(NamedTuple):
@@ -109,9 +112,24 @@ class Reschedule:
     counted: bool = True
 
 
+class StepRecord(NamedTuple):
+    """Fields of a running task's step records (``step:<id>``, ``state``, ...) to set in
+    one owner-checked write, with the audit events that go with them."""
+
+    entry_id: str
+    task_id: str
+    fields: Sequence[tuple[str, bytes]]
+    events_json: bytes = b""
+
+
 class Promoted(NamedTuple):
     moved: int  # into their tier streams
     dead_lettered: int  # members that were not delayed tasks (decode_error)
+
+
+class Moved(NamedTuple):
+    entries: int  # unstarted entries moved to the target stream
+    delayed: int  # delayed retries moved to the target's delayed set
 
 
 @dataclass(slots=True)
@@ -261,6 +279,26 @@ class MessageBus(Protocol):
     async def cancel(
         self, keys: ShardKeys, task_id: str, result_json: bytes, events_json: bytes
     ) -> str: ...
+
+    async def move_unstarted(
+        self, source: StreamRef, target: StreamRef, group: str, *, limit: int = 500
+    ) -> Moved:
+        """Move every entry of ``source`` no consumer of ``group`` has been given to
+        ``target`` (same shard, another version), and ``source``'s delayed retries to
+        ``target``'s delayed set: each exactly once, in scripts on the shard's slot."""
+        ...
+
+    async def record_steps(
+        self, group: str, consumer: str, items: Sequence[tuple[StreamRef, StepRecord]]
+    ) -> list[str]:
+        """Per item, set its fields in the task's steps hash if this consumer still owns the
+        entry and the task has no terminal result: ok | lost | dup. Each item is its own
+        owner-checked script; the batch is one round trip."""
+        ...
+
+    async def load_steps(self, keys: ShardKeys, task_id: str) -> dict[str, bytes]:
+        """Every field of the task's steps hash ({} when none)."""
+        ...
 
     async def stream_stats(self, stream: StreamRef, group: str) -> StreamStats: ...
 

@@ -24,18 +24,30 @@ class ShardKeys:
     prefix: str
     agent: str
     shard: int
+    # An agent version under a rollout (docs/rollouts.md): its tier streams and delayed
+    # set are its own, under the same hash tag; "" is the unversioned layout.
+    version: str = ""
     # The hash-tagged stem of every key of the shard, built once (keys are built per task).
     tag: str = field(init=False, compare=False, repr=False)
+    # The stem of the version's own keys (streams, delayed set): the tag when unversioned.
+    lane: str = field(init=False, compare=False, repr=False)
 
     def __post_init__(self) -> None:
-        object.__setattr__(self, "tag", f"{self.prefix}:{{{self.agent}:{self.shard}}}")
+        tag = f"{self.prefix}:{{{self.agent}:{self.shard}}}"
+        object.__setattr__(self, "tag", tag)
+        object.__setattr__(self, "lane", f"{tag}:v:{self.version}" if self.version else tag)
 
     def stream(self, tier: str) -> str:
-        return f"{self.tag}:{tier}"
+        return f"{self.lane}:{tier}"
 
     @property
     def delayed(self) -> str:
-        return f"{self.tag}:delayed"
+        # Per version: a retry goes back to the streams of the version that scheduled it.
+        return f"{self.lane}:delayed"
+
+    def of_version(self, version: str) -> ShardKeys:
+        """The same shard's keys for another version ("" = unversioned)."""
+        return ShardKeys(self.prefix, self.agent, self.shard, version)
 
     @property
     def dlq(self) -> str:
@@ -60,8 +72,8 @@ class Keys:
 
     prefix: str = "da"
 
-    def shard(self, agent: str, shard: int) -> ShardKeys:
-        return ShardKeys(self.prefix, agent, shard)
+    def shard(self, agent: str, shard: int, version: str = "") -> ShardKeys:
+        return ShardKeys(self.prefix, agent, shard, version)
 
     def location(self, task_id: str) -> str:
         return f"{self.prefix}:loc:{task_id}"
@@ -75,6 +87,12 @@ class Keys:
         # the same key in two tenants never collides.
         digest = hashlib.sha256(f"{tenant or ''}\0{key}".encode()).hexdigest()
         return f"{self.prefix}:idem:{digest}"
+
+    def answer(self, agent: str, cache_key: str) -> str:
+        # The last good answer for an agent's cache key (``store/answers.py``), hashed as
+        # the idempotency keys are: the agent's text never shapes a key name.
+        digest = hashlib.sha256(cache_key.encode()).hexdigest()
+        return f"{self.prefix}:ans:{agent}:{digest}"
 
     def agent(self, name: str) -> str:
         return f"{self.prefix}:agent:{name}"
@@ -90,8 +108,30 @@ class Keys:
     def remote_breaker_window(self, agent: str) -> str:
         return f"{self.prefix}:{{remote:{agent}}}:cb:win"
 
+    def agent_reads(self, name: str) -> str:
+        # What each instance reads (tiers and shards, ``config/placement.py``).
+        return f"{self.prefix}:agent:{name}:reads"
+
     def reply_channel(self, listener_id: str) -> str:
         return f"{self.prefix}:reply:{listener_id}"
+
+    def agent_versions(self, name: str) -> str:
+        # instance -> the version it runs, beside the instances' heartbeats.
+        return f"{self.prefix}:agent:{name}:versions"
+
+    def rollout(self, agent: str) -> str:
+        # One JSON document per agent under a rollout: read by orchestrators, written by
+        # the CLI and the controller with a revision check (store/rollouts.py).
+        return f"{self.prefix}:rollout:{agent}"
+
+    def rollout_stats(self, agent: str, version: str, bucket_s: int) -> str:
+        # Outcomes and a latency histogram of one version over one time bucket, counted by
+        # its workers when a commit lands; own tag per agent, never touched by a script.
+        return f"{self.prefix}:rollout:{{{agent}}}:stats:{version}:{bucket_s}"
+
+    @property
+    def rollout_lease(self) -> str:
+        return f"{self.prefix}:rollout:lease"
 
     @property
     def agents_index(self) -> str:

@@ -31,6 +31,7 @@ from deepagents.worker.encode import Encoder
 from deepagents.worker.flight import RESOLVING, InFlight
 from deepagents.worker.settle import Settler
 from deepagents.worker.stats import WorkerStats
+from deepagents.worker.versioning import VersionTally
 
 log = logging.getLogger("deepagents.worker")
 # A status's text without the enum's ``value`` descriptor, which is per task here.
@@ -76,6 +77,8 @@ class Outcomes:
         self._decode_errors = (
             metrics.decode_errors.labels(agent.name, "stream") if metrics is not None else None
         )
+        # Under a rollout: landed outcomes counted for this worker's version (worker.py).
+        self.tally: VersionTally | None = None
 
     # a result, through the group commit ---------------------------------------------------
 
@@ -121,6 +124,8 @@ class Outcomes:
         for (flight, outcome, started, queue_ms), status in zip(tokens, statuses, strict=True):
             if status == "ok":
                 completed[outcome] = completed.get(outcome, 0) + 1
+                if self.tally is not None:
+                    self.tally.add(outcome, landed - started)
                 if m is not None:
                     waits.append(queue_ms / 1000)
                     runs.append(landed - started)
@@ -155,14 +160,19 @@ class Outcomes:
         delay_ms: int,
         kind: str,
         reason: str,
+        before: list[dict[str, Any]] | None = None,
         *,
         counted: bool = True,
     ) -> None:
-        """``counted=False``: a wait (nothing was tried), with the same attempt and the
+        """``before``: events of this delivery to record first (an overdue one).
+        ``counted=False``: a wait (nothing was tried), with the same attempt and the
         delivery given back."""
         env = flight.envelope
         events = (
-            [self.encoder.event(kind, flight, reason=reason, delay_ms=delay_ms, to_tier=tier)]
+            [
+                *(before or []),
+                self.encoder.event(kind, flight, reason=reason, delay_ms=delay_ms, to_tier=tier),
+            ]
             if self.outbox
             else []
         )
@@ -205,6 +215,8 @@ class Outcomes:
         flight.move(RESOLVING)
         status = await self.bus.dead_letter(flight.stream, self.group, self.consumer, item)
         self._count(status, "dead_lettered")
+        if status == "ok" and self.tally is not None:
+            self.tally.add("dead_lettered", time.monotonic() - started)
         if status == "ok" and self._tm is not None:
             self._observe(flight.stream.tier, "dead_lettered", started, queue_ms)
         log.warning(

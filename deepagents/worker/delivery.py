@@ -7,18 +7,22 @@ from __future__ import annotations
 
 from deepagents.config.schema import AgentSettings, FileConfig
 from deepagents.contract.agent import AgentContract
+from deepagents.store.base import Answers
+from deepagents.store.claims import ClaimStore
 from deepagents.telemetry.metrics import Metrics
 from deepagents.transport.base import MessageBus, RawEntry, StreamRef
 from deepagents.worker.begin import Begin
 from deepagents.worker.commit import Outcomes
 from deepagents.worker.encode import Encoder
 from deepagents.worker.flight import InFlight
+from deepagents.worker.overdue import Overdue
 from deepagents.worker.pools import TierPool
 from deepagents.worker.quarantine import Quarantine
 from deepagents.worker.run import Run
 from deepagents.worker.runner import AgentRunner
 from deepagents.worker.settle import Settler
 from deepagents.worker.stats import WorkerStats
+from deepagents.worker.steps import StepBook
 
 
 class DeliveryHandler:
@@ -37,6 +41,9 @@ class DeliveryHandler:
         metrics: Metrics | None,
         outbox: bool,
         max_task_bytes: int,
+        answers: Answers | None = None,
+        claims: ClaimStore | None = None,
+        result_ttl_s: int = 86_400,
     ) -> None:
         group = agent.name
         self.runner = runner
@@ -59,6 +66,20 @@ class DeliveryHandler:
             outbox=outbox,
         )
         self.committer = self.outcomes.committer
+        self.steps = StepBook(
+            bus=bus,
+            group=group,
+            consumer=consumer,
+            agent=agent,
+            agent_settings=agent_settings,
+            encoder=encoder,
+            executor=runner.executor,
+            claims=claims,
+            result_ttl_s=result_ttl_s,
+            stats=stats,
+            metrics=metrics.steps if metrics is not None else None,
+            outbox=outbox,
+        )
         self.run = Run(
             runner=runner,
             agent_settings=agent_settings,
@@ -68,6 +89,17 @@ class DeliveryHandler:
             settler=self.settler,
             stats=stats,
             outbox=outbox,
+            overdue=Overdue(
+                agent=agent,
+                agent_settings=agent_settings,
+                config=config,
+                outcomes=self.outcomes,
+                encoder=encoder,
+                metrics=metrics,
+                answers=answers,
+                outbox=outbox,
+            ),
+            steps=self.steps,
         )
         self.begin = Begin(
             bus=bus,

@@ -9,7 +9,13 @@ from dataclasses import dataclass
 from pydantic import ValidationError
 
 from deepagents.config.schema import RetryPolicy
-from deepagents.errors import DeepAgentsError, ErrorCode, InvalidInput, RetryableError
+from deepagents.errors import (
+    DeepAgentsError,
+    ErrorCode,
+    InvalidInput,
+    RetryableError,
+    StepError,
+)
 
 
 def backoff_ms(policy: RetryPolicy, attempt: int, rng: random.Random | None = None) -> int:
@@ -44,6 +50,8 @@ def decide(
         return Decision("fail", ErrorCode.INVALID_INPUT, message)
     retryable = exc.retryable if isinstance(exc, DeepAgentsError) else True
     code = exc.code if isinstance(exc, DeepAgentsError) else ErrorCode.AGENT_ERROR
+    if isinstance(exc, StepError) and exc.dead_letter:  # would fail the same way each time
+        return Decision("dead_letter", code, message)
     if not retryable:
         return Decision("fail", code, message)
     if isinstance(exc, RetryableError) and not exc.counted:

@@ -14,16 +14,19 @@ from typing import Any
 from deepagents._internal.eager import Resume, first_step
 from deepagents.config.schema import AgentSettings, FileConfig
 from deepagents.contract.agent import current_attempt
+from deepagents.contract.context import bind_context
 from deepagents.contract.result import ErrorCode, Result, ResultStatus
 from deepagents.contract.task import utcnow
 from deepagents.modelcall.usage import start_usage
 from deepagents.worker.commit import Outcomes
 from deepagents.worker.encode import Encoder
 from deepagents.worker.flight import BEGUN, HANDED, LOST, RUNNING, SETTLED, InFlight
+from deepagents.worker.overdue import Overdue, Verdict
 from deepagents.worker.retry import decide
 from deepagents.worker.runner import AgentRunner
 from deepagents.worker.settle import Settler
 from deepagents.worker.stats import WorkerStats
+from deepagents.worker.steps import StepBook
 
 log = logging.getLogger("deepagents.worker")
 # Settled by the group commit's callback, not by the delivery's own task.
@@ -42,10 +45,13 @@ class Run:
         settler: Settler,
         stats: WorkerStats,
         outbox: bool,
+        overdue: Overdue,
+        steps: StepBook | None = None,
     ) -> None:
         self.runner, self.agent_settings, self.config = runner, agent_settings, config
+        self.steps = steps
         self.outcomes, self.encoder, self.settler = outcomes, encoder, settler
-        self.stats, self.outbox = stats, outbox
+        self.stats, self.outbox, self.overdue = stats, outbox, overdue
         self._max_wait = {name: tier.max_wait_ms for name, tier in config.tiers.items()}
 
     # starting -----------------------------------------------------------------------------
@@ -132,12 +138,14 @@ class Run:
             )
             self.outcomes.commit(flight, result, started, queue_ms, "expired", events)
             return
-        if queue_ms > self._max_wait[ref.tier] and await self._overdue(
-            flight, queue_ms, started, events
-        ):
-            return
+        degraded = False
+        if queue_ms > self._max_wait[ref.tier]:
+            verdict = await self._overdue(flight, queue_ms, started, events)
+            if verdict is Verdict.HANDLED:
+                return
+            degraded = verdict is Verdict.RUN_DEGRADED
         try:
-            result = await self._run_metered(flight, events)
+            result = await self._run_metered(flight, events, degraded)
         except TimeoutError:
             result = Result.failed(ErrorCode.DEADLINE_EXCEEDED, "deadline passed while running")
         except Exception as exc:
@@ -163,53 +171,46 @@ class Run:
             result = Result.failed(decision.code, decision.reason)
         kind = "succeeded" if result.status is not ResultStatus.FAILED else "failed"
         self.outcomes.commit(flight, result, started, queue_ms, kind, events)
+        if self.overdue.answers is not None:  # an agent degrade may answer from a cache
+            await self.overdue.remember(task, result)
 
-    async def _run_metered(self, flight: InFlight, events: list[dict[str, Any]]) -> Result:
+    async def _run_metered(
+        self, flight: InFlight, events: list[dict[str, Any]], degraded: bool = False
+    ) -> Result:
         """Run the contract; model calls made inside add their tokens, cost and audit events.
-        The deadline bounds the run (in line rather than a helper coroutine: per task)."""
+        The deadline bounds the run (in line rather than a helper coroutine: per task).
+        ``degraded``: the agent's degraded_execute runs instead of execute (degrade)."""
         task = flight.envelope.task
         usage = start_usage()  # in this delivery's own task context: nothing to reset
         current_attempt.set(flight.envelope.attempt)
+        execute = "degraded_execute" if degraded else "execute"
+        ctx = self.steps.open(flight, self.lose) if self.steps is not None else None
+        if ctx is not None:  # the durable steps (worker/steps.py): restored state first
+            bind_context(ctx)
+            if ctx.restores:
+                await ctx.start()
         if task.deadline is None:
-            result = await self.runner.run(task)
+            result = await self.runner.run(task, execute)
         else:
             remaining = (task.deadline - utcnow()).total_seconds()
             async with asyncio.timeout(max(0.0, remaining)):
-                result = await self.runner.run(task)
+                result = await self.runner.run(task, execute)
+        if degraded and not result.degraded:
+            result = result.model_copy(update={"degraded": True})
         if usage.attempts:
             result = usage.apply(result)
             if self.outbox:
                 events += usage.audit_events(task.task_id)
+        if ctx is not None and self.outbox:
+            events += ctx.leftover_events()
         return result
 
     async def _overdue(
         self, flight: InFlight, queue_ms: int, started: float, events: list[dict[str, Any]]
-    ) -> bool:
-        """Apply the tier's on_overdue action; True when the delivery was handled."""
-        ref = flight.stream
-        action = self.config.tiers[ref.tier].on_overdue
-        tiers = self.config.tier_names
-        log.warning(
-            "task waited %d ms in %s (max %d ms): %s",
-            queue_ms,
-            ref.tier,
-            self.config.tiers[ref.tier].max_wait_ms,
-            action,
-            extra={"action": "overdue", "task_id": flight.envelope.task.task_id},
-        )
-        if action == "drop":
-            result = Result.failed(ErrorCode.DROPPED, f"waited {queue_ms} ms in {ref.tier}")
-            self.outcomes.commit(flight, result, started, queue_ms, "dropped", events)
-            return True
-        index = tiers.index(ref.tier)
-        if action == "degrade" and index + 1 < len(tiers):
-            await self.outcomes.reschedule(
-                flight, tiers[index + 1], 0, "degraded", f"waited {queue_ms} ms"
-            )
-            return True
-        if self.outbox:
-            events.append(self.encoder.event("overdue", flight, queue_ms=queue_ms))
-        return False
+    ) -> Verdict:
+        """The tier's on_overdue action (``overdue.py``): run it, run it degraded, or the
+        delivery's outcome is settled there (dropped, a cached answer, a tier down)."""
+        return await self.overdue.act(flight, queue_ms, started, events)
 
     async def _exhausted(self, flight: InFlight) -> None:
         """Delivered more than max_deliveries times (crashes or failures): dead-letter it."""

@@ -17,12 +17,20 @@ from typing import Any
 from opentelemetry.trace import SpanKind, Tracer
 
 from deepagents.contract.agent import AgentContract
+from deepagents.contract.context import active_context
 from deepagents.contract.result import ErrorCode, Result, ResultMetrics
 from deepagents.contract.task import Task
 from deepagents.telemetry.logs import current_task_id
 from deepagents.telemetry.tracing import Tracing, attached, extract
 
-_METHODS = ("can_handle", "prepare_context", "execute", "post_process", "health_check")
+_METHODS = (
+    "can_handle",
+    "prepare_context",
+    "execute",
+    "degraded_execute",
+    "post_process",
+    "health_check",
+)
 
 
 class _Method:
@@ -43,6 +51,7 @@ class AgentRunner:
     ) -> None:
         self.agent = agent
         self._executor = executor
+        self.executor = executor  # sync steps (worker/steps.py) run in the same pool
         self._methods = {name: _Method(agent, name) for name in _METHODS}
         self._tracer: Tracer | None = tracing.tracer if tracing is not None else None
 
@@ -60,30 +69,31 @@ class AgentRunner:
             value = await value
         return value
 
-    def run(self, task: Task) -> Awaitable[Result]:
+    def run(self, task: Task, execute: str = "execute") -> Awaitable[Result]:
         """The contract, in the task's trace: a CONSUMER span continuing the submitter's
         traceparent and one span per method when a tracer records; otherwise only the
         submitter's context is attached (log lines and model calls still see its trace id).
         Each task runs in its own context, so the context variables set here stay in it.
         Not a coroutine itself: untraced and without a traceparent (most tasks) the caller
-        awaits ``_run`` directly, one coroutine less per task."""
+        awaits ``_run`` directly, one coroutine less per task. ``execute`` names the method
+        run between prepare_context and post_process (``degraded_execute`` for degrade)."""
         current_task_id.set(task.task_id)
         if self._tracer is None and task.traceparent is None:
-            return self._run(task)
-        return self._run_traced(task)
+            return self._run(task, execute)
+        return self._run_traced(task, execute)
 
-    async def _run_traced(self, task: Task) -> Result:
+    async def _run_traced(self, task: Task, execute: str) -> Result:
         parent = extract(task.traceparent) if task.traceparent is not None else None
         if self._tracer is None:
             with attached(parent):
-                return await self._run(task)
+                return await self._run(task, execute)
         with self._tracer.start_as_current_span(
             f"process {self.agent.name}",
             context=parent,
             kind=SpanKind.CONSUMER,
             attributes={"deepagents.agent": self.agent.name, "deepagents.task_id": task.task_id},
         ):
-            return await self._run(task)
+            return await self._run(task, execute)
 
     async def _step(self, name: str, *args: Any) -> Any:
         if self._tracer is None:
@@ -91,7 +101,7 @@ class AgentRunner:
         with self._tracer.start_as_current_span(name):
             return await self._call(name, *args)
 
-    async def _run(self, task: Task) -> Result:
+    async def _run(self, task: Task, execute_name: str = "execute") -> Result:
         """can_handle → prepare_context → execute → post_process; exceptions propagate.
 
         Untraced, a method the agent did not override is called directly and an async one
@@ -107,13 +117,16 @@ class AgentRunner:
             context = prep.fn(task)
         else:
             context = await self._step("prepare_context", task)
-        execute = methods["execute"]
+        ctx = active_context()
+        if ctx is not None and isinstance(context, dict):
+            context["ctx"] = ctx  # the durable steps, when the worker records them
+        execute = methods[execute_name]
         if direct and execute.is_async:
             result = await execute.fn(context)
         else:
-            result = await self._step("execute", context)
+            result = await self._step(execute_name, context)
         if not isinstance(result, Result):
-            raise TypeError(f"execute() must return a Result, not {type(result).__name__}")
+            raise TypeError(f"{execute_name}() must return a Result, not {type(result).__name__}")
         post = methods["post_process"]
         processed = (
             post.fn(result) if direct and post.plain else await self._step("post_process", result)

@@ -20,6 +20,7 @@ from concurrent.futures import ThreadPoolExecutor
 
 from deepagents.compose import RedisClient, Services, services_for
 from deepagents.config.models import ModelConfig
+from deepagents.config.placement import Placement, check_placement
 from deepagents.config.schema import AgentSettings, FileConfig
 from deepagents.config.settings import Settings
 from deepagents.contract.agent import AgentContract
@@ -36,6 +37,7 @@ from deepagents.worker.flight import InFlight
 from deepagents.worker.pools import TierPool
 from deepagents.worker.runner import AgentRunner
 from deepagents.worker.stats import WorkerStats
+from deepagents.worker.versioning import VersionTally, stream_version
 
 log = logging.getLogger("deepagents.worker")
 
@@ -58,6 +60,7 @@ class Worker:
         concurrency: dict[str, int] | None = None,
         telemetry: Telemetry | None = None,
         owns_services: bool = False,
+        placement: Placement | None = None,
     ) -> None:
         self.agent = agent
         self.telemetry = telemetry or process_telemetry()
@@ -77,13 +80,21 @@ class Worker:
         if self.telemetry.metrics is not None:
             for tier, pool in self.pools.items():
                 self.telemetry.metrics.track_in_flight(self.name, tier, _active(pool))
+        # What this worker reads (``--tiers``, ``--shards``); its delayed pump and its
+        # reclaims cover the same shards and streams, nothing else. Under a rollout, of
+        # this version's own streams only (worker/versioning.py).
+        shards = self.agent_settings.shards
+        self.placement = placement or Placement.everything(config.tier_names, shards)
+        check_placement(self.placement, config.tier_names, shards)
+        self.lane = stream_version(config, agent)
         self.streams = [
-            StreamRef(self.keys.shard(self.name, shard), tier)
-            for tier in config.tier_names
-            for shard in range(self.agent_settings.shards)
+            StreamRef(self.keys.shard(self.name, shard, self.lane), tier)
+            for tier in self.placement.tiers
+            for shard in self.placement.shards
         ]
         self.inflight: dict[tuple[str, str], InFlight] = {}
         self._handler: DeliveryHandler | None = None
+        self._tally: VersionTally | None = None
         self._stopping = False
         self._stop_event: asyncio.Event | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
@@ -106,6 +117,7 @@ class Worker:
         consumer: str | None = None,
         concurrency: dict[str, int] | None = None,
         telemetry: Telemetry | None = None,
+        placement: Placement | None = None,
     ) -> Worker:
         """A worker over a client the caller opened and closes."""
         return cls(
@@ -117,6 +129,7 @@ class Worker:
             concurrency=concurrency,
             telemetry=telemetry,
             owns_services=True,
+            placement=placement,
         )
 
     # lifecycle ----------------------------------------------------------------------------
@@ -164,8 +177,13 @@ class Worker:
             metrics=self.telemetry.metrics,
             outbox=self.settings.outbox,
             max_task_bytes=self.settings.max_payload_bytes,
+            answers=self.services.answers,
+            claims=self.services.claims,
+            result_ttl_s=self.settings.result_ttl_s,
         )
         committer = handler.committer
+        tally = self._tally = self._version_tally()
+        handler.outcomes.tally = tally
         models = self.config.models
         if self.settings.sim_model_url:
             models = simulator_models(models, self.settings.sim_model_url)
@@ -174,6 +192,7 @@ class Worker:
         on_record = ModelCallRecorder(self.telemetry, self.name)
         try:
             await registry.register(self.agent, self.consumer)
+            await registry.record_reads(self.name, self.consumer, self.placement)
             self._turned_at = self._reached_at = time.monotonic()
             await self._check_health(runner, registry)  # healthy or not, known from the start
             # One model-call client for this loop; every task created inside inherits it.
@@ -183,6 +202,8 @@ class Worker:
                 await self._supervise(handler, committer, registry)
         finally:
             self._executor.shutdown(wait=False, cancel_futures=True)
+            if tally is not None:  # what landed since the last flush
+                await tally.flush()
             if self._owns_services:
                 await self.services.aclose()
             await registry.deregister(self.agent, self.consumer)
@@ -205,6 +226,8 @@ class Worker:
             asyncio.create_task(self._delayed_pump(), name="delayed-pump"),
             asyncio.create_task(self._health_loop(handler.runner, registry), name="health"),
         ]
+        if self._tally is not None:
+            side.append(asyncio.create_task(self._tally.run(), name="version-tally"))
         stop_wait = asyncio.create_task(self._stop_event.wait(), name="stop-wait")
         self.ready.set()
         log.info(
@@ -251,7 +274,7 @@ class Worker:
         pool, slots = self.pools[ref.tier], handler.settler
         # A reader holds its slots while it blocks, so it may hold only its share of the
         # pool: the readers of the other shards of this tier must be able to read too.
-        share = -(-pool.capacity // self.agent_settings.shards)
+        share = -(-pool.capacity // len(self.placement.shards))
         batch = max(1, min(self.agent_settings.batch_size, share))
         vis = self.agent_settings.visibility_timeout_ms
         interval = (self.agent_settings.reclaim_interval_ms or max(100, vis // 2)) / 1000
@@ -376,14 +399,23 @@ class Worker:
         except TransportError as exc:
             log.warning("recording health failed: %s", exc, extra={"action": "health_failed"})
 
+    def _version_tally(self) -> VersionTally | None:
+        if not self.lane or self.services.rollouts is None:
+            return None
+        return VersionTally(self.agent, self.config, self.services.rollouts, self.telemetry.metrics)
+
     def _lost(self, ref: StreamRef, entry_id: str) -> None:
         """Another consumer owns this entry now: stop working on it; its outcome stands."""
         if self._handler is not None:
             self._handler.lost(ref, entry_id)
 
     async def _delayed_pump(self) -> None:
+        """Promotes the delayed sets of the shards this worker reads, into every tier of
+        them: a p0-only pool's tasks moved to p1 go through its shard's delayed set, and
+        whoever reads p1 there takes them. A shard no worker reads is promoted by nobody:
+        ``status`` and the exporter's readers gauge name it."""
         interval = min(0.2, self.agent_settings.retry.base_ms / 2000)
-        shards = [self.keys.shard(self.name, s) for s in range(self.agent_settings.shards)]
+        shards = [self.keys.shard(self.name, s, self.lane) for s in self.placement.shards]
         tiers = self.config.tier_names
         backoff = _Backoff()
         while not self._stopping:

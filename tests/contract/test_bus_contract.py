@@ -11,8 +11,11 @@ from deepagents.transport.base import (
     BeginItem,
     CommitItem,
     DeadLetter,
+    Moved,
     RawEntry,
     Reschedule,
+    StepRecord,
+    StreamRef,
     now_ms,
 )
 from tests.contract.conftest import AGENT, Backend
@@ -233,3 +236,144 @@ async def test_one_bad_entry_does_not_sink_its_batch(backend: Backend) -> None:
     assert (dead.reason, dead.task_id, dead.task_json) == ("decode_error", None, "not json")
     stats = await backend.bus.stream_stats(backend.ref(), AGENT)
     assert (stats.length, stats.pending) == (1, 1)  # only t1, now c2's
+
+
+async def test_a_stream_no_group_reads_yet_still_counts_its_entries(backend: Backend) -> None:
+    """A tier no worker ever read (placement) has no group; status must not show it empty."""
+    unread = backend.ref("p1")  # _ready created groups on p0 and p2 only
+    for n in range(2):
+        status, _ = await backend.bus.enqueue(
+            unread, f"u{n}", _task(f"u{n}"), reply="", max_backlog=100, events_json=b""
+        )
+        assert status == "ok"
+    stats = await backend.bus.stream_stats(unread, AGENT)
+    assert (stats.length, stats.pending, stats.consumers, stats.lag) == (2, 0, 0, 2)
+
+
+async def test_a_rollback_moves_each_unstarted_canary_entry_to_stable_once(
+    backend: Backend,
+) -> None:
+    canary = StreamRef(backend.keys.shard(AGENT, 0, "1.3.0"), "p2")
+    stable = StreamRef(backend.keys.shard(AGENT, 0, "1.2.0"), "p2")
+    for ref in (canary, stable):
+        await backend.bus.ensure_group(ref, AGENT)
+    entries = {}
+    for task_id in ("t0", "t1", "t2", "t3", "t4"):
+        status, entries[task_id] = await backend.bus.enqueue(
+            canary, task_id, _task(task_id), reply="", max_backlog=100, events_json=b""
+        )
+        assert status == "ok"
+    retried, started = await backend.bus.read(canary, AGENT, "canary-1", 2, None)
+    assert [retried.entry_id, started.entry_id] == [entries["t0"], entries["t1"]]
+    items = [BeginItem(retried.entry_id, "t0", 1), BeginItem(started.entry_id, "t1", 1)]
+    await backend.bus.begin(canary, AGENT, "canary-1", items, fresh=True)
+    # A retry of the canary's waits in the canary's own delayed set, not stable's.
+    retry = Reschedule(retried.entry_id, "t0", now_ms() + 60_000, "p2", _task("t0"), attempt=2)
+    assert await backend.bus.reschedule(canary, AGENT, "canary-1", retry) == "ok"
+    assert await backend.bus.shard_backlog(canary.keys) == (0, 1)
+    assert await backend.bus.shard_backlog(stable.keys) == (0, 0)
+
+    moved = await backend.bus.move_unstarted(canary, stable, AGENT)
+    assert moved == Moved(3, 1)
+    assert await backend.bus.move_unstarted(canary, stable, AGENT) == Moved(0, 0)
+    taken = await backend.bus.read(stable, AGENT, "stable-1", 10, None)
+    assert sorted(orjson.loads((e.fields or {})[b"task"])["task_id"] for e in taken) == [
+        "t2",
+        "t3",
+        "t4",
+    ]
+    assert await backend.bus.read(canary, AGENT, "canary-1", 10, None) == []
+    assert await backend.bus.shard_backlog(stable.keys) == (0, 1)
+    # Each moved task's hash names its new entry: stable's worker begins and commits it.
+    for entry in taken:
+        task_id = orjson.loads((entry.fields or {})[b"task"])["task_id"]
+        fields = await backend.tasks.task_fields(LOCATION, task_id)
+        assert fields["entry"] == entry.entry_id
+        (begun,) = await backend.bus.begin(
+            stable, AGENT, "stable-1", [BeginItem(entry.entry_id, task_id, 1)], fresh=True
+        )
+        assert begun.status == "ok"
+        (done,) = await backend.bus.commit(
+            stable, AGENT, "stable-1", [CommitItem(entry.entry_id, task_id, b'{"v":"s"}')]
+        )
+        assert done == "ok"
+    # The started task stayed with its owner, whose commit still lands.
+    (own,) = await backend.bus.commit(
+        canary, AGENT, "canary-1", [CommitItem(started.entry_id, "t1", b'{"v":"c"}')]
+    )
+    assert own == "ok"
+    assert await backend.tasks.terminal_result(AGENT, 0, "t1") == b'{"v":"c"}'
+
+
+async def test_a_retry_comes_back_on_the_streams_of_its_own_version(backend: Backend) -> None:
+    canary = StreamRef(backend.keys.shard(AGENT, 0, "1.3.0"), "p2")
+    stable = StreamRef(backend.keys.shard(AGENT, 0, "1.2.0"), "p2")
+    for ref in (canary, stable):
+        await backend.bus.ensure_group(ref, AGENT)
+    await backend.bus.enqueue(canary, "t1", _task("t1"), reply="", max_backlog=9, events_json=b"")
+    (entry,) = await backend.bus.read(canary, AGENT, "c1", 1, None)
+    await backend.bus.begin(canary, AGENT, "c1", [BeginItem(entry.entry_id, "t1", 1)], fresh=True)
+    retry = Reschedule(entry.entry_id, "t1", now_ms(), "p2", _task("t1"), attempt=2)
+    assert await backend.bus.reschedule(canary, AGENT, "c1", retry) == "ok"
+    assert (await backend.bus.promote_due(stable.keys, ["p2"])).moved == 0
+    assert (await backend.bus.promote_due(canary.keys, ["p2"])).moved == 1
+    assert await backend.bus.read(stable, AGENT, "s1", 10, None) == []
+    (again,) = await backend.bus.read(canary, AGENT, "c2", 10, None)
+    assert again.fields is not None and again.fields[b"attempt"] == b"2"
+
+
+async def _record(b: Backend, consumer: str, entry_id: str, task_id: str, **fields: bytes) -> str:
+    item = StepRecord(entry_id, task_id, list(fields.items()))
+    (status,) = await b.bus.record_steps(AGENT, consumer, [(b.ref(), item)])
+    return status
+
+
+async def test_only_the_entry_s_owner_records_steps_and_only_while_the_task_runs(
+    backend: Backend,
+) -> None:
+    entry_id = await _submit(backend, "t1")
+    await _take(backend, "c1")
+    (first,) = await backend.bus.begin(
+        backend.ref(), AGENT, "c1", [BeginItem(entry_id, "t1", 1)], fresh=True
+    )
+    assert (first.status, first.stepped) == ("ok", False)
+    assert await _record(backend, "c1", entry_id, "t1", **{"step:a": b"1", "state": b"{}"}) == "ok"
+    claimed = await backend.bus.claim_stale(backend.ref(), AGENT, "c2", 0, 10, "0-0")
+    assert [e.entry_id for e in claimed.entries] == [entry_id]
+    # The worker that lost the entry (paused, partitioned) writes nothing.
+    assert await _record(backend, "c1", entry_id, "t1", **{"step:a": b"2", "x": b"1"}) == "lost"
+    # The next delivery's begin says the task has records to read (the first one's did not).
+    (begun,) = await backend.bus.begin(backend.ref(), AGENT, "c2", [BeginItem(entry_id, "t1", 1)])
+    assert (begun.status, begun.deliveries, begun.stepped) == ("ok", 2, True)
+    assert await _record(backend, "c2", entry_id, "t1", **{"step:b": b'"b"'}) == "ok"
+    keys = backend.ref().keys
+    assert await backend.bus.load_steps(keys, "t1") == {
+        "step:a": b"1",
+        "state": b"{}",
+        "step:b": b'"b"',
+    }
+    assert await _commit(backend, "c2", entry_id, "t1", b"{}") == "ok"
+    assert await _record(backend, "c2", entry_id, "t1", **{"step:c": b"3"}) == "lost"
+    assert set(await backend.bus.load_steps(keys, "t1")) == {"step:a", "state", "step:b"}
+    assert await backend.bus.load_steps(keys, "unknown") == {}
+    # A terminal result (here a cancel between read and begin) stops the owner too.
+    other = await _submit(backend, "t2")
+    await _take(backend, "c1")
+    assert await backend.bus.cancel(keys, "t2", b'{"cancelled":1}', b"") == "ok"
+    assert await _record(backend, "c1", other, "t2", **{"step:a": b"1"}) == "dup"
+    assert await backend.bus.load_steps(keys, "t2") == {}
+
+
+async def test_a_batch_of_step_records_is_checked_record_by_record(backend: Backend) -> None:
+    mine, theirs = await _submit(backend, "t1"), await _submit(backend, "t2")
+    await _take(backend, "c1", 2)
+    await backend.bus.claim_stale(backend.ref(), AGENT, "c2", 0, 1, theirs)  # takes t2 only
+    batch = [
+        (backend.ref(), StepRecord(mine, "t1", [("step:a", b"1")])),
+        (backend.ref(), StepRecord(theirs, "t2", [("step:a", b"2")])),
+        (backend.ref(), StepRecord(mine, "t1", [("step:b", b"3")])),
+    ]
+    assert await backend.bus.record_steps(AGENT, "c1", batch) == ["ok", "lost", "ok"]
+    keys = backend.ref().keys
+    assert await backend.bus.load_steps(keys, "t1") == {"step:a": b"1", "step:b": b"3"}
+    assert await backend.bus.load_steps(keys, "t2") == {}

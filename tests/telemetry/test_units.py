@@ -160,6 +160,7 @@ def test_alert_rules_pass_promtool_and_use_exported_metrics() -> None:
     names = {n for r in rules for n in NAME.findall(r["expr"])}
     assert names and names <= catalogue(), names - catalogue()
     wanted = {"Backlog", "OldestPending", "Health", "P95", "DeadLetters", "Budget", "Audit"}
+    wanted |= {"StreamUnread", "TasksOverdue", "TasksShed"}  # placement gaps, overdue actions
     assert all(any(w in r["alert"] for r in rules) for w in wanted)
 
 

@@ -27,9 +27,11 @@ PUBLIC_NAMES = {
     "RetryableError",
     "Settings",
     "Task",
+    "TaskContext",
     "TaskHandle",
     "Worker",
     "__version__",
+    "current_context",
     "load_config",
     "load_settings",
 }
@@ -49,6 +51,9 @@ ERROR_CODES = {
     "response_too_large",
     "remote_protocol_error",
     "circuit_open",
+    "step_error",
+    "state_too_large",
+    "step_too_large",
     # exceptions
     "error",
     "config_error",
@@ -70,6 +75,7 @@ ERROR_CODES = {
     "too_large",
     "payload_lost",
     "max_deliveries",
+    "state_incompatible",
     # gateway problem documents
     "empty_body",
     "invalid_json",

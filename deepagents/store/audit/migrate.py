@@ -128,6 +128,8 @@ async def prune(url: str, schema: str, keep_days: int) -> list[str]:
     """Drop the partitions older than ``keep_days`` days (retention)."""
     conn = await connect(url, schema)
     try:
+        # Large step records past their expiry (their Redis references are gone by then).
+        await conn.execute("DELETE FROM step_bodies WHERE expires_at < now()")
         return await drop_partitions_before(conn, _today() - timedelta(days=keep_days))
     finally:
         await conn.close()

@@ -21,9 +21,11 @@ from deepagents.transport.base import (
     Claimed,
     CommitItem,
     DeadLetter,
+    Moved,
     Promoted,
     RawEntry,
     Reschedule,
+    StepRecord,
     StreamRef,
     StreamStats,
     now_ms,
@@ -253,7 +255,7 @@ class MemoryBus:
             )
             if item.started_event:
                 events.append(item.started_event + _b(f"{n}}}"))
-            out.append(Begun("ok", n))
+            out.append(Begun("ok", n, task.get("stepped") == "1"))
         if events:
             self._outbox(stream.keys, b"[" + b",".join(events) + b"]")
         return out
@@ -295,6 +297,7 @@ class MemoryBus:
                 state="done", result=result, owner=consumer, finished_ms=at
             )
             self.state.expire(key, self.result_ttl_s)
+            self.state.expire_if_there(stream.keys.steps(item.task_id), self.result_ttl_s)
             if item.events_json:
                 events.append(item.events_json[1:-1])
             self.replies.publish(item.reply, item.result_json)
@@ -358,6 +361,7 @@ class MemoryBus:
                 state="dead", result=result.decode(), finished_ms=at
             )
             self.state.expire(key, self.result_ttl_s)
+            self.state.expire_if_there(stream.keys.steps(item.task_id or "-"), self.result_ttl_s)
             self.replies.publish(item.reply, result)
         found.ack_delete(group, item.entry_id)
         self._outbox(stream.keys, events)
@@ -465,6 +469,7 @@ class MemoryBus:
             task.pop(name, None)
         task.update(state="queued", entry=entry_id, enq_ms=at, deliveries="0")
         self.state.persist(key)
+        self.state.persist(keys.steps(task_id))
         del dlq.entries[dlq_entry]
         return "ok", entry_id
 
@@ -481,19 +486,69 @@ class MemoryBus:
             state="done", result=result_json.decode(), finished_ms=str(now_ms()), cancelled="1"
         )
         self.state.expire(key, self.result_ttl_s)
+        self.state.expire_if_there(keys.steps(task_id), self.result_ttl_s)
         self._outbox(keys, events_json)
         self.replies.publish(task.get("reply", ""), result_json)
         return "ok"
 
+    async def record_steps(
+        self, group: str, consumer: str, items: Sequence[tuple[StreamRef, StepRecord]]
+    ) -> list[str]:
+        return [self._record_steps(stream, group, consumer, item) for stream, item in items]
+
+    def _record_steps(self, stream: StreamRef, group: str, consumer: str, item: StepRecord) -> str:
+        held = self.state.group(stream.name, group)
+        if held is None or held.owner(item.entry_id) != consumer:
+            return "lost"
+        task = self.state.hash(stream.keys.task(item.task_id)) or {}
+        if task.get("state") in ("done", "dead"):
+            return "dup"
+        if item.fields:
+            record = self.state.hash_for_write(stream.keys.steps(item.task_id))
+            record.update((name, value.decode()) for name, value in item.fields)
+            self.state.hash_for_write(stream.keys.task(item.task_id))["stepped"] = "1"
+        self._outbox(stream.keys, item.events_json)
+        return "ok"
+
+    async def load_steps(self, keys: ShardKeys, task_id: str) -> dict[str, bytes]:
+        found = self.state.hash(keys.steps(task_id)) or {}
+        return {name: _b(value) for name, value in found.items()}
+
     # views --------------------------------------------------------------------------------
+
+    async def move_unstarted(
+        self, source: StreamRef, target: StreamRef, group: str, *, limit: int = 500
+    ) -> Moved:
+        """As ``move.lua``: entries after the group's last-delivered id (all of them when
+        there is no group yet) and every delayed member, each moved once."""
+        found = self.state.streams.get(source.name)
+        moved = 0
+        if found is not None:
+            held = found.groups.get(group)
+            last = held.last if held is not None else (0, 0)
+            unstarted = [i for i in found.entries if held is None or parse_id(i) > last]
+            for entry_id in unstarted:
+                fields = found.entries.pop(entry_id)
+                new = self.state.stream(target.name).add(fields)
+                task = self.state.hash(source.keys.task(_task_id_of(fields)))
+                if task is not None and task.get("entry") == entry_id:
+                    task["entry"] = new
+                moved += 1
+        members = self.state.delayed.pop(source.keys.delayed, {})
+        if members:
+            self.state.delayed.setdefault(target.keys.delayed, {}).update(members)
+        return Moved(moved, len(members))
 
     async def stream_stats(self, stream: StreamRef, group: str) -> StreamStats:
         stats = StreamStats(stream=stream.name)
         found = self.state.streams.get(stream.name)
         held = None if found is None else found.groups.get(group)
-        if found is None or held is None:
+        if found is None:
             return stats
         stats.length = len(found.entries)
+        if held is None:  # no worker ever read it: every entry is unread (see the Redis bus)
+            stats.lag = stats.length
+            return stats
         stats.pending = len(held.pel)
         stats.consumers = len({p.consumer for p in held.pel.values()})
         if held.pel:
@@ -517,6 +572,14 @@ class MemoryBus:
 
     async def outbox_lengths(self, shards: Sequence[ShardKeys]) -> list[int]:
         return [len(self.state.stream(keys.outbox).entries) for keys in shards]
+
+
+def _task_id_of(fields: Fields) -> str:
+    try:
+        task_id = orjson.loads(fields.get(b"task", b"{}")).get("task_id")
+    except (orjson.JSONDecodeError, AttributeError):
+        return "-"
+    return task_id if isinstance(task_id, str) and task_id else "-"
 
 
 def _int(raw: str | None) -> int:

@@ -112,6 +112,11 @@ class State:
     def expire(self, key: str, ttl_s: float) -> None:
         self._expires[key] = time.monotonic() + ttl_s
 
+    def expire_if_there(self, key: str, ttl_s: float) -> None:
+        """EXPIRE as Redis does it: a key that does not exist is left alone."""
+        if self.hash(key) is not None or self.string(key) is not None:
+            self.expire(key, ttl_s)
+
     def persist(self, key: str) -> None:
         self._expires.pop(key, None)
 

@@ -18,9 +18,11 @@ from deepagents.transport.base import (
     Claimed,
     CommitItem,
     DeadLetter,
+    Moved,
     Promoted,
     RawEntry,
     Reschedule,
+    StepRecord,
     StreamRef,
     StreamStats,
     now_ms,
@@ -35,6 +37,21 @@ from deepagents.transport.redis_streams.scripts import Scripts
 
 def _s(value: bytes | str) -> str:
     return value.decode() if isinstance(value, bytes) else value
+
+
+# A move stops after this many rounds even if entries keep arriving (an orchestrator
+# still routing to the source); the controller sweeps again on its next tick.
+_MOVE_ROUNDS = 1_000
+
+
+def _task_id_of(fields: dict[bytes, bytes]) -> str:
+    """The entry's task id for its hash key; an entry that is not a task moves without
+    one (the target version's worker dead-letters it, as any worker would)."""
+    try:
+        task_id = orjson.loads(fields.get(b"task", b"{}")).get("task_id")
+    except (orjson.JSONDecodeError, AttributeError):
+        return "-"
+    return task_id if isinstance(task_id, str) and task_id else "-"
 
 
 def _entries(raw: list[Any]) -> list[RawEntry]:
@@ -314,7 +331,7 @@ class RedisStreamBus:
             args += (item.entry_id, item.attempt, item.started_event)
         with redis_errors(f"begin on {stream.name}"):
             (reply,) = await self._evalsha(self.scripts.begin, [(keys, args)])
-        return [Begun(status.decode(), n) for status, n in reply]
+        return [Begun(r[0].decode(), r[1], len(r) > 2 and r[2] == 1) for r in reply]
 
     async def commit(
         self, stream: StreamRef, group: str, consumer: str, items: Sequence[CommitItem]
@@ -325,7 +342,9 @@ class RedisStreamBus:
     def _commit_call(
         self, stream: StreamRef, group: str, consumer: str, at: int, items: Sequence[CommitItem]
     ) -> tuple[list[str], list[Any]]:
-        keys = [stream.name, stream.keys.outbox, *(stream.keys.task(i.task_id) for i in items)]
+        shard = stream.keys
+        keys = [stream.name, shard.outbox, *(shard.task(i.task_id) for i in items)]
+        keys += [shard.steps(i.task_id) for i in items]
         args: list[Any] = [group, consumer, at, self.result_ttl_s]
         for item in items:
             args += (item.entry_id, item.result_json, item.reply, item.events_json)
@@ -379,7 +398,8 @@ class RedisStreamBus:
         self, stream: StreamRef, group: str, consumer: str, item: DeadLetter
     ) -> str:
         task_key = stream.keys.task(item.task_id or "-")
-        keys = [stream.name, task_key, stream.keys.dlq, stream.keys.outbox]
+        steps_key = stream.keys.steps(item.task_id or "-")
+        keys = [stream.name, task_key, stream.keys.dlq, stream.keys.outbox, steps_key]
         args: list[Any] = [
             group,
             consumer,
@@ -460,20 +480,78 @@ class RedisStreamBus:
     ) -> tuple[str, str]:
         with redis_errors(f"replay from {keys.dlq}"):
             status, entry = await self.scripts.replay(
-                keys=[keys.dlq, keys.stream(tier), keys.task(task_id)],
+                keys=[keys.dlq, keys.stream(tier), keys.task(task_id), keys.steps(task_id)],
                 args=[dlq_entry, task_json, now_ms(), reply],
             )
         return _s(status), _s(entry)
+
+    async def move_unstarted(
+        self, source: StreamRef, target: StreamRef, group: str, *, limit: int = 500
+    ) -> Moved:
+        """Candidates are read here (entries after the group's last-delivered id); the
+        script checks each again and moves it, so an entry a worker read meanwhile stays."""
+        entries = delayed = 0
+        for _ in range(_MOVE_ROUNDS):
+            with redis_errors(f"move unstarted entries of {source.name}"):
+                last = await self._last_delivered(source, group)
+                found = await self.client.xrange(
+                    source.name, "-" if last is None else f"({last}", "+", count=limit
+                )
+                ids = [_s(entry_id) for entry_id, _ in found]
+                hashes = [source.keys.task(_task_id_of(fields)) for _, fields in found]
+                moved, moved_delayed = await self.scripts.move(
+                    keys=[source.name, target.name, source.keys.delayed, target.keys.delayed,
+                          *hashes],
+                    args=[group, limit, *ids],
+                )  # fmt: skip
+            entries, delayed = entries + int(moved), delayed + int(moved_delayed)
+            if not found and int(moved_delayed) < limit:
+                break
+        return Moved(entries, delayed)
+
+    async def _last_delivered(self, stream: StreamRef, group: str) -> str | None:
+        try:
+            groups = await self.client.xinfo_groups(stream.name)
+        except rex.ResponseError as exc:
+            if "no such key" in str(exc).lower():
+                return None
+            raise
+        for info in groups:
+            if _s(info["name"]) == group:
+                return _s(info["last-delivered-id"])
+        return None
 
     async def cancel(
         self, keys: ShardKeys, task_id: str, result_json: bytes, events_json: bytes
     ) -> str:
         with redis_errors("cancel"):
             status = await self.scripts.cancel(
-                keys=[keys.task(task_id), keys.outbox],
+                keys=[keys.task(task_id), keys.outbox, keys.steps(task_id)],
                 args=[result_json, now_ms(), self.result_ttl_s, events_json],
             )
         return _s(status)
+
+    async def record_steps(
+        self, group: str, consumer: str, items: Sequence[tuple[StreamRef, StepRecord]]
+    ) -> list[str]:
+        calls = []
+        for stream, item in items:
+            shard = stream.keys
+            keys = [stream.name, shard.task(item.task_id), shard.steps(item.task_id), shard.outbox]
+            args: list[Any] = [group, consumer, item.entry_id, item.events_json]
+            for name, value in item.fields:
+                args += (name, value)
+            calls.append((keys, args))
+        with redis_errors("record steps"):
+            return [_s(status) for status in await self._evalsha(self.scripts.record_steps, calls)]
+
+    async def load_steps(self, keys: ShardKeys, task_id: str) -> dict[str, bytes]:
+        with redis_errors(f"load steps of {task_id}"):
+            (flat,) = await self.lanes.pipeline([("HGETALL", keys.steps(task_id))])
+        if isinstance(flat, dict):
+            return {_s(name): value for name, value in flat.items()}
+        it = iter(flat)
+        return {_s(name): value for name, value in zip(it, it, strict=True)}
 
     async def stream_stats(self, stream: StreamRef, group: str) -> StreamStats:
         stats = StreamStats(stream=stream.name)
@@ -485,8 +563,11 @@ class RedisStreamBus:
             pipe.xinfo_groups(stream.name)
             try:
                 length, summary, oldest, groups = await pipe.execute()
-            except rex.ResponseError:
-                return stats  # no stream or group yet
+            except rex.ResponseError:  # no stream or no group yet
+                # A stream no worker ever read has no group, but its tasks still count:
+                # every one of them is unread (a tier or shard nobody reads, placement).
+                stats.length = stats.lag = int(await self.client.xlen(stream.name))
+                return stats
         stats.length = int(length)
         stats.pending = int(summary["pending"])
         if oldest:

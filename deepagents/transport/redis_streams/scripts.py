@@ -24,6 +24,8 @@ _NAMES = (
     "prune_consumers",
     "replay",
     "cancel",
+    "move",
+    "record_steps",
 )
 
 
@@ -48,6 +50,8 @@ class Scripts:
     prune_consumers: AsyncScript
     replay: AsyncScript
     cancel: AsyncScript
+    move: AsyncScript
+    record_steps: AsyncScript
 
     @classmethod
     def register(cls, client: Redis) -> Scripts:

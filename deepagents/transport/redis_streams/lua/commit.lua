@@ -1,5 +1,6 @@
 -- Commit a batch of finished tasks of one stream, each all or nothing.
--- KEYS[1] stream, KEYS[2] outbox stream, KEYS[3..n+2] task hashes
+-- KEYS[1] stream, KEYS[2] outbox stream, KEYS[3..n+2] task hashes, KEYS[n+3..2n+2] their
+-- step records (which expire with the result)
 -- ARGV[1] group, [2] consumer, [3] now ms, [4] result ttl s,
 -- then per entry: entry id, result json, reply channel ('' = none), events json ('' = none)
 -- Returns per entry: ok | dup (a result was already there; our entry acked) | lost (not ours).
@@ -8,7 +9,8 @@
 -- The acks, deletes and outbox events of the batch are written once at the end (one call
 -- each rather than one per task); the script is atomic, so no one sees the difference.
 local out, done, events = {}, {}, {}
-for i = 3, #KEYS do
+local n = (#KEYS - 2) / 2
+for i = 3, n + 2 do
   local base = 5 + (i - 3) * 4
   local id, result, reply, ev = ARGV[base], ARGV[base + 1], ARGV[base + 2], ARGV[base + 3]
   local p = redis.call('XPENDING', KEYS[1], ARGV[1], id, id, 1)
@@ -29,6 +31,7 @@ for i = 3, #KEYS do
       redis.call('HSET', KEYS[i], 'state', 'done', 'result', result, 'owner', ARGV[2],
                  'finished_ms', ARGV[3])
       redis.call('EXPIRE', KEYS[i], ARGV[4])
+      redis.call('EXPIRE', KEYS[i + n], ARGV[4])
       -- each task's events are a JSON array: the batch's become one array
       if ev ~= '' then events[#events + 1] = string.sub(ev, 2, -2) end
       if reply ~= '' then redis.call('PUBLISH', reply, result) end

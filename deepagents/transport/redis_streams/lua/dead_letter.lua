@@ -1,5 +1,6 @@
 -- Move a delivery to the dead-letter stream with its reason, keeping the original fields.
--- KEYS[1] stream, KEYS[2] task hash, KEYS[3] dlq stream, KEYS[4] outbox stream
+-- KEYS[1] stream, KEYS[2] task hash, KEYS[3] dlq stream, KEYS[4] outbox stream, KEYS[5]
+-- the task's step records (which expire with the result)
 -- ARGV[1] group, [2] consumer, [3] entry id, [4] reason, [5] error text, [6] now ms,
 -- ARGV[7] result json ('' = no task hash to update), [8] reply channel, [9] ttl s,
 -- ARGV[10] events json, [11] '1' = owner check, [12] '1' = the task id was read from an
@@ -32,6 +33,7 @@ redis.call('XADD', KEYS[3], '*', unpack(args))
 if result ~= '' then
   redis.call('HSET', KEYS[2], 'state', 'dead', 'result', result, 'finished_ms', ARGV[6])
   redis.call('EXPIRE', KEYS[2], ARGV[9])
+  redis.call('EXPIRE', KEYS[5], ARGV[9])
   if ARGV[8] ~= '' then redis.call('PUBLISH', ARGV[8], result) end
 end
 redis.call('XACK', KEYS[1], ARGV[1], ARGV[3])

@@ -1,0 +1,130 @@
+"""What a long-running agent sees of its task while it runs: durable steps, parallel lanes,
+phases, a checkpointed state and questions to a person (docs/design.md, "Durable steps").
+
+The interface lives here, in the pure contract layer; the worker implements it
+(``deepagents/worker/steps.py``) and hands it to the agent as ``context["ctx"]`` and as
+``current_context()``. Nothing here does I/O.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from collections.abc import Awaitable, Callable
+from contextvars import ContextVar
+from typing import Any, Literal, TypeVar, overload
+
+from pydantic import BaseModel
+
+from deepagents.errors import StepError
+
+T = TypeVar("T")
+M = TypeVar("M", bound=BaseModel)
+OnTimeout = Literal["fail", "default", "escalate"]
+
+
+class PhaseScope(ABC):
+    """What ``ctx.phase(name)`` returns: the phase is set at once (a setter), and used as a
+    context manager it puts the previous phase back on exit."""
+
+    def __enter__(self) -> PhaseScope:
+        return self
+
+    @abstractmethod
+    def __exit__(self, *exc: object) -> None: ...
+
+
+class TaskContext(ABC):
+    """The running task's durable context. One per delivery; its records outlive it.
+
+    Guarantees (docs/design.md, "Durable steps"):
+
+    - ``step`` runs ``fn`` and records its JSON result durably, owner-checked, before the
+      step counts as done; on a later delivery of the task a recorded step returns its
+      recorded result without running. A step whose ``fn`` finished but whose record had not
+      landed when the worker died runs again (the in-flight step is at-least-once; completed
+      steps are exactly-once): pass ``step_key`` to external systems as an idempotency key.
+    - A name used more than once in a run gets an occurrence counter per lane (``name#2``),
+      so a loop of steps replays deterministically; each lane of ``gather`` counts apart.
+    - A worker that lost its entry (paused, partitioned, reclaimed) cannot record anything.
+    """
+
+    @property
+    @abstractmethod
+    def task_id(self) -> str: ...
+
+    @property
+    @abstractmethod
+    def step_key(self) -> str:
+        """Inside a step: ``<task_id>/<step id>``, the same on every delivery of the task;
+        the idempotency key to hand to an external system the step writes to."""
+
+    @property
+    @abstractmethod
+    def resumed(self) -> bool:
+        """True when this delivery found steps completed by an earlier one."""
+
+    @overload
+    async def step(self, name: str, fn: Callable[..., Awaitable[T]], *args: Any) -> T: ...
+
+    @overload
+    async def step(self, name: str, fn: Callable[..., T], *args: Any) -> T: ...
+
+    @abstractmethod
+    async def step(self, name: str, fn: Callable[..., Any], *args: Any) -> Any:
+        """Run ``fn(*args)`` once per task (sync in a thread, async awaited) and record its
+        JSON result; return the recorded result when an earlier delivery completed it. The
+        value returned is the result as recorded (decoded JSON: a tuple comes back a list),
+        the same on the first delivery as on a later one."""
+
+    @abstractmethod
+    async def gather(self, *aws: Awaitable[Any]) -> list[Any]:
+        """Run the awaitables (usually coroutines calling ``step``) as parallel lanes; the
+        results in order. The first failure cancels the other lanes and is raised."""
+
+    @abstractmethod
+    def phase(self, name: str) -> PhaseScope:
+        """Mark the phase the following steps belong to (a bounded label: metrics, audit)."""
+
+    @property
+    @abstractmethod
+    def state(self) -> Any:
+        """The agent's ``state_model`` instance: the last checkpoint's, else a fresh one.
+        Raises ``StepError`` when the agent declares no ``state_model``."""
+
+    @abstractmethod
+    async def checkpoint(self) -> None:
+        """Record ``state`` durably (owner-checked). Over the agent's ``max_state_bytes`` the
+        task fails with ``state_too_large`` and the stored checkpoint stays as it was."""
+
+    @abstractmethod
+    async def ask(
+        self,
+        question: str,
+        *,
+        schema: type[M],
+        timeout_s: float,
+        on_timeout: OnTimeout = "fail",
+        default: M | None = None,
+    ) -> M:
+        """Park the task until a person answers ``question`` (validated by ``schema``)."""
+
+
+_current: ContextVar[TaskContext | None] = ContextVar("deepagents_task_context", default=None)
+
+
+def current_context() -> TaskContext:
+    """The running task's context (also ``context["ctx"]`` in ``execute``)."""
+    ctx = _current.get()
+    if ctx is None:
+        raise StepError("no task is running here: current_context() works inside a task")
+    return ctx
+
+
+def active_context() -> TaskContext | None:
+    """The runtime's: the running task's context, or None (no task, or no steps here)."""
+    return _current.get()
+
+
+def bind_context(ctx: TaskContext | None) -> None:
+    """The runtime's: make ``ctx`` the current context of this delivery's asyncio context."""
+    _current.set(ctx)

@@ -1,0 +1,369 @@
+"""The worker's ``TaskContext`` (``contract/context.py``): durable steps of one delivery.
+
+Every record is one owner-checked script (``MessageBus.record_steps``, sent in batches by
+``step_writer.py``), as a commit is: a
+worker that lost its entry writes nothing, is told so, and stops the delivery as the
+heartbeat would. The in-flight rule (docs/design.md, "Durable steps"): a step counts as
+done once its record landed; a step whose fn finished but whose record had not landed when
+the worker died runs again on the next delivery.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextvars
+import functools
+import inspect
+import logging
+import re
+import time
+from collections.abc import Awaitable, Callable
+from concurrent.futures import Executor
+from contextvars import ContextVar
+from datetime import UTC, datetime
+from typing import Any, TypeVar
+
+import orjson
+from pydantic import BaseModel
+
+from deepagents._internal.ids import uuid7_str
+from deepagents.config.schema import AgentSettings
+from deepagents.contract.agent import AgentContract
+from deepagents.contract.context import M, OnTimeout, PhaseScope, TaskContext
+from deepagents.contract.events import encode_events
+from deepagents.errors import StepError
+from deepagents.modelcall.usage import UsageLedger, current_usage, usage_scope
+from deepagents.store.claims import ClaimStore
+from deepagents.telemetry.metrics import StepMetrics
+from deepagents.transport.base import MessageBus, StepRecord
+from deepagents.worker.encode import Encoder
+from deepagents.worker.flight import InFlight
+from deepagents.worker.stats import WorkerStats
+from deepagents.worker.step_ids import Lane, check_name, current_lane
+from deepagents.worker.step_records import RecordCodec, encode_json
+from deepagents.worker.step_state import STATE, VERSION, encode_state, fresh_state, restore_state
+from deepagents.worker.step_writer import StepWriter
+
+log = logging.getLogger("deepagents.worker")
+T = TypeVar("T")
+STEP = "step:"
+_PHASE = re.compile(r"^[a-z][a-z0-9_.-]{0,39}$")
+_step_key: ContextVar[str | None] = ContextVar("deepagents_step_key", default=None)
+# Large bodies in the database outlive their Redis records by this much at least, so a
+# task that runs for days still finds its claim checks.
+CLAIM_MARGIN_S = 7 * 86_400
+
+
+class StepBook:
+    """One per worker: opens the ``TaskContext`` of each delivery."""
+
+    def __init__(
+        self,
+        *,
+        bus: MessageBus,
+        group: str,
+        consumer: str,
+        agent: AgentContract,
+        agent_settings: AgentSettings,
+        encoder: Encoder,
+        executor: Executor | None,
+        claims: ClaimStore | None,
+        result_ttl_s: int,
+        stats: WorkerStats,
+        metrics: StepMetrics | None,
+        outbox: bool,
+    ) -> None:
+        self.bus, self.group, self.consumer, self.agent = bus, group, consumer, agent
+        self.encoder, self.executor, self.stats = encoder, executor, stats
+        self.metrics, self.outbox = metrics, outbox
+        self.max_state_bytes = agent_settings.max_state_bytes
+        self.codec = RecordCodec(
+            claims, agent_settings.step_inline_bytes, result_ttl_s + CLAIM_MARGIN_S
+        )
+        self.refused = 0  # records refused because another consumer owned the entry
+        # Its state is restored (and migrated) as each delivery starts: ``DeliverySteps.start``
+        self.restores = agent.state_model is not None
+        self.writer = StepWriter(bus, group, consumer)
+
+    def open(self, flight: InFlight, lose: Callable[[InFlight], bool]) -> DeliverySteps:
+        return DeliverySteps(self, flight, lose)
+
+
+class _Phase(PhaseScope):
+    __slots__ = ("_ctx", "_previous")
+
+    def __init__(self, ctx: DeliverySteps, previous: str) -> None:
+        self._ctx, self._previous = ctx, previous
+
+    def __exit__(self, *exc: object) -> None:
+        self._ctx.current_phase = self._previous
+
+
+class DeliverySteps(TaskContext):
+    """The durable context of one delivery. Its records are loaded once, on first need (at
+    the start, for an agent with a ``state_model``: its state must be restored first)."""
+
+    # One per delivery of every agent, stepped or not: kept small, and its lane made on use.
+    __slots__ = (
+        "_book",
+        "_flight",
+        "_loading",
+        "_lose",
+        "_pending",
+        "_records",
+        "_resumed",
+        "_root",
+        "_state",
+        "completed",
+        "current_phase",
+        "replayed",
+    )  # fmt: skip
+
+    def __init__(self, book: StepBook, flight: InFlight, lose: Callable[[InFlight], bool]) -> None:
+        self._book, self._flight, self._lose = book, flight, lose
+        self._root: Lane | None = None
+        self._records: dict[str, bytes] | None = None
+        self._loading: asyncio.Future[dict[str, bytes]] | None = None
+        self._state: BaseModel | None = None
+        self._pending: list[dict[str, Any]] = []  # audit events to send with the next write
+        self._resumed = False
+        self.current_phase = "main"
+        self.completed = self.replayed = 0
+
+    # what the agent reads ------------------------------------------------------------------
+
+    @property
+    def task_id(self) -> str:
+        return self._flight.envelope.task.task_id
+
+    @property
+    def step_key(self) -> str:
+        key = _step_key.get()
+        if key is None:
+            raise StepError("ctx.step_key is the running step's: read it inside a step's fn")
+        return key
+
+    @property
+    def resumed(self) -> bool:
+        return self._resumed
+
+    @property
+    def state(self) -> Any:
+        if self._state is None:
+            if self._book.agent.state_model is None:
+                raise StepError(f"{self._book.agent.name} declares no state_model")
+            raise StepError("ctx.state is restored when the delivery starts; none was here")
+        return self._state
+
+    def phase(self, name: str) -> PhaseScope:
+        if not isinstance(name, str) or not _PHASE.match(name):
+            raise StepError(f"a phase is a short label ([a-z][a-z0-9_.-]*, 40 at most): {name!r}")
+        scope = _Phase(self, self.current_phase)
+        self.current_phase = name
+        return scope
+
+    # steps ---------------------------------------------------------------------------------
+
+    async def step(self, name: str, fn: Callable[..., Any], *args: Any) -> Any:
+        if _step_key.get() is not None:
+            # Replayed, the outer step would not call it: the ids after it would shift.
+            raise StepError(f"step {name!r} inside the fn of step {_step_key.get()!r}: "
+                            "steps do not nest (make them siblings, or use gather)")  # fmt: skip
+        lane = current_lane.get() or self._root_lane()
+        step_id = lane.next_id(check_name(name))
+        records = await self.records()
+        recorded = records.get(STEP + step_id)
+        book = self._book
+        if recorded is not None:
+            self.replayed += 1
+            if book.metrics is not None:
+                book.metrics.bound(book.agent.name, self.current_phase).replayed.inc()
+            return orjson.loads(await book.codec.body(f"step {step_id!r}", recorded))
+        started = time.monotonic()
+        parent = current_usage()
+        with usage_scope() as usage:
+            token = _step_key.set(f"{self.task_id}/{step_id}")
+            try:
+                value = await self._call(fn, args)
+            finally:
+                _step_key.reset(token)
+                if parent is not None and usage.attempts:  # the task's totals include it
+                    parent.add_ledger(usage)
+        body = encode_json(f"step {step_id!r}'s result", value)
+        await self._record_step(step_id, body, started, usage)
+        records[STEP + step_id] = body
+        return orjson.loads(body)  # as a later delivery will see it: the JSON, decoded
+
+    def _root_lane(self) -> Lane:
+        if self._root is None:
+            self._root = Lane()
+        return self._root
+
+    async def _call(self, fn: Callable[..., Any], args: tuple[Any, ...]) -> Any:
+        if inspect.iscoroutinefunction(fn):
+            return await fn(*args)
+        executor = self._book.executor
+        loop = asyncio.get_running_loop()
+        call = functools.partial(contextvars.copy_context().run, fn, *args)
+        value = await loop.run_in_executor(executor, call)
+        if inspect.isawaitable(value):
+            value = await value
+        return value
+
+    async def _record_step(
+        self, step_id: str, body: bytes, started: float, usage: UsageLedger
+    ) -> None:
+        book = self._book
+        value = await book.codec.field_value(f"step {step_id!r}'s result", self.task_id, body)
+        elapsed = time.monotonic() - started
+        event = b""
+        if book.outbox:
+            fields: dict[str, Any] = {
+                "step": step_id,
+                "phase": self.current_phase,
+                "latency_ms": round(elapsed * 1000, 3),
+                "bytes": len(body),
+            }
+            if value is not body:
+                fields["claim_check"] = True
+            if usage.attempts:
+                fields.update(tokens_used=usage.tokens_used, cost_usd=usage.cost_usd)
+            event = self._step_event(fields)
+        await self._write([(STEP + step_id, value)], event)
+        self.completed += 1
+        if book.metrics is not None:
+            children = book.metrics.bound(book.agent.name, self.current_phase)
+            children.completed.inc()
+            children.duration.observe(elapsed)
+
+    def _step_event(self, fields: dict[str, Any]) -> bytes:
+        """The ``step_completed`` event, pasted from the delivery's encoded parts as the
+        commit's is (``encode.py``): one per step."""
+        flight = self._flight
+        context = flight.context or self._book.encoder.context(flight.stream, flight.envelope)
+        return b'{"event_id":"%s","type":"step_completed","ts":%s,%s,"deliveries":%d,%s}' % (
+            uuid7_str().encode(),
+            orjson.dumps(datetime.now(UTC)),
+            context,
+            flight.deliveries,
+            orjson.dumps(fields)[1:-1],
+        )
+
+    async def gather(self, *aws: Awaitable[Any]) -> list[Any]:
+        parent = current_lane.get() or self._root_lane()
+        lanes = parent.fork(len(aws))
+        tasks = []
+        for lane, aw in zip(lanes, aws, strict=True):
+            context = contextvars.copy_context()
+            context.run(current_lane.set, lane)
+            tasks.append(asyncio.create_task(_awaited(aw), context=context))
+        try:
+            return list(await asyncio.gather(*tasks))
+        except BaseException:
+            for task in tasks:
+                task.cancel()
+            await asyncio.gather(*tasks, return_exceptions=True)
+            raise
+
+    # state ---------------------------------------------------------------------------------
+
+    async def checkpoint(self) -> None:
+        book = self._book
+        body = encode_state(book.agent, self.state, book.max_state_bytes)
+        value = await book.codec.field_value("the checkpoint", self.task_id, body)
+        await self._write([(STATE, value), (VERSION, book.agent.version.encode())])
+        if book.metrics is not None:
+            book.metrics.checkpoint_bytes.labels(book.agent.name).observe(len(body))
+
+    async def ask(
+        self,
+        question: str,
+        *,
+        schema: type[M],
+        timeout_s: float,
+        on_timeout: OnTimeout = "fail",
+        default: M | None = None,
+    ) -> M:
+        # Built on branch lh-human (human-in-the-loop half of issue 19); this raises only
+        # until that branch merges.
+        raise NotImplementedError("ctx.ask comes with the human-in-the-loop work (lh-human)")
+
+    # records -------------------------------------------------------------------------------
+
+    @property
+    def restores(self) -> bool:
+        return self._book.restores
+
+    async def start(self) -> None:
+        """At the start of the delivery (when ``restores``): an agent with a state model gets
+        its state, a checkpoint of another version migrated, before its code runs."""
+        await self.records()
+
+    async def records(self) -> dict[str, bytes]:
+        if self._records is not None:
+            return self._records
+        if not self._flight.stepped:  # no delivery recorded anything: nothing to read
+            if self._book.agent.state_model is not None:
+                self._state = fresh_state(self._book.agent)
+            self._records = {}
+            return self._records
+        if self._loading is None:  # lanes asking at once share one read
+            self._loading = asyncio.ensure_future(self._load())
+        return await asyncio.shield(self._loading)
+
+    async def _load(self) -> dict[str, bytes]:
+        book, flight = self._book, self._flight
+        records = await book.bus.load_steps(flight.stream.keys, self.task_id)
+        if book.agent.state_model is not None:
+            stored = records.get(STATE)
+            if stored is None:
+                self._state = fresh_state(book.agent)
+            else:
+                body = await book.codec.body("the checkpoint", stored)
+                version = records.get(VERSION, b"").decode()
+                self._state = restore_state(book.agent, body, version)
+        done = sum(1 for name in records if name.startswith(STEP))
+        if done or STATE in records:
+            self._resumed = True
+            if book.metrics is not None:
+                book.metrics.resumes.labels(book.agent.name).inc()
+            if book.outbox:
+                self._pending.append(book.encoder.event("resumed", flight, steps=done))
+        self._records = records
+        return records
+
+    async def _write(self, fields: list[tuple[str, bytes]], event: bytes = b"") -> None:
+        """Record ``fields`` with the pending audit events and ``event`` (encoded JSON)."""
+        book, flight = self._book, self._flight
+        events, self._pending = self._pending, []
+        if not event:
+            events_json = encode_events(events)
+        elif events:
+            events_json = orjson.dumps(events)[:-1] + b"," + event + b"]"
+        else:
+            events_json = b"[" + event + b"]"
+        item = StepRecord(flight.entry_id, self.task_id, fields, events_json)
+        status = await book.writer.write(flight.stream, item)
+        if status == "ok":
+            return
+        book.refused += 1
+        book.stats.lost_ownership += 1
+        if book.metrics is not None:
+            book.metrics.refused.labels(book.agent.name).inc()
+        log.warning(
+            "step record of task %s refused (%s): another consumer owns its entry now",
+            self.task_id,
+            status,
+            extra={"action": "step_refused", "task_id": self.task_id},
+        )
+        self._lose(flight)
+        raise asyncio.CancelledError(f"task {self.task_id}: the entry is another consumer's")
+
+    def leftover_events(self) -> list[dict[str, Any]]:
+        """Audit events no write carried (a resumed delivery that recorded nothing more)."""
+        events, self._pending = self._pending, []
+        return events
+
+
+async def _awaited(aw: Awaitable[T]) -> T:
+    return await aw
