@@ -19,6 +19,7 @@ help::
     ├── TaskError              raised by agents to steer the runtime
     │   ├── InvalidInput       the task cannot succeed as given (not retried)
     │   ├── RetryableError     a failure that may pass (retried with backoff)
+    │   │   └── CircuitOpen    a remote service is down for the fleet: wait, uncounted
     │   ├── StepError          a step or checkpoint that cannot be recorded (not retried)
     │   │   ├── StateTooLarge
     │   │   ├── StepTooLarge
@@ -55,6 +56,7 @@ class ErrorCode(StrEnum):
     DEAD_LETTERED = "dead_lettered"
     RESPONSE_TOO_LARGE = "response_too_large"  # a model's answer passed its size cap
     REMOTE_PROTOCOL_ERROR = "remote_protocol_error"  # a remote agent's answer broke the protocol
+    CIRCUIT_OPEN = "circuit_open"  # a remote agent's service is down for the fleet
     STEP_ERROR = "step_error"  # a step or checkpoint the runtime cannot record (not JSON, ...)
     STATE_TOO_LARGE = "state_too_large"  # a checkpoint over the agent's max_state_bytes
     STEP_TOO_LARGE = "step_too_large"  # a step result too large for Redis, and no database
@@ -284,10 +286,23 @@ class RetryableError(TaskError):
 
     code = ErrorCode.AGENT_ERROR
     retryable = True
+    # False: the failure says nothing about the task (nothing was tried), so the retry
+    # keeps the attempt and gives its delivery back (``CircuitOpen``).
+    counted: bool = True
 
     def __init__(self, message: str | None = None, *, retry_after_s: float = 0.0) -> None:
         self.retry_after_s = retry_after_s
         super().__init__(message)
+
+
+class CircuitOpen(RetryableError):
+    """The fleet's circuit breaker for a remote agent's service is open: the service was not
+    called. The task waits ``retry_after_s`` and comes back with the same attempt; the
+    delivery is not counted towards ``max_deliveries`` (``counted``), so a long outage does
+    not dead-letter tasks. The task's deadline bounds the wait."""
+
+    code = ErrorCode.CIRCUIT_OPEN
+    counted = False
 
 
 class StepError(TaskError):

@@ -20,6 +20,7 @@ EVENT_TYPES = frozenset(
         "succeeded",
         "failed",
         "retried",
+        "waited",  # an open circuit: rescheduled, the delivery not counted
         "dead_lettered",
         "dropped",
         "expired",

@@ -107,7 +107,10 @@ def create_app(
                     admission=admission,
                     registry=services.registry,
                     full_check=FullCheck(
-                        orchestrator, config.gateway.probe_timeout_s, config.gateway.probe_cache_s
+                        orchestrator,
+                        config.gateway.probe_timeout_s,
+                        config.gateway.probe_cache_s,
+                        services.registry,
                     ),
                     metrics=metrics,
                     submits=SubmitCoalescer(orchestrator),

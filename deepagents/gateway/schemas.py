@@ -146,8 +146,25 @@ class Hop(BaseModel):
     detail: str = ""
 
 
+class UnhealthyAgent(BaseModel):
+    name: str
+    instances: int = Field(description="instances seen in the last ten minutes")
+    healthy: int = Field(description="of them, heartbeating and passing their health check")
+    circuit: str | None = Field(
+        default=None,
+        description="a remote agent's service: the fleet's circuit breaker (closed, open, "
+        "half_open)",
+    )
+    detail: str = Field(default="", description="why an instance's last health check failed")
+
+
 class Health(BaseModel):
     status: Literal["ok", "fail"]
     redis_ms: float | None = None
     hops: list[Hop] = Field(default_factory=list, description="set by ?full=true")
     failed_hop: str | None = None
+    unhealthy_agents: list[UnhealthyAgent] = Field(
+        default_factory=list,
+        description="set by ?full=true: agent types with an instance that is silent or failing "
+        "its health check, or a remote service whose circuit is not closed",
+    )

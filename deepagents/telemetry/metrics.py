@@ -23,8 +23,15 @@ from prometheus_client.core import Metric
 from deepagents.telemetry.histogram import TASK_BUCKETS, FastHistogram, HistogramChild
 
 TASK_STATUSES = (
-    "success", "partial", "failed", "retried", "degraded", "dead_lettered", "parked"
-)  # fmt: skip
+    "success",
+    "partial",
+    "failed",
+    "retried",
+    "waited",  # an open circuit: rescheduled without counting a delivery
+    "degraded",
+    "dead_lettered",
+    "parked",  # waits for a person's reply, holding no slot
+)
 SUBMIT_STATUSES = ("accepted", "duplicate", "overloaded")
 MODEL_CALL_BUCKETS = (0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60)
 CIRCUIT_STATES = {"closed": 0, "half_open": 1, "open": 2}

@@ -107,6 +107,9 @@ class Reschedule:
     attempt: int
     reply: str = ""
     events_json: bytes = b""
+    # False: this delivery is given back (the task hash's count goes down by one), so a
+    # task that only waits (an open circuit) never nears max_deliveries.
+    counted: bool = True
 
 
 class StepRecord(NamedTuple):

@@ -118,6 +118,14 @@ class Keys:
     def agent_instances(self, name: str) -> str:
         return f"{self.prefix}:agent:{name}:instances"
 
+    def remote_breaker(self, agent: str) -> str:
+        # The fleet's circuit breaker of a remote agent's service (state and window share
+        # the tag {remote:<agent>}: one script each, on one slot).
+        return f"{self.prefix}:{{remote:{agent}}}:cb"
+
+    def remote_breaker_window(self, agent: str) -> str:
+        return f"{self.prefix}:{{remote:{agent}}}:cb:win"
+
     def agent_reads(self, name: str) -> str:
         # What each instance reads (tiers and shards, ``config/placement.py``).
         return f"{self.prefix}:agent:{name}:reads"

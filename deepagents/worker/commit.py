@@ -163,8 +163,12 @@ class Outcomes:
         kind: str,
         reason: str,
         before: list[dict[str, Any]] | None = None,
+        *,
+        counted: bool = True,
     ) -> None:
-        """``before``: events of this delivery to record first (an overdue one)."""
+        """``before``: events of this delivery to record first (an overdue one).
+        ``counted=False``: a wait (nothing was tried), with the same attempt and the
+        delivery given back."""
         env = flight.envelope
         events = (
             [
@@ -180,9 +184,10 @@ class Outcomes:
             due_ms=now_ms() + delay_ms,
             tier=tier,
             task_json=encode_task(env.task),
-            attempt=env.attempt + 1,
+            attempt=env.attempt + 1 if counted else env.attempt,
             reply=env.reply,
             events_json=encode_events(events),
+            counted=counted,
         )
         flight.move(RESOLVING)
         status = await self.bus.reschedule(flight.stream, self.group, self.consumer, item)

@@ -163,9 +163,11 @@ class Run:
                 policy=self.agent_settings.retry,
                 time_left_ms=_time_left_ms(flight),
             )
-            if decision.action == "retry":
+            if decision.action in ("retry", "wait"):
+                counted = decision.action == "retry"
+                kind = "retried" if counted else "waited"
                 await self.outcomes.reschedule(
-                    flight, ref.tier, decision.delay_ms, "retried", decision.reason
+                    flight, ref.tier, decision.delay_ms, kind, decision.reason, counted=counted
                 )
                 return
             if decision.action == "dead_letter":

@@ -397,16 +397,17 @@ class Worker:
     async def _check_health(self, runner: AgentRunner, registry: Registry) -> None:
         """One ``health_check()``, bounded by the interval; raising or hanging is unhealthy.
         Recorded in the registry (the orchestrator and the exporter read it) and metrics."""
+        detail = ""
         try:
             async with asyncio.timeout(self.settings.health_interval_s):
                 ok = await runner.health_check()
         except Exception as exc:  # an agent's bug must not stop the worker: it is unhealthy
             log.warning("health check failed: %r", exc, extra={"action": "health_failed"})
-            ok = False
+            ok, detail = False, str(exc) or type(exc).__name__  # the registry keeps why
         if self.telemetry.metrics is not None:
             self.telemetry.metrics.health(self.name, ok)
         try:
-            await registry.record_health(self.name, self.consumer, ok)
+            await registry.record_health(self.name, self.consumer, ok, detail)
         except TransportError as exc:
             log.warning("recording health failed: %s", exc, extra={"action": "health_failed"})
 

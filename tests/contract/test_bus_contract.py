@@ -133,6 +133,25 @@ async def test_a_retry_waits_for_its_backoff_then_comes_back_with_the_next_attem
     assert await backend.bus.deliveries(backend.ref(), ["t1"]) == [2]
 
 
+async def test_a_wait_that_is_not_counted_gives_its_delivery_back(backend: Backend) -> None:
+    """An open circuit's wait: rescheduled, attempt kept, and its delivery not counted, so
+    however many times a task waits it never nears max_deliveries."""
+    entry_id = await _submit(backend, "t1")
+    for n in range(3):
+        (entry,) = await _take(backend, "c1")
+        assert await _begin(backend, "c1", entry.entry_id, "t1", fresh=True) == "ok"
+        assert await backend.bus.deliveries(backend.ref(), ["t1"]) == [1]
+        wait = Reschedule(entry.entry_id, "t1", now_ms(), "p2", _task("t1"), 1, counted=False)
+        assert await backend.bus.reschedule(backend.ref(), AGENT, "c1", wait) == "ok"
+        assert await backend.bus.deliveries(backend.ref(), ["t1"]) == [0], n
+        assert (await backend.bus.promote_due(backend.ref().keys, ["p0", "p2"])).moved == 1
+    assert entry_id  # the first delivery's entry, long since deleted
+    (last,) = await _take(backend, "c1")
+    assert last.fields is not None and last.fields[b"attempt"] == b"1"
+    assert await _begin(backend, "c1", last.entry_id, "t1", fresh=True) == "ok"
+    assert await backend.bus.deliveries(backend.ref(), ["t1"]) == [1]
+
+
 async def test_the_last_allowed_delivery_is_dead_lettered_with_its_count(
     backend: Backend,
 ) -> None:

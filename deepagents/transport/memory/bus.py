@@ -325,7 +325,10 @@ class MemoryBus(MemoryWaiting):
             "entry": item.entry_id,
         }
         self.state.delayed.setdefault(stream.keys.delayed, {})[orjson.dumps(member)] = item.due_ms
-        self.state.hash_for_write(key).update(state="retrying", due_ms=str(item.due_ms))
+        task = self.state.hash_for_write(key)
+        task.update(state="retrying", due_ms=str(item.due_ms))
+        if not item.counted and _int(task.get("deliveries")) > 0:
+            task["deliveries"] = str(_int(task["deliveries"]) - 1)
         self._outbox(stream.keys, item.events_json)
         return "ok"
 

@@ -383,7 +383,15 @@ class RedisStreamBus(RedisWaiting):
             stream.keys.delayed,
             stream.keys.outbox,
         ]
-        args: list[Any] = [group, consumer, item.entry_id, item.due_ms, member, item.events_json]
+        args: list[Any] = [
+            group,
+            consumer,
+            item.entry_id,
+            item.due_ms,
+            member,
+            item.events_json,
+            "1" if item.counted else "0",
+        ]
         with redis_errors(f"reschedule on {stream.name}"):
             return _s(await self.scripts.reschedule(keys=keys, args=args))
 
