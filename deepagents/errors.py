@@ -19,12 +19,18 @@ help::
     ├── TaskError              raised by agents to steer the runtime
     │   ├── InvalidInput       the task cannot succeed as given (not retried)
     │   ├── RetryableError     a failure that may pass (retried with backoff)
+    │   │   └── CircuitOpen    a remote service is down for the fleet: wait, uncounted
     │   ├── StepError          a step or checkpoint that cannot be recorded (not retried)
     │   │   ├── StateTooLarge
     │   │   ├── StepTooLarge
     │   │   └── StateIncompatible  a checkpoint no migration makes valid (dead-lettered)
     │   └── RemoteProtocolError a remote agent answered outside the wire protocol
-    └── ResultTimeout          a handle's result did not arrive in time
+    ├── ResultTimeout          a handle's result did not arrive in time
+    └── ReplyError             a reply to a task's question was refused (orch.reply)
+        ├── ReplyTaskNotFound  no such task
+        ├── NotWaiting         the task asks nothing now
+        ├── AlreadyReplied     someone answered this question first
+        └── InvalidReply       the answer does not fit the question's schema (names the field)
 """
 
 from __future__ import annotations
@@ -50,6 +56,7 @@ class ErrorCode(StrEnum):
     DEAD_LETTERED = "dead_lettered"
     RESPONSE_TOO_LARGE = "response_too_large"  # a model's answer passed its size cap
     REMOTE_PROTOCOL_ERROR = "remote_protocol_error"  # a remote agent's answer broke the protocol
+    CIRCUIT_OPEN = "circuit_open"  # a remote agent's service is down for the fleet
     STEP_ERROR = "step_error"  # a step or checkpoint the runtime cannot record (not JSON, ...)
     STATE_TOO_LARGE = "state_too_large"  # a checkpoint over the agent's max_state_bytes
     STEP_TOO_LARGE = "step_too_large"  # a step result too large for Redis, and no database
@@ -64,6 +71,11 @@ class ErrorCode(StrEnum):
     REDIS_NOT_SAFE = "redis_not_safe"
     GROUP_VANISHED = "group_vanished"
     RESULT_TIMEOUT = "result_timeout"
+    # Human replies: the refusals of orch.reply, and a question nobody answered in time
+    NOT_WAITING = "not_waiting"
+    ALREADY_REPLIED = "already_replied"
+    INVALID_REPLY = "invalid_reply"
+    REPLY_TIMEOUT = "reply_timeout"
     NOT_FOUND = "not_found"
     AUDIT_STORE_ERROR = "audit_store_error"
     AUDIT_UNAVAILABLE = "audit_unavailable"
@@ -274,10 +286,23 @@ class RetryableError(TaskError):
 
     code = ErrorCode.AGENT_ERROR
     retryable = True
+    # False: the failure says nothing about the task (nothing was tried), so the retry
+    # keeps the attempt and gives its delivery back (``CircuitOpen``).
+    counted: bool = True
 
     def __init__(self, message: str | None = None, *, retry_after_s: float = 0.0) -> None:
         self.retry_after_s = retry_after_s
         super().__init__(message)
+
+
+class CircuitOpen(RetryableError):
+    """The fleet's circuit breaker for a remote agent's service is open: the service was not
+    called. The task waits ``retry_after_s`` and comes back with the same attempt; the
+    delivery is not counted towards ``max_deliveries`` (``counted``), so a long outage does
+    not dead-letter tasks. The task's deadline bounds the wait."""
+
+    code = ErrorCode.CIRCUIT_OPEN
+    counted = False
 
 
 class StepError(TaskError):
@@ -320,3 +345,48 @@ class ResultTimeout(DeepAgentsError):
 
     code = ErrorCode.RESULT_TIMEOUT
     retryable = True
+
+
+class ReplyError(DeepAgentsError):
+    """A reply to a waiting task's question was refused; nothing was applied."""
+
+    code = ErrorCode.ERROR
+
+
+class ReplyTaskNotFound(ReplyError):
+    """No such task (or its records expired)."""
+
+    code = ErrorCode.NOT_FOUND
+
+
+class NotWaiting(ReplyError):
+    """The task is not waiting for an answer (queued, running, done, or its wait timed out)."""
+
+    code = ErrorCode.NOT_WAITING
+
+    def __init__(self, message: str, *, state: str) -> None:
+        self.state = state
+        super().__init__(message)
+
+
+class AlreadyReplied(ReplyError):
+    """The question was answered already; the first answer stands."""
+
+    code = ErrorCode.ALREADY_REPLIED
+
+
+class InvalidReply(ReplyError):
+    """The answer does not validate against the question's JSON Schema."""
+
+    code = ErrorCode.INVALID_REPLY
+
+    def __init__(self, field: str, reason: str) -> None:
+        self.field = field  # a JSON path in the answer ("answer" itself when at its root)
+        self.reason = reason
+        super().__init__(f"{field}: {reason}")
+
+
+class ReplyTimeout(TaskError):
+    """Nobody answered the task's question in time (``on_timeout="fail"``): not retried."""
+
+    code = ErrorCode.REPLY_TIMEOUT

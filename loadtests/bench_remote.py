@@ -1,6 +1,9 @@
-"""The remote-agent adapter's overhead per call, over a bare httpx POST on loopback.
+"""The remote-agent adapter's overhead per call, over a bare httpx POST on loopback; and
+the drain of a worker process with a no-op Node agent against the in-process EchoAgent.
 
-    .venv/bin/python loadtests/bench_remote.py --calls 2000
+    .venv/bin/python loadtests/bench_remote.py --calls 2000 [--breaker]
+    .venv/bin/python loadtests/bench_remote.py --drain --tasks 2000 --runs 5 \
+        --max-connections 8 [--transport grpc] --redis-url redis://127.0.0.1:6379/0
 
 Against the Node reference agent (``agents/remote/node/risk-agent.js``) on 127.0.0.1, one
 call at a time on one keep-alive connection, interleaved in rounds so drift in the machine's
@@ -11,6 +14,14 @@ load hits both alike:
   deadline, size-capped read, content-type check, response validation, Result).
 
 Prints p50 and p90 of each and the p50 difference (the issue's target: at most 0.5 ms).
+
+``--drain``: per run, N tasks are submitted, then one worker process drains them, timed from
+its registration to an empty backlog: ``deepagents worker agents.echo:EchoAgent`` (the
+contract in the worker's process) and ``deepagents worker --remote noop`` (the same contract
+as four HTTP calls per task to the Node agent answering ``execute`` with an empty success,
+the fleet's circuit breaker in front of it; ``--transport grpc``: the Python reference agent
+over gRPC with ``--noop`` instead). The two alternate within each run (paired: the
+machine's load drifts alike for both); prints a JSON line per run and the medians.
 """
 
 from __future__ import annotations
@@ -21,17 +32,22 @@ import os
 import shutil
 import statistics
 import subprocess
+import sys
+import tempfile
 import time
 from datetime import timedelta
 from pathlib import Path
+from typing import Any
 
 import httpx
 import orjson
 
-from deepagents.config import FileConfig
+from deepagents.config import FileConfig, Settings, parse_config
 from deepagents.contract import Task
 from deepagents.contract.task import utcnow
+from deepagents.orchestrator import Orchestrator
 from deepagents.remote import remote_agent_class
+from deepagents.transport.redis_streams import connect
 
 ROOT = Path(__file__).resolve().parents[1]
 ORDER = {"symbol": "IF", "side": "buy", "quantity": 2, "price": "4000.5",
@@ -42,11 +58,15 @@ def pct(values: list[float], q: float) -> float:
     return statistics.quantiles(values, n=100)[int(q) - 1]
 
 
-async def bench(url: str, calls: int) -> dict[str, float]:
+async def bench(url: str, calls: int, redis_url: str | None) -> dict[str, float]:
     entry = FileConfig.model_validate(
         {"agents": {"bench": {"intents": ["risk_check"], "remote": {"url": url}}}}
     ).agents["bench"]
-    agent = remote_agent_class("bench", entry)()
+    # With --breaker the fleet's circuit breaker is in front (its Redis on every call, but a
+    # 'closed' trusted for 0.2 s and successes sent every 0.25 s).
+    redis = connect(redis_url) if redis_url else None
+    prefix = f"benchoverhead-{os.getpid()}"
+    agent = remote_agent_class("bench", entry)(redis=redis, prefix=prefix)
     task = Task(intent="risk_check", payload=ORDER, deadline=utcnow() + timedelta(hours=1))
     await agent.can_handle(task)  # sets the delivery's envelope, as the worker's run does
     context = await agent.prepare_context(task)
@@ -69,6 +89,11 @@ async def bench(url: str, calls: int) -> dict[str, float]:
             bare.append((t1 - t0) * 1000)
             adapter.append((t2 - t1) * 1000)
     await agent.aclose()
+    if redis is not None:
+        keys = [k async for k in redis.scan_iter(match=f"{prefix}:*")]
+        if keys:
+            await redis.delete(*keys)
+        await redis.aclose()
     return {
         "bare_p50_ms": statistics.median(bare),
         "bare_p90_ms": pct(bare, 90),
@@ -78,25 +103,152 @@ async def bench(url: str, calls: int) -> dict[str, float]:
     }
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__)
-    parser.add_argument("--calls", type=int, default=2000)
-    args = parser.parse_args()
+DRAIN_CONFIG = """
+defaults: {{shards: 2, max_backlog: 10000000, batch_size: 100}}
+agents:
+  echo: {{class: "agents.echo:EchoAgent"}}
+  noop: {{intents: [risk_check], remote: {{url: "{url}", max_connections: {pool}}}}}
+"""
+
+
+CONFIG_TEXT: dict[str, str] = {}  # config file -> its text (read in async code: no file I/O)
+
+
+def start_node(fault: str = "") -> tuple[subprocess.Popen[bytes], str]:
     node = shutil.which("node")
     if node is None:
         raise SystemExit("bench_remote: node is not installed")
     script = ROOT / "agents" / "remote" / "node" / "risk-agent.js"
-    proc = subprocess.Popen([node, str(script), "--port", "0"], stdout=subprocess.PIPE,
-                            env=dict(os.environ))  # fmt: skip
+    env = {**os.environ, "RISK_AGENT_TEST_HOOKS": "1" if fault else "0", "RISK_AGENT_FAULT": fault}
+    proc = subprocess.Popen([node, str(script), "--port", "0"], stdout=subprocess.PIPE, env=env)
+    assert proc.stdout is not None
+    port = int(proc.stdout.readline().split()[1])
+    return proc, f"http://127.0.0.1:{port}"
+
+
+def start_worker(url: str, prefix: str, config_path: str, agent: str) -> subprocess.Popen[bytes]:
+    args = ["agents.echo:EchoAgent"] if agent == "echo" else ["--remote", "noop"]
+    env = {**os.environ, "DEEPAGENTS_REDIS_URL": url, "DEEPAGENTS_PREFIX": prefix,
+           "DEEPAGENTS_CONFIG": config_path, "DEEPAGENTS_OUTBOX": "true"}  # fmt: skip
+    return subprocess.Popen(
+        [sys.executable, "-m", "deepagents", "worker", *args], env=env, cwd=ROOT,
+        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+    )  # fmt: skip
+
+
+async def drain_once(url: str, config_path: str, agent: str, n: int, run: int) -> float:
+    """Tasks per second one worker process drains for ``agent`` (echo or noop)."""
+    prefix = f"benchremote{run}{agent}-{os.getpid()}"
+    config = parse_config(CONFIG_TEXT[config_path])
+    settings = Settings(prefix=prefix, outbox=True)
+    client = connect(url)
+    intent = "echo" if agent == "echo" else "risk_check"
+    async with Orchestrator.from_client(client, config=config, settings=settings) as orch:
+        for i in range(0, n, 500):
+            await orch.submit_many(
+                [Task(intent=intent, payload={"i": j}) for j in range(i, min(n, i + 500))]
+            )
+    worker = start_worker(url, prefix, config_path, agent)
+    streams = [f"{prefix}:{{{agent}:{s}}}:p2" for s in range(2)]
     try:
-        assert proc.stdout is not None
-        port = int(proc.stdout.readline().split()[1])
-        figures = asyncio.run(bench(f"http://127.0.0.1:{port}", args.calls))
+        while not await client.hlen(f"{prefix}:agent:{agent}:instances"):
+            await asyncio.sleep(0.02)
+        start = time.perf_counter()
+        while sum([await client.xlen(s) for s in streams]):
+            await asyncio.sleep(0.01)
+        elapsed = time.perf_counter() - start
+    finally:
+        worker.terminate()
+        worker.wait(30)
+        keys = [k async for k in client.scan_iter(match=f"{prefix}:*", count=1000)]
+        for i in range(0, len(keys), 500):
+            await client.delete(*keys[i : i + 500])
+        await client.aclose()
+    return n / elapsed
+
+
+def start_grpc_noop() -> tuple[subprocess.Popen[bytes], str]:
+    command = [sys.executable, "-m", "agents.remote.python.risk_grpc", "--port", "0", "--noop"]
+    proc = subprocess.Popen(command, stdout=subprocess.PIPE, cwd=ROOT)
+    assert proc.stdout is not None
+    port = int(proc.stdout.readline().split()[1])
+    return proc, f"grpc://127.0.0.1:{port}"
+
+
+async def drain(url: str, n: int, runs: int, pool: int, transport: str) -> dict[str, Any]:
+    proc, service = start_node("noop") if transport == "http" else start_grpc_noop()
+    text = DRAIN_CONFIG.format(url=service, pool=pool)
+    with tempfile.NamedTemporaryFile("w", suffix=".yaml", delete=False) as f:
+        f.write(text)
+    CONFIG_TEXT[f.name] = text
+    echo, noop = [], []
+    try:
+        for run in range(runs):
+            order = ("echo", "noop") if run % 2 == 0 else ("noop", "echo")
+            for agent in order:
+                rate = await drain_once(url, f.name, agent, n, run)
+                (echo if agent == "echo" else noop).append(rate)
+            line = {"run": run, "echo_per_s": round(echo[-1]), "noop_remote_per_s": round(noop[-1])}
+            print(orjson.dumps(line).decode(), flush=True)
+    finally:
+        proc.kill()
+        proc.wait(10)
+        os.unlink(f.name)
+    ratios = [r / e for r, e in zip(noop, echo, strict=True)]
+    return {
+        "tasks": n,
+        "runs": runs,
+        "transport": transport,
+        "max_connections": pool,
+        "echo_median_per_s": round(statistics.median(echo)),
+        "noop_remote_median_per_s": round(statistics.median(noop)),
+        "noop_over_echo_median": round(statistics.median(ratios), 3),
+    }
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--calls", type=int, default=2000)
+    parser.add_argument("--drain", action="store_true", help="the drain benchmark instead")
+    parser.add_argument(
+        "--breaker", action="store_true", help="overhead with the fleet's breaker (Redis)"
+    )
+    parser.add_argument("--tasks", type=int, default=5000)
+    parser.add_argument("--runs", type=int, default=5)
+    parser.add_argument("--max-connections", type=int, default=8, help="the remote's pool")
+    parser.add_argument(
+        "--transport",
+        choices=("http", "grpc"),
+        default="http",
+        help="the no-op service: the Node agent over HTTP, or the Python one over gRPC",
+    )
+    parser.add_argument(
+        "--redis-url", default=os.environ.get("DEEPAGENTS_REDIS_URL", "redis://127.0.0.1:6379/0")
+    )
+    args = parser.parse_args()
+    if args.drain:
+        print(
+            orjson.dumps(
+                asyncio.run(
+                    drain(
+                        args.redis_url, args.tasks, args.runs, args.max_connections, args.transport
+                    )
+                )
+            ).decode()
+        )
+        return
+    proc, url = start_node()
+    try:
+        redis_url = args.redis_url if args.breaker else None
+        figures = asyncio.run(bench(url, args.calls, redis_url))
     finally:
         proc.kill()
         proc.wait(10)
     print(
-        orjson.dumps({"calls": args.calls, **{k: round(v, 3) for k, v in figures.items()}}).decode()
+        orjson.dumps(
+            {"calls": args.calls, "breaker": args.breaker}
+            | {k: round(v, 3) for k, v in figures.items()}
+        ).decode()
     )
 
 

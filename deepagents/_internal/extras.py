@@ -14,11 +14,16 @@ from deepagents.errors import MissingExtra
 EXTRAS: dict[str, tuple[str, ...]] = {
     "gateway": ("fastapi", "uvicorn"),
     "audit": ("asyncpg",),
+    "grpc": ("grpc", "google.protobuf"),
 }
 
 
 def require_extra(extra: str, what: str) -> None:
     """Raise ``MissingExtra`` naming ``extra`` when one of its modules cannot be imported."""
     for module in EXTRAS[extra]:
-        if importlib.util.find_spec(module) is None:
+        try:
+            found = importlib.util.find_spec(module)
+        except ModuleNotFoundError:  # a dotted name whose parent is missing
+            found = None
+        if found is None:
             raise MissingExtra(what, extra, module)

@@ -30,6 +30,8 @@ COMMANDS = (
     "agent-check",
     "rollout",
     "rollout-controller",
+    "reply",
+    "tasks",
 )
 
 

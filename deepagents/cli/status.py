@@ -125,11 +125,20 @@ async def _coverage(
 
 
 def render_health(health: dict[str, dict[str, Any]]) -> Table:
+    """One row per agent type; ``circuit`` is a remote agent's fleet-wide breaker, and
+    ``why`` the reason an instance's last health check failed (its service down)."""
     table = Table(title="agents")
-    for col in ("agent", "instances", "healthy", "health"):
-        table.add_column(col, justify="left" if col == "agent" else "right")
+    for col in ("agent", "instances", "healthy", "health", "circuit", "why"):
+        table.add_column(col, justify="left" if col in ("agent", "why") else "right")
     for name, h in health.items():
-        table.add_row(name, str(h["instances"]), str(h["healthy"]), f"{h['ratio']:.0%}")
+        table.add_row(
+            name,
+            str(h["instances"]),
+            str(h["healthy"]),
+            f"{h['ratio']:.0%}",
+            h.get("circuit") or "-",
+            h.get("detail") or "",
+        )
     return table
 
 

@@ -19,7 +19,8 @@ from deepagents.config.placement import parse_placement
 from deepagents.contract.agent import AgentContract
 from deepagents.contract.loading import load_agent_class
 from deepagents.errors import ConfigError
-from deepagents.remote import remote_agent_class
+from deepagents.orchestrator import Orchestrator, submitter
+from deepagents.remote import RemoteAgent, remote_agent_class
 from deepagents.telemetry.core import configure
 from deepagents.telemetry.serve import serve_metrics, stop_server
 from deepagents.worker import Worker
@@ -127,14 +128,23 @@ def main(args: argparse.Namespace) -> int:
         async with redis_client(
             url, max_connections=readers + 32, cluster=settings.redis_cluster
         ) as client:
+            # A remote agent's circuit breaker is shared by the fleet through Redis.
+            agent = (
+                cls(redis=client, prefix=settings.prefix) if issubclass(cls, RemoteAgent) else cls()
+            )
+            # Unanswered questions with on_timeout="escalate" are submitted through it.
+            escalations = Orchestrator.from_client(
+                client, config=runtime.config, settings=settings, telemetry=telemetry
+            )
             worker = Worker.from_client(
-                cls(),
+                agent,
                 client=client,
                 config=runtime.config,
                 settings=settings,
                 concurrency=concurrency,
                 telemetry=telemetry,
                 placement=placement,
+                escalate=submitter(escalations),
             )
             probes.worker = worker
             task = asyncio.ensure_future(worker.run())

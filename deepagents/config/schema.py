@@ -9,9 +9,9 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from deepagents.config.gateway import GatewayConfig
-from deepagents.config.models import ModelsSection
+from deepagents.config.models import BreakerConfig, ModelsSection
 from deepagents.config.rollouts import RolloutConfig
-from deepagents.contract.task import AGENT_NAME_RE
+from deepagents.contract.task import AGENT_NAME_RE, INTENT_RE
 
 TIER_NAME_PATTERN = r"^[a-z0-9][a-z0-9_-]{0,15}$"
 
@@ -116,11 +116,27 @@ class RemoteTLS(_Strict):
         return self
 
 
+class RemoteBreakerConfig(BreakerConfig):
+    """The fleet's circuit breaker for one remote service: the model-call breaker's settings
+    (it is the same breaker), and how long a task may wait while it is open."""
+
+    max_wait_s: float = Field(
+        default=3600.0,
+        gt=0,
+        description="a task waits for an open circuit until its deadline and at most this "
+        "long after it was created; then a refusal counts as a failed delivery",
+    )
+
+
 class RemoteConfig(_Strict):
     """An agent served over HTTP (docs/remote-agents.md). The URL comes only from here:
     nothing in a task can steer where the worker connects."""
 
-    url: str = Field(pattern=r"^https?://[^/?#\s]+(/[^?#\s]*)?$", description="base URL")
+    url: str = Field(
+        pattern=r"^(https?://[^/?#\s]+(/[^?#\s]*)?|grpcs?://[^/?#\s]+)$",
+        description="base URL: http(s)://host[:port][/path], or grpc(s)://host:port for "
+        "gRPC (the grpc extra)",
+    )
     timeout_s: float = Field(default=30.0, gt=0, le=3600, description="per call, at most")
     max_connections: int = Field(default=100, ge=1, le=10_000)
     max_response_bytes: int = Field(default=1_048_576, ge=1024, le=1 << 30)
@@ -128,6 +144,7 @@ class RemoteConfig(_Strict):
         default_factory=dict, description="header name -> environment variable holding its value"
     )
     tls: RemoteTLS | None = None
+    breaker: RemoteBreakerConfig = Field(default_factory=RemoteBreakerConfig)
 
 
 class AgentEntry(_Strict):
@@ -163,6 +180,17 @@ class Strategy(_Strict):
     tier: str
 
 
+class AsksConfig(_Strict):
+    """Questions a task asks a person (``ctx.ask``, docs/long-running.md)."""
+
+    escalation_intent: str | None = Field(
+        default=None,
+        pattern=INTENT_RE.pattern,
+        description='on_timeout="escalate": the intent of the task submitted, carrying the '
+        "question and the waiting task's id, when a question's wait runs out",
+    )
+
+
 class FileConfig(_Strict):
     tiers: dict[str, TierConfig] = Field(default_factory=default_tiers)
     default_tier: str | None = None
@@ -172,6 +200,7 @@ class FileConfig(_Strict):
     models: ModelsSection = Field(default_factory=dict)
     gateway: GatewayConfig = Field(default_factory=GatewayConfig)
     rollouts: dict[str, RolloutConfig] = Field(default_factory=dict)
+    asks: AsksConfig = Field(default_factory=AsksConfig)
 
     @field_validator("tiers")
     @classmethod

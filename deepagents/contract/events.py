@@ -20,6 +20,7 @@ EVENT_TYPES = frozenset(
         "succeeded",
         "failed",
         "retried",
+        "waited",  # an open circuit: rescheduled, the delivery not counted
         "dead_lettered",
         "dropped",
         "expired",
@@ -29,6 +30,11 @@ EVENT_TYPES = frozenset(
         "payload_lost",
         "model_call",
         "rollout",  # a rollout's decision (controller or operator) with its figures
+        # waiting for a person: parked, answered, its wait ran out, escalated
+        "waiting",
+        "replied",
+        "wait_expired",
+        "escalated",
         "step_completed",
         "resumed",
     }

@@ -8,6 +8,8 @@ worker did not finish (hop ``worker``), ``done`` means the result never came bac
 ``probe_cache_s`` (issue 16, finding 4: the endpoint is unauthenticated, and each probe
 writes a task): however often it is called, a process runs at most one probe per window.
 A finished probe's records expire after ``PROBE_TTL_S`` instead of the usual day and week.
+The full report also names the agent types the registry holds unhealthy (a remote agent
+whose service is down, with the reason its workers recorded and its circuit's state).
 """
 
 from __future__ import annotations
@@ -18,12 +20,14 @@ import time
 import uuid
 from datetime import timedelta
 
+from deepagents.config.schema import FileConfig
 from deepagents.contract.result import Result
 from deepagents.contract.task import utcnow
 from deepagents.errors import DeepAgentsError, ResultTimeout
 from deepagents.gateway.probe import PROBE_INTENT
-from deepagents.gateway.schemas import Health, Hop
+from deepagents.gateway.schemas import Health, Hop, UnhealthyAgent
 from deepagents.orchestrator import Orchestrator, TaskHandle
+from deepagents.store.base import Registry
 from deepagents.transport.base import MessageBus
 
 _STUCK_AT = {"queued": "queue", "retrying": "queue", "running": "worker"}
@@ -48,8 +52,15 @@ async def liveness(bus: MessageBus) -> Health:
 class FullCheck:
     """Single-flight end-to-end probe."""
 
-    def __init__(self, orchestrator: Orchestrator, timeout_s: float, cache_s: float) -> None:
+    def __init__(
+        self,
+        orchestrator: Orchestrator,
+        timeout_s: float,
+        cache_s: float,
+        registry: Registry | None = None,
+    ) -> None:
         self.orchestrator = orchestrator
+        self.registry = registry
         self.timeout_s = timeout_s
         self.cache_s = cache_s
         self._running: asyncio.Future[Health] | None = None
@@ -65,8 +76,33 @@ class FullCheck:
 
     async def _probe_and_keep(self) -> Health:
         report = await self._probe()
+        if report.failed_hop != "redis":
+            report = report.model_copy(update={"unhealthy_agents": await self._unhealthy()})
         self._last = (time.monotonic(), report)
         return report
+
+    async def _unhealthy(self) -> list[UnhealthyAgent]:
+        if self.registry is None:
+            return []
+        config = self.orchestrator.config
+        try:
+            names = sorted(await self.registry.agents(what="read agent health"))
+            found = [
+                (await self.registry.health([n], stale_ms=_stale_ms(config, n)))[n] for n in names
+            ]
+        except DeepAgentsError:
+            return []  # the probe's report matters more
+        return [
+            UnhealthyAgent(
+                name=h.agent,
+                instances=h.instances,
+                healthy=h.healthy,
+                circuit=h.circuit,
+                detail=h.detail,
+            )
+            for h in found
+            if (h.instances and h.healthy < h.instances) or h.circuit not in (None, "closed")
+        ]
 
     async def _probe(self) -> Health:
         live = await liveness(self.orchestrator.bus)
@@ -148,6 +184,11 @@ def _result_hops(result: Result, enqueued: float, received_ms: float) -> list[Ho
             detail=f"end to end {total_ms:.1f} ms after enqueue",
         ),
     ]
+
+
+def _stale_ms(config: FileConfig, name: str) -> int:
+    # Workers beat every third of the visibility timeout: silence for a whole one is dead.
+    return config.agent_settings(name).visibility_timeout_ms
 
 
 def _round(value: float | None) -> float | None:

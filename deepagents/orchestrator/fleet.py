@@ -41,6 +41,7 @@ class FleetSampler:
         await self._oldest_idle(rows)
         self._streams(rows)
         await self._outbox()
+        await self._waiting()
         await self._health()
         await self._readers()
         self.metrics.sample_seconds.set(time.perf_counter() - started)
@@ -88,6 +89,13 @@ class FleetSampler:
             covered = await coverage(self.registry, self.config, agent)
             for (tier, shard), n in covered.readers.items():
                 self.metrics.readers.labels(agent, tier, str(shard)).set(n)
+
+    async def _waiting(self) -> None:
+        """Open questions per shard, from the waiting index the scripts keep."""
+        shards = self.admin.shards()
+        counts = await self.admin.bus.waiting_count([keys for _, keys in shards])
+        for (agent, keys), n in zip(shards, counts, strict=True):
+            self.metrics.waiting.labels(agent, str(keys.shard)).set(n)
 
     async def _health(self) -> None:
         m = self.metrics

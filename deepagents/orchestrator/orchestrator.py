@@ -14,7 +14,7 @@ import hashlib
 import logging
 import uuid
 from collections import OrderedDict
-from collections.abc import Collection, Iterable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Collection, Iterable, Mapping, Sequence
 from typing import Any
 
 import orjson
@@ -45,6 +45,7 @@ from deepagents.errors import (
 )
 from deepagents.orchestrator.coalesce import SubmitCoalescer
 from deepagents.orchestrator.handle import TaskHandle
+from deepagents.orchestrator.replies import Question, Replied, Replies, question_of
 from deepagents.orchestrator.routing import Route, Router, agent_specs
 from deepagents.orchestrator.versions import version_routing
 from deepagents.store.base import Registry, TaskRecords
@@ -52,7 +53,7 @@ from deepagents.store.registry import AgentHealth
 from deepagents.store.tasks import IdempotencyClaim, Location
 from deepagents.telemetry.core import Telemetry, process_telemetry
 from deepagents.telemetry.tracing import extract, producer_span, traceparent_of
-from deepagents.transport.base import MessageBus, ReplyListener
+from deepagents.transport.base import MessageBus, ReplyListener, Waiting
 
 log = logging.getLogger("deepagents.orchestrator")
 
@@ -94,6 +95,14 @@ class Orchestrator:
         self._replies: ReplyListener | None = None
         self._listener: asyncio.Task[None] | None = None
         self._coalescer = SubmitCoalescer(self)
+        self.answers = Replies(
+            self.bus,
+            self.tasks,
+            self.keys,
+            outbox=settings.outbox,
+            metrics=self.telemetry.metrics,
+            max_answer_bytes=settings.max_payload_bytes,
+        )
 
     @classmethod
     def from_client(
@@ -474,16 +483,42 @@ class Orchestrator:
         info = await self.lookup(task_id)
         return None if info is None else str(info.get("state") or "") or None
 
+    # human replies ------------------------------------------------------------------------
+
+    async def reply(self, task_id: str, answer: Any) -> Replied:
+        """Answer the question a waiting task asks (``ctx.ask``): validated against the
+        question's JSON Schema, stored, and the task re-enqueued on its tier, at most once.
+        Raises ``ReplyTaskNotFound``, ``NotWaiting``, ``AlreadyReplied`` or ``InvalidReply``
+        (which names the field), and changes nothing then."""
+        return await self.answers.reply(task_id, answer, self.config.tier_names)
+
+    async def question(self, task_id: str) -> Question | None:
+        """What a waiting task asks (its question, answer schema, age, when the wait runs
+        out); None unless the task waits for a reply."""
+        info = await self.lookup(task_id)
+        return None if info is None else question_of(info)
+
+    async def waiting(self, agent: str | None = None, limit: int = 100) -> list[Waiting]:
+        """The oldest ``limit`` open questions (of one agent type, or all), oldest first."""
+        names = [agent] if agent is not None else sorted(self.router.specs)
+        shards = [
+            (name, shard)
+            for name in names
+            if name in self.router.specs
+            for shard in range(self.router.specs[name].shards)
+        ]
+        return await self.answers.waiting(shards, limit)
+
     async def cancel(self, task_id: str) -> str:
-        """Cancel a task that has not started. Returns 'ok', 'missing', or the state
-        (running, done, dead) that made it too late."""
+        """Cancel a task that has not started, or that waits for a reply. Returns 'ok',
+        'missing', or the state (running, done, dead) that made it too late."""
         loc = await self.tasks.location(task_id, what="cancel")
         if loc is None:
             return "missing"
         agent = loc.agent
         result = Result.failed(
             ErrorCode.CANCELLED,
-            "cancelled before it started",
+            "cancelled before it started (or while it waited for a reply)",
             task_id=task_id,
             agent=agent,
             finished_at=utcnow(),
@@ -504,6 +539,8 @@ class Orchestrator:
             return None
         info: dict[str, Any] = dict(await self.tasks.task_fields(loc, task_id))
         info.update(agent=loc.agent, shard=loc.shard, submitted_tier=loc.tier)
+        if info.get("state") == "waiting":  # its question is kept beside the task hash
+            info.update(await self.bus.asked(self.keys.shard(loc.agent, loc.shard), task_id))
         return info
 
     def _on_reply(self, data: bytes) -> None:
@@ -536,6 +573,15 @@ def _validated(raw: Task | Mapping[str, Any]) -> Task:
         first = exc.errors()[0]
         where = ".".join(str(p) for p in first["loc"]) or "task"
         raise InvalidPayload(f"invalid task: {where}: {first['msg']}") from exc
+
+
+def submitter(orchestrator: Orchestrator) -> Callable[[Task], Awaitable[str]]:
+    """Submit one task through ``orchestrator`` and give its id (a worker's escalations)."""
+
+    async def submit(task: Task) -> str:
+        return (await orchestrator.submit(task)).task_id
+
+    return submit
 
 
 def _location(route: Route) -> Location:

@@ -4,27 +4,36 @@ One ``httpx.AsyncClient`` per process (keep-alive, at most ``max_connections``).
 timeout is the lesser of the configured one and the time left before the task's deadline;
 when the deadline is what ran out, the call ends as ``TimeoutError``, which the worker
 answers ``deadline_exceeded``. A cancelled call closes its connection (httpx does), so a
-slow service cannot pile up connections.
+slow service cannot pile up connections. Given a Redis client, every call first asks the
+fleet's circuit breaker (``circuit.py``).
 """
 
 from __future__ import annotations
 
+import asyncio
 import os
 import ssl
 from contextvars import ContextVar
-from typing import Any, ClassVar, TypeVar
+from typing import TYPE_CHECKING, Any, ClassVar, TypeVar
 
 import httpx
 import orjson
 from pydantic import BaseModel, ValidationError
 
+from deepagents._internal.extras import require_extra
 from deepagents.config.schema import AgentEntry, RemoteConfig
 from deepagents.contract.agent import AgentContract, current_attempt
 from deepagents.contract.result import ErrorInfo, Result, ResultMetrics, ResultStatus
 from deepagents.contract.task import Task, utcnow
-from deepagents.errors import ConfigError, RetryableError
+from deepagents.errors import ConfigError
 from deepagents.remote import wire
-from deepagents.remote.errors import protocol_error, status_error
+from deepagents.remote.circuit import FleetCircuit
+from deepagents.remote.errors import ServiceDown, ServiceUnhealthy, protocol_error, status_error
+from deepagents.store.breaker import BreakerState
+from deepagents.store.models import RedisClient
+
+if TYPE_CHECKING:
+    from deepagents.remote.grpc_wire import GrpcWire
 
 R = TypeVar("R", bound=BaseModel)
 _JSON = "application/json"
@@ -53,16 +62,27 @@ def _headers(config: RemoteConfig) -> dict[str, str]:
 
 
 class RemoteAgent(AgentContract):
-    """Subclassed per agent type by ``remote_agent_class`` (name, intents, config)."""
+    """Subclassed per agent type by ``remote_agent_class`` (name, intents, config).
+
+    ``redis`` (with the deployment's key ``prefix``) puts the fleet's circuit breaker in
+    front of the service; without it (in-memory services) each task retries on its own."""
 
     name = "remote"
     remote: ClassVar[RemoteConfig]
 
-    def __init__(self) -> None:
+    def __init__(self, *, redis: RedisClient | None = None, prefix: str = "da") -> None:
         config = self.remote
+        self._circuit = (
+            FleetCircuit(redis, prefix, self.name, config.breaker) if redis is not None else None
+        )
+        self._grpc = _grpc_wire(config)
         self._base = config.url.rstrip("/") + wire.PREFIX
         self._timeout = config.timeout_s
         self._limit = config.max_response_bytes
+        # Calls wait here, not in httpx's pool: httpcore scans its whole queue of requests
+        # on every hand-over, so a queue of hundreds costs more CPU than the calls
+        # (docs/benchmarks.md, "Remote agents: drain"). The worker's deadline still bounds it.
+        self._slots = asyncio.Semaphore(config.max_connections)
         self._client = httpx.AsyncClient(
             headers=_headers(config),
             verify=_ssl_context(config),
@@ -74,6 +94,10 @@ class RemoteAgent(AgentContract):
         )
 
     async def aclose(self) -> None:
+        if self._circuit is not None:
+            await self._circuit.aclose()
+        if self._grpc is not None:
+            await self._grpc.aclose()
         await self._client.aclose()
 
     # the contract ---------------------------------------------------------------------
@@ -122,12 +146,35 @@ class RemoteAgent(AgentContract):
         return dict(answer.metrics or {})
 
     async def health_check(self) -> bool:
+        """Healthy when ``GET /v1/health`` says ok and the fleet's circuit is not open;
+        otherwise ``ServiceUnhealthy`` says why (the registry keeps the reason)."""
+        if self._circuit is not None and await self._circuit.state() is BreakerState.OPEN:
+            raise ServiceUnhealthy("remote service: the fleet's circuit breaker is open")
+        if self._grpc is not None:
+            return await self._grpc_health()
         try:
             response = await self._client.get(f"{self._base}/health", timeout=self._timeout)
             answer = wire.HealthResponse.model_validate_json(response.content)
-        except (httpx.HTTPError, ValidationError):
-            return False
-        return response.status_code == 200 and answer.status == "ok"
+        except httpx.HTTPError as exc:
+            raise ServiceUnhealthy(f"remote service: GET /v1/health: {_why(exc)}") from exc
+        except ValidationError as exc:
+            raise ServiceUnhealthy("remote service: GET /v1/health: not a health answer") from exc
+        if response.status_code != 200 or answer.status != "ok":
+            raise ServiceUnhealthy(
+                f"remote service: GET /v1/health: HTTP {response.status_code}, {answer.status}"
+            )
+        return True
+
+    async def _grpc_health(self) -> bool:
+        assert self._grpc is not None
+        try:
+            raw = await self._grpc.call("health", {}, {}, self._timeout, False)
+        except Exception as exc:
+            raise ServiceUnhealthy(f"remote service: Health rpc: {exc}") from exc
+        answer = wire.HealthResponse.model_validate_json(raw)
+        if answer.status != "ok":
+            raise ServiceUnhealthy(f"remote service: Health rpc: {answer.status}")
+        return True
 
     # one call -------------------------------------------------------------------------
 
@@ -140,38 +187,67 @@ class RemoteAgent(AgentContract):
             left_ms = max(0, int(left * 1000))
             if left <= timeout:
                 timeout, by_deadline = max(left, 0.001), True
+        if self._circuit is None:
+            return await self._send(task, step, extra, model, timeout, by_deadline, left_ms)
+        permit = await self._circuit.permit(task, step, timeout)
+        try:
+            answer = await self._send(task, step, extra, model, timeout, by_deadline, left_ms)
+        except Exception as exc:
+            await self._circuit.record(permit, step, exc)
+            raise
+        await self._circuit.record(permit, step, None)
+        return answer
+
+    async def _send(
+        self,
+        task: Task,
+        step: str,
+        extra: dict[str, Any],
+        model: type[R],
+        timeout: float,
+        by_deadline: bool,
+        left_ms: int | None,
+    ) -> R:
+        envelope = _envelope.get()
         fields = {k: v for k, v in envelope.items() if k != "_task"}
-        body = orjson.dumps({**fields, "time_left_ms": left_ms, **extra})
+        document = {**fields, "time_left_ms": left_ms, **extra}
         headers = {"idempotency-key": envelope["idempotency_key"]}
         if task.traceparent is not None:
             headers["traceparent"] = task.traceparent
         if left_ms is not None:
             headers["x-deadline-ms"] = str(left_ms)
+        if self._grpc is not None:
+            async with self._slots:
+                raw = await self._grpc.call(step, document, headers, timeout, by_deadline)
+            return _validated(step, model, raw)
+        raw = await self._post(step, orjson.dumps(document), headers, timeout, by_deadline)
+        return _validated(step, model, raw)
+
+    async def _post(
+        self, step: str, body: bytes, headers: dict[str, str], timeout: float, by_deadline: bool
+    ) -> bytes:
+        """The answer's body over HTTP, once it is a 200 of ``application/json``."""
         url = f"{self._base}/{step}"
         try:
-            async with self._client.stream(
-                "POST", url, content=body, headers=headers, timeout=timeout
-            ) as response:
+            async with (
+                self._slots,
+                self._client.stream(
+                    "POST", url, content=body, headers=headers, timeout=timeout
+                ) as response,
+            ):
                 raw = await self._read(step, response)
         except httpx.TimeoutException as exc:
             if by_deadline:
                 raise TimeoutError(f"{step}: the task's deadline passed during the call") from exc
-            raise RetryableError(f"{step}: no answer within {timeout:g} s") from exc
+            raise ServiceDown(f"{step}: no answer within {timeout:g} s") from exc
         except httpx.TransportError as exc:
-            raise RetryableError(f"{step}: {type(exc).__name__}: {exc}") from exc
+            raise ServiceDown(f"{step}: {_why(exc)}") from exc
         if response.status_code != 200:
             raise status_error(step, response, raw)
         content_type = response.headers.get("content-type", "")
         if content_type.split(";")[0].strip().lower() != _JSON:
             raise protocol_error(step, f"content type {content_type!r}, not {_JSON}", raw)
-        try:
-            return model.model_validate_json(raw)
-        except ValidationError as exc:
-            where = "; ".join(
-                f"{'.'.join(map(str, e['loc'])) or 'body'}: {e['type']}" for e in exc.errors()[:3]
-            )
-            why = f"response does not match the schema ({where})"
-            raise protocol_error(step, why, raw) from exc
+        return raw
 
     async def _read(self, step: str, response: httpx.Response) -> bytes:
         """The body, refused past the size limit without reading the rest."""
@@ -186,6 +262,31 @@ class RemoteAgent(AgentContract):
                 raise protocol_error(step, f"response over {self._limit} bytes", b"".join(chunks))
             chunks.append(chunk)
         return b"".join(chunks)
+
+
+def _validated(step: str, model: type[R], raw: bytes) -> R:
+    try:
+        return model.model_validate_json(raw)
+    except ValidationError as exc:
+        where = "; ".join(
+            f"{'.'.join(map(str, e['loc'])) or 'body'}: {e['type']}" for e in exc.errors()[:3]
+        )
+        why = f"response does not match the schema ({where})"
+        raise protocol_error(step, why, raw) from exc
+
+
+def _grpc_wire(config: RemoteConfig) -> GrpcWire | None:
+    """The gRPC wire for a ``grpc://`` or ``grpcs://`` URL (imported only then: an extra)."""
+    if not config.url.startswith("grpc"):
+        return None
+    require_extra("grpc", f"the remote agent at {config.url}")
+    from deepagents.remote.grpc_wire import GrpcWire
+
+    return GrpcWire(config, _headers(config))
+
+
+def _why(exc: httpx.HTTPError) -> str:
+    return f"{type(exc).__name__}: {exc}"
 
 
 def _agent_metrics(metrics: ResultMetrics) -> dict[str, float]:

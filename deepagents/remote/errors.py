@@ -11,6 +11,7 @@ import httpx
 import orjson
 
 from deepagents.errors import (
+    DeepAgentsError,
     ErrorCode,
     InvalidInput,
     RemoteProtocolError,
@@ -33,6 +34,18 @@ class RemoteRejected(TaskError):
     """The remote agent refused the request (a 4xx other than 400, 422 and 429)."""
 
     code = ErrorCode.REJECTED
+
+
+class ServiceDown(RetryableError):
+    """The service did not answer, or answered 5xx: retried, and counted by the fleet's
+    circuit breaker (a 429 is not: the service is up and pacing its callers)."""
+
+
+class ServiceUnhealthy(DeepAgentsError):
+    """The service's ``/v1/health`` failed, or its circuit is open: the worker records the
+    instance unhealthy in the registry, with this message as the reason."""
+
+    code = ErrorCode.UNAVAILABLE
 
 
 def snippet(body: bytes) -> str:
@@ -80,11 +93,12 @@ def status_error(step: str, response: httpx.Response, body: bytes) -> Exception:
     message = f"{what}: {detail}" if detail else what
     if code in (429, 503):
         wait = retry_after_s(response.headers.get("retry-after"))
-        return RetryableError(message, retry_after_s=wait)
+        kind = RetryableError if code == 429 else ServiceDown
+        return kind(message, retry_after_s=wait)
     if code in (400, 422):
         return InvalidInput(message)
     if 400 <= code < 500:
         return RemoteRejected(message)
     if code >= 500:
-        return RetryableError(message)
+        return ServiceDown(message)
     return protocol_error(step, f"unexpected HTTP {code}", body)

@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 
 from deepagents.config.placement import Placement
 from deepagents.contract.agent import AgentContract
-from deepagents.store.registry import FORGET_MS, AgentHealth
+from deepagents.store.registry import DETAIL_CHARS, FORGET_MS, AgentHealth
 
 
 def _ms() -> int:
@@ -21,6 +21,7 @@ class _Agent:
     intents: list[str]
     beats: dict[str, int] = field(default_factory=dict)  # instance -> last heartbeat ms
     checks: dict[str, bool] = field(default_factory=dict)  # instance -> last health check
+    details: dict[str, str] = field(default_factory=dict)  # instance -> why it failed
     reads: dict[str, Placement] = field(default_factory=dict)  # instance -> its placement
     versions: dict[str, str] = field(default_factory=dict)  # instance -> the version it runs
 
@@ -48,6 +49,7 @@ class MemoryRegistry:
         if known is not None:
             known.beats.pop(instance, None)
             known.checks.pop(instance, None)
+            known.details.pop(instance, None)
             known.reads.pop(instance, None)
             known.versions.pop(instance, None)
 
@@ -69,10 +71,11 @@ class MemoryRegistry:
             if now - ms <= stale_ms
         }
 
-    async def record_health(self, agent: str, instance: str, ok: bool) -> None:
+    async def record_health(self, agent: str, instance: str, ok: bool, detail: str = "") -> None:
         known = self._agents.get(agent)
         if known is not None:
             known.checks[instance] = ok
+            known.details[instance] = "" if ok else detail[:DETAIL_CHARS]
 
     async def health(
         self, names: list[str] | None = None, *, stale_ms: int, forget_ms: int = FORGET_MS
@@ -86,7 +89,8 @@ class MemoryRegistry:
                 known.reads.pop(gone, None)
             fresh = [i for i, ms in known.beats.items() if now - ms <= stale_ms]
             healthy = [i for i in fresh if known.checks.get(i, False)]
-            out[name] = AgentHealth(name, len(known.beats), len(fresh), len(healthy))
+            why = next((known.details[i] for i in fresh if known.details.get(i)), "")
+            out[name] = AgentHealth(name, len(known.beats), len(fresh), len(healthy), why)
         return out
 
     def live_versions(self, agent: str, stale_ms: int) -> dict[str, int]:

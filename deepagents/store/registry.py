@@ -40,15 +40,24 @@ return 0
 """
 
 
+# How much of a failed health check's reason the registry keeps.
+DETAIL_CHARS = 300
+
+
 @dataclass(frozen=True, slots=True)
 class AgentHealth:
     """One agent type as its instances last reported: fresh = heartbeat within ``stale_ms``;
-    healthy = fresh and its last ``health_check()`` passed."""
+    healthy = fresh and its last ``health_check()`` passed. ``detail``: why a fresh instance's
+    last check failed (a remote service down: its error); ``circuit``: the state of the
+    fleet's circuit breaker of a remote agent's service (None: it has none, or never
+    opened)."""
 
     agent: str
     instances: int
     fresh: int
     healthy: int
+    detail: str = ""
+    circuit: str | None = None
 
     @property
     def ratio(self) -> float:
@@ -139,9 +148,12 @@ class AgentRegistry:
     def _health_key(self, name: str) -> str:
         return f"{self.keys.agent(name)}:health"
 
-    async def record_health(self, agent: str, instance: str, ok: bool) -> None:
-        """The result of one ``health_check()`` of one instance: ``"1|<ms>"`` or ``"0|<ms>"``."""
+    async def record_health(self, agent: str, instance: str, ok: bool, detail: str = "") -> None:
+        """The result of one ``health_check()`` of one instance: ``"1|<ms>"``, or
+        ``"0|<ms>|<why>"`` (the reason's first ``DETAIL_CHARS`` characters)."""
         value = f"{1 if ok else 0}|{int(time.time() * 1000)}"
+        if not ok and detail:
+            value += f"|{detail[:DETAIL_CHARS]}"
         with redis_errors("record agent health"):
             await self.client.hset(self._health_key(agent), instance, value)
 
@@ -159,19 +171,29 @@ class AgentRegistry:
             for name in names:
                 pipe.hgetall(self.keys.agent_instances(name))
                 pipe.hgetall(self._health_key(name))
+                pipe.hget(self.keys.remote_breaker(name), "state")
             replies = await pipe.execute()
         now = int(time.time() * 1000)
         out: dict[str, AgentHealth] = {}
         for i, name in enumerate(names):
-            beats = await self._beats(name, replies[2 * i])
-            checks = {_text(k): _text(v) for k, v in replies[2 * i + 1].items()}
+            beats = await self._beats(name, replies[3 * i])
+            checks = {_text(k): _text(v) for k, v in replies[3 * i + 1].items()}
+            circuit = replies[3 * i + 2]
             gone = [inst for inst, ms in beats.items() if now - ms > forget_ms]
             if gone:
                 await self._forget(name, gone)
             live = {inst: ms for inst, ms in beats.items() if inst not in gone}
             fresh = [inst for inst, ms in live.items() if now - ms <= stale_ms]
             healthy = [inst for inst in fresh if checks.get(inst, "0").startswith("1|")]
-            out[name] = AgentHealth(name, len(live), len(fresh), len(healthy))
+            why = next((_reason(checks[i]) for i in fresh if _reason(checks.get(i, ""))), "")
+            out[name] = AgentHealth(
+                name,
+                len(live),
+                len(fresh),
+                len(healthy),
+                why,
+                _text(circuit) if circuit is not None else None,
+            )
         return out
 
     async def _forget(self, name: str, instances: list[str]) -> None:
@@ -253,6 +275,12 @@ class AgentRegistry:
             error,
             extra={"action": "dead_lettered", "reason": "decode_error", "agent": name},
         )
+
+
+def _reason(check: str) -> str:
+    """The reason a ``"0|<ms>|<why>"`` health record gives; "" for a passed check."""
+    ok, _, rest = check.partition("|")
+    return rest.partition("|")[2] if ok == "0" else ""
 
 
 def _text(raw: bytes) -> str:

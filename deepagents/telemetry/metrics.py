@@ -22,7 +22,16 @@ from prometheus_client.core import Metric
 
 from deepagents.telemetry.histogram import TASK_BUCKETS, FastHistogram, HistogramChild
 
-TASK_STATUSES = ("success", "partial", "failed", "retried", "degraded", "dead_lettered")
+TASK_STATUSES = (
+    "success",
+    "partial",
+    "failed",
+    "retried",
+    "waited",  # an open circuit: rescheduled without counting a delivery
+    "degraded",
+    "dead_lettered",
+    "parked",  # waits for a person's reply, holding no slot
+)
 SUBMIT_STATUSES = ("accepted", "duplicate", "overloaded")
 MODEL_CALL_BUCKETS = (0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60)
 CIRCUIT_STATES = {"closed": 0, "half_open": 1, "open": 2}
@@ -102,6 +111,12 @@ class Metrics:
             "Tasks that waited longer than their tier's max_wait_ms, by the action taken "
             "(alert, degrade, drop)",
             (*at, "action"), registry=r,
+        )  # fmt: skip
+        self.human_wait = FastHistogram(
+            "deepagents_human_wait_seconds",
+            "A question's age when it was answered (outcome replied) or its wait ran out "
+            "(timeout), by agent",
+            ("agent", "outcome"), buckets=HUMAN_WAIT_BUCKETS, registry=r,
         )  # fmt: skip
         self.model = ModelCallMetrics(r)
         self.rollout = RolloutMetrics(r)
@@ -285,6 +300,8 @@ class StepMetrics:
 
 
 STREAM_LABELS = ("stream", "group", "agent", "tier", "shard")
+# A person answers in seconds to days.
+HUMAN_WAIT_BUCKETS = (1, 5, 15, 60, 300, 900, 3600, 4 * 3600, 86_400, 7 * 86_400)
 
 
 class FleetMetrics:
@@ -318,6 +335,10 @@ class FleetMetrics:
         )  # fmt: skip
         self.delayed = Gauge(
             "deepagents_delayed_tasks", "Retries and tier moves waiting in the delayed set",
+            shard, registry=r,
+        )  # fmt: skip
+        self.waiting = Gauge(
+            "deepagents_waiting_tasks", "Tasks waiting for a person's reply (no slot held)",
             shard, registry=r,
         )  # fmt: skip
         self.audit_backlog = Gauge(

@@ -107,6 +107,9 @@ class Reschedule:
     attempt: int
     reply: str = ""
     events_json: bytes = b""
+    # False: this delivery is given back (the task hash's count goes down by one), so a
+    # task that only waits (an open circuit) never nears max_deliveries.
+    counted: bool = True
 
 
 class StepRecord(NamedTuple):
@@ -122,6 +125,64 @@ class StepRecord(NamedTuple):
 class Promoted(NamedTuple):
     moved: int  # into their tier streams
     dead_lettered: int  # members that were not delayed tasks (decode_error)
+    # task ids whose wait for a reply is due (left in the set: ``wake`` takes each out)
+    waits: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class Park:
+    """A delivery that asked a person a question: the task waits, holding no entry."""
+
+    entry_id: str
+    task_id: str
+    task_json: bytes
+    tier: str
+    ask: str  # the question's name within the task ("1", "2", ...)
+    question: str
+    schema_json: bytes  # the answer's JSON Schema
+    on_timeout: str
+    default_json: bytes  # b"": no default
+    due_ms: int  # the wait's deadline: min(timeout, the task's deadline)
+    events_json: bytes = b""
+
+
+class Answered(NamedTuple):
+    """What the reply script did: ok (stored and re-enqueued) | missing | not_waiting |
+    already_replied; ``state`` is the task's state then, ``asked_ms`` when it asked."""
+
+    status: str
+    state: str = ""
+    asked_ms: int = 0
+
+
+class Woken(NamedTuple):
+    """What the wake script did: ok (timed out, re-enqueued) | gone (a reply or a cancel
+    took the wait out first) | stale (the task is not waiting)."""
+
+    status: str
+    asked_ms: int = 0
+
+
+class AskRecord(NamedTuple):
+    """A question's record in the task's steps hash: its answer (JSON) once someone
+    answered, and how many times its wait timed out."""
+
+    answer_json: bytes | None
+    timeouts: int
+
+
+@dataclass(frozen=True, slots=True)
+class Waiting:
+    """One open question, for listings."""
+
+    task_id: str
+    agent: str
+    shard: int
+    asked_ms: int
+    ask: str
+    question: str
+    due_ms: int
+    on_timeout: str
 
 
 class Moved(NamedTuple):
@@ -287,6 +348,34 @@ class MessageBus(Protocol):
         ``target``'s delayed set: each exactly once, in scripts on the shard's slot."""
         ...
 
+    # waiting for a person (worker/asking.py, Orchestrator.reply) ---------------------------
+
+    async def park(self, stream: StreamRef, group: str, consumer: str, item: Park) -> str: ...
+
+    async def answer(
+        self,
+        keys: ShardKeys,
+        tiers: Sequence[str],
+        task_id: str,
+        ask: str,
+        answer_json: bytes,
+        events_json: bytes,
+    ) -> Answered: ...
+
+    async def wake(
+        self, keys: ShardKeys, tiers: Sequence[str], task_id: str, events_json: bytes
+    ) -> Woken: ...
+
+    async def ask_record(self, keys: ShardKeys, task_id: str, ask: str) -> AskRecord: ...
+
+    async def waiting(self, keys: ShardKeys, limit: int) -> list[Waiting]: ...
+
+    async def asked(self, keys: ShardKeys, task_id: str) -> dict[str, str]:
+        """A waiting task's question: ``question``, ``ask_schema``, ``ask_default`` (JSON
+        text); {} unless it waits."""
+        ...
+
+    async def waiting_count(self, shards: Sequence[ShardKeys]) -> list[int]: ...
     async def record_steps(
         self, group: str, consumer: str, items: Sequence[tuple[StreamRef, StepRecord]]
     ) -> list[str]:

@@ -65,6 +65,24 @@ class ShardKeys:
         # hash, so recording one is owner-checked in the same script as commit.
         return f"{self.tag}:s:{task_id}"
 
+    def question(self, task_id: str) -> str:
+        # A waiting task's task JSON and question, one string: kept out of its task hash,
+        # whose values then stay short enough for Redis's compact hash encoding.
+        return f"{self.tag}:q:{task_id}"
+
+    @property
+    def waiting(self) -> str:
+        # Tasks waiting for a human reply (score = asked at, ms): the open questions, listed
+        # by age; written by the scripts that park, answer, wake and cancel a task.
+        return f"{self.tag}:waiting"
+
+
+def wait_member(task_id: str) -> str:
+    """A waiting task's member of its shard's delayed set (score = the wait's deadline).
+    Not JSON: the promote script tells it from a delayed task by its first bytes and hands
+    it to the wake script. Short: 100,000 waiting tasks hold one each."""
+    return f"w:{task_id}"
+
 
 @dataclass(frozen=True, slots=True)
 class Keys:
@@ -99,6 +117,14 @@ class Keys:
 
     def agent_instances(self, name: str) -> str:
         return f"{self.prefix}:agent:{name}:instances"
+
+    def remote_breaker(self, agent: str) -> str:
+        # The fleet's circuit breaker of a remote agent's service (state and window share
+        # the tag {remote:<agent>}: one script each, on one slot).
+        return f"{self.prefix}:{{remote:{agent}}}:cb"
+
+    def remote_breaker_window(self, agent: str) -> str:
+        return f"{self.prefix}:{{remote:{agent}}}:cb:win"
 
     def agent_reads(self, name: str) -> str:
         # What each instance reads (tiers and shards, ``config/placement.py``).

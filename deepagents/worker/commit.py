@@ -21,11 +21,13 @@ from deepagents.transport.base import (
     CommitItem,
     DeadLetter,
     MessageBus,
+    Park,
     RawEntry,
     Reschedule,
     StreamRef,
     now_ms,
 )
+from deepagents.worker.asking import Asking
 from deepagents.worker.committer import Committer
 from deepagents.worker.encode import Encoder
 from deepagents.worker.flight import RESOLVING, InFlight
@@ -161,8 +163,12 @@ class Outcomes:
         kind: str,
         reason: str,
         before: list[dict[str, Any]] | None = None,
+        *,
+        counted: bool = True,
     ) -> None:
-        """``before``: events of this delivery to record first (an overdue one)."""
+        """``before``: events of this delivery to record first (an overdue one).
+        ``counted=False``: a wait (nothing was tried), with the same attempt and the
+        delivery given back."""
         env = flight.envelope
         events = (
             [
@@ -178,15 +184,51 @@ class Outcomes:
             due_ms=now_ms() + delay_ms,
             tier=tier,
             task_json=encode_task(env.task),
-            attempt=env.attempt + 1,
+            attempt=env.attempt + 1 if counted else env.attempt,
             reply=env.reply,
             events_json=encode_events(events),
+            counted=counted,
         )
         flight.move(RESOLVING)
         status = await self.bus.reschedule(flight.stream, self.group, self.consumer, item)
         self._count(status, "retried")
         if status == "ok" and self._tm is not None:
             self._tm[flight.stream.tier].completed[kind].inc()
+
+    async def park(self, flight: InFlight, asking: Asking) -> None:
+        """The run asked a question: the task waits for a reply, holding no entry."""
+        request, env = asking.request, flight.envelope
+        assert request is not None
+        events = []
+        if self.outbox:
+            waiting = self.encoder.event(
+                "waiting",
+                flight,
+                ask=request.name,
+                question=request.question,
+                on_timeout=request.on_timeout,
+                due_ms=request.due_ms,
+                escalated=request.escalated or None,
+            )
+            events = [*asking.events, waiting]
+        item = Park(
+            entry_id=flight.entry_id,
+            task_id=env.task.task_id,
+            task_json=encode_task(env.task),
+            tier=flight.stream.tier,
+            ask=request.name,
+            question=request.question,
+            schema_json=request.schema_json,
+            on_timeout=request.on_timeout,
+            default_json=request.default_json,
+            due_ms=request.due_ms,
+            events_json=encode_events(events),
+        )
+        flight.move(RESOLVING)
+        status = await self.bus.park(flight.stream, self.group, self.consumer, item)
+        self._count(status, "parked")
+        if status == "ok" and self._tm is not None:
+            self._tm[flight.stream.tier].completed["parked"].inc()
 
     async def dead_letter(
         self, flight: InFlight, reason: ErrorCode, error: str, started: float, queue_ms: int

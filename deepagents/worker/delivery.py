@@ -11,6 +11,7 @@ from deepagents.store.base import Answers
 from deepagents.store.claims import ClaimStore
 from deepagents.telemetry.metrics import Metrics
 from deepagents.transport.base import MessageBus, RawEntry, StreamRef
+from deepagents.worker.asking import Asks
 from deepagents.worker.begin import Begin
 from deepagents.worker.commit import Outcomes
 from deepagents.worker.encode import Encoder
@@ -42,6 +43,7 @@ class DeliveryHandler:
         outbox: bool,
         max_task_bytes: int,
         answers: Answers | None = None,
+        asks: Asks | None = None,
         claims: ClaimStore | None = None,
         result_ttl_s: int = 86_400,
     ) -> None:
@@ -99,6 +101,7 @@ class DeliveryHandler:
                 answers=answers,
                 outbox=outbox,
             ),
+            asks=asks,
             steps=self.steps,
         )
         self.begin = Begin(

@@ -9,7 +9,13 @@ from dataclasses import dataclass
 from pydantic import ValidationError
 
 from deepagents.config.schema import RetryPolicy
-from deepagents.errors import DeepAgentsError, ErrorCode, InvalidInput, StepError
+from deepagents.errors import (
+    DeepAgentsError,
+    ErrorCode,
+    InvalidInput,
+    RetryableError,
+    StepError,
+)
 
 
 def backoff_ms(policy: RetryPolicy, attempt: int, rng: random.Random | None = None) -> int:
@@ -23,7 +29,7 @@ def backoff_ms(policy: RetryPolicy, attempt: int, rng: random.Random | None = No
 
 @dataclass(frozen=True, slots=True)
 class Decision:
-    action: str  # "retry" | "fail" | "dead_letter"
+    action: str  # "retry" | "wait" (not counted: same attempt) | "fail" | "dead_letter"
     code: ErrorCode
     reason: str
     delay_ms: int = 0
@@ -48,6 +54,8 @@ def decide(
         return Decision("dead_letter", code, message)
     if not retryable:
         return Decision("fail", code, message)
+    if isinstance(exc, RetryableError) and not exc.counted:
+        return _wait(exc, code, message, time_left_ms)
     if deliveries >= max_deliveries:
         return Decision(
             "dead_letter", ErrorCode.MAX_DELIVERIES, f"failed {deliveries} times; last: {message}"
@@ -60,3 +68,16 @@ def decide(
             "fail", ErrorCode.DEADLINE_EXCEEDED, f"no time left to retry; last: {message}"
         )
     return Decision("retry", code, message, delay)
+
+
+def _wait(
+    exc: RetryableError, code: ErrorCode, message: str, time_left_ms: float | None
+) -> Decision:
+    """Nothing was tried (an open circuit): wait as long as it says, no backoff (that grows
+    per failed delivery), and no later than the deadline."""
+    delay = max(1, math.ceil(exc.retry_after_s * 1000))
+    if time_left_ms is not None and delay >= time_left_ms:
+        return Decision(
+            "fail", ErrorCode.DEADLINE_EXCEEDED, f"no time left to wait; last: {message}"
+        )
+    return Decision("wait", code, message, delay)

@@ -18,6 +18,7 @@ from deepagents.contract.context import bind_context
 from deepagents.contract.result import ErrorCode, Result, ResultStatus
 from deepagents.contract.task import utcnow
 from deepagents.modelcall.usage import start_usage
+from deepagents.worker.asking import Asks
 from deepagents.worker.commit import Outcomes
 from deepagents.worker.encode import Encoder
 from deepagents.worker.flight import BEGUN, HANDED, LOST, RUNNING, SETTLED, InFlight
@@ -46,8 +47,10 @@ class Run:
         stats: WorkerStats,
         outbox: bool,
         overdue: Overdue,
+        asks: Asks | None = None,
         steps: StepBook | None = None,
     ) -> None:
+        self.asks = asks or Asks(outcomes.bus)
         self.runner, self.agent_settings, self.config = runner, agent_settings, config
         self.steps = steps
         self.outcomes, self.encoder, self.settler = outcomes, encoder, settler
@@ -144,11 +147,15 @@ class Run:
             if verdict is Verdict.HANDLED:
                 return
             degraded = verdict is Verdict.RUN_DEGRADED
+        asking = self.asks.open(ref.keys, task)
         try:
             result = await self._run_metered(flight, events, degraded)
         except TimeoutError:
             result = Result.failed(ErrorCode.DEADLINE_EXCEEDED, "deadline passed while running")
         except Exception as exc:
+            if asking.request is not None:  # it asked a question: park (worker/asking.py)
+                await self.outcomes.park(flight, asking)
+                return
             decision = decide(
                 exc,
                 deliveries=flight.deliveries,
@@ -156,9 +163,11 @@ class Run:
                 policy=self.agent_settings.retry,
                 time_left_ms=_time_left_ms(flight),
             )
-            if decision.action == "retry":
+            if decision.action in ("retry", "wait"):
+                counted = decision.action == "retry"
+                kind = "retried" if counted else "waited"
                 await self.outcomes.reschedule(
-                    flight, ref.tier, decision.delay_ms, "retried", decision.reason
+                    flight, ref.tier, decision.delay_ms, kind, decision.reason, counted=counted
                 )
                 return
             if decision.action == "dead_letter":
@@ -167,6 +176,10 @@ class Run:
                 )
                 return
             result = Result.failed(decision.code, decision.reason)
+        if asking.request is not None:  # the agent caught the Parked and returned: park
+            await self.outcomes.park(flight, asking)
+            return
+        events += asking.events
         kind = "succeeded" if result.status is not ResultStatus.FAILED else "failed"
         self.outcomes.commit(flight, result, started, queue_ms, kind, events)
         if self.overdue.answers is not None:  # an agent degrade may answer from a cache

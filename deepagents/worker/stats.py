@@ -16,4 +16,5 @@ class WorkerStats:
     dead_lettered: int = 0
     failed: int = 0
     reclaimed: int = 0
+    parked: int = 0  # deliveries that ended waiting for a person's reply
     by_status: dict[str, int] = field(default_factory=lambda: defaultdict(int))

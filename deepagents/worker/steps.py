@@ -36,6 +36,7 @@ from deepagents.modelcall.usage import UsageLedger, current_usage, usage_scope
 from deepagents.store.claims import ClaimStore
 from deepagents.telemetry.metrics import StepMetrics
 from deepagents.transport.base import MessageBus, StepRecord
+from deepagents.worker.asking import current_asking
 from deepagents.worker.encode import Encoder
 from deepagents.worker.flight import InFlight
 from deepagents.worker.stats import WorkerStats
@@ -284,9 +285,10 @@ class DeliverySteps(TaskContext):
         on_timeout: OnTimeout = "fail",
         default: M | None = None,
     ) -> M:
-        # Built on branch lh-human (human-in-the-loop half of issue 19); this raises only
-        # until that branch merges.
-        raise NotImplementedError("ctx.ask comes with the human-in-the-loop work (lh-human)")
+        # The delivery's questions (worker/asking.py): parks the task until a reply.
+        return await current_asking().ask(
+            question, schema=schema, timeout_s=timeout_s, on_timeout=on_timeout, default=default
+        )
 
     # records -------------------------------------------------------------------------------
 

@@ -31,6 +31,7 @@ from deepagents.store.base import Registry
 from deepagents.telemetry.core import Telemetry, process_telemetry
 from deepagents.telemetry.modelcalls import ModelCallRecorder
 from deepagents.transport.base import MessageBus, StreamRef
+from deepagents.worker.asking import Asks, Escalate, wake_due
 from deepagents.worker.committer import Committer
 from deepagents.worker.delivery import DeliveryHandler
 from deepagents.worker.flight import InFlight
@@ -61,8 +62,10 @@ class Worker:
         telemetry: Telemetry | None = None,
         owns_services: bool = False,
         placement: Placement | None = None,
+        escalate: Escalate | None = None,
     ) -> None:
         self.agent = agent
+        self.escalate = escalate  # submits escalations of unanswered questions (asking.py)
         self.telemetry = telemetry or process_telemetry()
         self.name = agent.name
         self.services = services
@@ -118,6 +121,7 @@ class Worker:
         concurrency: dict[str, int] | None = None,
         telemetry: Telemetry | None = None,
         placement: Placement | None = None,
+        escalate: Escalate | None = None,
     ) -> Worker:
         """A worker over a client the caller opened and closes."""
         return cls(
@@ -130,6 +134,7 @@ class Worker:
             telemetry=telemetry,
             owns_services=True,
             placement=placement,
+            escalate=escalate,
         )
 
     # lifecycle ----------------------------------------------------------------------------
@@ -178,6 +183,13 @@ class Worker:
             outbox=self.settings.outbox,
             max_task_bytes=self.settings.max_payload_bytes,
             answers=self.services.answers,
+            asks=Asks(
+                self.bus,
+                self.escalate,
+                self.config.asks.escalation_intent,
+                # as long as the orchestrator keeps a task's location (its location_ttl_s)
+                records_ttl_s=self.settings.result_ttl_s + 7 * 86_400,
+            ),
             claims=self.services.claims,
             result_ttl_s=self.settings.result_ttl_s,
         )
@@ -385,16 +397,17 @@ class Worker:
     async def _check_health(self, runner: AgentRunner, registry: Registry) -> None:
         """One ``health_check()``, bounded by the interval; raising or hanging is unhealthy.
         Recorded in the registry (the orchestrator and the exporter read it) and metrics."""
+        detail = ""
         try:
             async with asyncio.timeout(self.settings.health_interval_s):
                 ok = await runner.health_check()
         except Exception as exc:  # an agent's bug must not stop the worker: it is unhealthy
             log.warning("health check failed: %r", exc, extra={"action": "health_failed"})
-            ok = False
+            ok, detail = False, str(exc) or type(exc).__name__  # the registry keeps why
         if self.telemetry.metrics is not None:
             self.telemetry.metrics.health(self.name, ok)
         try:
-            await registry.record_health(self.name, self.consumer, ok)
+            await registry.record_health(self.name, self.consumer, ok, detail)
         except TransportError as exc:
             log.warning("recording health failed: %s", exc, extra={"action": "health_failed"})
 
@@ -424,6 +437,15 @@ class Worker:
                     promoted = await self.bus.promote_due(keys, tiers)
                     if promoted.dead_lettered:
                         self._poisoned(keys.delayed, promoted.dead_lettered)
+                    if promoted.waits:  # questions whose wait ran out
+                        await wake_due(
+                            self.bus,
+                            keys,
+                            tiers,
+                            promoted.waits,
+                            outbox=self.settings.outbox,
+                            metrics=self.telemetry.metrics,
+                        )
                 backoff.reset()
             except TransportError as exc:
                 if not exc.retryable:

@@ -91,4 +91,5 @@ async def test_the_plain_view_shows_what_watch_shows(procs: Procs, env: dict[str
     frame = orjson.loads(await _status(env, "--watch", "--json", "--iterations", "1"))
     assert frame["health"]["echo"]["instances"] == 2
     agents = [r for r in table_rows(await _status(env), "echo") if r[0] == "echo"]
-    assert agents == [["echo", "2", "2", "100%"]]  # agent, instances, healthy, health
+    # agent, instances, healthy, health, circuit (none: not a remote agent), why (nothing)
+    assert agents == [["echo", "2", "2", "100%", "-", ""]]

@@ -6,12 +6,14 @@ from __future__ import annotations
 
 import orjson
 
+from deepagents.orchestrator.replies import Replies
 from deepagents.store.tasks import Location
 from deepagents.transport.base import (
     BeginItem,
     CommitItem,
     DeadLetter,
     Moved,
+    Park,
     RawEntry,
     Reschedule,
     StepRecord,
@@ -129,6 +131,25 @@ async def test_a_retry_waits_for_its_backoff_then_comes_back_with_the_next_attem
     assert orjson.loads(again.fields[b"task"])["task_id"] == "t1"
     assert await _begin(backend, "c2", again.entry_id, "t1", fresh=True) == "ok"
     assert await backend.bus.deliveries(backend.ref(), ["t1"]) == [2]
+
+
+async def test_a_wait_that_is_not_counted_gives_its_delivery_back(backend: Backend) -> None:
+    """An open circuit's wait: rescheduled, attempt kept, and its delivery not counted, so
+    however many times a task waits it never nears max_deliveries."""
+    entry_id = await _submit(backend, "t1")
+    for n in range(3):
+        (entry,) = await _take(backend, "c1")
+        assert await _begin(backend, "c1", entry.entry_id, "t1", fresh=True) == "ok"
+        assert await backend.bus.deliveries(backend.ref(), ["t1"]) == [1]
+        wait = Reschedule(entry.entry_id, "t1", now_ms(), "p2", _task("t1"), 1, counted=False)
+        assert await backend.bus.reschedule(backend.ref(), AGENT, "c1", wait) == "ok"
+        assert await backend.bus.deliveries(backend.ref(), ["t1"]) == [0], n
+        assert (await backend.bus.promote_due(backend.ref().keys, ["p0", "p2"])).moved == 1
+    assert entry_id  # the first delivery's entry, long since deleted
+    (last,) = await _take(backend, "c1")
+    assert last.fields is not None and last.fields[b"attempt"] == b"1"
+    assert await _begin(backend, "c1", last.entry_id, "t1", fresh=True) == "ok"
+    assert await backend.bus.deliveries(backend.ref(), ["t1"]) == [1]
 
 
 async def test_the_last_allowed_delivery_is_dead_lettered_with_its_count(
@@ -301,6 +322,144 @@ async def test_a_retry_comes_back_on_the_streams_of_its_own_version(backend: Bac
     assert await backend.bus.read(stable, AGENT, "s1", 10, None) == []
     (again,) = await backend.bus.read(canary, AGENT, "c2", 10, None)
     assert again.fields is not None and again.fields[b"attempt"] == b"2"
+
+
+# waiting for a person (DESIGN.md, "Waiting for a human") ---------------------------------
+
+TIERS = ["p0", "p2"]
+
+
+def _park(entry_id: str, task_id: str, due_ms: int, ask: str = "1") -> Park:
+    return Park(
+        entry_id=entry_id,
+        task_id=task_id,
+        task_json=_task(task_id),
+        tier="p2",
+        ask=ask,
+        question="approve?",
+        schema_json=b'{"type":"object"}',
+        on_timeout="fail",
+        default_json=b"",
+        due_ms=due_ms,
+    )
+
+
+async def _parked(b: Backend, task_id: str, due_ms: int | None = None) -> str:
+    entry_id = await _submit(b, task_id)
+    await _take(b, "c1")
+    assert await _begin(b, "c1", entry_id, task_id, fresh=True) == "ok"
+    park = _park(entry_id, task_id, due_ms or now_ms() + 60_000)
+    assert await b.bus.park(b.ref(), AGENT, "c2", park) == "lost"  # not c2's entry
+    assert await b.bus.park(b.ref(), AGENT, "c1", park) == "ok"
+    return entry_id
+
+
+async def test_a_parked_task_waits_holding_no_entry(backend: Backend) -> None:
+    await _parked(backend, "t1")
+    keys = backend.ref().keys
+    assert await _state(backend, "t1") == "waiting"
+    stats = await backend.bus.stream_stats(backend.ref(), AGENT)
+    assert (stats.length, stats.pending) == (0, 0)
+    (open_,) = await backend.bus.waiting(keys, 10)
+    assert (open_.task_id, open_.ask, open_.question) == ("t1", "1", "approve?")
+    asked = await backend.bus.asked(keys, "t1")
+    assert (asked["question"], orjson.loads(asked["ask_schema"])) == (
+        "approve?",
+        {"type": "object"},
+    )
+    assert await backend.bus.waiting_count([keys]) == [1]
+    assert await backend.bus.shard_backlog(keys) == (0, 0)  # its wait is not a delayed retry
+    # Its wait is in the delayed set, not due yet: nothing to wake.
+    assert (await backend.bus.promote_due(keys, TIERS)).waits == ()
+
+
+async def test_one_reply_resumes_a_waiting_task_and_a_second_is_refused(backend: Backend) -> None:
+    await _parked(backend, "t1")
+    keys = backend.ref().keys
+    answer = backend.bus.answer
+    assert (await answer(keys, TIERS, "t1", "1", b'{"ok":true}', b"")).status == "ok"
+    assert (await answer(keys, TIERS, "t1", "1", b'{"ok":false}', b"")).status == (
+        "already_replied"
+    )
+    assert (await backend.bus.ask_record(keys, "t1", "1")).answer_json == b'{"ok":true}'
+    assert await _state(backend, "t1") == "queued"
+    assert await backend.bus.waiting(keys, 10) == []
+    assert await backend.bus.asked(keys, "t1") == {}
+    assert await backend.bus.shard_backlog(keys) == (0, 0)  # its wait left the delayed set
+    (entry,) = await _take(backend, "c1")
+    assert entry.fields is not None and orjson.loads(entry.fields[b"task"])["task_id"] == "t1"
+    assert (await answer(keys, TIERS, "nope", "1", b"{}", b"")).status == "missing"
+    await _submit(backend, "t2")
+    refused = await answer(keys, TIERS, "t2", "", b"{}", b"")
+    assert (refused.status, refused.state) == ("not_waiting", "queued")
+
+
+async def test_a_due_wait_wakes_once_and_a_late_reply_changes_nothing(backend: Backend) -> None:
+    await _parked(backend, "t1", due_ms=now_ms() - 1)
+    keys = backend.ref().keys
+    promoted = await backend.bus.promote_due(keys, TIERS)
+    assert (promoted.moved, promoted.waits) == (0, ("t1",))
+    assert (await backend.bus.wake(keys, TIERS, "t1", b"")).status == "ok"
+    assert (await backend.bus.wake(keys, TIERS, "t1", b"")).status == "gone"  # a second pump
+    assert await backend.bus.ask_record(keys, "t1", "1") == (None, 1)
+    assert await backend.bus.asked(keys, "t1") == {}
+    late = await backend.bus.answer(keys, TIERS, "t1", "1", b"{}", b"")
+    assert late.status == "not_waiting"
+    assert len(await _take(backend, "c1", 10)) == 1  # resumed once
+
+
+async def test_a_reply_first_leaves_the_timeout_nothing_to_wake(backend: Backend) -> None:
+    await _parked(backend, "t1", due_ms=now_ms() - 1)
+    keys = backend.ref().keys
+    assert (await backend.bus.answer(keys, TIERS, "t1", "1", b"{}", b"")).status == "ok"
+    assert (await backend.bus.promote_due(keys, TIERS)).waits == ()
+    assert (await backend.bus.wake(keys, TIERS, "t1", b"")).status == "gone"
+    assert await backend.bus.ask_record(keys, "t1", "1") == (b"{}", 0)
+    assert len(await _take(backend, "c1", 10)) == 1
+
+
+async def test_a_waiting_task_can_be_cancelled(backend: Backend) -> None:
+    await _parked(backend, "t1", due_ms=now_ms() - 1)
+    keys = backend.ref().keys
+    assert await backend.bus.cancel(keys, "t1", b'{"cancelled":1}', b"") == "ok"
+    assert await backend.tasks.terminal_result(AGENT, 0, "t1") == b'{"cancelled":1}'
+    assert await backend.bus.waiting(keys, 10) == []
+    assert await backend.bus.asked(keys, "t1") == {}
+    assert (await backend.bus.promote_due(keys, TIERS)).waits == ()
+    assert (await backend.bus.wake(keys, TIERS, "t1", b"")).status == "gone"
+    late = await backend.bus.answer(keys, TIERS, "t1", "1", b"{}", b"")
+    assert (late.status, late.state) == ("not_waiting", "done")
+    assert await _take(backend, "c1", 10) == []
+
+
+async def test_a_reply_resumes_a_canary_task_on_its_own_version_s_streams(
+    backend: Backend,
+) -> None:
+    """Under a rollout a task parks from its version's streams; the reply (which finds the
+    task by its location: agent, shard, tier) must resume it there, where its wait is."""
+    canary = StreamRef(backend.keys.shard(AGENT, 0, "1.3.0"), "p2")
+    unversioned = backend.ref()
+    await backend.bus.ensure_group(canary, AGENT)
+    await backend.bus.set_many([backend.tasks.location_record("t1", LOCATION)], 60, what="test")
+    status, entry_id = await backend.bus.enqueue(
+        canary, "t1", _task("t1"), reply="", max_backlog=100, events_json=b""
+    )
+    assert status == "ok"
+    await backend.bus.read(canary, AGENT, "c1", 1, None)
+    await backend.bus.begin(canary, AGENT, "c1", [BeginItem(entry_id, "t1", 1)], fresh=True)
+    park = _park(entry_id, "t1", now_ms() - 1)  # due already: no pump runs here
+    assert await backend.bus.park(canary, AGENT, "c1", park) == "ok"
+    assert (await backend.tasks.task_fields(LOCATION, "t1"))["lane"] == "1.3.0"
+
+    replies = Replies(
+        backend.bus, backend.tasks, backend.keys, outbox=False, metrics=None, max_answer_bytes=999
+    )
+    await replies.reply("t1", {"ok": True}, TIERS)
+    assert await backend.bus.read(unversioned, AGENT, "c2", 10, None) == []
+    (again,) = await backend.bus.read(canary, AGENT, "c2", 10, None)
+    assert again.fields is not None and orjson.loads(again.fields[b"task"])["task_id"] == "t1"
+    # Its wait left the canary's delayed set with the reply: nothing is left to wake.
+    assert (await backend.bus.promote_due(canary.keys, TIERS)).waits == ()
 
 
 async def _record(b: Backend, consumer: str, entry_id: str, task_id: str, **fields: bytes) -> str:

@@ -58,14 +58,15 @@ StartNode = Callable[..., Service]
 
 @pytest.fixture
 def node_agent(tmp_path: Path) -> Iterator[StartNode]:
-    """Starts the Node reference agent (``fault``: RISK_AGENT_FAULT); stops it after."""
+    """Starts the Node reference agent (``fault``: RISK_AGENT_FAULT; ``port``: 0 for any,
+    or the port of one stopped before, to start the service again); stops it after."""
     started: list[Service] = []
 
-    def start(fault: str = "") -> Service:
+    def start(fault: str = "", port: int = 0) -> Service:
         log = tmp_path / f"node-calls-{len(started)}.jsonl"
         env = {"RISK_AGENT_TEST_HOOKS": "1", "RISK_AGENT_FAULT": fault, "RISK_AGENT_LOG": str(log)}
         assert NODE is not None
-        service = _start([NODE, str(NODE_AGENT), "--port", "0"], env, log)
+        service = _start([NODE, str(NODE_AGENT), "--port", str(port)], env, log)
         started.append(service)
         return service
 
@@ -82,6 +83,12 @@ def python_agent() -> Iterator[Service]:
     _stop(service)
 
 
+def stop(service: Service) -> None:
+    """Kill the service (a crash: no goodbye to its clients); the fixture's stop is then a
+    no-op for it."""
+    _stop(service)
+
+
 def _stop(service: Service) -> None:
     with contextlib.suppress(ProcessLookupError):
         service.proc.kill()
@@ -90,7 +97,9 @@ def _stop(service: Service) -> None:
         service.proc.stdout.close()
 
 
-def remote_config(url: str, name: str = "risk-node", **remote: object) -> str:
+def remote_config(
+    url: str, name: str = "risk-node", max_deliveries: int = 5, **remote: object
+) -> str:
     """A config file with one remote risk agent at ``url``, with fast timeouts."""
     options = "".join(f", {k}: {v}" for k, v in remote.items())
     return f"""
@@ -99,7 +108,7 @@ tiers:
 default_tier: p0
 defaults:
   shards: 2
-  max_deliveries: 5
+  max_deliveries: {max_deliveries}
   visibility_timeout_ms: 1000
   block_ms: 200
   grace_period_s: 5

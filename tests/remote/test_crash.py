@@ -1,5 +1,6 @@
 """2,000 tasks over two worker processes to the Node agent, one worker killed with -9
-mid-run: every task is committed once, and a resent attempt keeps its idempotency key."""
+mid-run: every task is committed once, and a resent attempt keeps its idempotency key.
+The issue's 10,000 run in ``loadtests/remote_crash.py`` (minutes here: docs/benchmarks.md)."""
 
 from __future__ import annotations
 

@@ -50,6 +50,12 @@ ERROR_CODES = {
     "dead_lettered",
     "response_too_large",
     "remote_protocol_error",
+    # human replies
+    "not_waiting",
+    "already_replied",
+    "invalid_reply",
+    "reply_timeout",
+    "circuit_open",
     "step_error",
     "state_too_large",
     "step_too_large",
@@ -104,13 +110,22 @@ ERROR_CODES = {
 }
 
 
+# Top-level modules of optional extras that a module may import at its top.
+OPTIONAL = {"grpc", "google"}
+
+
 def _package_classes() -> Iterator[type]:
     """Every class defined in the package's modules (``__main__`` would run the CLI)."""
     prefix = deepagents.__name__ + "."
     for info in pkgutil.walk_packages(deepagents.__path__, prefix):
         if info.name.rsplit(".", 1)[-1] == "__main__":
             continue
-        module = importlib.import_module(info.name)
+        try:
+            module = importlib.import_module(info.name)
+        except ModuleNotFoundError as exc:
+            if exc.name is not None and exc.name.split(".")[0] in OPTIONAL:
+                continue  # the gRPC wire, in an environment without the grpc extra
+            raise
         for _, cls in inspect.getmembers(module, inspect.isclass):
             if cls.__module__ == module.__name__:
                 yield cls

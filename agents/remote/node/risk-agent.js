@@ -167,7 +167,8 @@ const HOOKS = process.env.RISK_AGENT_TEST_HOOKS === '1';
 // retry_after:S (the first call of each task answers 429 with Retry-After: S),
 // slow:MS (calls of tasks with a deadline answer after MS ms), garbage, content_type,
 // huge:BYTES (a 200 whose output is that many bytes), nonce (a fresh random number in
-// every output: not idempotent).
+// every output: not idempotent), noop (success with an empty output, no work: for the
+// drain benchmark).
 const FAULT = HOOKS ? (process.env.RISK_AGENT_FAULT || '') : '';
 const LOG = HOOKS ? process.env.RISK_AGENT_LOG : undefined;
 const seen = new Map(); // task id -> execute calls so far
@@ -175,6 +176,11 @@ const stats = { open: 0, accepted: 0, pending: 0 };
 
 function fault(req, res) {
   const [kind, arg] = FAULT.split(':');
+  if (kind === 'noop') {
+    res.writeHead(200, { 'content-type': 'application/json' });
+    res.end('{"result":{"status":"success","output":{}}}');
+    return true;
+  }
   const calls = (seen.get(req.task.id) || 0) + 1;
   seen.set(req.task.id, calls);
   const n = Number(arg || 0);

@@ -33,11 +33,12 @@ from deepagents.transport.base import (
 from deepagents.transport.keys import ShardKeys
 from deepagents.transport.memory.replies import MemoryReplies, MemoryReplyListener
 from deepagents.transport.memory.state import Fields, Group, State, Stream, parse_id
+from deepagents.transport.memory.waiting import WAIT_FIELDS, MemoryWaiting, drop_wait
 
 _b = str.encode
 
 
-class MemoryBus:
+class MemoryBus(MemoryWaiting):
     """Everything lives in ``state``; hand the same state to a ``MemoryTaskStore`` to read
     the task records the bus writes."""
 
@@ -331,7 +332,10 @@ class MemoryBus:
             "entry": item.entry_id,
         }
         self.state.delayed.setdefault(stream.keys.delayed, {})[orjson.dumps(member)] = item.due_ms
-        self.state.hash_for_write(key).update(state="retrying", due_ms=str(item.due_ms))
+        task = self.state.hash_for_write(key)
+        task.update(state="retrying", due_ms=str(item.due_ms))
+        if not item.counted and _int(task.get("deliveries")) > 0:
+            task["deliveries"] = str(_int(task["deliveries"]) - 1)
         self._outbox(stream.keys, item.events_json)
         return "ok"
 
@@ -437,7 +441,11 @@ class MemoryBus:
         at = now_ms()
         due = sorted((score, m) for m, score in members.items() if score <= at)[:limit]
         moved = dead = 0
+        waits = []
         for _, member in due:
+            if member.startswith(b"w:"):  # left in the set: ``wake`` takes it out
+                waits.append(member[2:].decode())
+                continue
             del members[member]
             parsed, error = _delayed_member(member)
             if parsed is None:
@@ -457,7 +465,7 @@ class MemoryBus:
             fields = _task_fields(_b(parsed.task), str(parsed.attempt), str(at), parsed.reply)
             self.state.stream(keys.stream(tier)).add(fields)
             moved += 1
-        return Promoted(moved, dead)
+        return Promoted(moved, dead, tuple(waits))
 
     async def replay(
         self, keys: ShardKeys, dlq_entry: str, tier: str, task_id: str, task_json: bytes, reply: str
@@ -484,8 +492,12 @@ class MemoryBus:
         task = self.state.hash(key)
         if task is None or "state" not in task:
             return "missing"
-        if task["state"] not in ("queued", "retrying"):
+        if task["state"] not in ("queued", "retrying", "waiting"):
             return task["state"]
+        if task["state"] == "waiting":
+            drop_wait(self.state, keys, task_id)
+            for name in WAIT_FIELDS:
+                task.pop(name, None)
         task.update(
             state="done", result=result_json.decode(), finished_ms=str(now_ms()), cancelled="1"
         )
@@ -562,7 +574,9 @@ class MemoryBus:
 
     async def shard_backlog(self, keys: ShardKeys) -> tuple[int, int]:
         dlq = self.state.streams.get(keys.dlq)
-        return len(dlq.entries) if dlq else 0, len(self.state.delayed.get(keys.delayed, {}))
+        delayed = len(self.state.delayed.get(keys.delayed, {}))
+        waits = len(self.state.delayed.get(keys.waiting, {}))  # their waits are not retries
+        return len(dlq.entries) if dlq else 0, max(0, delayed - waits)
 
     async def oldest_idle_ms(
         self, streams: Sequence[tuple[str, str]], scan: int

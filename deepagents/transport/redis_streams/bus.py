@@ -33,6 +33,7 @@ from deepagents.transport.redis_streams.lanes import Lanes
 from deepagents.transport.redis_streams.pool import check_server
 from deepagents.transport.redis_streams.replies import ReplyChannel
 from deepagents.transport.redis_streams.scripts import Scripts
+from deepagents.transport.redis_streams.waiting import RedisWaiting
 
 # Tasks per enqueue script call: a large submit_many holds the server for at most this many.
 _ENQUEUE_CALL = 256
@@ -82,7 +83,7 @@ def _read_entries(reply: dict[Any, Any] | list[Any] | None) -> list[RawEntry]:
     return _entries(next(iter(reply.values())) if isinstance(reply, dict) else reply[0][1])
 
 
-class RedisStreamBus:
+class RedisStreamBus(RedisWaiting):
     """Uses the client it is given and never closes it; the worker's stream commands (read,
     reclaim, begin, commit) go over connections of its own (``Lanes``), which ``aclose()``
     closes."""
@@ -460,7 +461,15 @@ class RedisStreamBus:
             stream.keys.delayed,
             stream.keys.outbox,
         ]
-        args: list[Any] = [group, consumer, item.entry_id, item.due_ms, member, item.events_json]
+        args: list[Any] = [
+            group,
+            consumer,
+            item.entry_id,
+            item.due_ms,
+            member,
+            item.events_json,
+            "1" if item.counted else "0",
+        ]
         with redis_errors(f"reschedule on {stream.name}"):
             return _s(await self.scripts.reschedule(keys=keys, args=args))
 
@@ -539,11 +548,11 @@ class RedisStreamBus:
         self, keys: ShardKeys, tiers: Sequence[str], limit: int = 500
     ) -> Promoted:
         with redis_errors(f"promote {keys.delayed}"):
-            moved, dead = await self.scripts.promote(
+            moved, dead, waits = await self.scripts.promote(
                 keys=[keys.delayed, keys.dlq, *(keys.stream(t) for t in tiers)],
                 args=[now_ms(), limit, *tiers],
             )
-        return Promoted(int(moved), int(dead))
+        return Promoted(int(moved), int(dead), tuple(_s(w) for w in waits))
 
     async def replay(
         self, keys: ShardKeys, dlq_entry: str, tier: str, task_id: str, task_json: bytes, reply: str
@@ -596,8 +605,15 @@ class RedisStreamBus:
     ) -> str:
         with redis_errors("cancel"):
             status = await self.scripts.cancel(
-                keys=[keys.task(task_id), keys.outbox, keys.steps(task_id)],
-                args=[result_json, now_ms(), self.result_ttl_s, events_json],
+                keys=[
+                    keys.task(task_id),
+                    keys.outbox,
+                    keys.steps(task_id),
+                    keys.delayed,
+                    keys.waiting,
+                    keys.question(task_id),
+                ],
+                args=[result_json, now_ms(), self.result_ttl_s, events_json, task_id],
             )
         return _s(status)
 
@@ -652,11 +668,13 @@ class RedisStreamBus:
         return stats
 
     async def shard_backlog(self, keys: ShardKeys) -> tuple[int, int]:
-        """(dead letters, delayed retries) of one shard."""
+        """(dead letters, delayed retries) of one shard. The delayed set also holds the
+        deadline of each waiting task's wait, one per task in the waiting index: not counted."""
         with redis_errors("status"):
             dlq = await self.client.xlen(keys.dlq)
             delayed = await self.client.zcard(keys.delayed)
-        return int(dlq), int(delayed)
+            waits = await self.client.zcard(keys.waiting)
+        return int(dlq), max(0, int(delayed) - int(waits))
 
     async def oldest_idle_ms(
         self, streams: Sequence[tuple[str, str]], scan: int

@@ -25,6 +25,9 @@ _NAMES = (
     "replay",
     "cancel",
     "move",
+    "park",
+    "answer",
+    "wake",
     "record_steps",
 )
 
@@ -51,6 +54,9 @@ class Scripts:
     replay: AsyncScript
     cancel: AsyncScript
     move: AsyncScript
+    park: AsyncScript
+    answer: AsyncScript
+    wake: AsyncScript
     record_steps: AsyncScript
 
     @classmethod

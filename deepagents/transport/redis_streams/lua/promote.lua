@@ -2,9 +2,12 @@
 -- publish one member twice). A member that is not a delayed task goes to the dead-letter
 -- stream (reason decode_error, the member kept as orig_member) in the same step: one bad
 -- member must never stop the good ones behind it from being promoted.
+-- A waiting task's deadline ('w:<task id>') is not moved here: its id is returned and the
+-- member left for the wake script, which needs the task's own keys (every key a script
+-- touches is in its KEYS).
 -- KEYS[1] delayed set, KEYS[2] dead-letter stream, KEYS[3..] tier streams
 -- ARGV[1] now ms, [2] limit, [3..] tier names
--- Returns {promoted, dead-lettered}
+-- Returns {promoted, dead-lettered, {task ids of due waits}}
 local function parse(member)
   local ok, m = pcall(cjson.decode, member)
   if not ok then return nil, 'not JSON: ' .. tostring(m) end
@@ -22,19 +25,23 @@ end
 local due = redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', ARGV[1], 'LIMIT', 0, ARGV[2])
 local index = {}
 for i = 3, #ARGV do index[ARGV[i]] = i end
-local promoted, dead = 0, 0
+local promoted, dead, waits = 0, 0, {}
 for _, member in ipairs(due) do
-  local m, err = parse(member)
-  if m then
-    local k = index[m.tier] or #KEYS
-    redis.call('XADD', KEYS[k], '*', 'task', m.task, 'attempt', string.format('%d', m.attempt),
-               'enq', ARGV[1], 'reply', m.reply or '')
-    promoted = promoted + 1
+  if string.sub(member, 1, 2) == 'w:' then
+    waits[#waits + 1] = string.sub(member, 3)  -- left in the set for the wake script
   else
-    redis.call('XADD', KEYS[2], '*', 'source', KEYS[1], 'reason', 'decode_error',
-               'error', err, 'dead_ms', ARGV[1], 'deliveries', '0', 'orig_member', member)
-    dead = dead + 1
+    local m, err = parse(member)
+    if m then
+      local k = index[m.tier] or #KEYS
+      redis.call('XADD', KEYS[k], '*', 'task', m.task, 'attempt',
+                 string.format('%d', m.attempt), 'enq', ARGV[1], 'reply', m.reply or '')
+      promoted = promoted + 1
+    else
+      redis.call('XADD', KEYS[2], '*', 'source', KEYS[1], 'reason', 'decode_error',
+                 'error', err, 'dead_ms', ARGV[1], 'deliveries', '0', 'orig_member', member)
+      dead = dead + 1
+    end
+    redis.call('ZREM', KEYS[1], member)
   end
-  redis.call('ZREM', KEYS[1], member)
 end
-return {promoted, dead}
+return {promoted, dead, waits}

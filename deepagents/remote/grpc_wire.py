@@ -1,0 +1,151 @@
+"""The wire protocol over gRPC, for ``grpc://`` and ``grpcs://`` URLs (the ``grpc`` extra).
+
+The messages are those of ``docs/remote-agents.proto`` (``rpc/remote_agents_pb2.py``,
+generated from it), one rpc per HTTP endpoint, so everything above this module is the same
+as over HTTP: the request is the same JSON document (``json_format`` maps it field for field),
+and the answer is handed back as JSON for the same validation. Free-shape JSON (payload,
+context, output) travels as ``google.protobuf.Struct``: its numbers are doubles, so an
+integer in an output comes back as a float. Status codes map onto the HTTP rules:
+
+- INVALID_ARGUMENT as a 400: ``invalid_input``, not retried;
+- RESOURCE_EXHAUSTED as a 429: retried no sooner than a ``retry-after`` trailer says (our own
+  cap on the answer's size, ``max_response_bytes``, is ``remote_protocol_error``);
+- UNAVAILABLE, INTERNAL, UNKNOWN, DATA_LOSS, ABORTED and DEADLINE_EXCEEDED as a 5xx or a
+  timeout: retried, and counted by the fleet's circuit breaker;
+- any other as another 4xx: ``rejected``, not retried.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+from urllib.parse import urlsplit
+
+import grpc
+from google.protobuf import json_format
+from google.protobuf.message import Message
+
+from deepagents.config.schema import RemoteConfig
+from deepagents.errors import InvalidInput, RetryableError
+from deepagents.remote.errors import (
+    RemoteRejected,
+    ServiceDown,
+    protocol_error,
+    retry_after_s,
+)
+from deepagents.remote.rpc import remote_agents_pb2 as pb
+
+SERVICE = "/deepagents.remote.v1.RemoteAgent/"
+STEPS: dict[str, tuple[str, type[Message], type[Message]]] = {
+    "can_handle": ("CanHandle", pb.StepRequest, pb.CanHandleResponse),
+    "prepare_context": ("PrepareContext", pb.StepRequest, pb.PrepareContextResponse),
+    "execute": ("Execute", pb.ExecuteRequest, pb.ExecuteResponse),
+    "post_process": ("PostProcess", pb.PostProcessRequest, pb.PostProcessResponse),
+    "health": ("Health", pb.HealthRequest, pb.HealthResponse),
+}
+_DOWN = {
+    grpc.StatusCode.UNAVAILABLE,
+    grpc.StatusCode.INTERNAL,
+    grpc.StatusCode.UNKNOWN,
+    grpc.StatusCode.DATA_LOSS,
+    grpc.StatusCode.ABORTED,
+}
+# What the client's own cap on the answer's size says (it is RESOURCE_EXHAUSTED too).
+_TOO_LARGE = "larger than max"
+
+
+def _read_file(path: str | None) -> bytes | None:
+    if path is None:
+        return None
+    with open(path, "rb") as f:
+        return f.read()
+
+
+def _channel(config: RemoteConfig) -> grpc.aio.Channel:
+    parts = urlsplit(config.url)
+    target = parts.netloc
+    options = [
+        ("grpc.max_receive_message_length", config.max_response_bytes),
+        ("grpc.enable_retries", 0),  # the worker retries, with its backoff and breaker
+    ]
+    if parts.scheme == "grpc":
+        return grpc.aio.insecure_channel(target, options=options)
+    tls = config.tls
+    credentials = grpc.ssl_channel_credentials(
+        root_certificates=_read_file(tls.ca if tls else None),
+        private_key=_read_file(tls.key if tls else None),
+        certificate_chain=_read_file(tls.cert if tls else None),
+    )
+    return grpc.aio.secure_channel(target, credentials, options=options)
+
+
+def _request(step: str, body: dict[str, Any]) -> Message:
+    """The JSON request as its message; absent values (``null``) stay unset."""
+    fields = {k: v for k, v in body.items() if v is not None}
+    for part in ("task", "result"):  # their optional fields too (not the JSON inside)
+        if isinstance(fields.get(part), dict):
+            fields[part] = {k: v for k, v in fields[part].items() if v is not None}
+    return json_format.ParseDict(fields, STEPS[step][1](), ignore_unknown_fields=True)
+
+
+class GrpcWire:
+    """One channel per process (HTTP/2: the calls share its connection)."""
+
+    def __init__(self, config: RemoteConfig, headers: dict[str, str]) -> None:
+        self._channel = _channel(config)
+        skip = {"content-type", "accept"}
+        self._metadata = tuple((k.lower(), v) for k, v in headers.items() if k.lower() not in skip)
+        self._calls = {
+            step: self._channel.unary_unary(
+                SERVICE + rpc,
+                request_serializer=request.SerializeToString,
+                response_deserializer=response.FromString,
+            )
+            for step, (rpc, request, response) in STEPS.items()
+        }
+
+    async def call(
+        self,
+        step: str,
+        body: dict[str, Any],
+        headers: dict[str, str],
+        timeout: float,
+        by_deadline: bool,
+    ) -> bytes:
+        """The answer as the JSON document the HTTP endpoint would give, or the error."""
+        metadata = self._metadata + tuple(headers.items())
+        try:
+            answer = await self._calls[step](
+                _request(step, body), timeout=timeout, metadata=metadata
+            )
+        except grpc.aio.AioRpcError as exc:
+            if exc.code() is grpc.StatusCode.DEADLINE_EXCEEDED and by_deadline:
+                raise TimeoutError(f"{step}: the task's deadline passed during the call") from exc
+            raise _error(step, exc, timeout) from exc
+        text: str = json_format.MessageToJson(
+            answer,
+            preserving_proto_field_name=True,
+            always_print_fields_with_no_presence=True,
+            indent=None,
+        )
+        return text.encode()
+
+    async def aclose(self) -> None:
+        await self._channel.close()
+
+
+def _error(step: str, exc: grpc.aio.AioRpcError, timeout: float) -> Exception:
+    code, detail = exc.code(), exc.details() or ""
+    what = f"{step}: gRPC {code.name}" + (f": {detail[:500]}" if detail else "")
+    if code is grpc.StatusCode.DEADLINE_EXCEEDED:
+        return ServiceDown(f"{step}: no answer within {timeout:g} s")
+    if code is grpc.StatusCode.INVALID_ARGUMENT:
+        return InvalidInput(what)
+    if code is grpc.StatusCode.RESOURCE_EXHAUSTED:
+        if _TOO_LARGE in detail:
+            return protocol_error(step, f"response over the size limit ({detail[:200]})")
+        trailers = dict(exc.trailing_metadata() or ())
+        wait = retry_after_s(str(trailers.get("retry-after", "")))
+        return RetryableError(what, retry_after_s=wait)
+    if code in _DOWN:
+        return ServiceDown(what)
+    return RemoteRejected(what)

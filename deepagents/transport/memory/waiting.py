@@ -1,0 +1,168 @@
+"""The MemoryBus's operations for tasks waiting on a person, step for step as the Redis
+scripts ``park.lua``, ``answer.lua`` and ``wake.lua`` (each finishes before it awaits)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from deepagents.transport.base import (
+    Answered,
+    AskRecord,
+    Park,
+    StreamRef,
+    Waiting,
+    Woken,
+    now_ms,
+)
+from deepagents.transport.keys import ShardKeys, wait_member
+from deepagents.transport.memory.state import Group, State, Stream
+from deepagents.transport.questions import decode_question, encode_question, task_of
+
+# The task hash's fields that only a waiting task has.
+WAIT_FIELDS = ("on_timeout", "asked_ms", "wait_due_ms")
+
+
+def drop_wait(state: State, keys: ShardKeys, task_id: str) -> None:
+    """Take a task out of its shard's delayed set and waiting index; drop its question."""
+    state.delayed.get(keys.delayed, {}).pop(wait_member(task_id).encode(), None)
+    state.delayed.get(keys.waiting, {}).pop(task_id.encode(), None)
+    state.strings.pop(keys.question(task_id), None)
+
+
+class MemoryWaiting:
+    """Mixed into ``MemoryBus`` (its ``state``, ``_group`` and ``_outbox``)."""
+
+    state: State
+
+    def _group(self, stream: StreamRef, group: str) -> tuple[Stream, Group]:
+        raise NotImplementedError
+
+    def _outbox(self, keys: ShardKeys, events: bytes) -> None:
+        raise NotImplementedError
+
+    async def park(self, stream: StreamRef, group: str, consumer: str, item: Park) -> str:
+        found, held = self._group(stream, group)
+        if held.owner(item.entry_id) != consumer:
+            return "lost"
+        found.ack_delete(group, item.entry_id)
+        keys = stream.keys
+        task = self.state.hash_for_write(keys.task(item.task_id))
+        if task.get("state") == "done":
+            return "dup"
+        at = now_ms()
+        task.update(
+            state="waiting",
+            tier=item.tier,
+            ask=item.ask,
+            on_timeout=item.on_timeout,
+            asked_ms=str(at),
+            wait_due_ms=str(item.due_ms),
+            deliveries="0",
+            lane=keys.version,
+        )
+        record = encode_question(item.task_json, item.question, item.schema_json, item.default_json)
+        self.state.strings[keys.question(item.task_id)] = record.decode()
+        self.state.delayed.setdefault(keys.delayed, {})[wait_member(item.task_id).encode()] = (
+            item.due_ms
+        )
+        self.state.delayed.setdefault(keys.waiting, {})[item.task_id.encode()] = at
+        self._outbox(keys, item.events_json)
+        return "ok"
+
+    def _resume(
+        self, keys: ShardKeys, tiers: Sequence[str], task_id: str, task: dict[str, str]
+    ) -> int:
+        """Re-enqueue a waiting task on its tier; the time it asked (ms)."""
+        record = (self.state.string(keys.question(task_id)) or "").encode()
+        drop_wait(self.state, keys, task_id)
+        at = str(now_ms())
+        tier = task.get("tier", "")
+        target = keys.stream(tier if tier in tiers else tiers[-1])
+        fields = {
+            b"task": task_of(record),
+            b"attempt": task.get("attempt", "1").encode(),
+            b"enq": at.encode(),
+            b"reply": task.get("reply", "").encode(),
+        }
+        entry_id = self.state.stream(target).add(fields)
+        asked = int(task.get("asked_ms") or 0)
+        for name in WAIT_FIELDS:
+            task.pop(name, None)
+        task.update(state="queued", entry=entry_id, enq_ms=at)
+        return asked
+
+    async def answer(
+        self,
+        keys: ShardKeys,
+        tiers: Sequence[str],
+        task_id: str,
+        ask: str,
+        answer_json: bytes,
+        events_json: bytes,
+    ) -> Answered:
+        task = self.state.hash(keys.task(task_id))
+        if task is None or "state" not in task:
+            return Answered("missing")
+        if task["state"] != "waiting" or task.get("ask") != ask:
+            steps = self.state.hash(keys.steps(task_id)) or {}
+            if ask and f"ask:{ask}" in steps:
+                return Answered("already_replied", task["state"])
+            return Answered("not_waiting", task["state"])
+        self.state.hash_for_write(keys.steps(task_id))[f"ask:{ask}"] = answer_json.decode()
+        asked = self._resume(keys, tiers, task_id, task)
+        self._outbox(keys, events_json)
+        return Answered("ok", "queued", asked)
+
+    async def wake(
+        self, keys: ShardKeys, tiers: Sequence[str], task_id: str, events_json: bytes
+    ) -> Woken:
+        delayed = self.state.delayed.get(keys.delayed, {})
+        if delayed.pop(wait_member(task_id).encode(), None) is None:
+            return Woken("gone")
+        task = self.state.hash(keys.task(task_id))
+        if task is None or task.get("state") != "waiting":
+            return Woken("stale")
+        steps = self.state.hash_for_write(keys.steps(task_id))
+        field = f"ask:{task.get('ask', '')}:timeouts"
+        steps[field] = str(int(steps.get(field, "0")) + 1)
+        asked = self._resume(keys, tiers, task_id, task)
+        self._outbox(keys, events_json)
+        return Woken("ok", asked)
+
+    async def ask_record(self, keys: ShardKeys, task_id: str, ask: str) -> AskRecord:
+        steps = self.state.hash(keys.steps(task_id)) or {}
+        answer = steps.get(f"ask:{ask}")
+        return AskRecord(
+            None if answer is None else answer.encode(),
+            int(steps.get(f"ask:{ask}:timeouts", "0")),
+        )
+
+    async def waiting(self, keys: ShardKeys, limit: int) -> list[Waiting]:
+        index = self.state.delayed.get(keys.waiting, {})
+        out = []
+        for member, asked in sorted(index.items(), key=lambda kv: (kv[1], kv[0]))[:limit]:
+            task_id = member.decode()
+            task = self.state.hash(keys.task(task_id)) or {}
+            asked_for = await self.asked(keys, task_id)
+            if "ask" not in task or not asked_for:
+                continue
+            out.append(
+                Waiting(
+                    task_id,
+                    keys.agent,
+                    keys.shard,
+                    asked,
+                    task["ask"],
+                    asked_for["question"],
+                    int(task.get("wait_due_ms") or 0),
+                    task.get("on_timeout", ""),
+                )
+            )
+        return out
+
+    async def asked(self, keys: ShardKeys, task_id: str) -> dict[str, str]:
+        record = self.state.string(keys.question(task_id))
+        return decode_question(None if record is None else record.encode())
+
+    async def waiting_count(self, shards: Sequence[ShardKeys]) -> list[int]:
+        return [len(self.state.delayed.get(keys.waiting, {})) for keys in shards]

@@ -1,0 +1,258 @@
+"""ctx.ask end to end in one process over the real Redis: a task parks holding no slot, a
+reply resumes it once, each on_timeout policy, cancel and deadline while waiting, and a
+reply racing the timeout."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator
+from datetime import timedelta
+from pathlib import Path
+from typing import Any
+
+import orjson
+import pytest
+from redis.asyncio import Redis
+
+from deepagents.compose import services_for
+from deepagents.config import FileConfig, Settings, parse_config
+from deepagents.contract.result import Result
+from deepagents.contract.task import utcnow
+from deepagents.errors import AlreadyReplied, InvalidReply, NotWaiting, ReplyTaskNotFound
+from deepagents.orchestrator import Orchestrator, TaskHandle, submitter
+from deepagents.orchestrator.fleet import FleetSampler
+from deepagents.telemetry.metrics import FleetMetrics
+from deepagents.worker import Worker
+from tests.support.asking import CONFIG, ApprovalAgent
+from tests.support.replies import entries
+from tests.support.wait import eventually
+from tests.support.workers import running
+
+
+@pytest.fixture
+def config() -> FileConfig:
+    return parse_config(CONFIG)
+
+
+@pytest.fixture
+async def orch(
+    client: Redis, config: FileConfig, settings: Settings
+) -> AsyncIterator[Orchestrator]:
+    async with Orchestrator.from_client(client, config=config, settings=settings) as o:
+        yield o
+
+
+@pytest.fixture
+async def worker(
+    client: Redis, config: FileConfig, settings: Settings, orch: Orchestrator
+) -> AsyncIterator[Worker]:
+    w = Worker.from_client(
+        ApprovalAgent(), client=client, config=config, settings=settings, escalate=submitter(orch)
+    )
+    async with running(w):
+        yield w
+
+
+async def _waiting(orch: Orchestrator, handle: TaskHandle) -> dict[str, Any]:
+    async def parked() -> dict[str, Any] | None:
+        info = await orch.lookup(handle.task_id)
+        return info if info and info.get("state") == "waiting" else None
+
+    info = await eventually(parked, timeout=30, what="the task waits for a reply")
+    assert info is not None
+    return info
+
+
+async def _submit(orch: Orchestrator, tmp_path: Path, **payload: Any) -> TaskHandle:
+    runs = tmp_path / "runs.txt"
+    return await orch.submit({"intent": "approve", "payload": {"runs": str(runs), **payload}})
+
+
+def _runs(tmp_path: Path) -> list[str]:
+    path = tmp_path / "runs.txt"
+    return path.read_text().splitlines() if path.exists() else []
+
+
+async def test_a_reply_resumes_the_task_once_with_the_answer(
+    orch: Orchestrator, worker: Worker, client: Redis, settings: Settings, tmp_path: Path
+) -> None:
+    metrics = orch.telemetry.metrics  # the process's: other tests count into it too
+    assert metrics is not None
+    waits = metrics.human_wait.labels("approver", "replied")
+    replied_before = sum(waits.counts)
+    handle = await _submit(orch, tmp_path, item="invoice 7")
+    info = await _waiting(orch, handle)
+    assert info["question"] == "approve invoice 7?"
+    question = await orch.question(handle.task_id)
+    assert question is not None and question.schema["required"] == ["approved"]
+    assert question.on_timeout == "fail" and question.due_ms > question.asked_ms
+    (open_,) = await orch.waiting()
+    assert open_.task_id == handle.task_id
+    with pytest.raises(InvalidReply) as bad:
+        await orch.reply(handle.task_id, {"approved": "yes please"})
+    assert bad.value.field == "approved"
+    with pytest.raises(InvalidReply, match="approved"):
+        await orch.reply(handle.task_id, {"note": "no decision"})
+    replied = await orch.reply(handle.task_id, {"approved": True, "note": "ok by me"})
+    assert replied.ask == "1" and replied.waited_s >= 0
+    with pytest.raises(AlreadyReplied):
+        await orch.reply(handle.task_id, {"approved": False})
+    result = await handle.result(timeout=30)
+    assert result.output == {"approved": True, "note": "ok by me"}
+    with pytest.raises(AlreadyReplied):  # done now, and its question was answered
+        await orch.reply(handle.task_id, {"approved": False})
+    with pytest.raises(ReplyTaskNotFound):
+        await orch.reply("no-such-task", {"approved": False})
+    # Ran twice (asked, then resumed with the answer); each step's effect happened once:
+    # the resumed run went past the completed step.
+    assert [line.split(" ", 1)[1] for line in _runs(tmp_path)] == [
+        "start",
+        "prepared",
+        "start",
+        "answered True",
+    ]
+    assert await orch.waiting() == []
+    assert worker.stats.parked == 1
+    events = await _events(client, settings.prefix, handle.task_id)
+    assert [e for e in events if e in ("waiting", "replied")] == ["waiting", "replied"]
+    assert events[-1] == "succeeded" and events.count("succeeded") == 1  # one result
+    assert sum(waits.counts) == replied_before + 1
+
+
+async def _events(client: Redis, prefix: str, task_id: str) -> list[str]:
+    """The task's audit event types, in order, from its agent's outbox streams."""
+    out = []
+    for shard in range(2):
+        for _, fields in await entries(client, f"{prefix}:{{approver:{shard}}}:audit"):
+            out += [e["type"] for e in orjson.loads(fields[b"events"]) if e["task_id"] == task_id]
+    return out
+
+
+@pytest.mark.parametrize(
+    ("policy", "expected"),
+    [
+        ("fail", ("failed", "reply_timeout", None)),
+        ("default", ("success", None, {"approved": False, "note": "default"})),
+    ],
+)
+async def test_a_wait_that_runs_out_applies_the_policy(
+    orch: Orchestrator,
+    worker: Worker,
+    client: Redis,
+    settings: Settings,
+    tmp_path: Path,
+    policy: str,
+    expected: tuple[str, str | None, Any],
+) -> None:
+    handle = await _submit(orch, tmp_path, timeout_s=0.3, on_timeout=policy, default=True)
+    result = await handle.result(timeout=30)
+    assert _outcome(result) == expected
+    with pytest.raises(NotWaiting):  # too late: the policy has run
+        await orch.reply(handle.task_id, {"approved": True})
+    events = await _events(client, settings.prefix, handle.task_id)
+    assert [e for e in events if e in ("waiting", "wait_expired")] == ["waiting", "wait_expired"]
+
+
+def _outcome(result: Result) -> tuple[str, str | None, Any]:
+    code = result.error.code if result.error is not None else None
+    return result.status, code, result.output
+
+
+async def test_an_escalated_question_waits_again_for_the_escalation_to_answer(
+    orch: Orchestrator, worker: Worker, client: Redis, settings: Settings, tmp_path: Path
+) -> None:
+    handle = await _submit(orch, tmp_path, timeout_s=0.3, on_timeout="escalate")
+
+    async def escalated() -> dict[str, Any] | None:
+        info = await orch.lookup(handle.task_id)
+        resumed = [line for line in _runs(tmp_path) if line.endswith("start")][1:]
+        return info if info and info.get("state") == "waiting" and resumed else None
+
+    await eventually(escalated, timeout=30, what="re-parked after escalating")
+    assert "escalated" in await _events(client, settings.prefix, handle.task_id)
+    key = orch.keys.idempotency(f"escalation:{handle.task_id}:1", None)
+    raw = await client.get(key)
+    escalation_id = (raw.decode() if isinstance(raw, bytes) else str(raw)).split(" ")[0]
+    escalation = await orch.lookup(escalation_id)
+    assert escalation is not None and escalation["agent"] == "escalations"
+    # Whoever handles the escalation answers the original task.
+    await orch.reply(handle.task_id, {"approved": True, "note": "escalated"})
+    result = await handle.result(timeout=30)
+    assert result.output == {"approved": True, "note": "escalated"}
+
+
+async def test_an_escalation_nobody_answers_fails_the_task(
+    orch: Orchestrator, worker: Worker, tmp_path: Path
+) -> None:
+    handle = await _submit(orch, tmp_path, timeout_s=0.3, on_timeout="escalate")
+    result = await handle.result(timeout=30)
+    assert _outcome(result)[:2] == ("failed", "reply_timeout")
+    assert "after escalation" in (result.error.message if result.error else "")
+
+
+async def test_a_waiting_task_can_be_cancelled(
+    orch: Orchestrator, worker: Worker, tmp_path: Path
+) -> None:
+    handle = await _submit(orch, tmp_path, timeout_s=0.5)
+    await _waiting(orch, handle)
+    assert await orch.cancel(handle.task_id) == "ok"
+    result = await handle.result(timeout=10)
+    assert _outcome(result)[:2] == ("failed", "cancelled")
+    with pytest.raises(NotWaiting):
+        await orch.reply(handle.task_id, {"approved": True})
+    await asyncio.sleep(1.0)  # past the wait's timeout: nothing wakes it
+    assert _outcome(await handle.result(timeout=1))[:2] == ("failed", "cancelled")
+    assert len(_runs(tmp_path)) == 2  # started and prepared, once
+    assert await orch.waiting() == []
+
+
+async def test_a_deadline_that_passes_while_waiting_ends_the_task(
+    orch: Orchestrator, worker: Worker, tmp_path: Path
+) -> None:
+    deadline = (utcnow() + timedelta(seconds=1.5)).isoformat()
+    handle = await orch.submit(
+        {
+            "intent": "approve",
+            "payload": {"runs": str(tmp_path / "runs.txt"), "timeout_s": 600},
+            "deadline": deadline,
+        }
+    )
+    result = await handle.result(timeout=30)
+    assert _outcome(result)[:2] == ("failed", "deadline_exceeded")
+    assert len(_runs(tmp_path)) == 2  # started and prepared; never ran again
+
+
+async def test_a_reply_racing_the_timeout_resumes_the_task_once(
+    orch: Orchestrator, worker: Worker, tmp_path: Path
+) -> None:
+    handles = [await _submit(orch, tmp_path, timeout_s=0.5, on_timeout="fail") for _ in range(20)]
+    for h in handles:
+        await _waiting(orch, h)
+    won = 0
+    for h in handles:  # replies land around the timeouts: each is one or the other, whole
+        await asyncio.sleep(0.02)
+        try:
+            await orch.reply(h.task_id, {"approved": True})
+            won += 1
+        except NotWaiting:
+            pass
+    results = [await h.result(timeout=30) for h in handles]
+    outcomes = sorted(_outcome(r)[:2] for r in results)
+    assert outcomes.count(("success", None)) == won
+    assert outcomes.count(("failed", "reply_timeout")) == len(handles) - won
+    # every task started twice (asked, resumed) and never a third time
+    starts = [line.split(" ")[0] for line in _runs(tmp_path) if line.endswith("start")]
+    assert sorted(starts.count(h.task_id) for h in handles) == [2] * len(handles)
+
+
+async def test_the_exporter_counts_the_waiting_tasks(
+    orch: Orchestrator, worker: Worker, client: Redis, settings: Settings, tmp_path: Path
+) -> None:
+    handles = [await _submit(orch, tmp_path) for _ in range(3)]
+    for h in handles:
+        await _waiting(orch, h)
+    fleet = FleetMetrics()
+    await FleetSampler(services_for(client, settings), orch.config, fleet).sample()
+    sample = fleet.registry.get_sample_value
+    counted = [sample("deepagents_waiting_tasks", {"agent": "approver", "shard": s}) for s in "01"]
+    assert sum(n or 0 for n in counted) == 3

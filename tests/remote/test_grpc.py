@@ -1,0 +1,84 @@
+"""The gRPC transport (the ``grpc`` extra, ``grpc://`` URLs): the Python reference agent over
+gRPC gives the in-process RiskAgent's answers through the same adapter, a service down is
+retried and opens the fleet's circuit, and the generated messages are the ``.proto``'s."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+import pytest
+from redis.asyncio import Redis
+
+from deepagents.config import FileConfig
+from deepagents.contract import Task
+from deepagents.errors import CircuitOpen
+from deepagents.remote import remote_agent_class
+from deepagents.remote.errors import ServiceDown, ServiceUnhealthy
+from tests.remote.conftest import Service, _start, _stop
+from tests.remote.test_reference_agents import executor, same_answers
+from tests.support.procs import REPO
+
+grpc = pytest.importorskip("grpc")
+
+__all__ = ["executor"]  # the fixture, shared with the HTTP reference agents' test
+RPC = REPO / "deepagents" / "remote" / "rpc"
+ORDER = {"symbol": "IF", "side": "buy", "quantity": 2, "price": "4000.5",
+         "available_funds": "1000000.00"}  # fmt: skip
+
+
+@pytest.fixture
+def grpc_agent() -> Iterator[Service]:
+    command = [sys.executable, "-m", "agents.remote.python.risk_grpc", "--port", "0"]
+    service = _start(command, {}, None)
+    service.url = f"grpc://127.0.0.1:{service.port}"
+    yield service
+    _stop(service)
+
+
+async def test_the_python_agent_over_grpc_answers_as_the_risk_agent(
+    grpc_agent: Service, executor: ThreadPoolExecutor
+) -> None:
+    await same_answers(grpc_agent, executor)
+
+
+async def test_a_grpc_service_down_is_retried_opens_the_circuit_and_is_unhealthy(
+    grpc_agent: Service, client: Redis, prefix: str
+) -> None:
+    breaker = {"min_calls": 3, "failure_rate": 0.5, "cooldown_s": 30, "state_cache_s": 0}
+    remote = {"url": grpc_agent.url, "timeout_s": 5, "breaker": breaker}
+    entry = FileConfig.model_validate(
+        {"agents": {"risk-grpc": {"intents": ["risk_check"], "remote": remote}}}
+    ).agents["risk-grpc"]
+    agent = remote_agent_class("risk-grpc", entry)(redis=client, prefix=prefix)
+    try:
+        assert await agent.health_check()
+        _stop(grpc_agent)
+        for _ in range(3):
+            with pytest.raises(ServiceDown, match="UNAVAILABLE"):
+                await agent.can_handle(Task(intent="risk_check", payload=ORDER))
+        with pytest.raises(CircuitOpen):
+            await agent.can_handle(Task(intent="risk_check", payload=ORDER))
+        with pytest.raises(ServiceUnhealthy):
+            await agent.health_check()
+    finally:
+        await agent.aclose()
+
+
+def test_the_generated_messages_are_the_protos(tmp_path: Path) -> None:
+    pytest.importorskip("grpc_tools")
+    proto = tmp_path / "remote_agents.proto"
+    proto.write_bytes((REPO / "docs" / "remote-agents.proto").read_bytes())
+    out = tmp_path / "out"
+    out.mkdir()
+    command = [sys.executable, "-m", "grpc_tools.protoc", f"-I{tmp_path}",
+               f"--python_out={out}", f"--pyi_out={out}", str(proto)]  # fmt: skip
+    subprocess.run(command, check=True, capture_output=True)
+    for name in ("remote_agents_pb2.py", "remote_agents_pb2.pyi"):
+        assert (out / name).read_text() == (RPC / name).read_text(), (
+            f"deepagents/remote/rpc/{name} is not what docs/remote-agents.proto generates "
+            "(regenerate it: deepagents/remote/rpc/__init__.py says how)"
+        )
