@@ -161,6 +161,7 @@ def events_table(rows: list[dict[str, Any]], title: str, *, with_task: bool = Fa
     for r in rows:
         agent = f"{r['agent']}@{r['agent_version']}" if r["agent_version"] else r["agent"]
         detail = " ".join(str(x) for x in (r["error_code"], r["reason"] or r["error"]) if x)
+        detail = detail or _step_detail(r)
         cells = [f"{r['ts']:%H:%M:%S.%f}"[:-3], r["type"], *([r["task_id"]] if with_task else []),
                  agent, r["tier"], r["attempt"], r["status"], detail,
                  _num(r["latency_ms"], "{:.1f}"), _num(r["tokens_used"], "{:,}"),
@@ -170,6 +171,18 @@ def events_table(rows: list[dict[str, Any]], title: str, *, with_task: bool = Fa
     if first.get("trace_id"):
         table.caption = f"trace {first['trace_id']}  ·  {first['ts']:%Y-%m-%d}"
     return table
+
+
+def _step_detail(row: dict[str, Any]) -> str:
+    """A durable step's phase and id (step_completed), or the steps found (resumed)."""
+    extra = row.get("detail")
+    if not isinstance(extra, dict):
+        return ""
+    if row["type"] == "step_completed":
+        return f"{extra.get('phase', '')} · {extra.get('step', '')} ({extra.get('bytes', 0)} B)"
+    if row["type"] == "resumed":
+        return f"{extra.get('steps', 0)} steps done before"
+    return ""
 
 
 def _num(value: Any, fmt: str) -> str:

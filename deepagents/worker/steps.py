@@ -192,7 +192,7 @@ class DeliverySteps(TaskContext):
                     self._flight,
                     step=step_id,
                     phase=self.current_phase,
-                    duration_ms=round(elapsed * 1000, 3),
+                    latency_ms=round(elapsed * 1000, 3),
                     bytes=len(body),
                     claim_check=True if value is not body else None,
                     tokens_used=usage.tokens_used or None,

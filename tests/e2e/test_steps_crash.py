@@ -1,0 +1,125 @@
+"""Durable steps against real worker processes killed with ``kill -9`` (issue 19's must-show):
+200 tasks of a 3-phase, 20-step agent; five times, at random points, a busy worker is killed
+and restarted. Every task ends with one result, and every recorded step's side effect
+happened once — but for the in-flight rule: a step whose fn finished on the killed worker
+but whose record had not landed runs again, at most one such step per lane of a task per
+kill."""
+
+from __future__ import annotations
+
+import asyncio
+import random
+import signal
+from collections import defaultdict
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from redis.asyncio import Redis
+
+from deepagents.config import Settings, load_config
+from deepagents.contract import ResultStatus, Task
+from deepagents.orchestrator import Orchestrator
+from tests.e2e.conftest import assert_committed_once, committed_events, registered, worker_procs
+from tests.e2e.steps_support import write_config
+from tests.steps_agents import LANES, STEPS
+from tests.support.procs import Procs
+from tests.support.replies import as_bytes
+from tests.support.wait import eventually
+
+TASKS, KILLS, SHARDS = 200, 5, 2
+AGENT = "tests.steps_agents:PipelineAgent"
+
+
+@pytest.fixture
+def steps_config(tmp_path: Path) -> Path:
+    return write_config(tmp_path, concurrency=10, max_deliveries=10)
+
+
+@pytest.fixture
+def steps_procs(redis_url: str, prefix: str, steps_config: Path, client: Redis) -> Iterator[Procs]:
+    p = worker_procs(redis_url, prefix, steps_config)
+    try:
+        yield p
+    finally:
+        p.close()
+
+
+def _effects(path: Path) -> list[tuple[str, str, int]]:
+    """(task id, step id, pid) per effect line, in the order they were written."""
+    if not path.exists():
+        return []
+    out = []
+    for line in path.read_text().splitlines():
+        key, pid, _attempt = line.split(" ")
+        task_id, step_id = key.split("/", 1)
+        out.append((task_id, step_id, int(pid)))
+    return out
+
+
+def _lane(step_id: str) -> str:
+    """The lane a step id belongs to: ``g0.2`` for ``g0.2#lane#3``, "" for the root lane."""
+    return step_id.split("#", 1)[0] if step_id.startswith("g") else ""
+
+
+async def test_steps_resume_after_kill_9_and_completed_steps_never_run_again(
+    client: Redis, prefix: str, steps_config: Path, steps_procs: Procs, tmp_path: Path
+) -> None:
+    rng = random.Random(19)
+    effects = tmp_path / "effects.log"
+    config = load_config(steps_config)
+    settings = Settings(prefix=prefix)
+    workers = [steps_procs.worker(AGENT) for _ in range(2)]
+    await registered(client, prefix, "pipeline", 2)
+    async with Orchestrator.from_client(client, config=config, settings=settings) as orch:
+        payload = {"effects": str(effects), "sleep": 0.05}
+        handles = await orch.submit_many(
+            [Task(intent="pipeline", payload=payload) for _ in range(TASKS)]
+        )
+        killed: set[int] = set()
+        for _ in range(KILLS):
+            target = len(_effects(effects)) + rng.randint(150, 450)
+
+            async def progressed(target: int = target) -> bool:
+                return len(_effects(effects)) >= target
+
+            await eventually(progressed, timeout=60, what=f"{target} step effects")
+            busy = {pid for _, _, pid in _effects(effects)[-40:]}  # one that runs steps now
+            victim = rng.choice([w for w in workers if w.pid in busy and w.poll() is None])
+            victim.send_signal(signal.SIGKILL)
+            victim.wait(10)
+            killed.add(victim.pid)
+            workers[workers.index(victim)] = steps_procs.worker(AGENT)
+        results = await asyncio.gather(*(h.result(timeout=120) for h in handles))
+    assert all(r.status is ResultStatus.SUCCESS for r in results), [
+        r.error for r in results if r.status is not ResultStatus.SUCCESS
+    ][:3]
+    task_ids = [h.task_id for h in handles]
+    assert_committed_once(await committed_events(client, prefix, "pipeline", SHARDS), task_ids)
+
+    runs: dict[tuple[str, str], list[int]] = defaultdict(list)
+    for task_id, step_id, pid in _effects(effects):
+        runs[(task_id, step_id)].append(pid)
+    reruns: dict[tuple[str, int], list[str]] = defaultdict(list)  # (task, killed pid): steps
+    for handle in handles:
+        keys = f"{prefix}:{{pipeline:{handle.shard}}}:s:{handle.task_id}"
+        fields = [as_bytes(f).decode() for f in await client.hkeys(keys)]
+        recorded = [f[5:] for f in fields if f.startswith("step:")]
+        assert len(recorded) == STEPS, f"{handle.task_id}: {len(recorded)} steps recorded"
+        for step_id in recorded:
+            pids = runs[(handle.task_id, step_id)]
+            assert pids, f"recorded step {handle.task_id}/{step_id} never ran its effect"
+            # Every run but the last (the recorded one) was in flight on a killed worker.
+            for pid in pids[:-1]:
+                assert pid in killed, f"{handle.task_id}/{step_id} ran again: {pids}"
+                reruns[(handle.task_id, pid)].append(step_id)
+    for (_, pid), steps in reruns.items():
+        lanes = [_lane(s) for s in steps]
+        assert len(set(lanes)) == len(lanes), f"two steps of one lane reran on {pid}: {steps}"
+        assert len(steps) <= LANES
+    # The kills hit tasks mid-run: some ran steps on a killed worker and the rest elsewhere.
+    pids_of: dict[str, set[int]] = defaultdict(set)
+    for (task_id, _), pids in runs.items():
+        pids_of[task_id].update(pids)
+    resumed = [t for t, pids in pids_of.items() if pids & killed and pids - killed]
+    assert resumed, "some tasks must have resumed on another worker after a kill"
