@@ -365,9 +365,10 @@ class InvalidReply(ReplyError):
 
     code = ErrorCode.INVALID_REPLY
 
-    def __init__(self, message: str, *, field: str) -> None:
-        self.field = field
-        super().__init__(message)
+    def __init__(self, field: str, reason: str) -> None:
+        self.field = field  # a JSON path in the answer ("answer" itself when at its root)
+        self.reason = reason
+        super().__init__(f"{field}: {reason}")
 
 
 class ReplyTimeout(TaskError):

@@ -28,6 +28,8 @@ COMMANDS = (
     "sim-model",
     "exporter",
     "agent-check",
+    "reply",
+    "tasks",
 )
 
 

@@ -43,6 +43,7 @@ from deepagents.gateway.problems import FieldError, Problem, problem_response
 from deepagents.gateway.reload import reload_on_hangup
 from deepagents.gateway.routes_ops import agents_router
 from deepagents.gateway.routes_ops import router as ops_router
+from deepagents.gateway.routes_replies import router as replies_router
 from deepagents.gateway.routes_tasks import router as tasks_router
 from deepagents.gateway.state import GatewayState
 from deepagents.orchestrator import Orchestrator
@@ -146,6 +147,7 @@ def create_app(
     )
     app.state.request_metrics = metrics  # for SubmitFront, which is outside the app
     app.include_router(tasks_router)
+    app.include_router(replies_router)
     app.include_router(agents_router)
     app.include_router(ops_router)
     _install_handlers(app)

@@ -19,6 +19,7 @@ from deepagents.errors import DeepAgentsError, ErrorCode, Overloaded, ResultTime
 from deepagents.gateway.auth import Principal
 from deepagents.gateway.body import read_body
 from deepagents.gateway.problems import Problem, responses_for
+from deepagents.gateway.questions import question_view
 from deepagents.gateway.schemas import (
     Accepted,
     BatchAccepted,
@@ -250,7 +251,7 @@ def _view(task_id: str, info: dict[str, Any]) -> TaskView:
     raw = info.get("result")
     result = _result_view(decode_result(raw)) if raw else None
     state = info.get("state") or "unknown"
-    if state not in ("queued", "running", "retrying", "done", "dead"):
+    if state not in ("queued", "running", "retrying", "waiting", "done", "dead"):
         state = "unknown"
     return TaskView(
         task_id=task_id,
@@ -258,6 +259,7 @@ def _view(task_id: str, info: dict[str, Any]) -> TaskView:
         agent=info["agent"],
         tier=info.get("tier") or info.get("submitted_tier"),
         result=result,
+        question=question_view(info),
     )
 
 
@@ -296,7 +298,7 @@ async def get_task(
     "/tasks/{task_id}/cancel",
     response_model=Cancelled,
     responses=responses_for(ErrorCode.NOT_FOUND, ErrorCode.TOO_LATE, *_AUTH),
-    summary="Cancel a task that has not started",
+    summary="Cancel a task that has not started, or that waits for a reply",
 )
 async def cancel_task(task_id: TaskId, state: StateDep, principal: PrincipalDep) -> Response:
     async with state.admission.admit(principal.tenant, 1):
@@ -306,4 +308,7 @@ async def cancel_task(task_id: TaskId, state: StateDep, principal: PrincipalDep)
         return _json(Cancelled(task_id=task_id, state="done"))
     if outcome == "missing":
         raise Problem(ErrorCode.NOT_FOUND, f"no task {task_id} for your tenant")
-    raise Problem(ErrorCode.TOO_LATE, f"the task is {outcome}; only a queued task can be cancelled")
+    raise Problem(
+        ErrorCode.TOO_LATE,
+        f"the task is {outcome}; only a queued task, or one waiting for a reply, can be cancelled",
+    )

@@ -69,12 +69,55 @@ class ResultView(BaseModel):
     finished_at: datetime | None = None
 
 
+class QuestionView(BaseModel):
+    """The question a waiting task asks a person; answer it with POST /v1/tasks/{id}/reply."""
+
+    ask: str = Field(description="the question's name within the task (1, 2, ...)")
+    question: str
+    answer_schema: dict[str, Any] = Field(description="JSON Schema the answer must match")
+    asked_at: datetime
+    age_s: float
+    timeout_at: datetime = Field(description="when on_timeout applies, or the deadline ends it")
+    on_timeout: Literal["fail", "default", "escalate"] | str
+
+
 class TaskView(BaseModel):
     task_id: str
-    state: Literal["queued", "running", "retrying", "done", "dead", "unknown"]
+    state: Literal["queued", "running", "retrying", "waiting", "done", "dead", "unknown"]
     agent: str
     tier: str | None = None
     result: ResultView | None = Field(default=None, description="set when state is done or dead")
+    question: QuestionView | None = Field(default=None, description="set when state is waiting")
+
+
+class ReplyRequest(_Body):
+    """The answer to a waiting task's question: any JSON its ``answer_schema`` accepts."""
+
+    answer: Any = Field(examples=[{"approved": True}])
+
+
+class Replied(BaseModel):
+    task_id: str
+    ask: str
+    state: Literal["queued"] = Field(
+        default="queued", description="the task is queued again, with the answer"
+    )
+    waited_s: float = Field(description="the question's age when the answer landed")
+
+
+class WaitingView(BaseModel):
+    task_id: str
+    agent: str
+    ask: str
+    question: str
+    asked_at: datetime
+    age_s: float
+    timeout_at: datetime
+    on_timeout: str
+
+
+class WaitingList(BaseModel):
+    tasks: list[WaitingView] = Field(description="open questions, oldest first")
 
 
 class Cancelled(BaseModel):

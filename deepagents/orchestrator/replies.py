@@ -149,6 +149,4 @@ def _validate(answer: Any, schema_json: str) -> None:
         ]
         path += missing[:1]
     field = ".".join(str(p) for p in path) or "answer"
-    raise InvalidReply(
-        f"answer.{field}: {error.message}" if path else f"answer: {error.message}", field=field
-    )
+    raise InvalidReply(field, error.message)

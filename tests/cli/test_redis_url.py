@@ -14,6 +14,8 @@ COMMANDS = [
     ("worker", "agents.echo:EchoAgent"),
     ("gateway", "--port", "1"),
     ("demo", "--no-audit"),  # with the simulator: the check must come before it
+    ("reply", "some-task", "--answer", "{}"),
+    ("tasks", "waiting"),
 ]
 IDS = [c[0] for c in COMMANDS]
 

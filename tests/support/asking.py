@@ -5,6 +5,7 @@ with which answer."""
 
 from __future__ import annotations
 
+import asyncio
 from pathlib import Path
 from typing import Any
 
@@ -24,6 +25,7 @@ agents:
   approver: {class: "tests.support.asking:ApprovalAgent"}
   echo: {class: "agents.echo:EchoAgent"}
   escalations: {class: "tests.support.asking:EscalationAgent"}
+  mixed: {class: "tests.support.asking:MixedAgent"}
 asks: {escalation_intent: escalation}
 """
 
@@ -74,3 +76,21 @@ class EscalationAgent(AgentContract):
 
     async def execute(self, context: dict[str, Any]) -> Result:
         return Result(output=context["payload"])
+
+
+class MixedAgent(AgentContract):
+    """``payload.ask``: asks a question and waits (an hour); else sleeps ``sleep_ms`` and
+    answers: waiting tasks and working tasks on one agent, sharing its tiers' slots."""
+
+    name = "mixed"
+    version = "1.0.0"
+    intents = ("mixed",)
+
+    async def execute(self, context: dict[str, Any]) -> Result:
+        payload = context["payload"]
+        if payload.get("ask"):
+            ctx: TaskContext = context["ctx"]
+            decision = await ctx.ask("go?", schema=Decision, timeout_s=3600)
+            return Result(output={"approved": decision.approved})
+        await asyncio.sleep(float(payload.get("sleep_ms", 0)) / 1000)
+        return Result(output={"n": payload.get("n")})

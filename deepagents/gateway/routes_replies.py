@@ -1,0 +1,113 @@
+"""/v1/tasks/{id}/reply and /v1/waiting: answer a waiting task's question, list the open
+questions. Both see only the caller's tenant's tasks (the gateway's owner records): another
+tenant's task is answered 404, as an unknown one."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Annotated
+
+from fastapi import APIRouter, Depends, Query
+from starlette.requests import Request
+from starlette.responses import Response
+
+from deepagents.errors import (
+    AlreadyReplied,
+    ErrorCode,
+    InvalidReply,
+    NotWaiting,
+    PayloadTooLarge,
+    ReplyTaskNotFound,
+)
+from deepagents.gateway.problems import FieldError, Problem, responses_for
+from deepagents.gateway.questions import waiting_view
+from deepagents.gateway.routes_tasks import (
+    _AUTH,
+    PrincipalDep,
+    StateDep,
+    TaskId,
+    _body_doc,
+    _json,
+    _owned,
+    _read_json,
+    bearer,
+)
+from deepagents.gateway.schemas import Replied, ReplyRequest, WaitingList
+from deepagents.gateway.submit import validate_body
+
+router = APIRouter(prefix="/v1", dependencies=[Depends(bearer)], tags=["replies"])
+
+# What reading and parsing a JSON body can answer (body.py, budget.py).
+_READ_BODY = (
+    ErrorCode.EMPTY_BODY,
+    ErrorCode.INVALID_JSON,
+    ErrorCode.DUPLICATE_KEY,
+    ErrorCode.NON_FINITE_NUMBER,
+    ErrorCode.NUMBER_TOO_LONG,
+    ErrorCode.NUMBER_OUT_OF_RANGE,
+    ErrorCode.NESTING_TOO_DEEP,
+    ErrorCode.TOO_MANY_KEYS,
+    ErrorCode.BAD_STRING,
+    ErrorCode.BODY_TOO_LARGE,
+    ErrorCode.REQUEST_TIMEOUT,
+    ErrorCode.UNSUPPORTED_MEDIA_TYPE,
+)
+# Open questions read per shard before the tenant filter: a listing costs at most this
+# many task reads per shard, whatever the number of waiting tasks.
+SCAN_PER_SHARD = 1000
+Limit = Annotated[int, Query(ge=1, le=500, description="at most this many, oldest first")]
+
+
+@router.post(
+    "/tasks/{task_id}/reply",
+    response_model=Replied,
+    openapi_extra=_body_doc("ReplyRequest"),
+    responses=responses_for(
+        ErrorCode.NOT_FOUND,
+        ErrorCode.NOT_WAITING,
+        ErrorCode.ALREADY_REPLIED,
+        ErrorCode.INVALID_REPLY,
+        ErrorCode.PAYLOAD_TOO_LARGE,
+        *_READ_BODY,
+        *_AUTH,
+    ),
+    summary="Answer the question a waiting task asks; the task resumes with the answer",
+)
+async def reply(
+    task_id: TaskId, request: Request, state: StateDep, principal: PrincipalDep
+) -> Response:
+    async with state.admission.admit(principal.tenant, 1):
+        body = validate_body(ReplyRequest, await _read_json(request, state, principal.tenant))
+        await _owned(state, task_id, principal.tenant)
+        try:
+            done = await state.orchestrator.reply(task_id, body.answer)
+        except ReplyTaskNotFound as exc:
+            raise Problem(ErrorCode.NOT_FOUND, f"no task {task_id} for your tenant") from exc
+        except NotWaiting as exc:
+            raise Problem(ErrorCode.NOT_WAITING, str(exc)) from exc
+        except AlreadyReplied as exc:
+            raise Problem(ErrorCode.ALREADY_REPLIED, f"{exc}; the first answer stands") from exc
+        except InvalidReply as exc:
+            field = f"answer.{exc.field}" if exc.field != "answer" else "answer"
+            raise Problem(
+                ErrorCode.INVALID_REPLY,
+                f"{field}: {exc.reason}",
+                errors=[FieldError(field=field, message=exc.reason)],
+            ) from exc
+        except PayloadTooLarge as exc:
+            raise Problem(ErrorCode.PAYLOAD_TOO_LARGE, str(exc)) from exc
+    return _json(Replied(task_id=task_id, ask=done.ask, waited_s=round(done.waited_s, 3)))
+
+
+@router.get(
+    "/waiting",
+    response_model=WaitingList,
+    responses=responses_for(*_AUTH),
+    summary="Your tasks waiting for a reply, oldest first, with their questions",
+)
+async def waiting(state: StateDep, principal: PrincipalDep, limit: Limit = 100) -> Response:
+    async with state.admission.admit(principal.tenant, 1):
+        found = await state.orchestrator.waiting(limit=SCAN_PER_SHARD)
+        owners = await asyncio.gather(*(state.tasks.owner(w.task_id) for w in found))
+    mine = [w for w, owner in zip(found, owners, strict=True) if owner == principal.tenant]
+    return _json(WaitingList(tasks=[waiting_view(w) for w in mine[:limit]]))

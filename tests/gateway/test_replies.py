@@ -1,0 +1,140 @@
+"""POST /v1/tasks/{id}/reply and GET /v1/waiting over a real gateway process and a real
+worker process: a reply resumes the task once; another tenant's task or an unknown one is
+404; a second reply is 409 already_replied (the first answer applied once); an answer that
+breaks the schema is 422 naming the field; a task that is not waiting is 409 not_waiting."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+
+from deepagents.gateway.auth import hash_key
+from tests.gateway.conftest import Deployment, make_deployment
+from tests.gateway.procs import KEYS, auth, start_gateway, start_worker
+from tests.support.asking import CONFIG
+from tests.support.wait import eventually_sync
+
+
+def _config() -> str:
+    keys = "\n".join(
+        f"    - {{tenant: {t}, sha256: {hash_key(k)}, name: {t}-test}}" for t, k in KEYS.items()
+    )
+    return CONFIG + f"gateway:\n  api_keys:\n{keys}\n"
+
+
+@pytest.fixture(scope="module")
+def deployment(redis_url: str) -> Iterator[Deployment]:
+    yield from make_deployment(redis_url, _config())
+
+
+@pytest.fixture(scope="module")
+def http(deployment: Deployment) -> Iterator[httpx.Client]:
+    with (
+        start_gateway(deployment.env) as gw,
+        start_worker(deployment.env, "tests.support.asking:ApprovalAgent"),
+        httpx.Client(base_url=gw.url, timeout=30) as client,
+    ):
+        yield client
+
+
+def _ask(http: httpx.Client, runs: Path, tenant: str = "alpha", **payload: Any) -> str:
+    body = {"intent": "approve", "payload": {"runs": str(runs), "item": "order 9", **payload}}
+    r = http.post("/v1/tasks", json=body, headers=auth(tenant))
+    assert r.status_code == 202, r.text
+    task_id = str(r.json()["task_id"])
+
+    def waiting() -> dict[str, Any] | None:
+        view = http.get(f"/v1/tasks/{task_id}", headers=auth(tenant)).json()
+        return view if view["state"] == "waiting" else None
+
+    view = eventually_sync(waiting, timeout=30, what="the task waits for a reply")
+    assert view is not None and view["question"]["question"] == "approve order 9?"
+    assert view["question"]["answer_schema"]["required"] == ["approved"]
+    return task_id
+
+
+def _reply(http: httpx.Client, task_id: str, answer: Any, tenant: str = "alpha") -> httpx.Response:
+    return http.post(f"/v1/tasks/{task_id}/reply", json={"answer": answer}, headers=auth(tenant))
+
+
+def _result(http: httpx.Client, task_id: str) -> dict[str, Any]:
+    view = http.get(f"/v1/tasks/{task_id}?wait=20", headers=auth()).json()
+    assert view["state"] == "done", view
+    return dict(view["result"])
+
+
+def test_a_reply_resumes_the_task_and_a_second_is_409(http: httpx.Client, tmp_path: Path) -> None:
+    task_id = _ask(http, tmp_path / "runs")
+    listed = http.get("/v1/waiting", headers=auth()).json()["tasks"]
+    assert [w["task_id"] for w in listed] == [task_id] and listed[0]["age_s"] >= 0
+    assert http.get("/v1/waiting", headers=auth("beta")).json()["tasks"] == []
+    first = _reply(http, task_id, {"approved": True, "note": "first"})
+    assert first.status_code == 200, first.text
+    assert first.json()["state"] == "queued" and first.json()["ask"] == "1"
+    second = _reply(http, task_id, {"approved": False, "note": "second"})
+    assert second.status_code == 409 and second.json()["code"] == "already_replied"
+    assert second.headers["content-type"] == "application/problem+json"
+    assert _result(http, task_id)["output"] == {"approved": True, "note": "first"}
+    lines = (tmp_path / "runs").read_text().splitlines()
+    assert [line for line in lines if "answered" in line] == [f"{task_id} answered True"]
+
+
+def test_concurrent_replies_apply_one_answer(http: httpx.Client, tmp_path: Path) -> None:
+    task_id = _ask(http, tmp_path / "runs")
+    with ThreadPoolExecutor(8) as pool:
+        answers = [{"approved": True, "note": f"n{i}"} for i in range(8)]
+        codes = list(pool.map(lambda a: _reply(http, task_id, a).status_code, answers))
+    assert sorted(codes) == [200] + [409] * 7
+    output = _result(http, task_id)["output"]
+    lines = (tmp_path / "runs").read_text().splitlines()
+    assert len([line for line in lines if "answered" in line]) == 1
+    assert output["note"] in {a["note"] for a in answers}
+
+
+def test_another_tenant_s_task_or_an_unknown_one_is_404(http: httpx.Client, tmp_path: Path) -> None:
+    task_id = _ask(http, tmp_path / "runs")
+    other = _reply(http, task_id, {"approved": True}, tenant="beta")
+    assert other.status_code == 404 and other.json()["code"] == "not_found"
+    unknown = _reply(http, "no-such-task", {"approved": True})
+    assert unknown.status_code == 404 and unknown.json()["code"] == "not_found"
+    # Still waiting for its own tenant's answer.
+    assert http.get(f"/v1/tasks/{task_id}", headers=auth()).json()["state"] == "waiting"
+    assert _reply(http, task_id, {"approved": False}).status_code == 200
+
+
+def test_an_answer_that_breaks_the_schema_is_422_naming_the_field(
+    http: httpx.Client, tmp_path: Path
+) -> None:
+    task_id = _ask(http, tmp_path / "runs")
+    wrong = _reply(http, task_id, {"approved": "maybe"})
+    assert wrong.status_code == 422 and wrong.json()["code"] == "invalid_reply"
+    assert wrong.json()["errors"][0]["field"] == "answer.approved"
+    assert "answer.approved" in wrong.json()["detail"]
+    missing = _reply(http, task_id, {"note": "no decision"})
+    assert missing.status_code == 422 and missing.json()["errors"][0]["field"] == "answer.approved"
+    long = _reply(http, task_id, {"approved": True, "note": "x" * 201})
+    assert long.status_code == 422 and long.json()["errors"][0]["field"] == "answer.note"
+    no_answer = http.post(f"/v1/tasks/{task_id}/reply", json={}, headers=auth())
+    assert no_answer.status_code == 422 and no_answer.json()["code"] == "validation_error"
+    bad_json = http.post(
+        f"/v1/tasks/{task_id}/reply",
+        content=b"{",
+        headers={**auth(), "content-type": "application/json"},
+    )
+    assert bad_json.status_code == 400
+    # Nothing was applied: the task still waits, and a good answer goes through.
+    assert http.get(f"/v1/tasks/{task_id}", headers=auth()).json()["state"] == "waiting"
+    assert _reply(http, task_id, {"approved": True}).status_code == 200
+
+
+def test_a_task_that_is_not_waiting_is_409(http: httpx.Client, deployment: Deployment) -> None:
+    r = http.post("/v1/tasks", json={"intent": "echo", "payload": {}}, headers=auth())
+    task_id = r.json()["task_id"]  # no echo worker runs: it stays queued
+    refused = _reply(http, task_id, {"approved": True})
+    assert refused.status_code == 409 and refused.json()["code"] == "not_waiting"
+    assert "queued" in refused.json()["detail"]
