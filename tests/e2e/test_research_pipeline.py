@@ -141,6 +141,8 @@ async def test_the_pipeline_runs_three_phases_through_its_approval(
     assert sum(e.get("tokens_used") or 0 for e in steps) == tokens
     kinds = Counter(e["type"] for e in events)
     assert (kinds["waiting"], kinds["replied"], kinds["succeeded"]) == (2, 2, 1)
+    # Each model call is in the trail, those of the deliveries that parked included.
+    assert kinds["model_call"] == len(expected)
 
 
 async def test_a_pipeline_killed_mid_execution_resumes_without_rerunning_a_step(
