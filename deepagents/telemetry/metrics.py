@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import operator
 from collections.abc import Callable, Iterable
+from typing import Any, NamedTuple
 
 from prometheus_client import CollectorRegistry, Counter, Gauge
 from prometheus_client.core import Metric
@@ -157,6 +158,14 @@ class ModelCallMetrics:
 
 
 STEP_OUTCOMES = ("completed", "replayed")
+
+
+class PhaseChildren(NamedTuple):
+    completed: Any
+    replayed: Any
+    duration: HistogramChild
+
+
 STATE_BUCKETS = (256, 1024, 4096, 16_384, 65_536, 262_144, 1_048_576, 4_194_304)
 # A phase is a label: an agent naming phases after data (a task id, a URL) would grow the
 # series without bound, so past this many per agent the rest are counted as "other".
@@ -194,6 +203,19 @@ class StepMetrics:
             ("agent",), registry=r,
         )  # fmt: skip
         self._phases: dict[str, set[str]] = {}
+        self._bound: dict[tuple[str, str], PhaseChildren] = {}
+
+    def bound(self, agent: str, phase: str) -> PhaseChildren:
+        """The children of one (agent, phase), bound once: steps are on the hot path."""
+        found = self._bound.get((agent, phase))
+        if found is None:
+            label = self.phase(agent, phase)
+            found = self._bound[(agent, phase)] = PhaseChildren(
+                self.steps.labels(agent, label, "completed"),
+                self.steps.labels(agent, label, "replayed"),
+                self.duration.labels(agent, label),
+            )
+        return found
 
     def phase(self, agent: str, phase: str) -> str:
         """The label value for ``phase``: itself, or "other" past MAX_PHASES."""

@@ -67,6 +67,9 @@ class BeginItem(NamedTuple):
 class Begun(NamedTuple):
     status: str  # ok | dup | lost | gone
     deliveries: int
+    # The task has step records (worker/steps.py): an earlier delivery recorded some. A
+    # delivery of a task without any need not read them.
+    stepped: bool = False
 
 
 class CommitItem(NamedTuple):
@@ -351,10 +354,11 @@ class MessageBus(Protocol):
 
     async def waiting_count(self, shards: Sequence[ShardKeys]) -> list[int]: ...
     async def record_steps(
-        self, stream: StreamRef, group: str, consumer: str, item: StepRecord
-    ) -> str:
-        """Set the fields in the task's steps hash if this consumer still owns the entry and
-        the task has no terminal result: ok | lost | dup."""
+        self, group: str, consumer: str, items: Sequence[tuple[StreamRef, StepRecord]]
+    ) -> list[str]:
+        """Per item, set its fields in the task's steps hash if this consumer still owns the
+        entry and the task has no terminal result: ok | lost | dup. Each item is its own
+        owner-checked script; the batch is one round trip."""
         ...
 
     async def load_steps(self, keys: ShardKeys, task_id: str) -> dict[str, bytes]:

@@ -170,6 +170,7 @@ class Begin:
                     started_at=now,
                     context=context,
                     queue_ms=wait,
+                    stepped=status.stepped,
                 )
             )
         if refused:

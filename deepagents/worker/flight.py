@@ -70,6 +70,8 @@ class InFlight:
     # A suspect's, run with no other delivery beside it (``quarantine.py``): set when the
     # delivery settles. An ordinary delivery (None) leaves the quarantine then instead.
     settled: asyncio.Event | None = None
+    # An earlier delivery recorded steps (the begin script says so): read them first.
+    stepped: bool = False
 
     def move(self, to: FlightState) -> None:
         if not _MASKS[self.state] >> to & 1:

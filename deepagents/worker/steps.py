@@ -1,6 +1,7 @@
 """The worker's ``TaskContext`` (``contract/context.py``): durable steps of one delivery.
 
-Every record is one owner-checked script (``MessageBus.record_steps``), as a commit is: a
+Every record is one owner-checked script (``MessageBus.record_steps``, sent in batches by
+``step_writer.py``), as a commit is: a
 worker that lost its entry writes nothing, is told so, and stops the delivery as the
 heartbeat would. The in-flight rule (docs/design.md, "Durable steps"): a step counts as
 done once its record landed; a step whose fn finished but whose record had not landed when
@@ -19,11 +20,13 @@ import time
 from collections.abc import Awaitable, Callable
 from concurrent.futures import Executor
 from contextvars import ContextVar
+from datetime import UTC, datetime
 from typing import Any, TypeVar
 
 import orjson
 from pydantic import BaseModel
 
+from deepagents._internal.ids import uuid7_str
 from deepagents.config.schema import AgentSettings
 from deepagents.contract.agent import AgentContract
 from deepagents.contract.context import M, OnTimeout, PhaseScope, TaskContext
@@ -40,6 +43,7 @@ from deepagents.worker.stats import WorkerStats
 from deepagents.worker.step_ids import Lane, check_name, current_lane
 from deepagents.worker.step_records import RecordCodec, encode_json
 from deepagents.worker.step_state import STATE, VERSION, encode_state, fresh_state, restore_state
+from deepagents.worker.step_writer import StepWriter
 
 log = logging.getLogger("deepagents.worker")
 T = TypeVar("T")
@@ -78,6 +82,7 @@ class StepBook:
             claims, agent_settings.step_inline_bytes, result_ttl_s + CLAIM_MARGIN_S
         )
         self.refused = 0  # records refused because another consumer owned the entry
+        self.writer = StepWriter(bus, group, consumer)
 
     def open(self, flight: InFlight, lose: Callable[[InFlight], bool]) -> DeliverySteps:
         return DeliverySteps(self, flight, lose)
@@ -151,7 +156,7 @@ class DeliverySteps(TaskContext):
         if recorded is not None:
             self.replayed += 1
             if book.metrics is not None:
-                book.metrics.steps.labels(book.agent.name, self._label(), "replayed").inc()
+                book.metrics.bound(book.agent.name, self.current_phase).replayed.inc()
             return orjson.loads(await book.codec.body(f"step {step_id!r}", recorded))
         started = time.monotonic()
         parent = current_usage()
@@ -185,26 +190,38 @@ class DeliverySteps(TaskContext):
         book = self._book
         value = await book.codec.field_value(f"step {step_id!r}'s result", self.task_id, body)
         elapsed = time.monotonic() - started
+        event = b""
         if book.outbox:
-            self._pending.append(
-                book.encoder.event(
-                    "step_completed",
-                    self._flight,
-                    step=step_id,
-                    phase=self.current_phase,
-                    latency_ms=round(elapsed * 1000, 3),
-                    bytes=len(body),
-                    claim_check=True if value is not body else None,
-                    tokens_used=usage.tokens_used or None,
-                    cost_usd=usage.cost_usd or None,
-                )
-            )
-        await self._write([(STEP + step_id, value)])
+            fields: dict[str, Any] = {
+                "step": step_id,
+                "phase": self.current_phase,
+                "latency_ms": round(elapsed * 1000, 3),
+                "bytes": len(body),
+            }
+            if value is not body:
+                fields["claim_check"] = True
+            if usage.attempts:
+                fields.update(tokens_used=usage.tokens_used, cost_usd=usage.cost_usd)
+            event = self._step_event(fields)
+        await self._write([(STEP + step_id, value)], event)
         self.completed += 1
         if book.metrics is not None:
-            label = self._label()
-            book.metrics.steps.labels(book.agent.name, label, "completed").inc()
-            book.metrics.duration.labels(book.agent.name, label).observe(elapsed)
+            children = book.metrics.bound(book.agent.name, self.current_phase)
+            children.completed.inc()
+            children.duration.observe(elapsed)
+
+    def _step_event(self, fields: dict[str, Any]) -> bytes:
+        """The ``step_completed`` event, pasted from the delivery's encoded parts as the
+        commit's is (``encode.py``): one per step."""
+        flight = self._flight
+        context = flight.context or self._book.encoder.context(flight.stream, flight.envelope)
+        return b'{"event_id":"%s","type":"step_completed","ts":%s,%s,"deliveries":%d,%s}' % (
+            uuid7_str().encode(),
+            orjson.dumps(datetime.now(UTC)),
+            context,
+            flight.deliveries,
+            orjson.dumps(fields)[1:-1],
+        )
 
     async def gather(self, *aws: Awaitable[Any]) -> list[Any]:
         parent = current_lane.get() or self._root
@@ -257,7 +274,12 @@ class DeliverySteps(TaskContext):
     async def records(self) -> dict[str, bytes]:
         if self._records is not None:
             return self._records
-        if self._loading is None:
+        if not self._flight.stepped:  # no delivery recorded anything: nothing to read
+            if self._book.agent.state_model is not None:
+                self._state = fresh_state(self._book.agent)
+            self._records = {}
+            return self._records
+        if self._loading is None:  # lanes asking at once share one read
             self._loading = asyncio.ensure_future(self._load())
         return await asyncio.shield(self._loading)
 
@@ -282,11 +304,18 @@ class DeliverySteps(TaskContext):
         self._records = records
         return records
 
-    async def _write(self, fields: list[tuple[str, bytes]]) -> None:
+    async def _write(self, fields: list[tuple[str, bytes]], event: bytes = b"") -> None:
+        """Record ``fields`` with the pending audit events and ``event`` (encoded JSON)."""
         book, flight = self._book, self._flight
         events, self._pending = self._pending, []
-        item = StepRecord(flight.entry_id, self.task_id, fields, encode_events(events))
-        status = await book.bus.record_steps(flight.stream, book.group, book.consumer, item)
+        if not event:
+            events_json = encode_events(events)
+        elif events:
+            events_json = orjson.dumps(events)[:-1] + b"," + event + b"]"
+        else:
+            events_json = b"[" + event + b"]"
+        item = StepRecord(flight.entry_id, self.task_id, fields, events_json)
+        status = await book.writer.write(flight.stream, item)
         if status == "ok":
             return
         book.refused += 1
@@ -306,11 +335,6 @@ class DeliverySteps(TaskContext):
         """Audit events no write carried (a resumed delivery that recorded nothing more)."""
         events, self._pending = self._pending, []
         return events
-
-    def _label(self) -> str:
-        metrics = self._book.metrics
-        assert metrics is not None
-        return metrics.phase(self._book.agent.name, self.current_phase)
 
 
 async def _awaited(aw: Awaitable[T]) -> T:

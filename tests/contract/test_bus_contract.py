@@ -319,7 +319,8 @@ async def test_a_waiting_task_can_be_cancelled(backend: Backend) -> None:
 
 async def _record(b: Backend, consumer: str, entry_id: str, task_id: str, **fields: bytes) -> str:
     item = StepRecord(entry_id, task_id, list(fields.items()))
-    return await b.bus.record_steps(b.ref(), AGENT, consumer, item)
+    (status,) = await b.bus.record_steps(AGENT, consumer, [(b.ref(), item)])
+    return status
 
 
 async def test_only_the_entry_s_owner_records_steps_and_only_while_the_task_runs(
@@ -327,12 +328,18 @@ async def test_only_the_entry_s_owner_records_steps_and_only_while_the_task_runs
 ) -> None:
     entry_id = await _submit(backend, "t1")
     await _take(backend, "c1")
-    assert await _begin(backend, "c1", entry_id, "t1", fresh=True) == "ok"
+    (first,) = await backend.bus.begin(
+        backend.ref(), AGENT, "c1", [BeginItem(entry_id, "t1", 1)], fresh=True
+    )
+    assert (first.status, first.stepped) == ("ok", False)
     assert await _record(backend, "c1", entry_id, "t1", **{"step:a": b"1", "state": b"{}"}) == "ok"
     claimed = await backend.bus.claim_stale(backend.ref(), AGENT, "c2", 0, 10, "0-0")
     assert [e.entry_id for e in claimed.entries] == [entry_id]
     # The worker that lost the entry (paused, partitioned) writes nothing.
     assert await _record(backend, "c1", entry_id, "t1", **{"step:a": b"2", "x": b"1"}) == "lost"
+    # The next delivery's begin says the task has records to read (the first one's did not).
+    (begun,) = await backend.bus.begin(backend.ref(), AGENT, "c2", [BeginItem(entry_id, "t1", 1)])
+    assert (begun.status, begun.deliveries, begun.stepped) == ("ok", 2, True)
     assert await _record(backend, "c2", entry_id, "t1", **{"step:b": b'"b"'}) == "ok"
     keys = backend.ref().keys
     assert await backend.bus.load_steps(keys, "t1") == {
@@ -349,4 +356,19 @@ async def test_only_the_entry_s_owner_records_steps_and_only_while_the_task_runs
     await _take(backend, "c1")
     assert await backend.bus.cancel(keys, "t2", b'{"cancelled":1}', b"") == "ok"
     assert await _record(backend, "c1", other, "t2", **{"step:a": b"1"}) == "dup"
+    assert await backend.bus.load_steps(keys, "t2") == {}
+
+
+async def test_a_batch_of_step_records_is_checked_record_by_record(backend: Backend) -> None:
+    mine, theirs = await _submit(backend, "t1"), await _submit(backend, "t2")
+    await _take(backend, "c1", 2)
+    await backend.bus.claim_stale(backend.ref(), AGENT, "c2", 0, 1, theirs)  # takes t2 only
+    batch = [
+        (backend.ref(), StepRecord(mine, "t1", [("step:a", b"1")])),
+        (backend.ref(), StepRecord(theirs, "t2", [("step:a", b"2")])),
+        (backend.ref(), StepRecord(mine, "t1", [("step:b", b"3")])),
+    ]
+    assert await backend.bus.record_steps(AGENT, "c1", batch) == ["ok", "lost", "ok"]
+    keys = backend.ref().keys
+    assert await backend.bus.load_steps(keys, "t1") == {"step:a": b"1", "step:b": b"3"}
     assert await backend.bus.load_steps(keys, "t2") == {}

@@ -255,7 +255,7 @@ class MemoryBus(MemoryWaiting):
             )
             if item.started_event:
                 events.append(item.started_event + _b(f"{n}}}"))
-            out.append(Begun("ok", n))
+            out.append(Begun("ok", n, task.get("stepped") == "1"))
         if events:
             self._outbox(stream.keys, b"[" + b",".join(events) + b"]")
         return out
@@ -497,8 +497,11 @@ class MemoryBus(MemoryWaiting):
         return "ok"
 
     async def record_steps(
-        self, stream: StreamRef, group: str, consumer: str, item: StepRecord
-    ) -> str:
+        self, group: str, consumer: str, items: Sequence[tuple[StreamRef, StepRecord]]
+    ) -> list[str]:
+        return [self._record_steps(stream, group, consumer, item) for stream, item in items]
+
+    def _record_steps(self, stream: StreamRef, group: str, consumer: str, item: StepRecord) -> str:
         held = self.state.group(stream.name, group)
         if held is None or held.owner(item.entry_id) != consumer:
             return "lost"
@@ -508,6 +511,7 @@ class MemoryBus(MemoryWaiting):
         if item.fields:
             record = self.state.hash_for_write(stream.keys.steps(item.task_id))
             record.update((name, value.decode()) for name, value in item.fields)
+            self.state.hash_for_write(stream.keys.task(item.task_id))["stepped"] = "1"
         self._outbox(stream.keys, item.events_json)
         return "ok"
 

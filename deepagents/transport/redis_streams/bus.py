@@ -316,7 +316,7 @@ class RedisStreamBus(RedisWaiting):
             args += (item.entry_id, item.attempt, item.started_event)
         with redis_errors(f"begin on {stream.name}"):
             (reply,) = await self._evalsha(self.scripts.begin, [(keys, args)])
-        return [Begun(status.decode(), n) for status, n in reply]
+        return [Begun(r[0].decode(), r[1], len(r) > 2 and r[2] == 1) for r in reply]
 
     async def commit(
         self, stream: StreamRef, group: str, consumer: str, items: Sequence[CommitItem]
@@ -479,20 +479,18 @@ class RedisStreamBus(RedisWaiting):
         return _s(status)
 
     async def record_steps(
-        self, stream: StreamRef, group: str, consumer: str, item: StepRecord
-    ) -> str:
-        keys = [
-            stream.name,
-            stream.keys.task(item.task_id),
-            stream.keys.steps(item.task_id),
-            stream.keys.outbox,
-        ]
-        args: list[Any] = [group, consumer, item.entry_id, item.events_json]
-        for name, value in item.fields:
-            args += (name, value)
-        with redis_errors(f"record steps on {stream.name}"):
-            (status,) = await self._evalsha(self.scripts.record_steps, [(keys, args)])
-        return _s(status)
+        self, group: str, consumer: str, items: Sequence[tuple[StreamRef, StepRecord]]
+    ) -> list[str]:
+        calls = []
+        for stream, item in items:
+            shard = stream.keys
+            keys = [stream.name, shard.task(item.task_id), shard.steps(item.task_id), shard.outbox]
+            args: list[Any] = [group, consumer, item.entry_id, item.events_json]
+            for name, value in item.fields:
+                args += (name, value)
+            calls.append((keys, args))
+        with redis_errors("record steps"):
+            return [_s(status) for status in await self._evalsha(self.scripts.record_steps, calls)]
 
     async def load_steps(self, keys: ShardKeys, task_id: str) -> dict[str, bytes]:
         with redis_errors(f"load steps of {task_id}"):

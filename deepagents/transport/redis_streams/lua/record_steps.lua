@@ -11,6 +11,10 @@ local p = redis.call('XPENDING', KEYS[1], ARGV[1], ARGV[3], ARGV[3], 1)
 if #p == 0 or p[1][2] ~= ARGV[2] then return 'lost' end
 local state = redis.call('HGET', KEYS[2], 'state')
 if state == 'done' or state == 'dead' then return 'dup' end
-if #ARGV > 4 then redis.call('HSET', KEYS[3], unpack(ARGV, 5)) end
+if #ARGV > 4 then
+  redis.call('HSET', KEYS[3], unpack(ARGV, 5))
+  -- the next delivery's begin tells it there are records to read
+  redis.call('HSET', KEYS[2], 'stepped', '1')
+end
 if ARGV[4] ~= '' then redis.call('XADD', KEYS[4], '*', 'events', ARGV[4]) end
 return 'ok'
