@@ -112,13 +112,18 @@ async def run_pipelines(orch: Orchestrator, count: int, seed: int) -> PipelineRu
 def pipeline_line(runs: PipelineRuns, answered: int) -> str:
     done = [r for r in runs.results if r.status is ResultStatus.SUCCESS]
     approved = sum(1 for r in done if r.output.get("approved"))
+    degraded = sum(1 for r in done if r.degraded)  # a model step answered offline
     calls = sum(int(r.output.get("model_calls", 0)) for r in done)
     cost = sum(r.metrics.cost_usd for r in done)
     median = statistics.median(runs.seconds) if runs.seconds else float("nan")
     return (
-        f"{len(runs.results)} research pipelines (3 phases, 4 parallel lanes each): "
-        f"{answered} questions answered by the demo's automatic approver; {approved} approved "
-        f"and finished, {len(runs.results) - len(done)} failed, {runs.refused} refused; "
-        f"{calls} model calls, ${cost:.6f}; median {median:.1f} s from submit to result, "
-        "approval included"
+        f"{_n(len(runs.results), 'research pipeline')} (3 phases, 4 parallel lanes each): "
+        f"{_n(answered, 'question')} answered by the demo's automatic approver; {approved} "
+        f"approved and finished, {len(runs.results) - len(done)} failed, {runs.refused} "
+        f"refused, {degraded} degraded; {_n(calls, 'model call')}, ${cost:.6f}; median "
+        f"{median:.1f} s from submit to result, approval included"
     )
+
+
+def _n(count: int, noun: str) -> str:
+    return f"{count} {noun}" + ("" if count == 1 else "s")
