@@ -176,13 +176,20 @@ async def one_run(url: str, args: argparse.Namespace, run: int) -> dict[str, Any
     with tempfile.NamedTemporaryFile("w", suffix=".yaml", delete=False) as f:
         f.write(DRAIN_CONFIG)
     try:
-        one = await drain(url, f"{prefix}a", "onestep", args.tasks, f.name)
-        none = await drain(url, f"{prefix}b", "nostep", args.tasks, f.name)
+        # Paired: the two drains back to back, their order alternating from run to run, so
+        # that a change in the machine's load hits both alike over the runs.
+        order = ["onestep", "nostep"] if run % 2 == 0 else ["nostep", "onestep"]
+        got = {a: await drain(url, f"{prefix}{a}", a, args.tasks, f.name) for a in order}
+        one, none = got["onestep"], got["nostep"]
         out["one_step_drain_per_s"], out["one_step_worker_cpu_us"] = one
         out["no_step_drain_per_s"], out["no_step_worker_cpu_us"] = none
     finally:
         os.unlink(f.name)
     out["one_step_vs_none"] = round(out["one_step_drain_per_s"] / out["no_step_drain_per_s"], 3)
+    out["step_worker_cpu_us"] = round(
+        out["one_step_worker_cpu_us"] - out["no_step_worker_cpu_us"], 1
+    )
+    out["load_average"] = round(os.getloadavg()[0], 1)
     client = connect(url)
     keys = [k async for k in client.scan_iter(match=f"{prefix}*", count=1000)]
     for i in range(0, len(keys), 500):

@@ -148,6 +148,10 @@ class DeliverySteps(TaskContext):
     # steps ---------------------------------------------------------------------------------
 
     async def step(self, name: str, fn: Callable[..., Any], *args: Any) -> Any:
+        if _step_key.get() is not None:
+            # Replayed, the outer step would not call it: the ids after it would shift.
+            raise StepError(f"step {name!r} inside the fn of step {_step_key.get()!r}: "
+                            "steps do not nest (make them siblings, or use gather)")  # fmt: skip
         lane = current_lane.get() or self._root
         step_id = lane.next_id(check_name(name))
         records = await self.records()

@@ -178,3 +178,25 @@ async def test_a_step_result_that_is_not_json_fails_the_task_clearly() -> None:
         result = await h.run(Task(intent="not_json", payload={}))
     assert result.error is not None and result.error.code == ErrorCode.STEP_ERROR
     assert "step 'bad''s result must be JSON" in result.error.message
+
+
+class Nested(AgentContract):
+    name = "nested"
+    version = "1"
+    intents = ("nested",)
+
+    async def execute(self, context: dict[str, Any]) -> Result:
+        ctx = context["ctx"]
+
+        async def outer() -> int:
+            return int(await ctx.step("inner", lambda: 1))
+
+        await ctx.step("outer", outer)
+        return Result(output={})
+
+
+async def test_a_step_inside_a_step_is_refused() -> None:
+    async with AgentHarness(Nested) as h:
+        result = await h.run(Task(intent="nested", payload={}))
+    assert result.error is not None and result.error.code == ErrorCode.STEP_ERROR
+    assert "steps do not nest" in result.error.message
