@@ -8,7 +8,7 @@ from __future__ import annotations
 import asyncio
 import signal
 from collections import Counter
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -18,7 +18,7 @@ from redis.asyncio import Redis
 from deepagents.config import Settings, load_config
 from deepagents.contract import ResultStatus
 from deepagents.errors import InvalidReply
-from deepagents.modelcall.simulator import SimSettings, SimulatorThread
+from deepagents.modelcall.simulator import Action, SimSettings, SimulatorThread
 from deepagents.orchestrator import Orchestrator
 from tests.e2e.conftest import registered, worker_procs
 from tests.support.pipeline import (
@@ -35,6 +35,11 @@ from tests.support.procs import Procs
 from tests.support.wait import eventually
 
 LANES = 3
+# Model calls answered before the simulator holds every later one. A task makes 1 + 2 x
+# LANES calls before its draft, more than this: whichever task has a lane call among these
+# is killed with lane calls still to make (in the middle of its execution phase), and with
+# three tasks planning first, one has.
+FAST_CALLS = 6
 PHASES = {"plan": "preparation", "index": "preparation", "draft": "execution"}
 PHASES |= {"revise": "execution", "summary": "finalization", "references": "finalization"}
 
@@ -157,14 +162,9 @@ async def test_a_pipeline_killed_mid_execution_resumes_without_rerunning_a_step(
     await registered(client, prefix, "research_pipeline", 1)
     config, settings = load_config(orch_config), Settings(prefix=prefix, outbox=True)
     async with Orchestrator.from_client(client, config=config, settings=settings) as orch:
+        sim.call(_hold_after(sim, FAST_CALLS))
         handles = await orch.submit_many([request(max_revisions=0) for _ in range(3)])
-
-        async def executing() -> bool:  # a lane's model call has returned somewhere
-            return any(c.step.startswith("g0.") for c in journal(journal_path))
-
-        await eventually(executing, timeout=60, what="the execution phase under way")
-        sim.call(lambda: sim.sim.configure(latency_s=600.0))  # every new model call hangs
-        await _quiet(client, prefix, sim, journal_path, handles)
+        await _quiet(client, prefix, sim, journal_path, handles, FAST_CALLS)
         victim.send_signal(signal.SIGKILL)
         victim.wait(10)
         hung = sim.call(lambda: sim.sim.state.inflight)  # the dead worker's calls, held
@@ -195,21 +195,37 @@ async def test_a_pipeline_killed_mid_execution_resumes_without_rerunning_a_step(
     assert any(e["type"] == "resumed" and e["steps"] > 0 for e in events)
 
 
+def _hold_after(sim: SimulatorThread, fast: int) -> Callable[[], None]:
+    """On the simulator's loop: the next ``fast`` calls are answered, every later one hangs."""
+
+    def hold() -> None:
+        sim.sim.push(*(Action(latency_s=0.02) for _ in range(fast)))
+        sim.sim.configure(latency_s=600.0)
+
+    return hold
+
+
 async def _quiet(
-    client: Redis, prefix: str, sim: SimulatorThread, journal_path: Path, handles: list[Any]
+    client: Redis,
+    prefix: str,
+    sim: SimulatorThread,
+    journal_path: Path,
+    handles: list[Any],
+    held_from: int,
 ) -> None:
-    """Until every model call that returned is journaled and recorded, and the others hang:
-    no model call can complete before the kill."""
+    """Until every call made before the hold has returned, been journaled and recorded, and
+    the ones in flight are all held (at least one): no model call can complete before the
+    kill."""
 
     async def settled() -> bool:
-        inflight = sim.call(lambda: sim.sim.state.inflight)
+        inflight, arrived = sim.call(lambda: (sim.sim.state.inflight, len(sim.sim.state.log)))
         calls = journal(journal_path)
         recorded = 0
         for h in handles:
             steps = await recorded_steps(client, prefix, h.shard, h.task_id)
             recorded += len(steps & model_steps(LANES))
-        done = _served(sim) - inflight
-        return bool(inflight) and done == len(calls) == recorded
+        done = arrived - inflight
+        return inflight == arrived - held_from > 0 and done == len(calls) == recorded
 
     await eventually(settled, timeout=60, what="every returned call recorded")
 
