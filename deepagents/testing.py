@@ -7,7 +7,9 @@ backoff, deadlines, dead letters after ``max_deliveries``) with no Redis and no 
 
 Unlike an eager mode that calls the agent directly, a failure that may pass is retried
 as it would be in production, and a task that keeps failing ends in the dead letters
-(``h.dead_letters()``)."""
+(``h.dead_letters()``). A long-running agent's durable steps work the same way
+(``context["ctx"]``, recorded owner-checked in the MemoryBus): fail a delivery after some
+steps and the next one replays them (docs/design.md, "Durable steps")."""
 
 from __future__ import annotations
 

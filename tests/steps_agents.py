@@ -40,7 +40,8 @@ async def effect(path: str, sleep: float, n: int) -> dict[str, int]:
 
 class PipelineAgent(AgentContract):
     """Payload: ``effects`` (file), ``sleep`` (s per step); or one of the fence modes
-    ``slow_step`` / ``slow_checkpoint`` (s), or ``exit_after_checkpoint`` (v1 only)."""
+    ``slow_step`` / ``slow_checkpoint`` (s), ``effect_then_sleep`` (s, with ``effects``), or
+    ``exit_after_checkpoint`` (v1 only)."""
 
     name = "pipeline"
     version = "1"
@@ -54,6 +55,8 @@ class PipelineAgent(AgentContract):
             return await self._slow_step(ctx, float(payload["slow_step"]))
         if "slow_checkpoint" in payload:
             return await self._slow_checkpoint(ctx, float(payload["slow_checkpoint"]))
+        if "effect_then_sleep" in payload:
+            return await self._in_flight(ctx, payload["effects"], payload["effect_then_sleep"])
         path, sleep = payload["effects"], float(payload.get("sleep", 0.0))
         with ctx.phase("prepare"):
             for i in range(EDGE_STEPS):
@@ -84,6 +87,19 @@ class PipelineAgent(AgentContract):
             return os.getpid()
 
         pid = await ctx.step("slow", slow)
+        return Result(output={"pid": pid})
+
+    async def _in_flight(self, ctx: Any, path: str, seconds: float) -> Result:
+        """A quick step, then one whose effect happens before a long sleep: a kill in that
+        sleep leaves the effect without its record (the in-flight window, made wide)."""
+
+        async def effect_then_sleep() -> int:
+            await effect(path, 0.0, 1)
+            await asyncio.sleep(seconds)
+            return os.getpid()
+
+        await ctx.step("quick", effect, path, 0.0, 0)
+        pid = await ctx.step("in_flight", effect_then_sleep)
         return Result(output={"pid": pid})
 
     async def _slow_checkpoint(self, ctx: Any, seconds: float) -> Result:

@@ -204,7 +204,8 @@ class Run:
         ctx = self.steps.open(flight, self.lose) if self.steps is not None else None
         if ctx is not None:  # the durable steps (worker/steps.py): restored state first
             bind_context(ctx)
-            await ctx.start()
+            if ctx.restores:
+                await ctx.start()
         if task.deadline is None:
             result = await self.runner.run(task)
         else:

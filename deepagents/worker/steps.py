@@ -82,6 +82,8 @@ class StepBook:
             claims, agent_settings.step_inline_bytes, result_ttl_s + CLAIM_MARGIN_S
         )
         self.refused = 0  # records refused because another consumer owned the entry
+        # Its state is restored (and migrated) as each delivery starts: ``DeliverySteps.start``
+        self.restores = agent.state_model is not None
         self.writer = StepWriter(bus, group, consumer)
 
     def open(self, flight: InFlight, lose: Callable[[InFlight], bool]) -> DeliverySteps:
@@ -102,9 +104,25 @@ class DeliverySteps(TaskContext):
     """The durable context of one delivery. Its records are loaded once, on first need (at
     the start, for an agent with a ``state_model``: its state must be restored first)."""
 
+    # One per delivery of every agent, stepped or not: kept small, and its lane made on use.
+    __slots__ = (
+        "_book",
+        "_flight",
+        "_loading",
+        "_lose",
+        "_pending",
+        "_records",
+        "_resumed",
+        "_root",
+        "_state",
+        "completed",
+        "current_phase",
+        "replayed",
+    )  # fmt: skip
+
     def __init__(self, book: StepBook, flight: InFlight, lose: Callable[[InFlight], bool]) -> None:
         self._book, self._flight, self._lose = book, flight, lose
-        self._root = Lane()
+        self._root: Lane | None = None
         self._records: dict[str, bytes] | None = None
         self._loading: asyncio.Future[dict[str, bytes]] | None = None
         self._state: BaseModel | None = None
@@ -152,7 +170,7 @@ class DeliverySteps(TaskContext):
             # Replayed, the outer step would not call it: the ids after it would shift.
             raise StepError(f"step {name!r} inside the fn of step {_step_key.get()!r}: "
                             "steps do not nest (make them siblings, or use gather)")  # fmt: skip
-        lane = current_lane.get() or self._root
+        lane = current_lane.get() or self._root_lane()
         step_id = lane.next_id(check_name(name))
         records = await self.records()
         recorded = records.get(STEP + step_id)
@@ -176,6 +194,11 @@ class DeliverySteps(TaskContext):
         await self._record_step(step_id, body, started, usage)
         records[STEP + step_id] = body
         return orjson.loads(body)  # as a later delivery will see it: the JSON, decoded
+
+    def _root_lane(self) -> Lane:
+        if self._root is None:
+            self._root = Lane()
+        return self._root
 
     async def _call(self, fn: Callable[..., Any], args: tuple[Any, ...]) -> Any:
         if inspect.iscoroutinefunction(fn):
@@ -228,7 +251,7 @@ class DeliverySteps(TaskContext):
         )
 
     async def gather(self, *aws: Awaitable[Any]) -> list[Any]:
-        parent = current_lane.get() or self._root
+        parent = current_lane.get() or self._root_lane()
         lanes = parent.fork(len(aws))
         tasks = []
         for lane, aw in zip(lanes, aws, strict=True):
@@ -269,11 +292,14 @@ class DeliverySteps(TaskContext):
 
     # records -------------------------------------------------------------------------------
 
+    @property
+    def restores(self) -> bool:
+        return self._book.restores
+
     async def start(self) -> None:
-        """At the start of the delivery: an agent with a state model gets its state (and a
-        checkpoint of another version migrated) before its code runs."""
-        if self._book.agent.state_model is not None:
-            await self.records()
+        """At the start of the delivery (when ``restores``): an agent with a state model gets
+        its state, a checkpoint of another version migrated, before its code runs."""
+        await self.records()
 
     async def records(self) -> dict[str, bytes]:
         if self._records is not None:

@@ -98,8 +98,10 @@ async def test_steps_resume_after_kill_9_and_completed_steps_never_run_again(
     assert_committed_once(await committed_events(client, prefix, "pipeline", SHARDS), task_ids)
 
     runs: dict[tuple[str, str], list[int]] = defaultdict(list)
+    in_lane: dict[tuple[str, int, str], list[str]] = defaultdict(list)  # in the order run
     for task_id, step_id, pid in _effects(effects):
         runs[(task_id, step_id)].append(pid)
+        in_lane[(task_id, pid, _lane(step_id))].append(step_id)
     reruns: dict[tuple[str, int], list[str]] = defaultdict(list)  # (task, killed pid): steps
     for handle in handles:
         keys = f"{prefix}:{{pipeline:{handle.shard}}}:s:{handle.task_id}"
@@ -113,13 +115,44 @@ async def test_steps_resume_after_kill_9_and_completed_steps_never_run_again(
             for pid in pids[:-1]:
                 assert pid in killed, f"{handle.task_id}/{step_id} ran again: {pids}"
                 reruns[(handle.task_id, pid)].append(step_id)
-    for (_, pid), steps in reruns.items():
+    for (task_id, pid), steps in reruns.items():
         lanes = [_lane(s) for s in steps]
         assert len(set(lanes)) == len(lanes), f"two steps of one lane reran on {pid}: {steps}"
         assert len(steps) <= LANES
+        for step_id in steps:  # the one in flight: the last its lane ran on the killed worker
+            assert in_lane[(task_id, pid, _lane(step_id))][-1] == step_id, (task_id, step_id)
     # The kills hit tasks mid-run: some ran steps on a killed worker and the rest elsewhere.
     pids_of: dict[str, set[int]] = defaultdict(set)
     for (task_id, _), pids in runs.items():
         pids_of[task_id].update(pids)
     resumed = [t for t, pids in pids_of.items() if pids & killed and pids - killed]
     assert resumed, "some tasks must have resumed on another worker after a kill"
+
+
+async def test_the_step_in_flight_at_a_kill_runs_again_and_the_one_before_does_not(
+    client: Redis, prefix: str, steps_config: Path, steps_procs: Procs, tmp_path: Path
+) -> None:
+    """The in-flight rule, made deterministic: the kill lands after a step's effect and
+    before its record (its fn sleeps after the effect). The step runs again on the next
+    worker, as the rule says it may; the step recorded before it does not."""
+    effects = tmp_path / "effects.log"
+    victim = steps_procs.worker(AGENT)
+    config = load_config(steps_config)
+    async with Orchestrator.from_client(
+        client, config=config, settings=Settings(prefix=prefix)
+    ) as orch:
+        payload = {"effects": str(effects), "effect_then_sleep": 3.0}
+        handle = await orch.submit(Task(intent="pipeline", payload=payload))
+
+        async def in_flight() -> bool:
+            return any(s == "in_flight" for _, s, _ in _effects(effects))
+
+        await eventually(in_flight, timeout=30, what="the second step's effect")
+        victim.send_signal(signal.SIGKILL)
+        victim.wait(10)
+        survivor = steps_procs.worker(AGENT)
+        result = await handle.result(timeout=60)
+    assert result.status is ResultStatus.SUCCESS and result.output == {"pid": survivor.pid}
+    runs = [(step, pid) for _, step, pid in _effects(effects)]
+    assert runs == [("quick", victim.pid), ("in_flight", victim.pid), ("in_flight", survivor.pid)]
+    assert result.metrics.attempts == 2
