@@ -25,7 +25,7 @@ SIMULATOR). With no model available a step answers an extractive placeholder, ``
 
 from __future__ import annotations
 
-from typing import Any, ClassVar, Literal
+from typing import Annotated, Any, ClassVar, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -46,12 +46,17 @@ class Source(BaseModel):
     text: str = Field(max_length=20_000)
 
 
+Question = Annotated[str, Field(min_length=1, max_length=500)]
+
+
 class PipelineRequest(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
     topic: str = Field(min_length=1, max_length=200)
     sources: list[Source] = Field(default_factory=list, max_length=32)
-    questions: list[str] = Field(default_factory=list, max_length=8, description="lane questions")
+    questions: list[Question] = Field(
+        default_factory=list, max_length=8, description="the lanes' own questions, first"
+    )
     lanes: int = Field(default=4, ge=1, le=8)
     max_revisions: int = Field(default=1, ge=0, le=3)
     approval_timeout_s: float = Field(default=86_400, gt=0, le=30 * 86_400)
