@@ -7,9 +7,8 @@ backoff, deadlines, dead letters after ``max_deliveries``) with no Redis and no 
 
 Unlike an eager mode that calls the agent directly, a failure that may pass is retried
 as it would be in production, and a task that keeps failing ends in the dead letters
-(``h.dead_letters()``). A long-running agent's durable steps work the same way
-(``context["ctx"]``, recorded owner-checked in the MemoryBus): fail a delivery after some
-steps and the next one replays them (docs/design.md, "Durable steps")."""
+(``h.dead_letters()``). A task that asks a person (``ctx.ask``) waits as in production:
+answer it with ``h.reply(task_id, answer)`` (``h.waiting()`` lists the open questions)."""
 
 from __future__ import annotations
 
@@ -20,8 +19,9 @@ from deepagents.compose import Services, memory_services
 from deepagents.config import FileConfig, Settings
 from deepagents.config.schema import AgentEntry
 from deepagents.contract import AgentContract, Result, Task
-from deepagents.orchestrator import Orchestrator
+from deepagents.orchestrator import Orchestrator, Replied, TaskHandle, submitter
 from deepagents.store.tasks import DeadLetterEntry
+from deepagents.transport.base import Waiting
 from deepagents.worker import Worker
 
 # One shard, retries after a few milliseconds, and a stop that waits a second for a task
@@ -46,11 +46,15 @@ class AgentHarness:
         self.config = base.model_copy(update={"agents": {**base.agents, agent.name: entry}})
         self.settings = Settings(prefix="harness", consumer="harness")
         self.services: Services = memory_services(self.settings)
-        self.worker = Worker(
-            self.agent, services=self.services, config=self.config, settings=self.settings
-        )
         self.orchestrator = Orchestrator(
             self.services, config=self.config, settings=self.settings, agents=[agent]
+        )
+        self.worker = Worker(
+            self.agent,
+            services=self.services,
+            config=self.config,
+            settings=self.settings,
+            escalate=submitter(self.orchestrator),
         )
         self._running: asyncio.Task[None] | None = None
 
@@ -74,6 +78,18 @@ class AgentHarness:
         """Submit the task and wait for its result, as an upstream service does."""
         handle = await self.orchestrator.submit(task)
         return await handle.result(timeout=timeout)
+
+    async def submit(self, task: Task) -> TaskHandle:
+        """Submit without waiting: for a task that will wait for a reply."""
+        return await self.orchestrator.submit(task)
+
+    async def waiting(self) -> list[Waiting]:
+        """The open questions, oldest first."""
+        return await self.orchestrator.waiting()
+
+    async def reply(self, task_id: str, answer: Any) -> Replied:
+        """Answer a waiting task's question, as a person would (``Orchestrator.reply``)."""
+        return await self.orchestrator.reply(task_id, answer)
 
     async def dead_letters(self) -> list[DeadLetterEntry]:
         """The agent's dead-lettered tasks, oldest first."""

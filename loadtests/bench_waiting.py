@@ -6,9 +6,9 @@ Against a fresh embedded Redis (or --redis-url; every key is under a fresh prefi
 one worker process (``deepagents worker tests.support.asking:MixedAgent``, p2 pool 100):
 
 1. memory: ``--memory-tasks`` tasks submitted and parked; Redis's ``used_memory`` before
-   and after, per waiting task (everything a waiting task holds: task hash with its
-   question and schema, location record, delayed-set and waiting-index members), and
-   ``MEMORY USAGE`` of one waiting task's hash; per run, then replied to and drained;
+   and after, per waiting task (everything a waiting task holds: task hash, the record of
+   its task and question, location record, delayed-set and waiting-index members), and
+   ``MEMORY USAGE`` of one waiting task's keys; then replied to and drained;
 2. the drain of ``--work`` 20 ms tasks with nothing waiting (the baseline, same run);
 3. ``--waiting`` tasks parked (submit to all waiting: park/s);
 4. the drain of ``--work`` 20 ms tasks again, beside them: the ratio to the baseline;
@@ -55,13 +55,17 @@ agents:
 SHARDS = 4
 
 
-def start_worker(url: str, prefix: str, config_path: str) -> subprocess.Popen[bytes]:
+def start_worker(
+    url: str, prefix: str, config_path: str, *, outbox: bool
+) -> subprocess.Popen[bytes]:
     env = {
         **os.environ,
         "DEEPAGENTS_REDIS_URL": url,
         "DEEPAGENTS_PREFIX": prefix,
         "DEEPAGENTS_CONFIG": config_path,
-        "DEEPAGENTS_OUTBOX": "true",
+        # Off: with it on, each park also appends its `waiting` audit event to the outbox
+        # stream until the audit writer drains it (none runs here); --outbox counts that in.
+        "DEEPAGENTS_OUTBOX": "true" if outbox else "false",
     }
     return subprocess.Popen(
         [sys.executable, "-m", "deepagents", "worker", "tests.support.asking:MixedAgent"],
@@ -128,7 +132,7 @@ async def one_run(url: str, args: argparse.Namespace, run: int) -> dict[str, Any
     out: dict[str, Any] = {"run": run}
     with tempfile.NamedTemporaryFile("w", suffix=".yaml", delete=False) as f:
         f.write(CONFIG)
-    worker = start_worker(url, prefix, f.name)
+    worker = start_worker(url, prefix, f.name, outbox=args.outbox)
     try:
         async with Orchestrator.from_client(client, config=config, settings=settings) as orch:
             while not await client.hlen(f"{prefix}:agent:mixed:instances"):
@@ -144,6 +148,8 @@ async def one_run(url: str, args: argparse.Namespace, run: int) -> dict[str, Any
             one = parked[0]
             key = f"{prefix}:{{mixed:{one.shard}}}:t:{one.task_id}"
             out["task_hash_bytes"] = int(await client.memory_usage(key, samples=0))
+            record = f"{prefix}:{{mixed:{one.shard}}}:q:{one.task_id}"
+            out["question_record_bytes"] = int(await client.memory_usage(record, samples=0))
             loc = f"{prefix}:loc:{one.task_id}"
             out["location_bytes"] = int(await client.memory_usage(loc, samples=0))
             sets = 0
@@ -211,6 +217,7 @@ def main() -> None:
     parser.add_argument("--work", type=int, default=2_000)
     parser.add_argument("--runs", type=int, default=1)
     parser.add_argument("--redis-url", help="default: a fresh embedded Redis")
+    parser.add_argument("--outbox", action="store_true", help="audit events on (undrained)")
     args = parser.parse_args()
     if args.redis_url:
         asyncio.run(main_async(args, args.redis_url))

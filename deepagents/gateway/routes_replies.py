@@ -4,7 +4,6 @@ tenant's task is answered 404, as an unknown one."""
 
 from __future__ import annotations
 
-import asyncio
 from typing import Annotated
 
 from fastapi import APIRouter, Depends, Query
@@ -108,6 +107,6 @@ async def reply(
 async def waiting(state: StateDep, principal: PrincipalDep, limit: Limit = 100) -> Response:
     async with state.admission.admit(principal.tenant, 1):
         found = await state.orchestrator.waiting(limit=SCAN_PER_SHARD)
-        owners = await asyncio.gather(*(state.tasks.owner(w.task_id) for w in found))
+        owners = await state.tasks.owners([w.task_id for w in found])
     mine = [w for w, owner in zip(found, owners, strict=True) if owner == principal.tenant]
     return _json(WaitingList(tasks=[waiting_view(w) for w in mine[:limit]]))

@@ -45,7 +45,7 @@ from deepagents.errors import (
     UnknownIntent,
 )
 from deepagents.orchestrator.handle import TaskHandle
-from deepagents.orchestrator.replies import Replied, Replies
+from deepagents.orchestrator.replies import Question, Replied, Replies, question_of
 from deepagents.orchestrator.routing import Route, Router, agent_specs
 from deepagents.store.base import Registry, TaskRecords
 from deepagents.store.registry import AgentHealth
@@ -497,6 +497,12 @@ class Orchestrator:
         (which names the field), and changes nothing then."""
         return await self.answers.reply(task_id, answer, self.config.tier_names)
 
+    async def question(self, task_id: str) -> Question | None:
+        """What a waiting task asks (its question, answer schema, age, when the wait runs
+        out); None unless the task waits for a reply."""
+        info = await self.lookup(task_id)
+        return None if info is None else question_of(info)
+
     async def waiting(self, agent: str | None = None, limit: int = 100) -> list[Waiting]:
         """The oldest ``limit`` open questions (of one agent type, or all), oldest first."""
         names = [agent] if agent is not None else sorted(self.router.specs)
@@ -538,6 +544,8 @@ class Orchestrator:
             return None
         info: dict[str, Any] = dict(await self.tasks.task_fields(loc, task_id))
         info.update(agent=loc.agent, shard=loc.shard, submitted_tier=loc.tier)
+        if info.get("state") == "waiting":  # its question is kept beside the task hash
+            info.update(await self.bus.asked(self.keys.shard(loc.agent, loc.shard), task_id))
         return info
 
     def _on_reply(self, data: bytes) -> None:

@@ -87,8 +87,10 @@ class Replies:
         if loc is None or not info:
             raise ReplyTaskNotFound(f"no task {task_id}")
         ask = info.get("ask", "")
+        keys = self.keys.shard(loc.agent, loc.shard)
         if info.get("state") == "waiting":  # else the script says why it cannot take it
-            _validate(answer, info.get("ask_schema") or "{}")
+            asked = await self.bus.asked(keys, task_id)
+            _validate(answer, asked.get("ask_schema") or "{}")
         answer_json = orjson.dumps(answer)
         if len(answer_json) > self.max_answer_bytes:
             raise PayloadTooLarge(
@@ -103,7 +105,6 @@ class Replies:
             if self.outbox
             else []
         )
-        keys = self.keys.shard(loc.agent, loc.shard)
         done = await self.bus.answer(keys, tiers, task_id, ask, answer_json, encode_events(events))
         if done.status == "missing":
             raise ReplyTaskNotFound(f"no task {task_id}")

@@ -64,6 +64,9 @@ class MemoryTaskStore:
     async def owner(self, task_id: str) -> str | None:
         return self.state.string(self.owner_key(task_id))
 
+    async def owners(self, task_ids: Sequence[str]) -> list[str | None]:
+        return [self.state.string(self.owner_key(t)) for t in task_ids]
+
     async def forget_submitted(self, task_ids: Sequence[str]) -> None:
         for task_id in task_ids:
             self.state.strings.pop(self.owner_key(task_id), None)

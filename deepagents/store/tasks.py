@@ -149,6 +149,17 @@ class TaskStore:
             raw = await self.client.get(self.owner_key(task_id))
         return None if raw is None else str(raw.decode())
 
+    async def owners(self, task_ids: Sequence[str]) -> list[str | None]:
+        """``owner`` of each, in one round trip (a pipeline: the keys sit in many slots)."""
+        if not task_ids:
+            return []
+        with redis_errors("read task owners"):
+            pipe = self.client.pipeline(transaction=False)
+            for task_id in task_ids:
+                pipe.get(self.owner_key(task_id))
+            raw = await pipe.execute()
+        return [None if r is None else bytes(r).decode() for r in raw]
+
     async def forget_submitted(self, task_ids: Sequence[str]) -> None:
         """Remove the owner and location records of tasks that were not enqueued after all."""
         keys = [k for t in task_ids for k in (self.owner_key(t), self.keys.location(t))]

@@ -352,6 +352,11 @@ class MessageBus(Protocol):
 
     async def waiting(self, keys: ShardKeys, limit: int) -> list[Waiting]: ...
 
+    async def asked(self, keys: ShardKeys, task_id: str) -> dict[str, str]:
+        """A waiting task's question: ``question``, ``ask_schema``, ``ask_default`` (JSON
+        text); {} unless it waits."""
+        ...
+
     async def waiting_count(self, shards: Sequence[ShardKeys]) -> list[int]: ...
     async def record_steps(
         self, group: str, consumer: str, items: Sequence[tuple[StreamRef, StepRecord]]

@@ -53,6 +53,11 @@ class ShardKeys:
         # hash, so recording one is owner-checked in the same script as commit.
         return f"{self.tag}:s:{task_id}"
 
+    def question(self, task_id: str) -> str:
+        # A waiting task's task JSON and question, one string: kept out of its task hash,
+        # whose values then stay short enough for Redis's compact hash encoding.
+        return f"{self.tag}:q:{task_id}"
+
     @property
     def waiting(self) -> str:
         # Tasks waiting for a human reply (score = asked at, ms): the open questions, listed

@@ -256,7 +256,13 @@ async def test_a_parked_task_waits_holding_no_entry(backend: Backend) -> None:
     assert (stats.length, stats.pending) == (0, 0)
     (open_,) = await backend.bus.waiting(keys, 10)
     assert (open_.task_id, open_.ask, open_.question) == ("t1", "1", "approve?")
+    asked = await backend.bus.asked(keys, "t1")
+    assert (asked["question"], orjson.loads(asked["ask_schema"])) == (
+        "approve?",
+        {"type": "object"},
+    )
     assert await backend.bus.waiting_count([keys]) == [1]
+    assert await backend.bus.shard_backlog(keys) == (0, 0)  # its wait is not a delayed retry
     # Its wait is in the delayed set, not due yet: nothing to wake.
     assert (await backend.bus.promote_due(keys, TIERS)).waits == ()
 
@@ -272,6 +278,7 @@ async def test_one_reply_resumes_a_waiting_task_and_a_second_is_refused(backend:
     assert (await backend.bus.ask_record(keys, "t1", "1")).answer_json == b'{"ok":true}'
     assert await _state(backend, "t1") == "queued"
     assert await backend.bus.waiting(keys, 10) == []
+    assert await backend.bus.asked(keys, "t1") == {}
     assert await backend.bus.shard_backlog(keys) == (0, 0)  # its wait left the delayed set
     (entry,) = await _take(backend, "c1")
     assert entry.fields is not None and orjson.loads(entry.fields[b"task"])["task_id"] == "t1"
@@ -289,6 +296,7 @@ async def test_a_due_wait_wakes_once_and_a_late_reply_changes_nothing(backend: B
     assert (await backend.bus.wake(keys, TIERS, "t1", b"")).status == "ok"
     assert (await backend.bus.wake(keys, TIERS, "t1", b"")).status == "gone"  # a second pump
     assert await backend.bus.ask_record(keys, "t1", "1") == (None, 1)
+    assert await backend.bus.asked(keys, "t1") == {}
     late = await backend.bus.answer(keys, TIERS, "t1", "1", b"{}", b"")
     assert late.status == "not_waiting"
     assert len(await _take(backend, "c1", 10)) == 1  # resumed once
@@ -310,6 +318,7 @@ async def test_a_waiting_task_can_be_cancelled(backend: Backend) -> None:
     assert await backend.bus.cancel(keys, "t1", b'{"cancelled":1}', b"") == "ok"
     assert await backend.tasks.terminal_result(AGENT, 0, "t1") == b'{"cancelled":1}'
     assert await backend.bus.waiting(keys, 10) == []
+    assert await backend.bus.asked(keys, "t1") == {}
     assert (await backend.bus.promote_due(keys, TIERS)).waits == ()
     assert (await backend.bus.wake(keys, TIERS, "t1", b"")).status == "gone"
     late = await backend.bus.answer(keys, TIERS, "t1", "1", b"{}", b"")

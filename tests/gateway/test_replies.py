@@ -14,6 +14,7 @@ import httpx
 import pytest
 
 from deepagents.gateway.auth import hash_key
+from deepagents.transport.keys import Keys
 from tests.gateway.conftest import Deployment, make_deployment
 from tests.gateway.procs import KEYS, auth, start_gateway, start_worker
 from tests.support.asking import CONFIG
@@ -138,3 +139,28 @@ def test_a_task_that_is_not_waiting_is_409(http: httpx.Client, deployment: Deplo
     refused = _reply(http, task_id, {"approved": True})
     assert refused.status_code == 409 and refused.json()["code"] == "not_waiting"
     assert "queued" in refused.json()["detail"]
+
+
+def test_an_unanswered_question_is_escalated_by_the_worker_process(
+    http: httpx.Client, deployment: Deployment, tmp_path: Path
+) -> None:
+    runs = tmp_path / "runs"
+    task_id = _ask(http, runs, timeout_s=0.5, on_timeout="escalate")
+
+    key = f"{deployment.prefix}:idem:" + _idem_digest(f"escalation:{task_id}:1", "alpha")
+
+    def escalated() -> bool:
+        return bool(deployment.redis.exists(key))
+
+    eventually_sync(escalated, timeout=30, what="the escalation task submitted")
+
+    def waiting_again() -> bool:  # for whoever handles the escalation
+        return bool(http.get(f"/v1/tasks/{task_id}", headers=auth()).json()["state"] == "waiting")
+
+    eventually_sync(waiting_again, timeout=30, what="the original waits again")
+    assert _reply(http, task_id, {"approved": True, "note": "escalated"}).status_code == 200
+    assert _result(http, task_id)["output"] == {"approved": True, "note": "escalated"}
+
+
+def _idem_digest(key: str, tenant: str) -> str:
+    return Keys("x").idempotency(key, tenant).rsplit(":", 1)[-1]

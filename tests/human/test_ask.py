@@ -10,16 +10,21 @@ from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
+import orjson
 import pytest
 from redis.asyncio import Redis
 
+from deepagents.compose import services_for
 from deepagents.config import FileConfig, Settings, parse_config
 from deepagents.contract.result import Result
 from deepagents.contract.task import utcnow
 from deepagents.errors import AlreadyReplied, InvalidReply, NotWaiting, ReplyTaskNotFound
 from deepagents.orchestrator import Orchestrator, TaskHandle, submitter
+from deepagents.orchestrator.fleet import FleetSampler
+from deepagents.telemetry.metrics import FleetMetrics
 from deepagents.worker import Worker
 from tests.support.asking import CONFIG, ApprovalAgent
+from tests.support.replies import entries
 from tests.support.wait import eventually
 from tests.support.workers import running
 
@@ -69,11 +74,18 @@ def _runs(tmp_path: Path) -> list[str]:
 
 
 async def test_a_reply_resumes_the_task_once_with_the_answer(
-    orch: Orchestrator, worker: Worker, tmp_path: Path
+    orch: Orchestrator, worker: Worker, client: Redis, settings: Settings, tmp_path: Path
 ) -> None:
+    metrics = orch.telemetry.metrics  # the process's: other tests count into it too
+    assert metrics is not None
+    waits = metrics.human_wait.labels("approver", "replied")
+    replied_before = sum(waits.counts)
     handle = await _submit(orch, tmp_path, item="invoice 7")
     info = await _waiting(orch, handle)
     assert info["question"] == "approve invoice 7?"
+    question = await orch.question(handle.task_id)
+    assert question is not None and question.schema["required"] == ["approved"]
+    assert question.on_timeout == "fail" and question.due_ms > question.asked_ms
     (open_,) = await orch.waiting()
     assert open_.task_id == handle.task_id
     with pytest.raises(InvalidReply) as bad:
@@ -101,6 +113,19 @@ async def test_a_reply_resumes_the_task_once_with_the_answer(
     ]
     assert await orch.waiting() == []
     assert worker.stats.parked == 1
+    events = await _events(client, settings.prefix, handle.task_id)
+    assert [e for e in events if e in ("waiting", "replied")] == ["waiting", "replied"]
+    assert events[-1] == "succeeded"
+    assert sum(waits.counts) == replied_before + 1
+
+
+async def _events(client: Redis, prefix: str, task_id: str) -> list[str]:
+    """The task's audit event types, in order, from its agent's outbox streams."""
+    out = []
+    for shard in range(2):
+        for _, fields in await entries(client, f"{prefix}:{{approver:{shard}}}:audit"):
+            out += [e["type"] for e in orjson.loads(fields[b"events"]) if e["task_id"] == task_id]
+    return out
 
 
 @pytest.mark.parametrize(
@@ -113,6 +138,8 @@ async def test_a_reply_resumes_the_task_once_with_the_answer(
 async def test_a_wait_that_runs_out_applies_the_policy(
     orch: Orchestrator,
     worker: Worker,
+    client: Redis,
+    settings: Settings,
     tmp_path: Path,
     policy: str,
     expected: tuple[str, str | None, Any],
@@ -122,6 +149,8 @@ async def test_a_wait_that_runs_out_applies_the_policy(
     assert _outcome(result) == expected
     with pytest.raises(NotWaiting):  # too late: the policy has run
         await orch.reply(handle.task_id, {"approved": True})
+    events = await _events(client, settings.prefix, handle.task_id)
+    assert [e for e in events if e in ("waiting", "wait_expired")] == ["waiting", "wait_expired"]
 
 
 def _outcome(result: Result) -> tuple[str, str | None, Any]:
@@ -140,6 +169,7 @@ async def test_an_escalated_question_waits_again_for_the_escalation_to_answer(
         return info if info and info.get("state") == "waiting" and resumed else None
 
     await eventually(escalated, timeout=30, what="re-parked after escalating")
+    assert "escalated" in await _events(client, settings.prefix, handle.task_id)
     key = orch.keys.idempotency(f"escalation:{handle.task_id}:1", None)
     raw = await client.get(key)
     escalation_id = (raw.decode() if isinstance(raw, bytes) else str(raw)).split(" ")[0]
@@ -213,3 +243,16 @@ async def test_a_reply_racing_the_timeout_resumes_the_task_once(
     # every task started twice (asked, resumed) and never a third time
     starts = [line.split(" ")[0] for line in _runs(tmp_path) if line.endswith("start")]
     assert sorted(starts.count(h.task_id) for h in handles) == [2] * len(handles)
+
+
+async def test_the_exporter_counts_the_waiting_tasks(
+    orch: Orchestrator, worker: Worker, client: Redis, settings: Settings, tmp_path: Path
+) -> None:
+    handles = [await _submit(orch, tmp_path) for _ in range(3)]
+    for h in handles:
+        await _waiting(orch, h)
+    fleet = FleetMetrics()
+    await FleetSampler(services_for(client, settings), orch.config, fleet).sample()
+    sample = fleet.registry.get_sample_value
+    counted = [sample("deepagents_waiting_tasks", {"agent": "approver", "shard": s}) for s in "01"]
+    assert sum(n or 0 for n in counted) == 3

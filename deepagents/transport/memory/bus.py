@@ -537,7 +537,9 @@ class MemoryBus(MemoryWaiting):
 
     async def shard_backlog(self, keys: ShardKeys) -> tuple[int, int]:
         dlq = self.state.streams.get(keys.dlq)
-        return len(dlq.entries) if dlq else 0, len(self.state.delayed.get(keys.delayed, {}))
+        delayed = len(self.state.delayed.get(keys.delayed, {}))
+        waits = len(self.state.delayed.get(keys.waiting, {}))  # their waits are not retries
+        return len(dlq.entries) if dlq else 0, max(0, delayed - waits)
 
     async def oldest_idle_ms(
         self, streams: Sequence[tuple[str, str]], scan: int

@@ -16,23 +16,17 @@ from deepagents.transport.base import (
 )
 from deepagents.transport.keys import ShardKeys, wait_member
 from deepagents.transport.memory.state import Group, State, Stream
+from deepagents.transport.questions import decode_question, encode_question, task_of
 
 # The task hash's fields that only a waiting task has.
-WAIT_FIELDS = (
-    "wait_task",
-    "question",
-    "ask_schema",
-    "on_timeout",
-    "ask_default",
-    "asked_ms",
-    "wait_due_ms",
-)
+WAIT_FIELDS = ("on_timeout", "asked_ms", "wait_due_ms")
 
 
 def drop_wait(state: State, keys: ShardKeys, task_id: str) -> None:
-    """Take a task out of its shard's delayed set and waiting index."""
+    """Take a task out of its shard's delayed set and waiting index; drop its question."""
     state.delayed.get(keys.delayed, {}).pop(wait_member(task_id).encode(), None)
     state.delayed.get(keys.waiting, {}).pop(task_id.encode(), None)
+    state.strings.pop(keys.question(task_id), None)
 
 
 class MemoryWaiting:
@@ -59,16 +53,14 @@ class MemoryWaiting:
         task.update(
             state="waiting",
             tier=item.tier,
-            wait_task=item.task_json.decode(),
             ask=item.ask,
-            question=item.question,
-            ask_schema=item.schema_json.decode(),
             on_timeout=item.on_timeout,
-            ask_default=item.default_json.decode(),
             asked_ms=str(at),
             wait_due_ms=str(item.due_ms),
             deliveries="0",
         )
+        record = encode_question(item.task_json, item.question, item.schema_json, item.default_json)
+        self.state.strings[keys.question(item.task_id)] = record.decode()
         self.state.delayed.setdefault(keys.delayed, {})[wait_member(item.task_id).encode()] = (
             item.due_ms
         )
@@ -80,12 +72,13 @@ class MemoryWaiting:
         self, keys: ShardKeys, tiers: Sequence[str], task_id: str, task: dict[str, str]
     ) -> int:
         """Re-enqueue a waiting task on its tier; the time it asked (ms)."""
+        record = (self.state.string(keys.question(task_id)) or "").encode()
         drop_wait(self.state, keys, task_id)
         at = str(now_ms())
         tier = task.get("tier", "")
         target = keys.stream(tier if tier in tiers else tiers[-1])
         fields = {
-            b"task": task.get("wait_task", "").encode(),
+            b"task": task_of(record),
             b"attempt": task.get("attempt", "1").encode(),
             b"enq": at.encode(),
             b"reply": task.get("reply", "").encode(),
@@ -149,7 +142,8 @@ class MemoryWaiting:
         for member, asked in sorted(index.items(), key=lambda kv: (kv[1], kv[0]))[:limit]:
             task_id = member.decode()
             task = self.state.hash(keys.task(task_id)) or {}
-            if "ask" not in task:
+            asked_for = await self.asked(keys, task_id)
+            if "ask" not in task or not asked_for:
                 continue
             out.append(
                 Waiting(
@@ -158,12 +152,16 @@ class MemoryWaiting:
                     keys.shard,
                     asked,
                     task["ask"],
-                    task.get("question", ""),
+                    asked_for["question"],
                     int(task.get("wait_due_ms") or 0),
                     task.get("on_timeout", ""),
                 )
             )
         return out
+
+    async def asked(self, keys: ShardKeys, task_id: str) -> dict[str, str]:
+        record = self.state.string(keys.question(task_id))
+        return decode_question(None if record is None else record.encode())
 
     async def waiting_count(self, shards: Sequence[ShardKeys]) -> list[int]:
         return [len(self.state.delayed.get(keys.waiting, {})) for keys in shards]

@@ -473,6 +473,7 @@ class RedisStreamBus(RedisWaiting):
                     keys.steps(task_id),
                     keys.delayed,
                     keys.waiting,
+                    keys.question(task_id),
                 ],
                 args=[result_json, now_ms(), self.result_ttl_s, events_json, task_id],
             )
@@ -526,11 +527,13 @@ class RedisStreamBus(RedisWaiting):
         return stats
 
     async def shard_backlog(self, keys: ShardKeys) -> tuple[int, int]:
-        """(dead letters, delayed retries) of one shard."""
+        """(dead letters, delayed retries) of one shard. The delayed set also holds the
+        deadline of each waiting task's wait, one per task in the waiting index: not counted."""
         with redis_errors("status"):
             dlq = await self.client.xlen(keys.dlq)
             delayed = await self.client.zcard(keys.delayed)
-        return int(dlq), int(delayed)
+            waits = await self.client.zcard(keys.waiting)
+        return int(dlq), max(0, int(delayed) - int(waits))
 
     async def oldest_idle_ms(
         self, streams: Sequence[tuple[str, str]], scan: int

@@ -17,10 +17,11 @@ from deepagents.transport.base import (
     now_ms,
 )
 from deepagents.transport.keys import ShardKeys
+from deepagents.transport.questions import decode_question, encode_question
 from deepagents.transport.redis_streams.errors import redis_errors
 from deepagents.transport.redis_streams.scripts import Scripts
 
-_LISTED = (b"ask", b"question", b"wait_due_ms", b"on_timeout")
+_LISTED = (b"ask", b"wait_due_ms", b"on_timeout")
 
 
 def _s(value: bytes | str | None) -> str:
@@ -36,6 +37,7 @@ def _task_keys(keys: ShardKeys, task_id: str, tiers: Sequence[str]) -> list[str]
         keys.delayed,
         keys.waiting,
         keys.outbox,
+        keys.question(task_id),
         *(keys.stream(t) for t in tiers),
     ]
 
@@ -48,7 +50,15 @@ class RedisWaiting:
 
     async def park(self, stream: StreamRef, group: str, consumer: str, item: Park) -> str:
         keys = stream.keys
-        touched = [stream.name, keys.task(item.task_id), keys.delayed, keys.waiting, keys.outbox]
+        touched = [
+            stream.name,
+            keys.task(item.task_id),
+            keys.delayed,
+            keys.waiting,
+            keys.outbox,
+            keys.question(item.task_id),
+        ]
+        record = encode_question(item.task_json, item.question, item.schema_json, item.default_json)
         with redis_errors(f"park on {stream.name}"):
             status = await self.scripts.park(
                 keys=touched,
@@ -57,13 +67,10 @@ class RedisWaiting:
                     consumer,
                     item.entry_id,
                     item.task_id,
-                    item.task_json,
+                    record,
                     item.tier,
                     item.ask,
-                    item.question,
-                    item.schema_json,
                     item.on_timeout,
-                    item.default_json,
                     now_ms(),
                     item.due_ms,
                     item.events_json,
@@ -111,11 +118,15 @@ class RedisWaiting:
             pipe = self.client.pipeline(transaction=False)
             for task_id, _ in ids:
                 pipe.hmget(keys.task(_s(task_id)), *_LISTED)
+                pipe.get(keys.question(_s(task_id)))
             rows = await pipe.execute() if ids else []
         out = []
-        for (task_id, asked), (ask, question, due, policy) in zip(ids, rows, strict=True):
-            if ask is None:  # ended between the two reads
+        for (task_id, asked), (ask, due, policy), record in zip(
+            ids, rows[::2], rows[1::2], strict=True
+        ):
+            if ask is None or record is None:  # ended between the two reads
                 continue
+            question = decode_question(record).get("question", "")
             out.append(
                 Waiting(
                     _s(task_id),
@@ -123,12 +134,17 @@ class RedisWaiting:
                     keys.shard,
                     int(asked),
                     _s(ask),
-                    _s(question),
+                    question,
                     int(due or 0),
                     _s(policy),
                 )
             )
         return out
+
+    async def asked(self, keys: ShardKeys, task_id: str) -> dict[str, str]:
+        with redis_errors("read a question"):
+            record = await self.client.get(keys.question(task_id))
+        return decode_question(record)
 
     async def waiting_count(self, shards: Sequence[ShardKeys]) -> list[int]:
         with redis_errors("count waiting tasks"):

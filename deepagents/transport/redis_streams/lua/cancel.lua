@@ -3,7 +3,7 @@
 -- wait leaves the delayed set and the waiting index here.
 -- KEYS[1] task hash, KEYS[2] outbox stream, KEYS[3] its step records (a retrying or
 -- waiting task may have some; they expire with the result), KEYS[4] delayed set,
--- KEYS[5] waiting index
+-- KEYS[5] waiting index, KEYS[6] the question's record
 -- ARGV[1] result json, [2] now ms, [3] ttl s, [4] events json, [5] task id
 -- Returns 'ok', or the state that prevented it (running, done, dead, …; 'missing').
 local h = redis.call('HMGET', KEYS[1], 'state', 'reply')
@@ -12,8 +12,8 @@ if h[1] ~= 'queued' and h[1] ~= 'retrying' and h[1] ~= 'waiting' then return h[1
 if h[1] == 'waiting' then
   redis.call('ZREM', KEYS[4], 'w:' .. ARGV[5])
   redis.call('ZREM', KEYS[5], ARGV[5])
-  redis.call('HDEL', KEYS[1], 'wait_task', 'question', 'ask_schema', 'on_timeout',
-             'ask_default', 'asked_ms', 'wait_due_ms')
+  redis.call('DEL', KEYS[6])
+  redis.call('HDEL', KEYS[1], 'on_timeout', 'asked_ms', 'wait_due_ms')
 end
 redis.call('HSET', KEYS[1], 'state', 'done', 'result', ARGV[1], 'finished_ms', ARGV[2],
            'cancelled', '1')

@@ -3,23 +3,24 @@
 -- whose deadline ends it). Taking the member out of the delayed set is the claim: a reply,
 -- a cancel and another pump each remove it too, so exactly one of them acts.
 -- KEYS[1] task hash, KEYS[2] steps hash, KEYS[3] delayed set, KEYS[4] waiting index,
--- KEYS[5] outbox stream, KEYS[6..] tier streams
+-- KEYS[5] outbox stream, KEYS[6] the question's record, KEYS[7..] tier streams
 -- ARGV[1] task id, [2] now ms, [3] events json, [4..] tier names (in KEYS order)
 -- Returns {status, asked ms}: ok | gone (no such member now) | stale (not waiting)
 if redis.call('ZREM', KEYS[3], 'w:' .. ARGV[1]) == 0 then return {'gone', 0} end
-local h = redis.call('HMGET', KEYS[1], 'state', 'ask', 'wait_task', 'tier', 'reply',
-                     'attempt', 'asked_ms')
+local h = redis.call('HMGET', KEYS[1], 'state', 'ask', 'tier', 'reply', 'attempt', 'asked_ms')
 if h[1] ~= 'waiting' then return {'stale', 0} end
+local record = redis.call('GET', KEYS[6]) or ''
+local task = string.sub(record, 1, (string.find(record, '\n', 1, true) or 0) - 1)
 local k = #KEYS
-for i = 6, #KEYS do
-  if ARGV[i - 2] == h[4] then k = i end
+for i = 7, #KEYS do
+  if ARGV[i - 3] == h[3] then k = i end
 end
 redis.call('HINCRBY', KEYS[2], 'ask:' .. h[2] .. ':timeouts', 1)
 redis.call('ZREM', KEYS[4], ARGV[1])
-local id = redis.call('XADD', KEYS[k], '*', 'task', h[3], 'attempt', h[6] or '1',
-                      'enq', ARGV[2], 'reply', h[5] or '')
+redis.call('DEL', KEYS[6])
+local id = redis.call('XADD', KEYS[k], '*', 'task', task, 'attempt', h[5] or '1',
+                      'enq', ARGV[2], 'reply', h[4] or '')
 redis.call('HSET', KEYS[1], 'state', 'queued', 'entry', id, 'enq_ms', ARGV[2])
-redis.call('HDEL', KEYS[1], 'wait_task', 'question', 'ask_schema', 'on_timeout', 'ask_default',
-           'asked_ms', 'wait_due_ms')
+redis.call('HDEL', KEYS[1], 'on_timeout', 'asked_ms', 'wait_due_ms')
 if ARGV[3] ~= '' then redis.call('XADD', KEYS[5], '*', 'events', ARGV[3]) end
-return {'ok', tonumber(h[7]) or 0}
+return {'ok', tonumber(h[6]) or 0}
