@@ -27,13 +27,13 @@ def _task(**payload: Any) -> Task:
 
 async def test_it_asks_for_approval_and_finishes_once_approved() -> None:
     async with AgentHarness(ResearchPipelineAgent) as h:
-        handle = await h.orchestrator.submit(_task())
+        handle = await h.submit(_task())
 
         async def asked() -> bool:
-            return bool(await h.orchestrator.waiting())
+            return bool(await h.waiting())
 
         await eventually(asked, timeout=10, what="the approval question")
-        await h.orchestrator.reply(handle.task_id, {"approved": True, "reviewer": "unit"})
+        await h.reply(handle.task_id, {"approved": True, "reviewer": "unit"})
         result = await handle.result(timeout=10)
     out = result.output
     assert out["approved"] and out["summary"].startswith("(offline)") and result.degraded
