@@ -161,7 +161,7 @@ def events_table(rows: list[dict[str, Any]], title: str, *, with_task: bool = Fa
     for r in rows:
         agent = f"{r['agent']}@{r['agent_version']}" if r["agent_version"] else r["agent"]
         detail = " ".join(str(x) for x in (r["error_code"], r["reason"] or r["error"]) if x)
-        detail = detail or _step_detail(r)
+        detail = detail or _step_detail(r) or ask_detail(r)
         cells = [f"{r['ts']:%H:%M:%S.%f}"[:-3], r["type"], *([r["task_id"]] if with_task else []),
                  agent, r["tier"], r["attempt"], r["status"], detail,
                  _num(r["latency_ms"], "{:.1f}"), _num(r["tokens_used"], "{:,}"),
@@ -182,6 +182,25 @@ def _step_detail(row: dict[str, Any]) -> str:
         return f"{extra.get('phase', '')} · {extra.get('step', '')} ({extra.get('bytes', 0)} B)"
     if row["type"] == "resumed":
         return f"{extra.get('steps', 0)} steps done before"
+    return ""
+
+
+def ask_detail(row: dict[str, Any]) -> str:
+    """A question a task asked a person (waiting), its answer (replied), its wait running
+    out (wait_expired) and its escalation (escalated)."""
+    extra = row.get("detail")
+    if not isinstance(extra, dict):
+        return ""
+    ask = extra.get("ask", "")
+    if row["type"] == "waiting":
+        then = extra.get("on_timeout", "") + (", escalated" if extra.get("escalated") else "")
+        return f"question {ask}: {extra.get('question', '')} (on timeout: {then})"
+    if row["type"] == "replied":
+        return f"question {ask} answered"
+    if row["type"] == "wait_expired":
+        return "nobody answered in time"
+    if row["type"] == "escalated":
+        return f"question {ask} escalated to {extra.get('escalation_task_id', '')}"
     return ""
 
 

@@ -21,6 +21,7 @@ reply from whoever handles it; if that wait runs out too, the task fails
 
 from __future__ import annotations
 
+import logging
 import math
 from collections.abc import Awaitable, Callable, Sequence
 from contextvars import ContextVar
@@ -32,11 +33,22 @@ from pydantic import BaseModel, ValidationError
 
 from deepagents.contract.events import audit_event, encode_events
 from deepagents.contract.task import Task, utcnow
-from deepagents.errors import ConfigError, DeepAgentsError, ErrorCode, InvalidInput, ReplyTimeout
+from deepagents.errors import (
+    ConfigError,
+    DeepAgentsError,
+    ErrorCode,
+    InvalidInput,
+    ReplyTimeout,
+    TransportError,
+)
 from deepagents.telemetry.metrics import Metrics
 from deepagents.transport.base import MessageBus, now_ms
 from deepagents.transport.keys import ShardKeys
 
+log = logging.getLogger("deepagents.worker")
+# How long after submit a task's location and owner records live (the orchestrator's
+# ``location_ttl_s`` at the default result TTL): a wait may not outlast them.
+RECORDS_TTL_S = 86_400 + 7 * 86_400
 M = TypeVar("M", bound=BaseModel)
 POLICIES = ("fail", "default", "escalate")
 # Submits one task (the escalation) and gives its id: the worker's process wires an
@@ -71,6 +83,7 @@ class Asking:
     task: Task
     escalate: Escalate | None
     escalation_intent: str | None
+    records_ttl_s: int = RECORDS_TTL_S
     request: AskRequest | None = None
     asked: int = 0
     events: list[dict[str, Any]] = field(default_factory=list)
@@ -114,6 +127,14 @@ class Asking:
         due = now_ms() + math.ceil(timeout_s * 1000)
         if self.task.deadline is not None:  # the task's own deadline ends the wait too
             due = min(due, int(self.task.deadline.timestamp() * 1000))
+        kept_ms = int(self.task.created_at.timestamp() * 1000) + self.records_ttl_s * 1000
+        if due > kept_ms:
+            # The task's location and owner records (how a reply finds it) expire then.
+            raise ConfigError(
+                f"ask(timeout_s={timeout_s:g}) would wait past the time the task's records "
+                f"are kept ({self.records_ttl_s} s after submit: DEEPAGENTS_RESULT_TTL_S + 7 "
+                "days); ask for a shorter wait, or keep results longer"
+            )
         self.request = AskRequest(
             name,
             question,
@@ -166,9 +187,13 @@ class Asks:
     bus: MessageBus
     escalate: Escalate | None = None
     escalation_intent: str | None = None
+    records_ttl_s: int = RECORDS_TTL_S
 
     def open(self, keys: ShardKeys, task: Task) -> Asking:
-        return open_asking(Asking(self.bus, keys, task, self.escalate, self.escalation_intent))
+        asking = Asking(
+            self.bus, keys, task, self.escalate, self.escalation_intent, self.records_ttl_s
+        )
+        return open_asking(asking)
 
 
 async def wake_due(
@@ -186,7 +211,15 @@ async def wake_due(
     woke = 0
     for task_id in waits:
         events = [audit_event("wait_expired", task_id, agent=keys.agent)] if outbox else []
-        woken = await bus.wake(keys, tiers, task_id, encode_events(events))
+        try:
+            woken = await bus.wake(keys, tiers, task_id, encode_events(events))
+        except TransportError as exc:
+            if exc.retryable:  # the pump backs off and tries again
+                raise
+            # One task's damaged records (say a key of the wrong type) must not stop the
+            # waits behind it; its member stays, and is tried again at the next turn.
+            log.error("waking task %s failed: %s", task_id, exc, extra={"action": "wake_failed"})
+            continue
         if woken.status != "ok":
             continue
         woke += 1

@@ -169,7 +169,13 @@ class Worker:
             metrics=self.telemetry.metrics,
             outbox=self.settings.outbox,
             max_task_bytes=self.settings.max_payload_bytes,
-            asks=Asks(self.bus, self.escalate, self.config.asks.escalation_intent),
+            asks=Asks(
+                self.bus,
+                self.escalate,
+                self.config.asks.escalation_intent,
+                # as long as the orchestrator keeps a task's location (its location_ttl_s)
+                records_ttl_s=self.settings.result_ttl_s + 7 * 86_400,
+            ),
             claims=self.services.claims,
             result_ttl_s=self.settings.result_ttl_s,
         )

@@ -1,14 +1,21 @@
 -- A waiting task's wait is due (its timeout, or its own deadline): count the timeout in the
 -- steps hash and re-enqueue the task, whose ask() then applies its on_timeout policy (or
--- whose deadline ends it). Taking the member out of the delayed set is the claim: a reply,
--- a cancel and another pump each remove it too, so exactly one of them acts.
+-- whose deadline ends it). The member in the delayed set is the claim: a reply, a cancel
+-- and another pump each take it out, so exactly one of them acts.
 -- KEYS[1] task hash, KEYS[2] steps hash, KEYS[3] delayed set, KEYS[4] waiting index,
 -- KEYS[5] outbox stream, KEYS[6] the question's record, KEYS[7..] tier streams
 -- ARGV[1] task id, [2] now ms, [3] events json, [4..] tier names (in KEYS order)
 -- Returns {status, asked ms}: ok | gone (no such member now) | stale (not waiting)
-if redis.call('ZREM', KEYS[3], 'w:' .. ARGV[1]) == 0 then return {'gone', 0} end
+-- Writes start with the one that can fail on a damaged key (HINCRBY on a steps key of
+-- another type): a script is not rolled back, and a wait taken out of the set before a
+-- failure would leave its task waiting for ever. Until then, only reads.
+local member = 'w:' .. ARGV[1]
+if not redis.call('ZSCORE', KEYS[3], member) then return {'gone', 0} end
 local h = redis.call('HMGET', KEYS[1], 'state', 'ask', 'tier', 'reply', 'attempt', 'asked_ms')
-if h[1] ~= 'waiting' then return {'stale', 0} end
+if h[1] ~= 'waiting' then
+  redis.call('ZREM', KEYS[3], member)
+  return {'stale', 0}
+end
 local record = redis.call('GET', KEYS[6]) or ''
 local task = string.sub(record, 1, (string.find(record, '\n', 1, true) or 0) - 1)
 local k = #KEYS
@@ -16,6 +23,7 @@ for i = 7, #KEYS do
   if ARGV[i - 3] == h[3] then k = i end
 end
 redis.call('HINCRBY', KEYS[2], 'ask:' .. h[2] .. ':timeouts', 1)
+redis.call('ZREM', KEYS[3], member)
 redis.call('ZREM', KEYS[4], ARGV[1])
 redis.call('DEL', KEYS[6])
 local id = redis.call('XADD', KEYS[k], '*', 'task', task, 'attempt', h[5] or '1',

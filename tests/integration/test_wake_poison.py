@@ -1,0 +1,49 @@
+"""The delayed pump waking due waits: one task whose records are damaged (its steps key
+holds a string, so the wake script's HINCRBY fails) does not stop the waits behind it, and
+loses nothing: a script is not rolled back, so the wake writes nothing before the command
+that can fail, and that task's wait stays for the next turn."""
+
+from __future__ import annotations
+
+from redis.asyncio import Redis
+
+from deepagents.transport.base import BeginItem, Park, StreamRef, now_ms
+from deepagents.transport.keys import Keys
+from deepagents.transport.redis_streams.bus import RedisStreamBus
+from deepagents.worker.asking import wake_due
+
+TIERS = ("p0", "p2")
+
+
+async def _parked(bus: RedisStreamBus, ref: StreamRef, task_id: str) -> None:
+    task_json = b'{"task_id":"%s","intent":"echo","payload":{}}' % task_id.encode()
+    await bus.enqueue(ref, task_id, task_json, reply="", max_backlog=100, events_json=b"")
+    (entry,) = await bus.read(ref, "echo", "c1", 1, None)
+    await bus.begin(ref, "echo", "c1", [BeginItem(entry.entry_id, task_id, 1)], fresh=True)
+    park = Park(entry.entry_id, task_id, task_json, "p2", "1", "ok?", b"{}", "fail", b"", now_ms())
+    assert await bus.park(ref, "echo", "c1", park) == "ok"
+
+
+async def test_a_wait_that_cannot_wake_does_not_stop_the_others(client: Redis, prefix: str) -> None:
+    bus = RedisStreamBus(client)
+    try:
+        await _two_waits_one_damaged(bus, client, prefix)
+    finally:
+        await bus.aclose()
+
+
+async def _two_waits_one_damaged(bus: RedisStreamBus, client: Redis, prefix: str) -> None:
+    keys = Keys(prefix).shard("echo", 0)
+    ref = StreamRef(keys, "p2")
+    await bus.ensure_group(ref, "echo")
+    for task_id in ("t1", "t2"):
+        await _parked(bus, ref, task_id)
+    await client.set(keys.steps("t1"), "not a hash")
+    promoted = await bus.promote_due(keys, TIERS)
+    assert sorted(promoted.waits) == ["t1", "t2"]
+    woke = await wake_due(bus, keys, TIERS, promoted.waits, outbox=False, metrics=None)
+    assert woke == 1
+    states = [await client.hget(keys.task(t), "state") for t in ("t1", "t2")]
+    assert states == [b"waiting", b"queued"]
+    # Nothing of t1 was written before the failure: its wait is tried again next turn.
+    assert (await bus.promote_due(keys, TIERS)).waits == ("t1",)
