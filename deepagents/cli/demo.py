@@ -460,7 +460,12 @@ async def show_trails(
     from deepagents.cli.audit import show_task_trail
 
     deadline = time.monotonic() + 60
-    while (await writer.backlog()).total and time.monotonic() < deadline:  # noqa: ASYNC110
+    while time.monotonic() < deadline:
+        # Streams the writer has not found yet (its scan runs every second) count too: a
+        # short demo can end before its scan has seen every agent's outbox.
+        await writer.outbox.discover(force=True)
+        if not (await writer.backlog()).total:
+            break
         await asyncio.sleep(0.2)  # the backlog lives in Redis: poll it
     pipeline = runs.task_ids[0] if runs.task_ids else None
     for what, task_id in (("research task", tally.sample_task), ("research pipeline", pipeline)):
