@@ -97,6 +97,7 @@ async def test_audit_show_lists_each_step_with_its_phase_duration_and_cost(
     kinds = [e["type"] for e in events]
     order = [kinds.index(k) for k in ("waiting", "replied", "resumed", "succeeded")]
     assert order == sorted(order), kinds
+    assert kinds.count("model_call") == len(MODEL_STEPS)  # those before the question too
     steps = [e for e in events if e["type"] == "step_completed"]
     assert sorted(e["detail"]["step"] for e in steps) == sorted(PHASE_OF)  # each step once
     for e in steps:
