@@ -2,7 +2,9 @@
 
 Starts an embedded Redis when no DEEPAGENTS_REDIS_URL is set, runs one worker process per
 example agent, submits a mixed workload (urgent trades, normal trades, risk checks,
-research) at a fixed offered rate, shows progress, and ends with a summary.
+research) at a fixed offered rate, shows progress, and ends with a summary. Beside it run a
+few long-running research pipelines, each of which stops to ask for an approval; the demo's
+automatic approver answers them (``demo_pipeline.py``), so the demo runs unattended.
 """
 
 from __future__ import annotations
@@ -35,10 +37,12 @@ from deepagents._internal.extras import require_extra
 from deepagents._internal.redis_server import free_port
 from deepagents.cli.common import console as cli_console
 from deepagents.cli.common import embedded_redis_if_needed, redis_client, require_reachable, run
+from deepagents.cli.demo_pipeline import AGENT_CLASS as PIPELINE_CLASS
+from deepagents.cli.demo_pipeline import PipelineRuns, approving, pipeline_line, run_pipelines
 from deepagents.config import FileConfig, Settings, load_config, load_settings
 from deepagents.config.schema import AgentEntry, Strategy
 from deepagents.contract.result import ResultStatus
-from deepagents.errors import DeepAgentsError
+from deepagents.errors import ConfigError, DeepAgentsError
 from deepagents.orchestrator import Orchestrator
 from deepagents.orchestrator.admin import Admin
 from deepagents.store.keyspace import drop_prefix
@@ -46,6 +50,7 @@ from deepagents.store.keyspace import drop_prefix
 AGENT_CLASSES = {
     "risk": "agents.risk:RiskAgent",
     "research": "agents.research:ResearchAgent",
+    "research_pipeline": PIPELINE_CLASS,
 }
 UNKNOWN_SYMBOL = "ZZ"  # not in agents/data/futures.csv: the risk agent rejects it
 SYMBOLS = ("IF", "IC", "RB", "CU", "AU", "ES", "NQ", "CL", "GC")
@@ -58,6 +63,12 @@ def register(sub: Any) -> None:
     p.add_argument("--duration", type=float, default=None, help="stop submitting after S seconds")
     p.add_argument("--workers", type=int, default=1, help="worker processes per agent type")
     p.add_argument("--seed", type=int, default=7)
+    p.add_argument(
+        "--pipelines",
+        type=int,
+        default=3,
+        help="long-running research pipelines, approved automatically (default 3)",
+    )
     p.add_argument(
         "--no-audit",
         action="store_true",
@@ -303,10 +314,19 @@ def demo_settings_and_config(config_arg: str | None) -> tuple[Settings, FileConf
     path = settings.config_path()
     if settings.config is None and not path.exists():
         return settings, demo_config(), None
-    return settings, load_config(path), path.resolve()
+    config = load_config(path)
+    missing = {n: p for n, p in AGENT_CLASSES.items() if n not in config.agents}
+    if not missing:
+        return settings, config, path.resolve()
+    # The demo runs a worker per example agent: one the file lacks is added, and the
+    # workers are given the demo's copy of the config (written next to their logs).
+    added = {n: AgentEntry.model_validate({"class": p}) for n, p in missing.items()}
+    return settings, config.model_copy(update={"agents": {**config.agents, **added}}), None
 
 
 def main(args: argparse.Namespace) -> int:
+    if args.pipelines < 0:
+        raise ConfigError(f"--pipelines must be 0 or more, not {args.pipelines}")
     base, config, config_path = demo_settings_and_config(args.config)
     if base.redis_url is not None:  # before PostgreSQL and the simulator are started
         require_reachable(base.redis_url.get_secret_value(), cluster=base.redis_cluster)
@@ -397,7 +417,10 @@ async def _demo(
                     "30% trades → p1, 30% risk checks and 30% research → p2)"
                 )
                 tally = Tally()
-                elapsed = await drive(orch, args, tally, console)
+                async with approving(orch) as approver:
+                    pipelines = asyncio.create_task(run_pipelines(orch, args.pipelines, args.seed))
+                    elapsed = await drive(orch, args, tally, console)
+                    runs = await pipelines
                 status = await Admin.from_client(client, config, settings).status()
                 dead = sum(
                     row["dead_letters"] for row in status if row["tier"] == config.tier_names[0]
@@ -406,8 +429,10 @@ async def _demo(
                 console.print(summary(tally))
                 if tally.errors:
                     console.print("outcomes other than success:", *outcomes(tally.errors), sep="\n")
-            if writer is not None and db_url is not None and tally.sample_task:
-                await show_trail(writer, db_url, settings, tally.sample_task, console)
+                if args.pipelines:
+                    console.print(pipeline_line(runs, len(approver.approved)))
+            if writer is not None and db_url is not None:
+                await show_trails(writer, db_url, settings, tally, runs, console)
         finally:
             if writer is not None and draining is not None:
                 writer.stop()
@@ -427,13 +452,24 @@ async def start_audit_writer(
     return writer, asyncio.create_task(writer.run())
 
 
-async def show_trail(
-    writer: Any, db_url: str, settings: Any, task_id: str, console: Console
+async def show_trails(
+    writer: Any, db_url: str, settings: Any, tally: Tally, runs: PipelineRuns, console: Console
 ) -> None:
+    """The audit trails of a research task (its model call) and of a research pipeline (its
+    steps, each with its phase, duration, tokens and cost; its question and the reply)."""
     from deepagents.cli.audit import show_task_trail
 
     deadline = time.monotonic() + 60
-    while (await writer.backlog()).total and time.monotonic() < deadline:  # noqa: ASYNC110
+    while time.monotonic() < deadline:
+        # Streams the writer has not found yet (its scan runs every second) count too: a
+        # short demo can end before its scan has seen every agent's outbox.
+        await writer.outbox.discover(force=True)
+        if not (await writer.backlog()).total:
+            break
         await asyncio.sleep(0.2)  # the backlog lives in Redis: poll it
-    console.print(f"\naudit trail of research task {task_id} (deepagents audit show {task_id}):")
-    await show_task_trail(db_url, settings.audit_schema, task_id, console)
+    pipeline = runs.task_ids[0] if runs.task_ids else None
+    for what, task_id in (("research task", tally.sample_task), ("research pipeline", pipeline)):
+        if task_id is None:
+            continue
+        console.print(f"\naudit trail of {what} {task_id} (deepagents audit show {task_id}):")
+        await show_task_trail(db_url, settings.audit_schema, task_id, console)

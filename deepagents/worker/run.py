@@ -14,11 +14,11 @@ from typing import Any
 from deepagents._internal.eager import Resume, first_step
 from deepagents.config.schema import AgentSettings, FileConfig
 from deepagents.contract.agent import current_attempt
-from deepagents.contract.context import bind_context
+from deepagents.contract.context import active_context, bind_context
 from deepagents.contract.result import ErrorCode, Result, ResultStatus
 from deepagents.contract.task import utcnow
-from deepagents.modelcall.usage import start_usage
-from deepagents.worker.asking import Asks
+from deepagents.modelcall.usage import current_usage, start_usage
+from deepagents.worker.asking import Asking, Asks
 from deepagents.worker.commit import Outcomes
 from deepagents.worker.encode import Encoder
 from deepagents.worker.flight import BEGUN, HANDED, LOST, RUNNING, SETTLED, InFlight
@@ -27,7 +27,7 @@ from deepagents.worker.retry import decide
 from deepagents.worker.runner import AgentRunner
 from deepagents.worker.settle import Settler
 from deepagents.worker.stats import WorkerStats
-from deepagents.worker.steps import StepBook
+from deepagents.worker.steps import DeliverySteps, StepBook
 
 log = logging.getLogger("deepagents.worker")
 # Settled by the group commit's callback, not by the delivery's own task.
@@ -154,7 +154,7 @@ class Run:
             result = Result.failed(ErrorCode.DEADLINE_EXCEEDED, "deadline passed while running")
         except Exception as exc:
             if asking.request is not None:  # it asked a question: park (worker/asking.py)
-                await self.outcomes.park(flight, asking)
+                await self._park(flight, asking, [*events, *self._unsent(flight)])
                 return
             decision = decide(
                 exc,
@@ -177,13 +177,31 @@ class Run:
                 return
             result = Result.failed(decision.code, decision.reason)
         if asking.request is not None:  # the agent caught the Parked and returned: park
-            await self.outcomes.park(flight, asking)
+            await self._park(flight, asking, events)
             return
         events += asking.events
         kind = "succeeded" if result.status is not ResultStatus.FAILED else "failed"
         self.outcomes.commit(flight, result, started, queue_ms, kind, events)
         if self.overdue.answers is not None:  # an agent degrade may answer from a cache
             await self.overdue.remember(task, result)
+
+    async def _park(self, flight: InFlight, asking: Asking, events: list[dict[str, Any]]) -> None:
+        """Park the task, the delivery's own audit events (its model calls, a resume that
+        recorded no step) sent with its ``waiting`` event rather than dropped."""
+        if self.outbox:
+            asking.events[:0] = events
+        await self.outcomes.park(flight, asking)
+
+    def _unsent(self, flight: InFlight) -> list[dict[str, Any]]:
+        """What ``_run_metered`` adds to a delivery's events when the run returns: here the
+        run raised (it parked), so they are still in its usage ledger and step context."""
+        if not self.outbox:
+            return []
+        usage, ctx = current_usage(), active_context()
+        events = usage.audit_events(flight.envelope.task.task_id) if usage is not None else []
+        if isinstance(ctx, DeliverySteps):
+            events += ctx.leftover_events()
+        return events
 
     async def _run_metered(
         self, flight: InFlight, events: list[dict[str, Any]], degraded: bool = False

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import uuid
 from collections.abc import Iterator
 
@@ -33,7 +34,10 @@ def test_port_help_shows_its_default() -> None:
 
 def test_the_example_config_has_a_commented_gateway_section() -> None:
     text = CONFIG.read_text(encoding="utf-8")
-    section = text[text.index("\ngateway:") : text.index("\nmodels:")]
+    start = text.index("\ngateway:")
+    # up to the next top-level key, whichever section follows
+    end = re.search(r"\n[A-Za-z_]", text[start + 1 :])
+    section = text[start : start + 1 + end.start()] if end else text[start:]
     assert yaml.safe_load(section) == {"gateway": {"api_keys": []}}
     for name in GatewayConfig.model_fields:  # every setting is named there, with its default
         if name != "request_lease_s":  # an internal safety net, not a set-up choice

@@ -49,8 +49,12 @@ def _effects(path: Path) -> list[tuple[str, str, int]]:
     """(task id, step id, pid) per effect line, in the order they were written."""
     if not path.exists():
         return []
+    text = path.read_text()
+    # Read while workers append, the last line may be half there (a reader can see a
+    # write before it is whole): it is counted once it ends with its newline.
+    lines = text.splitlines() if text.endswith("\n") else text.splitlines()[:-1]
     out = []
-    for line in path.read_text().splitlines():
+    for line in lines:
         key, pid, _attempt = line.split(" ")
         task_id, step_id = key.split("/", 1)
         out.append((task_id, step_id, int(pid)))
