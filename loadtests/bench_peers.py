@@ -1,24 +1,36 @@
-"""Drain rate beside peers, on the same machine in the same run: the yardstick the core
-issue gives ("the best Python task queues ... drain about 1,800 no-op tasks/s with one
-worker process") measured here rather than quoted.
+"""deepagents beside peers, on the same machine in the same run: enqueue rate, drain rate,
+and latency under light load.
 
     python3 -m venv .venv-peers
     .venv-peers/bin/pip install -r loadtests/peers/requirements.txt
     .venv/bin/python loadtests/bench_peers.py --tasks 20000 --runs 3
 
 Per run, each system against a fresh embedded Redis, in an order that rotates from run to
-run: enqueue N tasks with no worker running, start one worker process, and time the
-drain from its first finished task to its last (start-up excluded, the same for all).
-Reported: tasks/s, the worker's CPU µs per task (its whole process tree) and the Redis
-server's, and per run deepagents' drain over the best peer's.
+run:
 
-- ``deepagents``: ``deepagents worker agents.echo:EchoAgent``, the full protocol (begin,
-  result write, owner-checked ack and delete, outbox events), as ``bench_core.py``.
+1. enqueue: N tasks, one call per task with the system's normal API, from one producer
+   process, no worker running: tasks/s;
+2. drain: start one worker process, time the drain from its first finished task to its
+   last (start-up excluded, the same for all): tasks/s, the worker's CPU µs per task (its
+   whole process tree) and the Redis server's;
+3. latency: the worker now idle, ``--rate`` tasks/s offered (default 500) for
+   ``--latency-tasks`` tasks after a warm-up of 250: enqueue call -> handler start, as the
+   handler sees it (``peers/stamp.py``): p50/p95/p99 ms.
+
+Then per run: deepagents' drain over the best peer's, and over the bare loop's.
+
+- ``deepagents``: ``Orchestrator.submit`` per task (the drain's tasks first, then the
+  paced ones); ``deepagents worker stamp_agent:StampAgent``, the full protocol
+  (begin, result write, owner-checked ack and delete, outbox events, reply notification).
 - ``taskiq``: taskiq-redis's ``RedisStreamBroker`` (XREADGROUP, XACK after the task), a
   no-op async task, ``taskiq worker --workers 1 --log-level WARNING`` (its default INFO
   logs a line per task); no result backend.
 - ``dramatiq``: Dramatiq's ``RedisBroker``, a no-op actor, ``dramatiq --processes 1``
   (its default 8 threads); no result backend.
+- ``faststream``: FastStream's ``RedisBroker`` on a Redis Stream with a consumer group
+  (ack after the handler), ``faststream run``; no result.
+- ``bare``: redis-py ``XADD`` per task; the worker is an ``XREADGROUP COUNT 100`` +
+  ``XACK`` loop (``peers/bare_loop.py``): no result, no audit, no ownership check.
 
 The peers run with their defaults otherwise, from their own venv (``--peers-venv``).
 """
@@ -35,21 +47,56 @@ import sys
 import tempfile
 import time
 from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import orjson
 import psutil
-from bench_core import CONFIG, backlog, start_worker
 
 from deepagents._internal.redis_server import EmbeddedRedis
 from deepagents.config import Settings, parse_config
-from deepagents.contract import Task
 from deepagents.orchestrator import Orchestrator
 from deepagents.transport.redis_streams import connect
 
+REPO = Path(__file__).resolve().parents[1]
 PEERS = Path(__file__).resolve().parent / "peers"
-SYSTEMS = ("deepagents", "taskiq", "dramatiq")
+SYSTEMS = ("deepagents", "taskiq", "dramatiq", "faststream", "bare")
+sys.path.insert(0, str(PEERS))  # the orchestrator imports the agent class, as the worker
+PEER_SYSTEMS = SYSTEMS[1:4]  # "the best peer": the task queues, not the bare loop
+WARMUP = 250
+CONFIG = """
+defaults: {shards: 4, max_backlog: 10000000, batch_size: 100}
+agents: {stamp: {class: "stamp_agent:StampAgent"}}
+"""
+
+
+@dataclass
+class Bench:
+    url: str
+    redis_pid: int
+    n: int
+    rate: float
+    latency_n: int
+    venv: Path
+    work: Path
+
+    @property
+    def lat_file(self) -> Path:
+        return self.work / "latency.txt"
+
+    def env(self) -> dict[str, str]:
+        return {
+            **os.environ,
+            "PEER_REDIS_URL": self.url,
+            "PEER_LAT_FILE": str(self.lat_file),
+            "PYTHONPATH": os.pathsep.join([str(PEERS), str(PEERS.parent), str(REPO)]),
+        }
+
+
+def pct(values: list[float], q: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, round(q * (len(ordered) - 1)))]
 
 
 def tree_cpu(procs: list[psutil.Process]) -> float:
@@ -88,39 +135,95 @@ async def timed_drain(
     }
 
 
-async def deepagents(url: str, redis_pid: int, n: int, _venv: Path) -> dict[str, Any]:
+async def latencies(bench: Bench, expect: int) -> dict[str, Any]:
+    """The handler's records of the paced tasks, once all ``expect`` are in; warm-up cut."""
+    deadline = time.monotonic() + 60
+    while True:
+        lines = bench.lat_file.read_text().split() if bench.lat_file.exists() else []
+        if len(lines) >= expect:
+            break
+        if time.monotonic() > deadline:
+            raise RuntimeError(f"{len(lines)} of {expect} paced tasks reached their handler")
+        await asyncio.sleep(0.05)
+    ms = [float(v) / 1000 for v in lines[WARMUP:]]
+    return {f"p{q}_ms": round(pct(ms, q / 100), 2) for q in (50, 95, 99)}
+
+
+# deepagents -------------------------------------------------------------------------------
+
+
+async def _submit_each(orch: Orchestrator, n: int, rate: float) -> float:
+    """``n`` submits, one call each, paced at ``rate`` (0: as fast as they go); tasks/s."""
+    start = time.perf_counter()
+    for i in range(n):
+        if rate:
+            delay = start + i / rate - time.perf_counter()
+            if delay > 0:
+                await asyncio.sleep(delay)
+        t = time.time_ns() if rate else 0
+        await orch.submit({"intent": "stamp", "payload": {"i": i, "t": t}})
+    return n / (time.perf_counter() - start)
+
+
+def _worker(bench: Bench, prefix: str, config_path: Path) -> subprocess.Popen[bytes]:
+    return subprocess.Popen(
+        [sys.executable, "-m", "deepagents", "worker", "stamp_agent:StampAgent"],
+        env={
+            **bench.env(),
+            "DEEPAGENTS_REDIS_URL": bench.url,
+            "DEEPAGENTS_PREFIX": prefix,
+            "DEEPAGENTS_CONFIG": str(config_path),
+            "DEEPAGENTS_OUTBOX": "true",
+        },
+        cwd=REPO,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+
+
+async def deepagents(bench: Bench) -> dict[str, Any]:
     prefix = f"peers{os.getpid()}"
-    client = connect(url)
-    config = parse_config(CONFIG)
-    async with Orchestrator.from_client(
-        client, config=config, settings=Settings(prefix=prefix)
-    ) as orch:
-        for i in range(0, n, 500):
-            await orch.submit_many(
-                [Task(intent="echo", payload={"i": j}) for j in range(i, min(n, i + 500))]
-            )
-    with tempfile.NamedTemporaryFile("w", suffix=".yaml", delete=False) as f:
-        f.write(CONFIG)
-    worker = start_worker(url, prefix, f.name)
+    client = connect(bench.url)
+    config_path = bench.work / "deepagents.yaml"
+    config_path.write_text(CONFIG)
+    settings = Settings(prefix=prefix, outbox=True)
+
+    def orchestrator() -> Orchestrator:
+        return Orchestrator.from_client(client, config=parse_config(CONFIG), settings=settings)
+
+    # Closed during the drain: its reply listener would take every result on the cores the
+    # worker and Redis share (the peers have no results), and a producer runs elsewhere.
+    async with orchestrator() as orch:
+        out: dict[str, Any] = {"enqueue_per_s": round(await _submit_each(orch, bench.n, 0))}
+    worker = _worker(bench, prefix, config_path)
     try:
 
         async def progress() -> int:
-            return n - await backlog(client, prefix)
+            total = 0
+            for shard in range(4):
+                total += await client.xlen(f"{prefix}:{{stamp:{shard}}}:p2")
+            return bench.n - total
 
-        return await timed_drain(progress, n, psutil.Process(worker.pid), redis_pid)
+        out |= await timed_drain(progress, bench.n, psutil.Process(worker.pid), bench.redis_pid)
+        async with orchestrator() as orch:
+            await _submit_each(orch, WARMUP + bench.latency_n, bench.rate)
+            out |= await latencies(bench, WARMUP + bench.latency_n)
     finally:
         worker.terminate()
         worker.wait(30)
-        os.unlink(f.name)
-        await client.aclose()
+    await client.aclose()
+    return out
 
 
-def _peer(venv: Path, url: str, *args: str) -> subprocess.Popen[bytes]:
+# peers ------------------------------------------------------------------------------------
+
+
+def _peer(bench: Bench, *args: str, stdout: Any = subprocess.DEVNULL) -> subprocess.Popen[bytes]:
     return subprocess.Popen(
-        [str(venv / "bin" / args[0]), *args[1:]],
+        [str(bench.venv / "bin" / args[0]), *args[1:]],
         cwd=PEERS,
-        env={**os.environ, "PEER_REDIS_URL": url, "PYTHONPATH": str(PEERS)},
-        stdout=subprocess.DEVNULL,
+        env=bench.env(),
+        stdout=stdout,
         stderr=subprocess.DEVNULL,
     )
 
@@ -139,76 +242,130 @@ def _stop(proc: subprocess.Popen[bytes]) -> None:
         proc.wait(10)
 
 
-def _enqueue(venv: Path, url: str, peer: str, n: int) -> None:
-    code = _peer(venv, url, "python", "enqueue.py", peer, str(n)).wait(600)
-    if code != 0:
-        raise RuntimeError(f"enqueueing for {peer} failed (exit {code})")
+def _enqueue(bench: Bench, peer: str, n: int, rate: float = 0) -> dict[str, Any]:
+    proc = _peer(bench, "python", "enqueue.py", peer, str(n), str(rate), stdout=subprocess.PIPE)
+    out, _ = proc.communicate(timeout=600)
+    if proc.returncode != 0:
+        raise RuntimeError(f"enqueueing for {peer} failed (exit {proc.returncode})")
+    return dict(orjson.loads(out.splitlines()[-1]))
 
 
-async def taskiq(url: str, redis_pid: int, n: int, venv: Path) -> dict[str, Any]:
-    _enqueue(venv, url, "taskiq", n)
-    client = connect(url)
+async def _peer_run(
+    bench: Bench, peer: str, worker_args: tuple[str, ...], progress: Callable[[Any], Awaitable[int]]
+) -> dict[str, Any]:
+    out = _enqueue(bench, peer, bench.n)
+    client = connect(bench.url)
+    worker = _peer(bench, *worker_args)
+    try:
+        out |= await timed_drain(
+            lambda: progress(client), bench.n, psutil.Process(worker.pid), bench.redis_pid
+        )
+        _enqueue(bench, peer, WARMUP + bench.latency_n, bench.rate)
+        out |= await latencies(bench, WARMUP + bench.latency_n)
+    finally:
+        _stop(worker)
+        await client.aclose()
+    return out
+
+
+async def _group_done(client: Any, stream: str, group: str) -> int:
+    """Entries read by the group and acked."""
+    for info in await client.xinfo_groups(stream):
+        if info["name"] == group.encode():
+            return int(info["entries-read"] or 0) - int(info["pending"])
+    return 0
+
+
+async def taskiq(bench: Bench) -> dict[str, Any]:
     # Its default INFO level logs a line per task: a production worker would not.
-    args = ("taskiq_noop:broker", "--workers", "1", "--log-level", "WARNING")
-    worker = _peer(venv, url, "taskiq", "worker", *args)
-    try:
-
-        async def progress() -> int:  # read by the group and acked
-            (group,) = await client.xinfo_groups("taskiq")
-            return int(group["entries-read"] or 0) - int(group["pending"])
-
-        return await timed_drain(progress, n, psutil.Process(worker.pid), redis_pid)
-    finally:
-        _stop(worker)
-        await client.aclose()
+    args = ("taskiq", "worker", "taskiq_noop:broker", "--workers", "1", "--log-level", "WARNING")
+    return await _peer_run(bench, "taskiq", args, lambda c: _group_done(c, "taskiq", "taskiq"))
 
 
-async def dramatiq(url: str, redis_pid: int, n: int, venv: Path) -> dict[str, Any]:
-    _enqueue(venv, url, "dramatiq", n)
-    client = connect(url)
-    worker = _peer(venv, url, "dramatiq", "dramatiq_noop", "--processes", "1")
-    try:
+async def dramatiq(bench: Bench) -> dict[str, Any]:
+    async def progress(client: Any) -> int:  # a message leaves its hash when it is acked
+        return bench.n - int(await client.hlen("dramatiq:default.msgs"))
 
-        async def progress() -> int:  # a message leaves its hash when it is acked
-            return n - int(await client.hlen("dramatiq:default.msgs"))
-
-        return await timed_drain(progress, n, psutil.Process(worker.pid), redis_pid)
-    finally:
-        _stop(worker)
-        await client.aclose()
+    args = ("dramatiq", "dramatiq_noop", "--processes", "1")
+    return await _peer_run(bench, "dramatiq", args, progress)
 
 
-MEASURE = {"deepagents": deepagents, "taskiq": taskiq, "dramatiq": dramatiq}
+async def faststream(bench: Bench) -> dict[str, Any]:
+    args = ("faststream", "run", "faststream_noop:app", "--log-level", "warning")
+    return await _peer_run(
+        bench, "faststream", args, lambda c: _group_done(c, "faststream", "faststream")
+    )
+
+
+async def bare(bench: Bench) -> dict[str, Any]:
+    return await _peer_run(
+        bench, "bare", ("python", "bare_loop.py"), lambda c: _group_done(c, "bare", "bare")
+    )
+
+
+MEASURE = {
+    "deepagents": deepagents,
+    "taskiq": taskiq,
+    "dramatiq": dramatiq,
+    "faststream": faststream,
+    "bare": bare,
+}
 
 
 def main(args: argparse.Namespace) -> None:
     venv = Path(args.peers_venv).resolve()
-    if not (venv / "bin" / "taskiq").exists() or not (venv / "bin" / "dramatiq").exists():
-        sys.exit(f"no peers venv at {venv}: see this script's docstring")
-    runs: dict[str, list[dict[str, Any]]] = {s: [] for s in SYSTEMS}
+    for tool in ("taskiq", "dramatiq", "faststream"):
+        if not (venv / "bin" / tool).exists():
+            sys.exit(f"no {tool} in the peers venv at {venv}: see this script's docstring")
+    systems = args.systems.split(",") if args.systems else list(SYSTEMS)
+    runs: dict[str, list[dict[str, Any]]] = {s: [] for s in systems}
     for run in range(args.runs):
-        order = SYSTEMS[run % 3 :] + SYSTEMS[: run % 3]
+        order = systems[run % len(systems) :] + systems[: run % len(systems)]
         for system in order:
-            with EmbeddedRedis() as server:
+            with EmbeddedRedis() as server, tempfile.TemporaryDirectory() as work:
                 assert server.process is not None
-                measure = MEASURE[system](server.url, server.process.pid, args.tasks, venv)
-                out = asyncio.run(measure)
+                bench = Bench(
+                    server.url,
+                    server.process.pid,
+                    args.tasks,
+                    args.rate,
+                    args.latency_tasks,
+                    venv,
+                    Path(work),
+                )
+                out = asyncio.run(MEASURE[system](bench))
             runs[system].append(out)
             print(orjson.dumps({"run": run, "system": system, **out}).decode(), flush=True)
-    for system in SYSTEMS:
+    for system in systems:
         medians = {k: statistics.median(r[k] for r in runs[system]) for k in runs[system][0]}
+        spread = {
+            k: [min(r[k] for r in runs[system]), max(r[k] for r in runs[system])]
+            for k in runs[system][0]
+        }
         print(f"median {system} " + orjson.dumps(medians).decode())
-    # Within a run the three met the same machine: the ratio is steadier than the rates.
-    ratios = [
-        runs["deepagents"][i]["drain_per_s"]
-        / max(runs["taskiq"][i]["drain_per_s"], runs["dramatiq"][i]["drain_per_s"])
-        for i in range(args.runs)
-    ]
-    print(
-        "deepagents / best peer, per run: "
-        + ", ".join(f"{r:.1f}" for r in ratios)
-        + f" (median {statistics.median(ratios):.1f})"
-    )
+        print(f"range  {system} " + orjson.dumps(spread).decode())
+    peers = [p for p in PEER_SYSTEMS if p in runs]
+    if "deepagents" not in runs or not peers:
+        return
+    # Within a run the systems met the same machine: the ratios are steadier than the rates.
+    for key in ("drain_per_s", "enqueue_per_s"):
+        ratios = [
+            runs["deepagents"][i][key] / max(runs[p][i][key] for p in peers)
+            for i in range(args.runs)
+        ]
+        print(
+            f"deepagents / best peer, {key}, per run: "
+            + ", ".join(f"{r:.2f}" for r in ratios)
+            + f" (median {statistics.median(ratios):.2f})"
+        )
+    if "bare" in runs:
+        ratios = [
+            runs["deepagents"][i]["drain_per_s"] / runs["bare"][i]["drain_per_s"]
+            for i in range(args.runs)
+        ]
+        print(
+            "deepagents / bare loop, drain_per_s, per run: " + ", ".join(f"{r:.2f}" for r in ratios)
+        )
 
 
 if __name__ == "__main__":
@@ -217,5 +374,8 @@ if __name__ == "__main__":
     )
     parser.add_argument("--tasks", type=int, default=20_000)
     parser.add_argument("--runs", type=int, default=3)
+    parser.add_argument("--rate", type=float, default=500.0, help="offered tasks/s (latency)")
+    parser.add_argument("--latency-tasks", type=int, default=2_000)
+    parser.add_argument("--systems", default="", help="comma-separated subset (default: all)")
     parser.add_argument("--peers-venv", default=".venv-peers")
     main(parser.parse_args())

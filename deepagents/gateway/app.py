@@ -26,7 +26,6 @@ from deepagents.config.settings import Settings
 from deepagents.errors import ConfigError, DeepAgentsError, ErrorCode
 from deepagents.gateway.apidoc import build_openapi
 from deepagents.gateway.auth import Authenticator, MetricsGuard
-from deepagents.gateway.coalesce import SubmitCoalescer
 from deepagents.gateway.fastpath import SubmitFastPath, SubmitFront
 from deepagents.gateway.health import FullCheck
 from deepagents.gateway.http import (
@@ -113,7 +112,6 @@ def create_app(
                         services.registry,
                     ),
                     metrics=metrics,
-                    submits=SubmitCoalescer(orchestrator),
                     header_deadline=HeaderDeadline(config.gateway.header_timeout_s),
                     header_limits=HeaderLimits(
                         config.gateway.max_header_field_bytes, config.gateway.max_header_bytes

@@ -154,7 +154,7 @@ async def _submit(state: GatewayState, tasks: list[Task], tenant: str) -> list[T
     ids = [t.task_id for t in tasks]
     try:
         if len(tasks) == 1:  # concurrent single submits share an enqueue round trip
-            handles = [await state.submits.submit(tasks[0])]
+            handles = [await state.orchestrator.submit(tasks[0], recorded=True)]
         else:
             handles = await state.orchestrator.submit_many(tasks, recorded=ids)
     except Exception as exc:  # on every error path: no record may outlive a refused task

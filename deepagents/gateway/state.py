@@ -12,7 +12,6 @@ from deepagents.config.schema import FileConfig
 from deepagents.config.settings import Settings
 from deepagents.gateway.auth import Authenticator, MetricsGuard, Principal, authorization
 from deepagents.gateway.budget import ParseBudget
-from deepagents.gateway.coalesce import SubmitCoalescer
 from deepagents.gateway.health import FullCheck
 from deepagents.gateway.http import HeaderDeadline, HeaderLimits
 from deepagents.gateway.limits import Admission
@@ -32,7 +31,6 @@ class GatewayState:
     registry: Registry
     full_check: FullCheck
     metrics: GatewayMetrics
-    submits: SubmitCoalescer
     header_deadline: HeaderDeadline
     header_limits: HeaderLimits
     metrics_guard: MetricsGuard

@@ -37,13 +37,13 @@ from deepagents.errors import (
     ErrorCode,
     IdempotencyConflict,
     InvalidPayload,
-    NotReplicated,
     Overloaded,
     PayloadTooLarge,
     ResultTimeout,
     TransportError,
     UnknownIntent,
 )
+from deepagents.orchestrator.coalesce import SubmitCoalescer
 from deepagents.orchestrator.handle import TaskHandle
 from deepagents.orchestrator.replies import Question, Replied, Replies, question_of
 from deepagents.orchestrator.routing import Route, Router, agent_specs
@@ -94,6 +94,7 @@ class Orchestrator:
         self._arrived: OrderedDict[str, bytes] = OrderedDict()
         self._replies: ReplyListener | None = None
         self._listener: asyncio.Task[None] | None = None
+        self._coalescer = SubmitCoalescer(self)
         self.answers = Replies(
             self.bus,
             self.tasks,
@@ -215,10 +216,11 @@ class Orchestrator:
 
     # submit -------------------------------------------------------------------------------
 
-    async def submit(self, task: Task | Mapping[str, Any]) -> TaskHandle:
-        """Validate, route and enqueue one task. Raises a SubmitError; nothing is enqueued then."""
-        (handle,) = await self.submit_many([task])
-        return handle
+    async def submit(self, task: Task | Mapping[str, Any], *, recorded: bool = False) -> TaskHandle:
+        """Validate, route and enqueue one task. Raises a SubmitError; nothing is enqueued
+        then. Concurrent calls share their round trips (``coalesce.py``), each with its own
+        outcome. ``recorded``: the caller wrote the task's location record (``locations``)."""
+        return await self._coalescer.submit(_validated(task), recorded=recorded)
 
     async def submit_many(
         self, tasks: Sequence[Task | Mapping[str, Any]], *, recorded: Collection[str] = ()
@@ -244,7 +246,7 @@ class Orchestrator:
     def locations(self, tasks: Iterable[Task]) -> list[tuple[str, str]]:
         """(key, value) of the location record of each task that routes; a task that does
         not route is left out (``submit_many`` refuses it). Values and TTL (``location_ttl_s``)
-        are what ``submit_many`` writes after enqueueing."""
+        are what ``submit_many`` writes with the enqueue."""
         out = []
         for task in tasks:
             try:
@@ -267,16 +269,6 @@ class Orchestrator:
     ) -> list[TaskHandle]:
         prepared = [self._prepare(t, spans) for t in tasks]
         prepared = await self._apply_idempotency(prepared)
-        # Written before the enqueue: a submit that fails after its task was enqueued would
-        # tell the caller "not accepted" about a task that runs. A location left by an
-        # enqueue that then fails names a task that does not exist, which lookups show.
-        await self._record_locations(
-            [
-                (task.task_id, route)
-                for task, route, _, _ in prepared
-                if task.task_id not in recorded
-            ]
-        )
         items = []
         for task, route, task_json, _ in prepared:
             events = b""
@@ -287,6 +279,8 @@ class Orchestrator:
         replies = await self.bus.enqueue_many(
             items,
             max_backlog=limits,
+            locations=self._locations(prepared, recorded),
+            location_ttl_s=self.location_ttl_s,
             replicas=self.settings.min_replicas,
             replica_wait_ms=self.settings.replica_wait_ms,
         )
@@ -351,15 +345,7 @@ class Orchestrator:
     def _prepare(
         self, raw: Task | Mapping[str, Any], spans: list[Span] | None = None
     ) -> tuple[Task, Route, bytes, bool]:
-        if isinstance(raw, Task):
-            task = raw
-        else:
-            try:
-                task = Task.model_validate(raw)
-            except ValidationError as exc:
-                first = exc.errors()[0]
-                where = ".".join(str(p) for p in first["loc"]) or "task"
-                raise InvalidPayload(f"invalid task: {where}: {first['msg']}") from exc
+        task = _validated(raw)
         if task.deadline is not None and task.deadline <= utcnow():
             raise DeadlinePassed(f"deadline {task.deadline.isoformat()} is in the past")
         route = self.router.route(task)
@@ -408,28 +394,18 @@ class Orchestrator:
             out[i] = (first, self.router.route(first), encode_task(first), True)
         return out
 
-    async def _record_locations(self, located: list[tuple[str, Route]]) -> None:
-        pairs = [self.tasks.location_record(t, _location(route)) for t, route in located]
-        # With DEEPAGENTS_MIN_REPLICAS, on one server the enqueue's WAIT, which comes after,
-        # covers these too (replication keeps the server's order). On a cluster they may sit
-        # on other nodes than their tasks: each node's part waits on its own, before
-        # anything is enqueued.
-        replicas = self.settings.min_replicas if self.bus.cluster else 0
-        confirmed = await self.bus.set_many(
-            pairs,
-            self.location_ttl_s,
-            what="record task locations",
-            replicas=replicas,
-            replica_wait_ms=self.settings.replica_wait_ms,
-        )
-        if confirmed < replicas:
-            raise NotReplicated(
-                [t for t, _ in located],
-                confirmed=confirmed,
-                replicas=replicas,
-                wait_ms=self.settings.replica_wait_ms,
-                stage="locations",
-            )
+    def _locations(
+        self, prepared: list[tuple[Task, Route, bytes, bool]], recorded: Collection[str]
+    ) -> list[tuple[str, str]]:
+        """The location record of every task, written with the enqueue (``enqueue_many``);
+        none when the caller wrote them all. A batch mixing both writes them all again:
+        the same value and TTL, so no harm."""
+        if all(task.task_id in recorded for task, _, _, _ in prepared):
+            return []
+        return [
+            self.tasks.location_record(task.task_id, _location(route))
+            for task, route, _, _ in prepared
+        ]
 
     # health -------------------------------------------------------------------------------
 
@@ -586,6 +562,17 @@ class Orchestrator:
         self._arrived[task_id] = data
         while len(self._arrived) > _ARRIVED_MAX:
             self._arrived.popitem(last=False)
+
+
+def _validated(raw: Task | Mapping[str, Any]) -> Task:
+    if isinstance(raw, Task):
+        return raw
+    try:
+        return Task.model_validate(raw)
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        where = ".".join(str(p) for p in first["loc"]) or "task"
+        raise InvalidPayload(f"invalid task: {where}: {first['msg']}") from exc
 
 
 def submitter(orchestrator: Orchestrator) -> Callable[[Task], Awaitable[str]]:

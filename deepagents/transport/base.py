@@ -247,6 +247,8 @@ class MessageBus(Protocol):
         items: Sequence[tuple[StreamRef, str, bytes, str, bytes]],
         *,
         max_backlog: int | Sequence[int],
+        locations: Sequence[tuple[str, str]] = (),
+        location_ttl_s: int = 0,
         replicas: int = 0,
         replica_wait_ms: int = 1_000,
     ) -> list[tuple[str, str]]: ...

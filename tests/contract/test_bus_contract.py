@@ -517,3 +517,27 @@ async def test_a_batch_of_step_records_is_checked_record_by_record(backend: Back
     keys = backend.ref().keys
     assert await backend.bus.load_steps(keys, "t1") == {"step:a": b"1", "step:b": b"3"}
     assert await backend.bus.load_steps(keys, "t2") == {}
+
+
+async def test_a_batch_writes_the_locations_of_the_tasks_it_enqueued_only(
+    backend: Backend,
+) -> None:
+    """Each enqueued task's location record comes with its entry; a second copy of a task
+    in the same batch is enqueued once. On one server (and in memory) a task already there
+    or refused for backlog gets no location record."""
+    await _submit(backend, "old")
+    ref = backend.ref()
+    ids = ["old", "new", "new", "full"]
+    items = [(ref, t, _task(t), "", b"") for t in ids]
+    locations = [backend.tasks.location_record(t, LOCATION) for t in ids]
+    replies = await backend.bus.enqueue_many(
+        items, max_backlog=[100, 100, 100, 2], locations=locations, location_ttl_s=60
+    )
+    statuses = [status for status, _ in replies]
+    assert statuses == ["exists", "ok", "exists", "overloaded"]
+    assert replies[2][1] == replies[1][1]  # the copy names the entry of the first
+    assert await backend.tasks.location("new") == LOCATION
+    if not backend.bus.cluster:  # a cluster writes them before the enqueue, all of them
+        assert await backend.tasks.location("old") is None  # ``_submit`` wrote none
+        assert await backend.tasks.location("full") is None
+    assert (await backend.bus.stream_stats(ref, AGENT)).length == 2

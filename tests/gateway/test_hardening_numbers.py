@@ -17,7 +17,6 @@ from redis.asyncio import Redis
 
 from deepagents.config import Settings, load_config
 from deepagents.contract import Task
-from deepagents.gateway.coalesce import SubmitCoalescer
 from deepagents.orchestrator import Orchestrator
 from tests.gateway.procs import Gateway, auth
 from tests.gateway.tenants import attack_with, b_under_attack, tenant_b
@@ -73,13 +72,10 @@ async def test_a_coalesced_group_fails_only_the_task_that_broke_it(
     alone, and the other tasks of its group, other tenants', are enqueued."""
     config = load_config(REPO / "config" / "deepagents.yaml")
     async with Orchestrator.from_client(client, config=config, settings=settings) as orch:
-        coalescer = SubmitCoalescer(orch)
         good = [Task(intent="echo", payload={"i": i}, tenant="beta") for i in range(20)]
         bad = Task(intent="echo", payload={"n": TOO_BIG}, tenant="alpha")
         tasks = [*good[:10], bad, *good[10:]]
-        results = await asyncio.gather(
-            *(coalescer.submit(t) for t in tasks), return_exceptions=True
-        )
+        results = await asyncio.gather(*(orch.submit(t) for t in tasks), return_exceptions=True)
     assert isinstance(results[10], TypeError)
     handles = results[:10] + results[11:]
     assert [getattr(h, "task_id", h) for h in handles] == [t.task_id for t in good]

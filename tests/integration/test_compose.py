@@ -62,6 +62,8 @@ async def test_services_given_to_a_component_outlive_it(
     try:
         async with Orchestrator(services, config=config, settings=settings) as orch:
             first = await orch.submit(Task(intent="echo", payload={}))
+            # The submit went over the bus's own connections: a lookup uses the client's.
+            assert await orch.lookup(first.task_id) is not None
         # The orchestrator did not close what it was given (redis-py would reconnect a
         # closed client unseen, so look at its pool), and a second one submits through it.
         pool = client.connection_pool

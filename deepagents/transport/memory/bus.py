@@ -95,11 +95,18 @@ class MemoryBus(MemoryWaiting):
         items: Sequence[tuple[StreamRef, str, bytes, str, bytes]],
         *,
         max_backlog: int | Sequence[int],
+        locations: Sequence[tuple[str, str]] = (),
+        location_ttl_s: int = 0,
         replicas: int = 0,
         replica_wait_ms: int = 1_000,
     ) -> list[tuple[str, str]]:
         limits = [max_backlog] * len(items) if isinstance(max_backlog, int) else max_backlog
         out = [self._enqueue(*item, limit) for item, limit in zip(items, limits, strict=True)]
+        # As on one Redis: a task's location record is written with its entry, if enqueued.
+        for (status, _), (key, value) in zip(out, locations or [("", "")] * len(out), strict=True):
+            if status == "ok" and key:
+                self.state.strings[key] = value
+                self.state.expire(key, location_ttl_s)
         if replicas:  # one process has no replicas to confirm anything
             written = [i[1] for i, (status, _) in zip(items, out, strict=True) if status == "ok"]
             raise NotReplicated(written, confirmed=0, replicas=replicas, wait_ms=replica_wait_ms)

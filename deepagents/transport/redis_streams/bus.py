@@ -35,6 +35,9 @@ from deepagents.transport.redis_streams.replies import ReplyChannel
 from deepagents.transport.redis_streams.scripts import Scripts
 from deepagents.transport.redis_streams.waiting import RedisWaiting
 
+# Tasks per enqueue script call: a large submit_many holds the server for at most this many.
+_ENQUEUE_CALL = 256
+
 
 def _s(value: bytes | str) -> str:
     return value.decode() if isinstance(value, bytes) else value
@@ -116,15 +119,9 @@ class RedisStreamBus(RedisWaiting):
         self, script: Any, calls: Sequence[tuple[list[Any], list[Any]]]
     ) -> list[Any]:
         """Run a script once per (keys, args) in one round trip. EVALSHA directly (a
-        pipeline given Script objects asks SCRIPT EXISTS first, an extra round trip); on
-        NOSCRIPT (a restart, SCRIPT FLUSH) load it and run the batch again, which every
-        script here makes safe: a call that already landed changes nothing the second time."""
+        pipeline given Script objects asks SCRIPT EXISTS first, an extra round trip)."""
         commands = [("EVALSHA", script.sha, len(keys), *keys, *args) for keys, args in calls]
-        try:
-            return await self.lanes.pipeline(commands)
-        except rex.NoScriptError:
-            await self.lanes.load_script(script.script)
-            return await self.lanes.pipeline(commands)
+        return await self._evalsha_commands(script, commands)
 
     async def ensure_group(self, stream: StreamRef, group: str) -> None:
         """Create the group (and stream) at id 0, tolerating only BUSYGROUP."""
@@ -158,11 +155,19 @@ class RedisStreamBus(RedisWaiting):
         items: Sequence[tuple[StreamRef, str, bytes, str, bytes]],
         *,
         max_backlog: int | Sequence[int],
+        locations: Sequence[tuple[str, str]] = (),
+        location_ttl_s: int = 0,
         replicas: int = 0,
         replica_wait_ms: int = 1_000,
     ) -> list[tuple[str, str]]:
         """Enqueue a batch in one round trip; items are (stream, task_id, json, reply, events).
         ``max_backlog`` is one limit for all, or one per item (a batch may mix agent types).
+
+        ``locations``: none, or one per item: its task's location record (key, value), kept
+        for ``location_ttl_s``. On one server the enqueue script writes it with the entry, so
+        an enqueued task always has it and a refused one never does. On a cluster the
+        location keys sit in other slots: they are written first, in a round trip of their
+        own, so a task acknowledged as enqueued is never missing its location.
 
         ``replicas``: the round trip ends with ``WAIT`` (on a cluster, each node's part
         does), and fewer replicas confirming the batch within ``replica_wait_ms`` raises
@@ -170,21 +175,26 @@ class RedisStreamBus(RedisWaiting):
         if not items:
             return []
         limits = [max_backlog] * len(items) if isinstance(max_backlog, int) else max_backlog
+        inline = bool(locations) and not self.cluster
+        if locations and not inline:
+            await self._record_first(items, locations, location_ttl_s, replicas, replica_wait_ms)
+        commands, order = self._enqueue_calls(
+            items, limits, locations if inline else (), location_ttl_s
+        )
         script = self.scripts.enqueue
-        at = now_ms()
-        commands = []
-        for (stream, task_id, task_json, reply, events), limit in zip(items, limits, strict=True):
-            keys = [stream.name, stream.keys.task(task_id), stream.keys.outbox]
-            args = [task_json, 1, at, reply, limit, stream.tier, events]
-            commands.append(("EVALSHA", script.sha, len(keys), *keys, *args))
-        with redis_errors("enqueue"):
+        with redis_errors("enqueue and record task locations" if inline else "enqueue"):
             if replicas:
                 replies, confirmed = await self._replicated(
                     script, commands, replicas, replica_wait_ms
                 )
-            else:
+            elif self.cluster:  # the cluster client's pipeline follows MOVED and ASK itself
                 replies, confirmed = await self._pipelined(script, commands), 0
-        out = [(_s(status), _s(entry)) for status, entry in replies]
+            else:
+                replies, confirmed = await self._evalsha_commands(script, commands), 0
+        out: list[tuple[str, str]] = [("", "")] * len(items)
+        flat = (pair for reply in replies for pair in reply)
+        for at, (status, entry) in zip(order, flat, strict=True):
+            out[at] = (_s(status), _s(entry))
         if confirmed < replicas:
             written = [
                 item[1]
@@ -195,6 +205,64 @@ class RedisStreamBus(RedisWaiting):
                 written, confirmed=confirmed, replicas=replicas, wait_ms=replica_wait_ms
             )
         return out
+
+    def _enqueue_calls(
+        self,
+        items: Sequence[tuple[StreamRef, str, bytes, str, bytes]],
+        limits: Sequence[int],
+        locations: Sequence[tuple[str, str]],
+        location_ttl_s: int,
+    ) -> tuple[list[tuple[Any, ...]], list[int]]:
+        """One enqueue script call per shard (its keys share one slot), at most
+        ``_ENQUEUE_CALL`` tasks each; and the items' positions in the calls' order."""
+        by_shard: dict[str, list[int]] = {}
+        for i, item in enumerate(items):
+            by_shard.setdefault(item[0].keys.outbox, []).append(i)
+        at, ttl = now_ms(), location_ttl_s if locations else ""
+        sha = self.scripts.enqueue.sha
+        commands, order = [], []
+        for outbox, positions in by_shard.items():
+            for start in range(0, len(positions), _ENQUEUE_CALL):
+                part = positions[start : start + _ENQUEUE_CALL]
+                keys: list[Any] = [outbox]
+                args: list[Any] = [at, ttl]
+                for i in part:
+                    stream, task_id, task_json, reply, events = items[i]
+                    keys += (stream.name, stream.keys.task(task_id))
+                    args += (task_json, reply, limits[i], stream.tier, events)
+                    if locations:
+                        key, value = locations[i]
+                        keys.append(key)
+                        args.append(value)
+                commands.append(("EVALSHA", sha, len(keys), *keys, *args))
+                order += part
+        return commands, order
+
+    async def _record_first(
+        self,
+        items: Sequence[tuple[StreamRef, str, bytes, str, bytes]],
+        locations: Sequence[tuple[str, str]],
+        ttl_s: int,
+        replicas: int,
+        replica_wait_ms: int,
+    ) -> None:
+        """A cluster's location records, before their tasks are enqueued. With ``replicas``,
+        each node's part waits on its own (they may sit on other nodes than their tasks)."""
+        confirmed = await self.set_many(
+            locations,
+            ttl_s,
+            what="record task locations",
+            replicas=replicas,
+            replica_wait_ms=replica_wait_ms,
+        )
+        if confirmed < replicas:
+            raise NotReplicated(
+                [item[1] for item in items],
+                confirmed=confirmed,
+                replicas=replicas,
+                wait_ms=replica_wait_ms,
+                stage="locations",
+            )
 
     async def _pipelined(self, script: Any, commands: list[tuple[Any, ...]]) -> list[Any]:
         """EVALSHA directly: a pipeline given Script objects asks SCRIPT EXISTS first on
@@ -213,6 +281,16 @@ class RedisStreamBus(RedisWaiting):
                 # again is safe: the script adds nothing for a task that already exists.
                 await self.client.script_load(script.script)
         raise AssertionError("unreachable")
+
+    async def _evalsha_commands(self, script: Any, commands: list[tuple[Any, ...]]) -> list[Any]:
+        """EVALSHA commands over the bus's own connections (``Lanes``); on NOSCRIPT (a
+        restart, SCRIPT FLUSH) load the script and run them again, which every script here
+        makes safe: a call that already landed changes nothing the second time."""
+        try:
+            return await self.lanes.pipeline(commands)
+        except rex.NoScriptError:
+            await self.lanes.load_script(script.script)
+            return await self.lanes.pipeline(commands)
 
     async def _replicated(
         self, script: Any, commands: list[tuple[Any, ...]], replicas: int, wait_ms: int

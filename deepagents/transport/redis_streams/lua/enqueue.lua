@@ -1,18 +1,56 @@
--- Enqueue one task unless its task hash already exists (idempotent on task_id).
--- KEYS[1] tier stream, KEYS[2] task hash, KEYS[3] outbox stream
--- ARGV[1] task json, [2] attempt, [3] now ms, [4] reply channel, [5] max backlog,
--- ARGV[6] tier, [7] outbox events json ('' = outbox off)
-if redis.call('EXISTS', KEYS[2]) == 1 then
-  return {'exists', redis.call('HGET', KEYS[2], 'entry') or ''}
+-- Enqueue a batch of tasks of one shard, each unless its task hash already exists
+-- (idempotent on task_id), each with its location record when one is given.
+-- KEYS[1] outbox stream, then per task: tier stream, task hash[, location key]
+-- ARGV[1] now ms, [2] location TTL s ('' = no location keys: the caller wrote them, or
+-- they live on other nodes of a cluster), then per task: task json, reply channel,
+-- max backlog, tier, outbox events (a JSON array; '' = outbox off)[, location value]
+-- Returns per task {status, entry id}: ok | exists (entry of the first enqueue) | overloaded
+-- On one server the location key may sit in another hash slot than the shard: written in
+-- the same script as the entry, an enqueued task never lacks its location record.
+-- Order: every decision first, then every location record, then the entries. A script is
+-- not rolled back when a command fails in it (an ACL refusing SET, say): failing at the
+-- first write, it has enqueued nothing, so the caller's "not accepted" is true.
+local now, ttl = ARGV[1], ARGV[2]
+local located = ttl ~= ''
+local kstride, astride = located and 3 or 2, located and 6 or 5
+local n = (#KEYS - 1) / kstride
+local out, accepted, added, first, again = {}, {}, {}, {}, {}
+for i = 0, n - 1 do
+  local stream, hash = KEYS[2 + i * kstride], KEYS[3 + i * kstride]
+  if first[hash] then  -- the same task twice in this batch: the first one enqueues it
+    again[#again + 1] = {i, first[hash]}
+  elseif redis.call('EXISTS', hash) == 1 then
+    out[i + 1] = {'exists', redis.call('HGET', hash, 'entry') or ''}
+  elseif redis.call('XLEN', stream) + (added[stream] or 0) >= tonumber(ARGV[5 + i * astride]) then
+    out[i + 1] = {'overloaded', ''}
+  else
+    added[stream] = (added[stream] or 0) + 1
+    accepted[#accepted + 1] = i
+    first[hash] = i
+  end
 end
-if redis.call('XLEN', KEYS[1]) >= tonumber(ARGV[5]) then
-  return {'overloaded', ''}
+if located then
+  for _, i in ipairs(accepted) do
+    redis.call('SET', KEYS[4 + i * kstride], ARGV[3 + i * astride + 5], 'EX', ttl)
+  end
 end
-local id = redis.call('XADD', KEYS[1], '*', 'task', ARGV[1], 'attempt', ARGV[2],
-                      'enq', ARGV[3], 'reply', ARGV[4])
-redis.call('HSET', KEYS[2], 'state', 'queued', 'entry', id, 'tier', ARGV[6], 'reply', ARGV[4],
-           'enq_ms', ARGV[3], 'deliveries', 0)
-if ARGV[7] ~= '' then
-  redis.call('XADD', KEYS[3], '*', 'events', ARGV[7])
+local events = {}
+for _, i in ipairs(accepted) do
+  local stream, hash, a = KEYS[2 + i * kstride], KEYS[3 + i * kstride], 3 + i * astride
+  local reply = ARGV[a + 1]
+  local id = redis.call('XADD', stream, '*', 'task', ARGV[a], 'attempt', 1, 'enq', now,
+                        'reply', reply)
+  redis.call('HSET', hash, 'state', 'queued', 'entry', id, 'tier', ARGV[a + 3],
+             'reply', reply, 'enq_ms', now, 'deliveries', 0)
+  local ev = ARGV[a + 4]
+  if ev ~= '' then events[#events + 1] = string.sub(ev, 2, -2) end  -- the array's items
+  out[i + 1] = {'ok', id}
 end
-return {'ok', id}
+for _, pair in ipairs(again) do
+  local earlier = out[pair[2] + 1]
+  out[pair[1] + 1] = {'exists', earlier[2]}
+end
+if #events > 0 then
+  redis.call('XADD', KEYS[1], '*', 'events', '[' .. table.concat(events, ',') .. ']')
+end
+return out

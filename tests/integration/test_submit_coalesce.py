@@ -1,4 +1,4 @@
-"""SubmitCoalescer: concurrent single submits share an enqueue, each with its own outcome."""
+"""Concurrent ``Orchestrator.submit`` calls share an enqueue, each with its own outcome."""
 
 from __future__ import annotations
 
@@ -10,7 +10,6 @@ from redis.asyncio import Redis
 from deepagents.config import Settings, load_config, parse_config
 from deepagents.contract import Task
 from deepagents.errors import InvalidPayload, NotReplicated, Overloaded
-from deepagents.gateway.coalesce import SubmitCoalescer
 from deepagents.orchestrator import Orchestrator
 
 REPO = Path(__file__).resolve().parents[2]
@@ -22,10 +21,9 @@ async def test_concurrent_submits_each_get_their_own_handle(
 ) -> None:
     config = load_config(REPO / "config" / "deepagents.yaml")
     async with Orchestrator.from_client(client, config=config, settings=settings) as orch:
-        coalescer = SubmitCoalescer(orch)
         tasks = [Task(intent="echo", payload={"i": i}) for i in range(20)]
         tasks += [Task(intent="trade", payload=ORDER) for _ in range(5)]
-        handles = await asyncio.gather(*(coalescer.submit(t) for t in tasks))
+        handles = await asyncio.gather(*(orch.submit(t) for t in tasks))
         assert [h.task_id for h in handles] == [t.task_id for t in tasks]
         assert {h.agent for h in handles[:20]} == {"echo"} and handles[-1].agent == "risk"
         assert not any(h.duplicate for h in handles)
@@ -37,11 +35,10 @@ async def test_concurrent_submits_each_get_their_own_handle(
 async def test_an_invalid_task_is_refused_alone(client: Redis, settings: Settings) -> None:
     config = load_config(REPO / "config" / "deepagents.yaml")
     async with Orchestrator.from_client(client, config=config, settings=settings) as orch:
-        coalescer = SubmitCoalescer(orch)
         good = [Task(intent="trade", payload=ORDER) for _ in range(4)]
         bad = Task(intent="trade", payload={**ORDER, "quantity": -1})
         results = await asyncio.gather(
-            *(coalescer.submit(t) for t in [good[0], good[1], bad, good[2], good[3]]),
+            *(orch.submit(t) for t in [good[0], good[1], bad, good[2], good[3]]),
             return_exceptions=True,
         )
     assert isinstance(results[2], InvalidPayload)
@@ -57,11 +54,8 @@ async def test_a_backlog_refusal_names_one_task_per_caller(
         "defaults: {shards: 1, max_backlog: 5}\nagents: {echo: {class: 'agents.echo:EchoAgent'}}"
     )
     async with Orchestrator.from_client(client, config=config, settings=settings) as orch:
-        coalescer = SubmitCoalescer(orch)
         tasks = [Task(intent="echo") for _ in range(8)]
-        results = await asyncio.gather(
-            *(coalescer.submit(t) for t in tasks), return_exceptions=True
-        )
+        results = await asyncio.gather(*(orch.submit(t) for t in tasks), return_exceptions=True)
     refused = [r for r in results if isinstance(r, Overloaded)]
     assert len(refused) == 3 and all("1 task(s) refused" in str(r) for r in refused)
     assert all(getattr(r, "accepted", None) == [] for r in refused)
@@ -80,11 +74,9 @@ async def test_a_replication_refusal_names_only_each_callers_task(
     config = load_config(REPO / "config" / "deepagents.yaml")
     waiting = settings.model_copy(update={"min_replicas": 1, "replica_wait_ms": 50})
     async with Orchestrator.from_client(client, config=config, settings=waiting) as orch:
-        coalescer = SubmitCoalescer(orch)  # the shared Redis has no replica
+        # the shared Redis has no replica
         tasks = [Task(intent="echo", payload={"i": i}) for i in range(10)]
-        results = await asyncio.gather(
-            *(coalescer.submit(t) for t in tasks), return_exceptions=True
-        )
+        results = await asyncio.gather(*(orch.submit(t) for t in tasks), return_exceptions=True)
     assert all(isinstance(r, NotReplicated) for r in results), results
     for task, refused in zip(tasks, results, strict=True):
         assert isinstance(refused, NotReplicated)
@@ -101,11 +93,8 @@ async def test_a_replication_refusal_tells_backlog_refusals_apart(
     )
     waiting = settings.model_copy(update={"min_replicas": 1, "replica_wait_ms": 50})
     async with Orchestrator.from_client(client, config=config, settings=waiting) as orch:
-        coalescer = SubmitCoalescer(orch)
         tasks = [Task(intent="echo", payload={"i": i}) for i in range(10)]
-        results = await asyncio.gather(
-            *(coalescer.submit(t) for t in tasks), return_exceptions=True
-        )
+        results = await asyncio.gather(*(orch.submit(t) for t in tasks), return_exceptions=True)
     written = [r for r in results if isinstance(r, NotReplicated)]
     refused = [r for r in results if isinstance(r, Overloaded)]
     assert len(written) == 5 and len(refused) == 5, results  # the stream holds 5
