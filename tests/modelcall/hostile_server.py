@@ -71,9 +71,7 @@ class HostileServer:
         return self
 
     def __exit__(self, *exc: object) -> None:
-        server = self._server
-        if server is not None:
-            server.close()
+        if self._server is not None:
             self._run(self._close_all())
         self._loop.call_soon_threadsafe(self._loop.stop)
         self._thread.join(timeout=10)
@@ -93,6 +91,10 @@ class HostileServer:
         return asyncio.run_coroutine_threadsafe(wrapped(), self._loop).result(timeout=30)
 
     async def _close_all(self) -> None:
+        # On the server's own loop: ``Server.close`` from another thread raced a connection
+        # that ended at that moment, both waking the server's waiters (a TypeError).
+        if self._server is not None:
+            self._server.close()
         tasks = [t for t in asyncio.all_tasks() if t is not asyncio.current_task()]
         for task in tasks:
             task.cancel()
