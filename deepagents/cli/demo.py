@@ -358,6 +358,10 @@ def main(args: argparse.Namespace) -> int:
             return run(_demo(url, db_url, config, settings, procs, args, console, log_dir))
         finally:
             stop_workers(procs)
+            # After the workers: a worker still running re-creates its streams and groups.
+            # An unreachable Redis has said so already; this must not hide that error.
+            with contextlib.suppress(DeepAgentsError):
+                run(_forget(url, settings.prefix))
 
 
 @contextlib.contextmanager
@@ -437,8 +441,13 @@ async def _demo(
             if writer is not None and draining is not None:
                 writer.stop()
                 await draining
-            await drop_prefix(client, settings.prefix)
     return 0
+
+
+async def _forget(url: str, prefix: str) -> None:
+    """Delete the demo's throwaway keys (its prefix is its own)."""
+    async with redis_client(url) as client:
+        await drop_prefix(client, prefix)
 
 
 async def start_audit_writer(

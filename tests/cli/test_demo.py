@@ -5,13 +5,22 @@ from __future__ import annotations
 
 import asyncio
 
+from redis.asyncio import Redis
+
 from tests.audit.conftest import schema
 from tests.cli.support import clean_env, deepagents, one_line_error, table_rows
 
 __all__ = ["schema"]  # a fixture, used by name
 
 
-async def test_piped_demo_output_is_readable(redis_url: str, pg_url: str, schema: str) -> None:
+async def _demo_keys(client: Redis) -> set[bytes]:
+    return {key async for key in client.scan_iter(match="demo-*", count=1000)}
+
+
+async def test_piped_demo_output_is_readable(
+    redis_url: str, pg_url: str, schema: str, client: Redis
+) -> None:
+    before = await _demo_keys(client)
     env = clean_env(
         DEEPAGENTS_REDIS_URL=redis_url,
         DEEPAGENTS_DATABASE_URL=pg_url,
@@ -35,6 +44,9 @@ async def test_piped_demo_output_is_readable(redis_url: str, pg_url: str, schema
     assert len(events) >= 2, trail  # at least started and succeeded
     assert len(events) == len(rows), trail  # a wrapped row starts with an empty cell
     assert any(c[1] == "succeeded" and c[2].startswith("research@") for c in events), trail
+    # its throwaway prefix is gone, workers' keys included (they were deleted before the
+    # workers stopped, which re-created their streams)
+    assert await _demo_keys(client) - before == set()
 
 
 async def test_the_demo_pipelines_complete_through_their_approval(
