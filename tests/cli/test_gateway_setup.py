@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import re
-import uuid
 from collections.abc import Iterator
 
 import httpx
@@ -12,18 +11,16 @@ import yaml
 
 from deepagents.config.gateway import GatewayConfig
 from tests.cli.support import CONFIG, clean_env, deepagents
-from tests.gateway.procs import Gateway, auth, config_yaml, env_for, start_gateway, write_config
+from tests.gateway.conftest import make_deployment
+from tests.gateway.procs import Gateway, auth, config_yaml, start_gateway
 
 
 @pytest.fixture
 def gateway(redis_url: str) -> Iterator[Gateway]:
-    config = write_config(config_yaml())
-    env = env_for(redis_url, f"g{uuid.uuid4().hex[:10]}", config)
-    try:
-        with start_gateway(env) as gw:
+    # make_deployment deletes the prefix's keys (the tasks the tests submit) afterwards
+    for deployment in make_deployment(redis_url, config_yaml()):
+        with start_gateway(deployment.env) as gw:
             yield gw
-    finally:
-        config.unlink(missing_ok=True)
 
 
 def test_port_help_shows_its_default() -> None:
