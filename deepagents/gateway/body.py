@@ -26,6 +26,24 @@ JSON_TYPES = ("application/json",)
 INT_MIN, INT_MAX = -(2**63), 2**64 - 1
 
 
+# What reading and parsing a JSON body can answer (here and in budget.py), for the routes'
+# documented responses.
+READ_BODY_CODES = (
+    ErrorCode.EMPTY_BODY,
+    ErrorCode.INVALID_JSON,
+    ErrorCode.DUPLICATE_KEY,
+    ErrorCode.NON_FINITE_NUMBER,
+    ErrorCode.NUMBER_TOO_LONG,
+    ErrorCode.NUMBER_OUT_OF_RANGE,
+    ErrorCode.NESTING_TOO_DEEP,
+    ErrorCode.TOO_MANY_KEYS,
+    ErrorCode.BAD_STRING,
+    ErrorCode.BODY_TOO_LARGE,
+    ErrorCode.REQUEST_TIMEOUT,
+    ErrorCode.UNSUPPORTED_MEDIA_TYPE,
+)
+
+
 class _Reject(DeepAgentsError, ValueError):
     """Raised inside json hooks; carries the problem code."""
 

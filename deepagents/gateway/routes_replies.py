@@ -18,6 +18,7 @@ from deepagents.errors import (
     PayloadTooLarge,
     ReplyTaskNotFound,
 )
+from deepagents.gateway.body import READ_BODY_CODES
 from deepagents.gateway.problems import FieldError, Problem, responses_for
 from deepagents.gateway.questions import waiting_view
 from deepagents.gateway.routes_tasks import (
@@ -36,21 +37,6 @@ from deepagents.gateway.submit import validate_body
 
 router = APIRouter(prefix="/v1", dependencies=[Depends(bearer)], tags=["replies"])
 
-# What reading and parsing a JSON body can answer (body.py, budget.py).
-_READ_BODY = (
-    ErrorCode.EMPTY_BODY,
-    ErrorCode.INVALID_JSON,
-    ErrorCode.DUPLICATE_KEY,
-    ErrorCode.NON_FINITE_NUMBER,
-    ErrorCode.NUMBER_TOO_LONG,
-    ErrorCode.NUMBER_OUT_OF_RANGE,
-    ErrorCode.NESTING_TOO_DEEP,
-    ErrorCode.TOO_MANY_KEYS,
-    ErrorCode.BAD_STRING,
-    ErrorCode.BODY_TOO_LARGE,
-    ErrorCode.REQUEST_TIMEOUT,
-    ErrorCode.UNSUPPORTED_MEDIA_TYPE,
-)
 # Open questions read per shard before the tenant filter: a listing costs at most this
 # many task reads per shard, whatever the number of waiting tasks.
 SCAN_PER_SHARD = 1000
@@ -67,7 +53,7 @@ Limit = Annotated[int, Query(ge=1, le=500, description="at most this many, oldes
         ErrorCode.ALREADY_REPLIED,
         ErrorCode.INVALID_REPLY,
         ErrorCode.PAYLOAD_TOO_LARGE,
-        *_READ_BODY,
+        *READ_BODY_CODES,
         *_AUTH,
     ),
     summary="Answer the question a waiting task asks; the task resumes with the answer",

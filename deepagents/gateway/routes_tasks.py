@@ -17,7 +17,7 @@ from deepagents.contract.result import Result
 from deepagents.contract.task import Task
 from deepagents.errors import DeepAgentsError, ErrorCode, Overloaded, ResultTimeout
 from deepagents.gateway.auth import Principal
-from deepagents.gateway.body import read_body
+from deepagents.gateway.body import READ_BODY_CODES, read_body
 from deepagents.gateway.problems import Problem, responses_for
 from deepagents.gateway.questions import question_view
 from deepagents.gateway.schemas import (
@@ -52,18 +52,7 @@ _AUTH = (
     ErrorCode.VALIDATION_ERROR,
 )
 _BODY = (
-    ErrorCode.EMPTY_BODY,
-    ErrorCode.INVALID_JSON,
-    ErrorCode.DUPLICATE_KEY,
-    ErrorCode.NON_FINITE_NUMBER,
-    ErrorCode.NUMBER_TOO_LONG,
-    ErrorCode.NUMBER_OUT_OF_RANGE,
-    ErrorCode.NESTING_TOO_DEEP,
-    ErrorCode.TOO_MANY_KEYS,
-    ErrorCode.BAD_STRING,
-    ErrorCode.BODY_TOO_LARGE,
-    ErrorCode.REQUEST_TIMEOUT,
-    ErrorCode.UNSUPPORTED_MEDIA_TYPE,
+    *READ_BODY_CODES,
     ErrorCode.UNKNOWN_INTENT,
     ErrorCode.INVALID_PAYLOAD,
     ErrorCode.DEADLINE_PASSED,
