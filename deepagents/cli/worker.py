@@ -165,6 +165,9 @@ def main(args: argparse.Namespace) -> int:
                     if writer is not None and drain is not None:
                         writer.stop()  # it acks only what PostgreSQL committed; the rest waits
                         await drain
+                    if isinstance(agent, RemoteAgent):
+                        # its connections, and the breaker outcomes it has not sent yet
+                        await agent.aclose()
 
     freeze_startup_heap()
     try:
