@@ -1,14 +1,14 @@
 """A waiting task holds no worker slot (DESIGN.md, "Waiting for a human"): with 2,000 tasks
-of one agent waiting for replies and its p2 pool at 100, the agent's other p2 tasks drain
-at their normal rate, measured against a drain with nothing waiting in the same test (a
-generous ratio, not a timed bound). A worker killed with -9 while they wait loses nothing:
+of one agent waiting for replies and its p2 pool at 100, the agent's other p2 tasks still
+run: were a waiting task to keep its slot, the pool would be full twenty times over and none
+would (their rate beside waiting tasks is measured in loadtests/bench_waiting.py, not
+timed here). A worker killed with -9 while they wait loses nothing:
 replies go to Redis, and the next worker resumes the tasks. Real worker processes."""
 
 from __future__ import annotations
 
 import asyncio
 import signal
-import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -49,16 +49,14 @@ def procs(redis_url: str, prefix: str, config_path: Path, client: Redis) -> Iter
         p.close()
 
 
-async def _drain(orch: Orchestrator, n: int) -> float:
-    """Seconds for ``n`` 20 ms tasks to run, submitted at once."""
-    started = time.monotonic()
+async def _drain(orch: Orchestrator, n: int) -> None:
+    """``n`` 20 ms tasks, submitted at once, each run to success."""
     handles = []
     for i in range(0, n, 500):
         batch = [Task(intent="mixed", payload={"sleep_ms": 20}) for _ in range(min(500, n - i))]
         handles += await orch.submit_many(batch)
     results = await asyncio.gather(*(h.result(timeout=120) for h in handles))
     assert all(r.status is ResultStatus.SUCCESS for r in results)
-    return time.monotonic() - started
 
 
 async def _waiting(client: Redis, prefix: str) -> int:
@@ -70,8 +68,7 @@ async def test_waiting_tasks_hold_no_slot_and_survive_a_kill(
 ) -> None:
     victim = procs.worker("tests.support.asking:MixedAgent")
     await registered(client, prefix, "mixed", 1)
-    await _drain(orch, 200)  # warm: imports, scripts, connections
-    baseline = await _drain(orch, WORK)
+    await _drain(orch, 200)  # the worker runs p2 tasks before anything waits
 
     asks = []
     for _ in range(WAITING // 500):
@@ -87,8 +84,7 @@ async def test_waiting_tasks_hold_no_slot_and_survive_a_kill(
     for shard in range(SHARDS):
         pending = await client.xpending(f"{prefix}:{{mixed:{shard}}}:p2", "mixed")
         assert pending["pending"] == 0
-    loaded = await _drain(orch, WORK)
-    assert loaded < 3 * baseline + 1, (baseline, loaded)
+    await _drain(orch, WORK)  # beside 2,000 waiting: the pool of 100 is free
 
     # kill -9 while they wait; the replies land with no worker up, the next one resumes them
     victim.send_signal(signal.SIGKILL)
@@ -99,4 +95,3 @@ async def test_waiting_tasks_hold_no_slot_and_survive_a_kill(
     results = await asyncio.gather(*(h.result(timeout=120) for h in asks[:200]))
     assert all(r.output == {"approved": True} for r in results)
     assert await _waiting(client, prefix) == WAITING - 200
-    print(f"drain of {WORK} tasks: {baseline:.2f} s alone, {loaded:.2f} s beside {WAITING} waiting")
