@@ -5,7 +5,8 @@ two HTTP clients' POSTs per second.
     .venv/bin/python loadtests/bench_remote.py --calls 2000 [--breaker]
     .venv/bin/python loadtests/bench_remote.py --clients --calls 3000 --runs 3
     .venv/bin/python loadtests/bench_remote.py --drain --tasks 2000 --runs 5 \
-        --max-connections 8 [--transport grpc] --redis-url redis://127.0.0.1:6379/0
+        --max-connections 8 [--transport grpc] [--methods execute] \
+        --redis-url redis://127.0.0.1:6379/0
 
 Against the Node reference agent (``agents/remote/node/risk-agent.js``) on 127.0.0.1, one
 call at a time on one keep-alive connection, interleaved in rounds so drift in the machine's
@@ -23,8 +24,10 @@ its registration to an empty backlog: ``deepagents worker agents.echo:EchoAgent`
 contract in the worker's process) and ``deepagents worker --remote noop`` (the same contract
 as four HTTP calls per task to the Node agent answering ``execute`` with an empty success,
 the fleet's circuit breaker in front of it; ``--transport grpc``: the Python reference agent
-over gRPC with ``--noop`` instead). The two alternate within each run (paired: the
-machine's load drifts alike for both); prints a JSON line per run and the medians.
+over gRPC with ``--noop`` instead; ``--methods execute``: the Node agent's health says it
+implements ``execute`` alone, so a task is one call). The two alternate within each run
+(paired: the machine's load drifts alike for both); prints a JSON line per run and the
+medians.
 
 ``--clients``: ``--calls`` POSTs of the execute request to the Node agent, through httpx's
 ``AsyncClient`` and through aiohttp's ``ClientSession``, at 1, 8 and 32 in flight, the two
@@ -172,12 +175,13 @@ agents:
 CONFIG_TEXT: dict[str, str] = {}  # config file -> its text (read in async code: no file I/O)
 
 
-def start_node(fault: str = "") -> tuple[subprocess.Popen[bytes], str]:
+def start_node(fault: str = "", methods: str = "") -> tuple[subprocess.Popen[bytes], str]:
     node = shutil.which("node")
     if node is None:
         raise SystemExit("bench_remote: node is not installed")
     script = ROOT / "agents" / "remote" / "node" / "risk-agent.js"
-    env = {**os.environ, "RISK_AGENT_TEST_HOOKS": "1" if fault else "0", "RISK_AGENT_FAULT": fault}
+    env = {**os.environ, "RISK_AGENT_TEST_HOOKS": "1" if fault else "0", "RISK_AGENT_FAULT": fault,
+           "RISK_AGENT_METHODS": methods}  # fmt: skip
     proc = subprocess.Popen([node, str(script), "--port", "0"], stdout=subprocess.PIPE, env=env)
     assert proc.stdout is not None
     port = int(proc.stdout.readline().split()[1])
@@ -233,8 +237,10 @@ def start_grpc_noop() -> tuple[subprocess.Popen[bytes], str]:
     return proc, f"grpc://127.0.0.1:{port}"
 
 
-async def drain(url: str, n: int, runs: int, pool: int, transport: str) -> dict[str, Any]:
-    proc, service = start_node("noop") if transport == "http" else start_grpc_noop()
+async def drain(
+    url: str, n: int, runs: int, pool: int, transport: str, methods: str
+) -> dict[str, Any]:
+    proc, service = start_node("noop", methods) if transport == "http" else start_grpc_noop()
     text = DRAIN_CONFIG.format(url=service, pool=pool)
     with tempfile.NamedTemporaryFile("w", suffix=".yaml", delete=False) as f:
         f.write(text)
@@ -258,6 +264,7 @@ async def drain(url: str, n: int, runs: int, pool: int, transport: str) -> dict[
         "runs": runs,
         "transport": transport,
         "max_connections": pool,
+        "methods": methods or "all four",
         "echo_median_per_s": round(statistics.median(echo)),
         "noop_remote_median_per_s": round(statistics.median(noop)),
         "noop_over_echo_median": round(statistics.median(ratios), 3),
@@ -269,6 +276,9 @@ def main() -> None:
     parser.add_argument("--calls", type=int, default=2000)
     parser.add_argument("--drain", action="store_true", help="the drain benchmark instead")
     parser.add_argument("--clients", action="store_true", help="httpx against aiohttp")
+    parser.add_argument(
+        "--methods", default="", help="--drain: the Node agent implements only these (execute)"
+    )
     parser.add_argument(
         "--breaker", action="store_true", help="overhead with the fleet's breaker (Redis)"
     )
@@ -290,7 +300,12 @@ def main() -> None:
             orjson.dumps(
                 asyncio.run(
                     drain(
-                        args.redis_url, args.tasks, args.runs, args.max_connections, args.transport
+                        args.redis_url,
+                        args.tasks,
+                        args.runs,
+                        args.max_connections,
+                        args.transport,
+                        args.methods,
                     )
                 )
             ).decode()

@@ -38,6 +38,7 @@ if TYPE_CHECKING:
 
 R = TypeVar("R", bound=BaseModel)
 _JSON = "application/json"
+_ALL_METHODS = frozenset(wire.STEPS)
 # The request envelope of the task this delivery runs: post_process is given no task.
 _envelope: ContextVar[dict[str, Any]] = ContextVar("deepagents_remote_envelope")
 
@@ -88,6 +89,9 @@ class RemoteAgent(AgentContract):
             max_connections=config.max_connections,
             max_response_bytes=config.max_response_bytes,
         )
+        # The contract methods the service implements (its /v1/health says), once known.
+        self._methods: frozenset[str] | None = None
+        self._learning: asyncio.Future[frozenset[str]] | None = None
 
     async def aclose(self) -> None:
         if self._circuit is not None:
@@ -114,10 +118,14 @@ class RemoteAgent(AgentContract):
             "idempotency_key": f"{task.task_id}:{current_attempt.get()}",
         }
         _envelope.set(envelope)
+        if "can_handle" not in await self._implemented():
+            return True  # its intents routed it here: that is all a service without it asks
         answer = await self._call(task, "can_handle", {}, wire.CanHandleResponse)
         return answer.can_handle
 
     async def prepare_context(self, task: Task) -> dict[str, Any]:
+        if "prepare_context" not in await self._implemented():
+            return {"task": task, "remote": {}}
         answer = await self._call(task, "prepare_context", {}, wire.PrepareContextResponse)
         return {"task": task, "remote": answer.context}
 
@@ -128,6 +136,8 @@ class RemoteAgent(AgentContract):
         return _result(answer.result)
 
     async def post_process(self, result: Result) -> Result | dict[str, Any]:
+        if "post_process" not in await self._implemented():
+            return {}
         task: Task = _envelope.get()["_task"]
         sent = {
             "status": result.status.value,
@@ -143,34 +153,66 @@ class RemoteAgent(AgentContract):
 
     async def health_check(self) -> bool:
         """Healthy when ``GET /v1/health`` says ok and the fleet's circuit is not open;
-        otherwise ``ServiceUnhealthy`` says why (the registry keeps the reason)."""
+        otherwise ``ServiceUnhealthy`` says why (the registry keeps the reason). Each check
+        also learns again which contract methods the service implements."""
         if self._circuit is not None and await self._circuit.state() is BreakerState.OPEN:
             raise ServiceUnhealthy("remote service: the fleet's circuit breaker is open")
-        if self._grpc is not None:
-            return await self._grpc_health()
-        try:
-            answer = await self._http.get("health", self._timeout)
-            health = wire.HealthResponse.model_validate_json(answer.body)
-        except (aiohttp.ClientError, TimeoutError, OSError) as exc:
-            raise ServiceUnhealthy(f"remote service: GET /v1/health: {why(exc)}") from exc
-        except ValidationError as exc:
-            raise ServiceUnhealthy("remote service: GET /v1/health: not a health answer") from exc
-        if answer.status != 200 or health.status != "ok":
-            raise ServiceUnhealthy(
-                f"remote service: GET /v1/health: HTTP {answer.status}, {health.status}"
-            )
+        health = await self._health()
+        if health.status != "ok":
+            where = "Health rpc" if self._grpc is not None else "GET /v1/health: HTTP 200"
+            raise ServiceUnhealthy(f"remote service: {where}, {health.status}")
         return True
 
-    async def _grpc_health(self) -> bool:
-        assert self._grpc is not None
+    async def _health(self) -> wire.HealthResponse:
+        """The service's health answer (kept: what it implements), or ``ServiceUnhealthy``
+        saying why there is none."""
+        if self._grpc is not None:
+            try:
+                raw = await self._grpc.call("health", {}, {}, self._timeout, False)
+            except Exception as exc:
+                raise ServiceUnhealthy(f"remote service: Health rpc: {exc}") from exc
+            health = wire.HealthResponse.model_validate_json(raw)
+        else:
+            try:
+                answer = await self._http.get("health", self._timeout)
+                health = wire.HealthResponse.model_validate_json(answer.body)
+            except (aiohttp.ClientError, TimeoutError, OSError) as exc:
+                raise ServiceUnhealthy(f"remote service: GET /v1/health: {why(exc)}") from exc
+            except ValidationError as exc:
+                what = "remote service: GET /v1/health: not a health answer"
+                raise ServiceUnhealthy(what) from exc
+            if answer.status != 200:
+                raise ServiceUnhealthy(
+                    f"remote service: GET /v1/health: HTTP {answer.status}, {health.status}"
+                )
+        # No list (or an empty one, which is how gRPC sends none): all four.
+        methods = frozenset(health.methods or ()) | {"execute"}
+        self._methods = methods if health.methods else _ALL_METHODS
+        return health
+
+    async def _implemented(self) -> frozenset[str]:
+        """The contract methods the service implements: asked once, at a worker's first
+        task (concurrent first tasks share the one ``GET /v1/health``), then refreshed by
+        every health check. A service that does not answer is taken to implement all four
+        for now, as one that does not say (the call's own failure then counts in the
+        circuit breaker, as before), and it is asked again at the next task."""
+        if self._methods is not None:
+            return self._methods
+        if self._learning is None:
+            self._learning = asyncio.ensure_future(self._learn())
+        learning = self._learning
         try:
-            raw = await self._grpc.call("health", {}, {}, self._timeout, False)
-        except Exception as exc:
-            raise ServiceUnhealthy(f"remote service: Health rpc: {exc}") from exc
-        answer = wire.HealthResponse.model_validate_json(raw)
-        if answer.status != "ok":
-            raise ServiceUnhealthy(f"remote service: Health rpc: {answer.status}")
-        return True
+            return await asyncio.shield(learning)
+        finally:
+            if learning.done() and self._learning is learning:
+                self._learning = None
+
+    async def _learn(self) -> frozenset[str]:
+        try:
+            await self._health()
+        except ServiceUnhealthy:
+            return _ALL_METHODS
+        return self._methods or _ALL_METHODS
 
     # one call -------------------------------------------------------------------------
 
