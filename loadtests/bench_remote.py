@@ -1,15 +1,19 @@
-"""The remote-agent adapter's overhead per call, over a bare httpx POST on loopback; and
-the drain of a worker process with a no-op Node agent against the in-process EchoAgent.
+"""The remote-agent adapter's overhead per call, over a bare aiohttp POST on loopback; the
+drain of a worker process with a no-op Node agent against the in-process EchoAgent; and the
+two HTTP clients' POSTs per second.
 
     .venv/bin/python loadtests/bench_remote.py --calls 2000 [--breaker]
+    .venv/bin/python loadtests/bench_remote.py --clients --calls 3000 --runs 3
     .venv/bin/python loadtests/bench_remote.py --drain --tasks 2000 --runs 5 \
-        --max-connections 8 [--transport grpc] --redis-url redis://127.0.0.1:6379/0
+        --max-connections 8 [--transport grpc] [--methods execute] \
+        --redis-url redis://127.0.0.1:6379/0
 
 Against the Node reference agent (``agents/remote/node/risk-agent.js``) on 127.0.0.1, one
 call at a time on one keep-alive connection, interleaved in rounds so drift in the machine's
 load hits both alike:
 
-- bare: ``httpx.AsyncClient.post`` of a ready-made execute request body;
+- bare: ``aiohttp.ClientSession.post`` (the adapter's client) of a ready-made execute
+  request body;
 - adapter: ``RemoteAgent.execute`` of the same task (envelope, headers, timeout from the
   deadline, size-capped read, content-type check, response validation, Result).
 
@@ -20,8 +24,14 @@ its registration to an empty backlog: ``deepagents worker agents.echo:EchoAgent`
 contract in the worker's process) and ``deepagents worker --remote noop`` (the same contract
 as four HTTP calls per task to the Node agent answering ``execute`` with an empty success,
 the fleet's circuit breaker in front of it; ``--transport grpc``: the Python reference agent
-over gRPC with ``--noop`` instead). The two alternate within each run (paired: the
-machine's load drifts alike for both); prints a JSON line per run and the medians.
+over gRPC with ``--noop`` instead; ``--methods execute``: the Node agent's health says it
+implements ``execute`` alone, so a task is one call). The two alternate within each run
+(paired: the machine's load drifts alike for both); prints a JSON line per run and the
+medians.
+
+``--clients``: ``--calls`` POSTs of the execute request to the Node agent, through httpx's
+``AsyncClient`` and through aiohttp's ``ClientSession``, at 1, 8 and 32 in flight, the two
+alternating per run: POSTs/s, medians of ``--runs``.
 """
 
 from __future__ import annotations
@@ -39,6 +49,7 @@ from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
+import aiohttp
 import httpx
 import orjson
 
@@ -75,14 +86,15 @@ async def bench(url: str, calls: int, redis_url: str | None) -> dict[str, float]
         "traceparent": None, "idempotency_key": f"{task.task_id}:1",
         "context": context["remote"]})  # fmt: skip
     bare, adapter = [], []
-    async with httpx.AsyncClient(headers={"content-type": "application/json"}) as client:
+    async with aiohttp.ClientSession(headers={"content-type": "application/json"}) as client:
         for _ in range(200):  # warm both paths
-            await client.post(f"{url}/v1/execute", content=body)
+            async with client.post(f"{url}/v1/execute", data=body) as response:
+                await response.read()
             await agent.execute(context)
         for _ in range(calls):
             t0 = time.perf_counter()
-            response = await client.post(f"{url}/v1/execute", content=body)
-            response.json()
+            async with client.post(f"{url}/v1/execute", data=body) as response:
+                orjson.loads(await response.read())
             t1 = time.perf_counter()
             await agent.execute(context)
             t2 = time.perf_counter()
@@ -103,6 +115,55 @@ async def bench(url: str, calls: int, redis_url: str | None) -> dict[str, float]
     }
 
 
+def execute_body() -> bytes:
+    task = Task(intent="risk_check", payload=ORDER)
+    return orjson.dumps({"protocol": 1, "task": {"id": task.task_id, "intent": task.intent,
+        "payload": ORDER, "tenant": None}, "attempt": 1, "time_left_ms": None,
+        "traceparent": None, "idempotency_key": f"{task.task_id}:1",
+        "context": {"order": ORDER}})  # fmt: skip
+
+
+async def posts_httpx(url: str, body: bytes, calls: int, in_flight: int) -> float:
+    limits = httpx.Limits(max_connections=in_flight)
+    headers = {"content-type": "application/json"}
+    async with httpx.AsyncClient(limits=limits, headers=headers) as client:
+
+        async def lane() -> None:
+            for _ in range(calls // in_flight):
+                (await client.post(f"{url}/v1/execute", content=body)).raise_for_status()
+
+        start = time.perf_counter()
+        await asyncio.gather(*(lane() for _ in range(in_flight)))
+        return calls // in_flight * in_flight / (time.perf_counter() - start)
+
+
+async def posts_aiohttp(url: str, body: bytes, calls: int, in_flight: int) -> float:
+    connector = aiohttp.TCPConnector(limit=in_flight)
+    headers = {"content-type": "application/json"}
+    async with aiohttp.ClientSession(connector=connector, headers=headers) as client:
+
+        async def lane() -> None:
+            for _ in range(calls // in_flight):
+                async with client.post(f"{url}/v1/execute", data=body) as response:
+                    response.raise_for_status()
+                    await response.read()
+
+        start = time.perf_counter()
+        await asyncio.gather(*(lane() for _ in range(in_flight)))
+        return calls // in_flight * in_flight / (time.perf_counter() - start)
+
+
+async def clients(url: str, calls: int, runs: int) -> dict[str, float]:
+    body = execute_body()
+    rates: dict[str, list[float]] = {}
+    for _ in range(runs):
+        for in_flight in (1, 8, 32):
+            for name, post in (("httpx", posts_httpx), ("aiohttp", posts_aiohttp)):
+                rate = await post(url, body, calls, in_flight)
+                rates.setdefault(f"{name}_{in_flight}_per_s", []).append(rate)
+    return {k: round(statistics.median(v)) for k, v in rates.items()}
+
+
 DRAIN_CONFIG = """
 defaults: {{shards: 2, max_backlog: 10000000, batch_size: 100}}
 agents:
@@ -114,12 +175,13 @@ agents:
 CONFIG_TEXT: dict[str, str] = {}  # config file -> its text (read in async code: no file I/O)
 
 
-def start_node(fault: str = "") -> tuple[subprocess.Popen[bytes], str]:
+def start_node(fault: str = "", methods: str = "") -> tuple[subprocess.Popen[bytes], str]:
     node = shutil.which("node")
     if node is None:
         raise SystemExit("bench_remote: node is not installed")
     script = ROOT / "agents" / "remote" / "node" / "risk-agent.js"
-    env = {**os.environ, "RISK_AGENT_TEST_HOOKS": "1" if fault else "0", "RISK_AGENT_FAULT": fault}
+    env = {**os.environ, "RISK_AGENT_TEST_HOOKS": "1" if fault else "0", "RISK_AGENT_FAULT": fault,
+           "RISK_AGENT_METHODS": methods}  # fmt: skip
     proc = subprocess.Popen([node, str(script), "--port", "0"], stdout=subprocess.PIPE, env=env)
     assert proc.stdout is not None
     port = int(proc.stdout.readline().split()[1])
@@ -175,8 +237,10 @@ def start_grpc_noop() -> tuple[subprocess.Popen[bytes], str]:
     return proc, f"grpc://127.0.0.1:{port}"
 
 
-async def drain(url: str, n: int, runs: int, pool: int, transport: str) -> dict[str, Any]:
-    proc, service = start_node("noop") if transport == "http" else start_grpc_noop()
+async def drain(
+    url: str, n: int, runs: int, pool: int, transport: str, methods: str
+) -> dict[str, Any]:
+    proc, service = start_node("noop", methods) if transport == "http" else start_grpc_noop()
     text = DRAIN_CONFIG.format(url=service, pool=pool)
     with tempfile.NamedTemporaryFile("w", suffix=".yaml", delete=False) as f:
         f.write(text)
@@ -200,6 +264,7 @@ async def drain(url: str, n: int, runs: int, pool: int, transport: str) -> dict[
         "runs": runs,
         "transport": transport,
         "max_connections": pool,
+        "methods": methods or "all four",
         "echo_median_per_s": round(statistics.median(echo)),
         "noop_remote_median_per_s": round(statistics.median(noop)),
         "noop_over_echo_median": round(statistics.median(ratios), 3),
@@ -210,6 +275,10 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--calls", type=int, default=2000)
     parser.add_argument("--drain", action="store_true", help="the drain benchmark instead")
+    parser.add_argument("--clients", action="store_true", help="httpx against aiohttp")
+    parser.add_argument(
+        "--methods", default="", help="--drain: the Node agent implements only these (execute)"
+    )
     parser.add_argument(
         "--breaker", action="store_true", help="overhead with the fleet's breaker (Redis)"
     )
@@ -231,11 +300,25 @@ def main() -> None:
             orjson.dumps(
                 asyncio.run(
                     drain(
-                        args.redis_url, args.tasks, args.runs, args.max_connections, args.transport
+                        args.redis_url,
+                        args.tasks,
+                        args.runs,
+                        args.max_connections,
+                        args.transport,
+                        args.methods,
                     )
                 )
             ).decode()
         )
+        return
+    if args.clients:
+        proc, url = start_node()
+        try:
+            rates = asyncio.run(clients(url, args.calls, args.runs))
+        finally:
+            proc.kill()
+            proc.wait(10)
+        print(orjson.dumps({"calls": args.calls, "runs": args.runs} | rates).decode())
         return
     proc, url = start_node()
     try:

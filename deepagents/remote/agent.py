@@ -1,11 +1,11 @@
 """``RemoteAgent``: the agent contract over HTTP to a service of the wire protocol.
 
-One ``httpx.AsyncClient`` per process (keep-alive, at most ``max_connections``). Each call's
-timeout is the lesser of the configured one and the time left before the task's deadline;
-when the deadline is what ran out, the call ends as ``TimeoutError``, which the worker
-answers ``deadline_exceeded``. A cancelled call closes its connection (httpx does), so a
-slow service cannot pile up connections. Given a Redis client, every call first asks the
-fleet's circuit breaker (``circuit.py``).
+One aiohttp session per process (``http_wire.py``: keep-alive, at most ``max_connections``).
+Each call's timeout is the lesser of the configured one and the time left before the task's
+deadline; when the deadline is what ran out, the call ends as ``TimeoutError``, which the
+worker answers ``deadline_exceeded``. A cancelled call closes its connection, so a slow
+service cannot pile up connections. Given a Redis client, every call first asks the fleet's
+circuit breaker (``circuit.py``).
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ import ssl
 from contextvars import ContextVar
 from typing import TYPE_CHECKING, Any, ClassVar, TypeVar
 
-import httpx
+import aiohttp
 import orjson
 from pydantic import BaseModel, ValidationError
 
@@ -29,6 +29,7 @@ from deepagents.errors import ConfigError
 from deepagents.remote import wire
 from deepagents.remote.circuit import FleetCircuit
 from deepagents.remote.errors import ServiceDown, ServiceUnhealthy, protocol_error, status_error
+from deepagents.remote.http_wire import Answer, HttpWire, why
 from deepagents.store.breaker import BreakerState
 from deepagents.store.models import RedisClient
 
@@ -37,6 +38,7 @@ if TYPE_CHECKING:
 
 R = TypeVar("R", bound=BaseModel)
 _JSON = "application/json"
+_ALL_METHODS = frozenset(wire.STEPS)
 # The request envelope of the task this delivery runs: post_process is given no task.
 _envelope: ContextVar[dict[str, Any]] = ContextVar("deepagents_remote_envelope")
 
@@ -76,29 +78,27 @@ class RemoteAgent(AgentContract):
             FleetCircuit(redis, prefix, self.name, config.breaker) if redis is not None else None
         )
         self._grpc = _grpc_wire(config)
-        self._base = config.url.rstrip("/") + wire.PREFIX
         self._timeout = config.timeout_s
-        self._limit = config.max_response_bytes
-        # Calls wait here, not in httpx's pool: httpcore scans its whole queue of requests
-        # on every hand-over, so a queue of hundreds costs more CPU than the calls
-        # (docs/benchmarks.md, "Remote agents: drain"). The worker's deadline still bounds it.
+        # Calls wait here, not in the connection pool, so the worker's deadline bounds the
+        # wait and the pool never holds a long queue.
         self._slots = asyncio.Semaphore(config.max_connections)
-        self._client = httpx.AsyncClient(
-            headers=_headers(config),
-            verify=_ssl_context(config),
-            limits=httpx.Limits(
-                max_connections=config.max_connections,
-                max_keepalive_connections=config.max_connections,
-            ),
-            follow_redirects=False,  # a redirect would let the service steer the worker
+        self._http = HttpWire(
+            config.url.rstrip("/") + wire.PREFIX,
+            _headers(config),
+            _ssl_context(config),
+            max_connections=config.max_connections,
+            max_response_bytes=config.max_response_bytes,
         )
+        # The contract methods the service implements (its /v1/health says), once known.
+        self._methods: frozenset[str] | None = None
+        self._learning: asyncio.Future[frozenset[str]] | None = None
 
     async def aclose(self) -> None:
         if self._circuit is not None:
             await self._circuit.aclose()
         if self._grpc is not None:
             await self._grpc.aclose()
-        await self._client.aclose()
+        await self._http.aclose()
 
     # the contract ---------------------------------------------------------------------
 
@@ -118,10 +118,14 @@ class RemoteAgent(AgentContract):
             "idempotency_key": f"{task.task_id}:{current_attempt.get()}",
         }
         _envelope.set(envelope)
+        if "can_handle" not in await self._implemented():
+            return True  # its intents routed it here: that is all a service without it asks
         answer = await self._call(task, "can_handle", {}, wire.CanHandleResponse)
         return answer.can_handle
 
     async def prepare_context(self, task: Task) -> dict[str, Any]:
+        if "prepare_context" not in await self._implemented():
+            return {"task": task, "remote": {}}
         answer = await self._call(task, "prepare_context", {}, wire.PrepareContextResponse)
         return {"task": task, "remote": answer.context}
 
@@ -132,6 +136,8 @@ class RemoteAgent(AgentContract):
         return _result(answer.result)
 
     async def post_process(self, result: Result) -> Result | dict[str, Any]:
+        if "post_process" not in await self._implemented():
+            return {}
         task: Task = _envelope.get()["_task"]
         sent = {
             "status": result.status.value,
@@ -147,34 +153,66 @@ class RemoteAgent(AgentContract):
 
     async def health_check(self) -> bool:
         """Healthy when ``GET /v1/health`` says ok and the fleet's circuit is not open;
-        otherwise ``ServiceUnhealthy`` says why (the registry keeps the reason)."""
+        otherwise ``ServiceUnhealthy`` says why (the registry keeps the reason). Each check
+        also learns again which contract methods the service implements."""
         if self._circuit is not None and await self._circuit.state() is BreakerState.OPEN:
             raise ServiceUnhealthy("remote service: the fleet's circuit breaker is open")
-        if self._grpc is not None:
-            return await self._grpc_health()
-        try:
-            response = await self._client.get(f"{self._base}/health", timeout=self._timeout)
-            answer = wire.HealthResponse.model_validate_json(response.content)
-        except httpx.HTTPError as exc:
-            raise ServiceUnhealthy(f"remote service: GET /v1/health: {_why(exc)}") from exc
-        except ValidationError as exc:
-            raise ServiceUnhealthy("remote service: GET /v1/health: not a health answer") from exc
-        if response.status_code != 200 or answer.status != "ok":
-            raise ServiceUnhealthy(
-                f"remote service: GET /v1/health: HTTP {response.status_code}, {answer.status}"
-            )
+        health = await self._health()
+        if health.status != "ok":
+            where = "Health rpc" if self._grpc is not None else "GET /v1/health: HTTP 200"
+            raise ServiceUnhealthy(f"remote service: {where}, {health.status}")
         return True
 
-    async def _grpc_health(self) -> bool:
-        assert self._grpc is not None
+    async def _health(self) -> wire.HealthResponse:
+        """The service's health answer (kept: what it implements), or ``ServiceUnhealthy``
+        saying why there is none."""
+        if self._grpc is not None:
+            try:
+                raw = await self._grpc.call("health", {}, {}, self._timeout, False)
+            except Exception as exc:
+                raise ServiceUnhealthy(f"remote service: Health rpc: {exc}") from exc
+            health = wire.HealthResponse.model_validate_json(raw)
+        else:
+            try:
+                answer = await self._http.get("health", self._timeout)
+                health = wire.HealthResponse.model_validate_json(answer.body)
+            except (aiohttp.ClientError, TimeoutError, OSError) as exc:
+                raise ServiceUnhealthy(f"remote service: GET /v1/health: {why(exc)}") from exc
+            except ValidationError as exc:
+                what = "remote service: GET /v1/health: not a health answer"
+                raise ServiceUnhealthy(what) from exc
+            if answer.status != 200:
+                raise ServiceUnhealthy(
+                    f"remote service: GET /v1/health: HTTP {answer.status}, {health.status}"
+                )
+        # No list (or an empty one, which is how gRPC sends none): all four.
+        methods = frozenset(health.methods or ()) | {"execute"}
+        self._methods = methods if health.methods else _ALL_METHODS
+        return health
+
+    async def _implemented(self) -> frozenset[str]:
+        """The contract methods the service implements: asked once, at a worker's first
+        task (concurrent first tasks share the one ``GET /v1/health``), then refreshed by
+        every health check. A service that does not answer is taken to implement all four
+        for now, as one that does not say (the call's own failure then counts in the
+        circuit breaker, as before), and it is asked again at the next task."""
+        if self._methods is not None:
+            return self._methods
+        if self._learning is None:
+            self._learning = asyncio.ensure_future(self._learn())
+        learning = self._learning
         try:
-            raw = await self._grpc.call("health", {}, {}, self._timeout, False)
-        except Exception as exc:
-            raise ServiceUnhealthy(f"remote service: Health rpc: {exc}") from exc
-        answer = wire.HealthResponse.model_validate_json(raw)
-        if answer.status != "ok":
-            raise ServiceUnhealthy(f"remote service: Health rpc: {answer.status}")
-        return True
+            return await asyncio.shield(learning)
+        finally:
+            if learning.done() and self._learning is learning:
+                self._learning = None
+
+    async def _learn(self) -> frozenset[str]:
+        try:
+            await self._health()
+        except ServiceUnhealthy:
+            return _ALL_METHODS
+        return self._methods or _ALL_METHODS
 
     # one call -------------------------------------------------------------------------
 
@@ -227,41 +265,21 @@ class RemoteAgent(AgentContract):
         self, step: str, body: bytes, headers: dict[str, str], timeout: float, by_deadline: bool
     ) -> bytes:
         """The answer's body over HTTP, once it is a 200 of ``application/json``."""
-        url = f"{self._base}/{step}"
         try:
-            async with (
-                self._slots,
-                self._client.stream(
-                    "POST", url, content=body, headers=headers, timeout=timeout
-                ) as response,
-            ):
-                raw = await self._read(step, response)
-        except httpx.TimeoutException as exc:
+            async with self._slots:
+                answer: Answer = await self._http.post(step, body, headers, timeout)
+        except TimeoutError as exc:
             if by_deadline:
                 raise TimeoutError(f"{step}: the task's deadline passed during the call") from exc
             raise ServiceDown(f"{step}: no answer within {timeout:g} s") from exc
-        except httpx.TransportError as exc:
-            raise ServiceDown(f"{step}: {_why(exc)}") from exc
-        if response.status_code != 200:
-            raise status_error(step, response, raw)
-        content_type = response.headers.get("content-type", "")
+        except (aiohttp.ClientError, OSError) as exc:
+            raise ServiceDown(f"{step}: {why(exc)}") from exc
+        if answer.status != 200:
+            raise status_error(step, answer.status, answer.retry_after, answer.body)
+        content_type = answer.content_type
         if content_type.split(";")[0].strip().lower() != _JSON:
-            raise protocol_error(step, f"content type {content_type!r}, not {_JSON}", raw)
-        return raw
-
-    async def _read(self, step: str, response: httpx.Response) -> bytes:
-        """The body, refused past the size limit without reading the rest."""
-        declared = response.headers.get("content-length", "")
-        if declared.isdigit() and int(declared) > self._limit:
-            raise protocol_error(step, f"response of {declared} bytes over {self._limit}")
-        chunks: list[bytes] = []
-        size = 0
-        async for chunk in response.aiter_raw():
-            size += len(chunk)
-            if size > self._limit:
-                raise protocol_error(step, f"response over {self._limit} bytes", b"".join(chunks))
-            chunks.append(chunk)
-        return b"".join(chunks)
+            raise protocol_error(step, f"content type {content_type!r}, not {_JSON}", answer.body)
+        return answer.body
 
 
 def _validated(step: str, model: type[R], raw: bytes) -> R:
@@ -283,10 +301,6 @@ def _grpc_wire(config: RemoteConfig) -> GrpcWire | None:
     from deepagents.remote.grpc_wire import GrpcWire
 
     return GrpcWire(config, _headers(config))
-
-
-def _why(exc: httpx.HTTPError) -> str:
-    return f"{type(exc).__name__}: {exc}"
 
 
 def _agent_metrics(metrics: ResultMetrics) -> dict[str, float]:

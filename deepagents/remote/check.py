@@ -53,6 +53,24 @@ class Checker:
         self.base = url.rstrip("/") + wire.PREFIX
         self.intent, self.payload = intent, payload
         self.http = httpx.Client(timeout=timeout_s, follow_redirects=False)
+        self._methods: frozenset[str] | None = None
+
+    def implements(self, step: str) -> bool:
+        """Whether the service implements ``step`` (its health answer's ``methods``; no
+        list: all four). A method it leaves out is not called, as a worker would not."""
+        if self._methods is None:
+            methods: frozenset[str] = frozenset(wire.STEPS)
+            try:
+                answer = wire.HealthResponse.model_validate_json(
+                    self.http.get(f"{self.base}/health").content
+                )
+            except (httpx.HTTPError, ValidationError):
+                pass  # the health rule says what is wrong with it
+            else:
+                if answer.methods:
+                    methods = frozenset(answer.methods) | {"execute"}
+            self._methods = methods
+        return step in self._methods
 
     def close(self) -> None:
         self.http.close()
@@ -80,20 +98,30 @@ class Checker:
             raise _Broken(f"{step}: {where}: {first['msg']}") from exc
 
     def _steps(self, envelope: dict[str, Any]) -> wire.ExecuteResponse:
-        """All four steps in order, as a worker calls them; the execute answer."""
-        can = self._answer("can_handle", self._post("can_handle", envelope), wire.CanHandleResponse)
-        if not can.can_handle:
-            raise _Broken(f"can_handle: false for intent {self.intent!r} (give --intent)")
-        prepared = self._answer(
-            "prepare_context", self._post("prepare_context", envelope), wire.PrepareContextResponse
-        )
-        execute = {**envelope, "context": prepared.context}
+        """The steps the service implements, in order, as a worker calls them; the execute
+        answer."""
+        if self.implements("can_handle"):
+            can = self._answer(
+                "can_handle", self._post("can_handle", envelope), wire.CanHandleResponse
+            )
+            if not can.can_handle:
+                raise _Broken(f"can_handle: false for intent {self.intent!r} (give --intent)")
+        execute = {**envelope, "context": self._context(envelope)}
         answer: wire.ExecuteResponse = self._answer(
             "execute", self._post("execute", execute), wire.ExecuteResponse
         )
-        sent = {**envelope, "result": answer.result.model_dump()}
-        self._answer("post_process", self._post("post_process", sent), wire.PostProcessResponse)
+        if self.implements("post_process"):
+            sent = {**envelope, "result": answer.result.model_dump()}
+            self._answer("post_process", self._post("post_process", sent), wire.PostProcessResponse)
         return answer
+
+    def _context(self, envelope: dict[str, Any]) -> dict[str, Any]:
+        if not self.implements("prepare_context"):
+            return {}
+        prepared: wire.PrepareContextResponse = self._answer(
+            "prepare_context", self._post("prepare_context", envelope), wire.PrepareContextResponse
+        )
+        return prepared.context
 
     # the rules ----------------------------------------------------------------------
 
@@ -106,7 +134,8 @@ class Checker:
 
     def schema(self) -> str:
         self._steps(_envelope(self.intent, self.payload, None))
-        return "all four steps"
+        steps = [step for step in wire.STEPS if self.implements(step)]
+        return "all four steps" if len(steps) == 4 else f"{', '.join(steps)} (as its health says)"
 
     def invalid_request(self) -> str:
         response = self._post("execute", {"protocol": wire.PROTOCOL_VERSION, "attempt": 1})
@@ -116,10 +145,7 @@ class Checker:
 
     def deadline(self) -> str:
         envelope = _envelope(self.intent, self.payload, None)
-        prepared = self._answer(
-            "prepare_context", self._post("prepare_context", envelope), wire.PrepareContextResponse
-        )
-        body = {**envelope, "time_left_ms": DEADLINE_MS, "context": prepared.context}
+        body = {**envelope, "time_left_ms": DEADLINE_MS, "context": self._context(envelope)}
         started = time.monotonic()
         try:
             self._post("execute", body, timeout=(DEADLINE_MS + SLACK_MS) / 1000)

@@ -7,7 +7,6 @@ import math
 import re
 import time
 
-import httpx
 import orjson
 
 from deepagents.errors import (
@@ -85,14 +84,13 @@ def _detail(body: bytes) -> str:
     return snippet(body)
 
 
-def status_error(step: str, response: httpx.Response, body: bytes) -> Exception:
+def status_error(step: str, code: int, retry_after: str | None, body: bytes) -> Exception:
     """A non-2xx answer: 4xx is final, 429/503 wait their Retry-After, 5xx is retried."""
-    code = response.status_code
     what = f"{step}: HTTP {code}"
     detail = _detail(body)
     message = f"{what}: {detail}" if detail else what
     if code in (429, 503):
-        wait = retry_after_s(response.headers.get("retry-after"))
+        wait = retry_after_s(retry_after)
         kind = RetryableError if code == 429 else ServiceDown
         return kind(message, retry_after_s=wait)
     if code in (400, 422):

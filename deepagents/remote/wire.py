@@ -82,9 +82,21 @@ class PostProcessResponse(_Response):
     metrics: dict[str, float] | None = None
 
 
+Method = Literal["can_handle", "prepare_context", "execute", "post_process"]
+
+
 class HealthResponse(_Response):
     status: Literal["ok", "unhealthy"]
     detail: str | None = None
+    methods: list[Method] | None = Field(
+        default=None,
+        description=(
+            "The contract methods the service implements (absent: all four). The worker "
+            "calls no other: without can_handle it takes every task its intents route, "
+            "without prepare_context it sends an empty context, without post_process it "
+            "keeps execute's result. execute is called whatever the list says."
+        ),
+    )
 
 
 class Problem(_Response):

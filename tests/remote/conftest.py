@@ -59,12 +59,14 @@ StartNode = Callable[..., Service]
 @pytest.fixture
 def node_agent(tmp_path: Path) -> Iterator[StartNode]:
     """Starts the Node reference agent (``fault``: RISK_AGENT_FAULT; ``port``: 0 for any,
-    or the port of one stopped before, to start the service again); stops it after."""
+    or the port of one stopped before, to start the service again; ``methods``:
+    RISK_AGENT_METHODS, the contract methods it implements); stops it after."""
     started: list[Service] = []
 
-    def start(fault: str = "", port: int = 0) -> Service:
+    def start(fault: str = "", port: int = 0, methods: str = "") -> Service:
         log = tmp_path / f"node-calls-{len(started)}.jsonl"
-        env = {"RISK_AGENT_TEST_HOOKS": "1", "RISK_AGENT_FAULT": fault, "RISK_AGENT_LOG": str(log)}
+        env = {"RISK_AGENT_TEST_HOOKS": "1", "RISK_AGENT_FAULT": fault, "RISK_AGENT_LOG": str(log),
+               "RISK_AGENT_METHODS": methods}  # fmt: skip
         assert NODE is not None
         service = _start([NODE, str(NODE_AGENT), "--port", str(port)], env, log)
         started.append(service)

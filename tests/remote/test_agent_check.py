@@ -28,6 +28,16 @@ def test_the_node_agent_passes(node_agent: StartNode) -> None:
     assert "all 5 rules hold" in run.stdout
 
 
+def test_a_service_of_execute_alone_passes_and_nothing_else_is_called(
+    node_agent: StartNode,
+) -> None:
+    service = node_agent(methods="execute")
+    run = agent_check(service)
+    assert run.returncode == 0, run.stdout + run.stderr
+    assert "execute (as its health says)" in run.stdout
+    assert {str(call["step"]) for call in service.calls()} == {"execute"}
+
+
 def test_the_python_agent_passes(python_agent: Service) -> None:
     run = agent_check(python_agent)
     assert run.returncode == 0, run.stdout + run.stderr

@@ -140,6 +140,53 @@ async def test_a_malformed_answer_is_a_remote_protocol_error_with_its_first_byte
     assert "hunter2" not in result.error.message  # the garbage body holds password=hunter2
 
 
+@pytest.mark.parametrize(
+    ("methods", "called"),
+    [
+        ("", {"can_handle", "prepare_context", "execute", "post_process"}),
+        ("execute", {"execute"}),
+        ("prepare_context,execute", {"prepare_context", "execute"}),
+    ],
+)
+async def test_the_worker_calls_only_the_methods_the_service_says_it_implements(
+    node_agent: StartNode, fleet: Fleet, methods: str, called: set[str]
+) -> None:
+    """A service's /v1/health may list the contract methods it implements; the others are
+    not called (each would be a round trip that changes nothing), and its tasks still
+    succeed. Without a list, all four are called, as before."""
+    service = node_agent(methods=methods)
+    async with fleet(service) as (orch, _):
+        results = [await run_one(orch) for _ in range(3)]
+    for result in results:
+        assert result.status is ResultStatus.SUCCESS, result.error
+        assert result.output["approved"] is True
+    assert {str(call["step"]) for call in service.calls()} == called
+    assert len(service.calls("execute")) == 3
+
+
+async def test_a_redirect_is_not_followed_and_a_cookie_not_sent_back(
+    node_agent: StartNode, fleet: Fleet
+) -> None:
+    """Where a worker connects comes from the configuration alone: a 302 is an answer
+    outside the protocol, not a new address, and a cookie the service sets is not sent on
+    later calls (one could steer or link them)."""
+    service = node_agent("redirect")
+    # By name: a cookie jar keeps no cookies of a bare IP address, so this is the case
+    # where sending one back could happen at all.
+    service.url = service.url.replace("127.0.0.1", "localhost")
+    async with fleet(service) as (orch, _):
+        first = await run_one(orch)
+        second = await run_one(orch)
+    for result in (first, second):
+        assert result.status is ResultStatus.FAILED
+        assert result.error is not None and result.error.code == "remote_protocol_error"
+        assert "unexpected HTTP 302" in result.error.message
+    stats = service.stats()
+    assert len(service.calls("execute")) == 2
+    assert stats["elsewhere"] == 0, stats
+    assert stats["cookies"] == 0, stats
+
+
 async def test_the_response_limit_is_configurable(node_agent: StartNode, fleet: Fleet) -> None:
     service = node_agent("huge:10485760")
     async with fleet(service, max_response_bytes=16777216) as (orch, _):

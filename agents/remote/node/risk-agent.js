@@ -151,7 +151,8 @@ const STEPS = {
   can_handle: (req) => ({ can_handle: ['risk_check', 'trade'].includes(req.task.intent) }),
   prepare_context: (req) => ({ context: { order: req.task.payload } }),
   execute: (req) => {
-    const output = riskCheck(order(req.context.order));
+    // Without prepare_context (RISK_AGENT_METHODS) the context is empty: the task has it all.
+    const output = riskCheck(order((req.context && req.context.order) || req.task.payload));
     return { result: { status: 'success', output } };
   },
   post_process: (req) => {
@@ -166,13 +167,18 @@ const HOOKS = process.env.RISK_AGENT_TEST_HOOKS === '1';
 // kind[:n[:k]], applied to execute: status500:N (the first N calls of each task answer 500),
 // retry_after:S (the first call of each task answers 429 with Retry-After: S),
 // slow:MS (calls of tasks with a deadline answer after MS ms), garbage, content_type,
-// huge:BYTES (a 200 whose output is that many bytes), nonce (a fresh random number in
+// huge:BYTES (a 200 whose output is that many bytes), redirect (a 302 to /v1/elsewhere that
+// sets a cookie: a client must follow neither), nonce (a fresh random number in
 // every output: not idempotent), noop (success with an empty output, no work: for the
 // drain benchmark).
 const FAULT = HOOKS ? (process.env.RISK_AGENT_FAULT || '') : '';
 const LOG = HOOKS ? process.env.RISK_AGENT_LOG : undefined;
+// RISK_AGENT_METHODS=execute[,…]: a service that implements only these contract methods
+// (its health answer says so; the others answer 404).
+const METHODS = HOOKS && process.env.RISK_AGENT_METHODS
+  ? process.env.RISK_AGENT_METHODS.split(',') : null;
 const seen = new Map(); // task id -> execute calls so far
-const stats = { open: 0, accepted: 0, pending: 0 };
+const stats = { open: 0, accepted: 0, pending: 0, elsewhere: 0, cookies: 0 };
 
 function fault(req, res) {
   const [kind, arg] = FAULT.split(':');
@@ -206,6 +212,9 @@ function fault(req, res) {
       return send(200, 'application/json', 'this is {not json password=hunter2');
     case 'content_type':
       return send(200, 'text/html', '<html>{"result":{"status":"success"}}</html>');
+    case 'redirect':
+      return send(302, 'application/json', '{}',
+        { location: '/v1/elsewhere', 'set-cookie': 'session=steer; Path=/' });
     case 'huge':
       return send(200, 'application/json', `{"result":{"status":"success","output":"${'x'.repeat(n)}"}}`);
     case 'nonce': {
@@ -230,10 +239,16 @@ function problem(res, status, title, detail) {
 }
 
 function handle(req, res, raw) {
-  if (req.method === 'GET' && req.url === '/v1/health') return json(res, 200, { status: 'ok' });
+  if (req.method === 'GET' && req.url === '/v1/health') {
+    return json(res, 200, METHODS ? { status: 'ok', methods: METHODS } : { status: 'ok' });
+  }
   if (HOOKS && req.method === 'GET' && req.url === '/_stats') return json(res, 200, stats);
+  if (HOOKS && req.headers.cookie) stats.cookies += 1;
+  if (HOOKS && req.url === '/v1/elsewhere') stats.elsewhere += 1;
   const step = req.url.startsWith('/v1/') ? req.url.slice(4) : null;
-  if (!Object.hasOwn(STEPS, step || '')) return problem(res, 404, 'no such step', req.url);
+  if (!Object.hasOwn(STEPS, step || '') || (METHODS && !METHODS.includes(step))) {
+    return problem(res, 404, 'no such step', req.url);
+  }
   if (req.method !== 'POST') return problem(res, 405, 'method not allowed', req.method);
   if (!(req.headers['content-type'] || '').startsWith('application/json')) {
     return problem(res, 415, 'unsupported media type', 'send application/json');

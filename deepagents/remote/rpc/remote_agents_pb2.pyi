@@ -2,7 +2,7 @@ from google.protobuf import struct_pb2 as _struct_pb2
 from google.protobuf.internal import containers as _containers
 from google.protobuf import descriptor as _descriptor
 from google.protobuf import message as _message
-from collections.abc import Mapping as _Mapping
+from collections.abc import Iterable as _Iterable, Mapping as _Mapping
 from typing import ClassVar as _ClassVar, Optional as _Optional, Union as _Union
 
 DESCRIPTOR: _descriptor.FileDescriptor
@@ -138,12 +138,14 @@ class HealthRequest(_message.Message):
     def __init__(self) -> None: ...
 
 class HealthResponse(_message.Message):
-    __slots__ = ("status", "detail")
+    __slots__ = ("status", "detail", "methods")
     STATUS_FIELD_NUMBER: _ClassVar[int]
     DETAIL_FIELD_NUMBER: _ClassVar[int]
+    METHODS_FIELD_NUMBER: _ClassVar[int]
     status: str
     detail: str
-    def __init__(self, status: _Optional[str] = ..., detail: _Optional[str] = ...) -> None: ...
+    methods: _containers.RepeatedScalarFieldContainer[str]
+    def __init__(self, status: _Optional[str] = ..., detail: _Optional[str] = ..., methods: _Optional[_Iterable[str]] = ...) -> None: ...
 
 class Problem(_message.Message):
     __slots__ = ("type", "title", "status", "detail")
