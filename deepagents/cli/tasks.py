@@ -21,6 +21,7 @@ def register(sub: Any) -> None:
     tsub = p.add_subparsers(dest="tasks_command", required=True, metavar="ACTION")
     waiting = tsub.add_parser("waiting", help="tasks waiting for a reply, oldest first")
     waiting.add_argument("--agent", help="only this agent type")
+    waiting.add_argument("--tenant", help="only this tenant's tasks")
     waiting.add_argument("--limit", type=int, default=100)
     waiting.add_argument("--json", action="store_true", help="machine-readable output")
     p.set_defaults(func=main)
@@ -65,7 +66,7 @@ def main(args: argparse.Namespace) -> int:
                 client, config=runtime.config, settings=runtime.settings
             ) as orch,
         ):
-            return await orch.waiting(args.agent, args.limit)
+            return await orch.waiting(args.agent, args.limit, tenant=args.tenant)
 
     found = run(listing())
     if args.json:

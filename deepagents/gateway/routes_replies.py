@@ -37,9 +37,6 @@ from deepagents.gateway.submit import validate_body
 
 router = APIRouter(prefix="/v1", dependencies=[Depends(bearer)], tags=["replies"])
 
-# Open questions read per shard before the tenant filter: a listing costs at most this
-# many task reads per shard, whatever the number of waiting tasks.
-SCAN_PER_SHARD = 1000
 Limit = Annotated[int, Query(ge=1, le=500, description="at most this many, oldest first")]
 
 
@@ -92,7 +89,9 @@ async def reply(
 )
 async def waiting(state: StateDep, principal: PrincipalDep, limit: Limit = 100) -> Response:
     async with state.admission.admit(principal.tenant, 1):
-        found = await state.orchestrator.waiting(limit=SCAN_PER_SHARD)
+        # The tenant's own waiting index: another tenant's thousands of open questions are
+        # never read. The owner records still decide what is shown.
+        found = await state.orchestrator.waiting(limit=limit, tenant=principal.tenant)
         owners = await state.tasks.owners([w.task_id for w in found])
     mine = [w for w, owner in zip(found, owners, strict=True) if owner == principal.tenant]
     return _json(WaitingList(tasks=[waiting_view(w) for w in mine[:limit]]))

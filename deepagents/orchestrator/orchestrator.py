@@ -498,8 +498,11 @@ class Orchestrator:
         info = await self.lookup(task_id)
         return None if info is None else question_of(info)
 
-    async def waiting(self, agent: str | None = None, limit: int = 100) -> list[Waiting]:
-        """The oldest ``limit`` open questions (of one agent type, or all), oldest first."""
+    async def waiting(
+        self, agent: str | None = None, limit: int = 100, *, tenant: str | None = None
+    ) -> list[Waiting]:
+        """The oldest ``limit`` open questions (of one agent type, or all), oldest first;
+        with ``tenant``, of that tenant's tasks alone, however many others wait."""
         names = [agent] if agent is not None else sorted(self.router.specs)
         shards = [
             (name, shard)
@@ -507,7 +510,7 @@ class Orchestrator:
             if name in self.router.specs
             for shard in range(self.router.specs[name].shards)
         ]
-        return await self.answers.waiting(shards, limit)
+        return await self.answers.waiting(shards, limit, tenant)
 
     async def cancel(self, task_id: str) -> str:
         """Cancel a task that has not started, or that waits for a reply. Returns 'ok',

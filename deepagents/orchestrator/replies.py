@@ -121,11 +121,14 @@ class Replies:
             self.metrics.human_wait.labels(loc.agent, "replied").observe(waited)
         return Replied(task_id, ask, waited)
 
-    async def waiting(self, shards: Iterable[tuple[str, int]], limit: int = 100) -> list[Waiting]:
-        """The oldest ``limit`` open questions over the given (agent, shard)s, oldest first."""
+    async def waiting(
+        self, shards: Iterable[tuple[str, int]], limit: int = 100, tenant: str | None = None
+    ) -> list[Waiting]:
+        """The oldest ``limit`` open questions over the given (agent, shard)s, oldest first;
+        with ``tenant``, that tenant's tasks' alone."""
         out: list[Waiting] = []
         for agent, shard in shards:
-            out += await self.bus.waiting(self.keys.shard(agent, shard), limit)
+            out += await self.bus.waiting(self.keys.shard(agent, shard), limit, tenant)
         out.sort(key=lambda w: (w.asked_ms, w.task_id))
         return out[:limit]
 

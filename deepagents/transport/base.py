@@ -368,7 +368,12 @@ class MessageBus(Protocol):
 
     async def ask_record(self, keys: ShardKeys, task_id: str, ask: str) -> AskRecord: ...
 
-    async def waiting(self, keys: ShardKeys, limit: int) -> list[Waiting]: ...
+    async def waiting(
+        self, keys: ShardKeys, limit: int, tenant: str | None = None
+    ) -> list[Waiting]:
+        """The shard's oldest ``limit`` open questions, oldest first; with ``tenant``, that
+        tenant's alone (read from its own index: others' questions cost it nothing)."""
+        ...
 
     async def asked(self, keys: ShardKeys, task_id: str) -> dict[str, str]:
         """A waiting task's question: ``question``, ``ask_schema``, ``ask_default`` (JSON

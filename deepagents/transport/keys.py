@@ -76,6 +76,14 @@ class ShardKeys:
         # by age; written by the scripts that park, answer, wake and cancel a task.
         return f"{self.tag}:waiting"
 
+    def tenant_waiting(self, tenant: str) -> str:
+        # One tenant's share of the waiting index (same scores), so listing a tenant's open
+        # questions never reads another's. Written by park alone: answer, wake and cancel
+        # leave their member, which park and the listing drop once the shard's index no
+        # longer holds it. A digest: a tenant name may hold any character.
+        digest = hashlib.blake2b(tenant.encode(), digest_size=8).hexdigest()
+        return f"{self.tag}:waiting:t:{digest}"
+
 
 def wait_member(task_id: str) -> str:
     """A waiting task's member of its shard's delayed set (score = the wait's deadline).

@@ -21,6 +21,15 @@ def encode_question(
     return task_json + b"\n" + meta
 
 
+def tenant_of(task_json: bytes) -> str | None:
+    """The task's tenant, whose waiting index it is listed in too; None without one."""
+    try:
+        tenant = orjson.loads(task_json).get("tenant")
+    except (orjson.JSONDecodeError, AttributeError):
+        return None
+    return tenant if isinstance(tenant, str) and tenant else None
+
+
 def task_of(record: bytes) -> bytes:
     return record.partition(b"\n")[0]
 

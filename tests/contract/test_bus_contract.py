@@ -4,6 +4,8 @@ process kill; the crash cases stay in tests/e2e."""
 
 from __future__ import annotations
 
+import dataclasses
+
 import orjson
 
 from deepagents.orchestrator.replies import Replies
@@ -18,6 +20,7 @@ from deepagents.transport.base import (
     Reschedule,
     StepRecord,
     StreamRef,
+    Waiting,
     now_ms,
 )
 from tests.contract.conftest import AGENT, Backend
@@ -416,6 +419,39 @@ async def test_a_reply_first_leaves_the_timeout_nothing_to_wake(backend: Backend
     assert (await backend.bus.wake(keys, TIERS, "t1", b"")).status == "gone"
     assert await backend.bus.ask_record(keys, "t1", "1") == (b"{}", 0)
     assert len(await _take(backend, "c1", 10)) == 1
+
+
+async def _tenant_parked(b: Backend, task_id: str, tenant: str) -> None:
+    task = {"task_id": task_id, "intent": "echo", "payload": {}, "tenant": tenant}
+    task_json = orjson.dumps(task)
+    entry_id = await _submit(b, task_id, task_json)
+    await _take(b, "c1")
+    assert await _begin(b, "c1", entry_id, task_id, fresh=True) == "ok"
+    park = dataclasses.replace(_park(entry_id, task_id, now_ms() + 60_000), task_json=task_json)
+    assert await b.bus.park(b.ref(), AGENT, "c1", park) == "ok"
+
+
+async def test_a_tenant_lists_its_own_waiting_tasks_whatever_others_wait(
+    backend: Backend,
+) -> None:
+    keys = backend.ref().keys
+    for i in range(5):
+        await _tenant_parked(backend, f"a{i}", "acme")
+    await _tenant_parked(backend, "b0", "globex")
+
+    def ids(found: list[Waiting]) -> list[str]:
+        return [w.task_id for w in found]
+
+    # The oldest question is acme's; globex's own listing does not go through acme's.
+    assert ids(await backend.bus.waiting(keys, 1, "globex")) == ["b0"]
+    assert ids(await backend.bus.waiting(keys, 2, "acme")) == ["a0", "a1"]
+    assert ids(await backend.bus.waiting(keys, 1)) == ["a0"]
+    assert len(await backend.bus.waiting(keys, 10)) == 6
+    # A task answered, or cancelled, leaves its tenant's listing at once.
+    assert (await backend.bus.answer(keys, TIERS, "a0", "1", b"{}", b"")).status == "ok"
+    assert await backend.bus.cancel(keys, "a1", b'{"cancelled":1}', b"") == "ok"
+    assert ids(await backend.bus.waiting(keys, 2, "acme")) == ["a2", "a3"]
+    assert ids(await backend.bus.waiting(keys, 10, "nobody")) == []
 
 
 async def test_a_waiting_task_can_be_cancelled(backend: Backend) -> None:

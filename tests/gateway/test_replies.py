@@ -97,6 +97,20 @@ def test_concurrent_replies_apply_one_answer(http: httpx.Client, tmp_path: Path)
     assert output["note"] in {a["note"] for a in answers}
 
 
+def test_a_tenant_s_listing_is_its_own_oldest_whatever_others_wait(
+    http: httpx.Client, tmp_path: Path
+) -> None:
+    older = [_ask(http, tmp_path / "runs") for _ in range(3)]  # alpha's, asked first
+    mine = _ask(http, tmp_path / "runs", tenant="beta")
+    listed = http.get("/v1/waiting?limit=1", headers=auth("beta")).json()["tasks"]
+    assert [w["task_id"] for w in listed] == [mine]
+    listed = http.get("/v1/waiting?limit=2", headers=auth()).json()["tasks"]
+    assert [w["task_id"] for w in listed] == older[:2]
+    for task_id in older:
+        assert _reply(http, task_id, {"approved": True}).status_code == 200
+    assert _reply(http, mine, {"approved": True}, tenant="beta").status_code == 200
+
+
 def test_another_tenant_s_task_or_an_unknown_one_is_404(http: httpx.Client, tmp_path: Path) -> None:
     task_id = _ask(http, tmp_path / "runs")
     other = _reply(http, task_id, {"approved": True}, tenant="beta")

@@ -16,7 +16,7 @@ from deepagents.transport.base import (
 )
 from deepagents.transport.keys import ShardKeys, wait_member
 from deepagents.transport.memory.state import Group, State, Stream
-from deepagents.transport.questions import decode_question, encode_question, task_of
+from deepagents.transport.questions import decode_question, encode_question, task_of, tenant_of
 
 # The task hash's fields that only a waiting task has.
 WAIT_FIELDS = ("on_timeout", "asked_ms", "wait_due_ms")
@@ -65,7 +65,15 @@ class MemoryWaiting:
         self.state.delayed.setdefault(keys.delayed, {})[wait_member(item.task_id).encode()] = (
             item.due_ms
         )
-        self.state.delayed.setdefault(keys.waiting, {})[item.task_id.encode()] = at
+        index = self.state.delayed.setdefault(keys.waiting, {})
+        tenant = tenant_of(item.task_json)
+        if tenant is not None:  # as park.lua: drop the oldest three gone members, then add
+            mine = self.state.delayed.setdefault(keys.tenant_waiting(tenant), {})
+            for member in sorted(mine, key=lambda m: (mine[m], m))[:3]:
+                if member not in index:
+                    del mine[member]
+            mine[item.task_id.encode()] = at
+        index[item.task_id.encode()] = at
         self._outbox(keys, item.events_json)
         return "ok"
 
@@ -137,10 +145,17 @@ class MemoryWaiting:
             int(steps.get(f"ask:{ask}:timeouts", "0")),
         )
 
-    async def waiting(self, keys: ShardKeys, limit: int) -> list[Waiting]:
+    async def waiting(
+        self, keys: ShardKeys, limit: int, tenant: str | None = None
+    ) -> list[Waiting]:
         index = self.state.delayed.get(keys.waiting, {})
+        listed = index
+        if tenant is not None:  # as tenant_waiting.lua: its own index, gone members dropped
+            listed = self.state.delayed.get(keys.tenant_waiting(tenant), {})
+            for member in [m for m in listed if m not in index]:
+                del listed[member]
         out = []
-        for member, asked in sorted(index.items(), key=lambda kv: (kv[1], kv[0]))[:limit]:
+        for member, asked in sorted(listed.items(), key=lambda kv: (kv[1], kv[0]))[:limit]:
             task_id = member.decode()
             task = self.state.hash(keys.task(task_id)) or {}
             asked_for = await self.asked(keys, task_id)

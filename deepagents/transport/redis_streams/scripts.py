@@ -29,6 +29,7 @@ _NAMES = (
     "answer",
     "wake",
     "record_steps",
+    "tenant_waiting",
 )
 
 
@@ -58,6 +59,7 @@ class Scripts:
     answer: AsyncScript
     wake: AsyncScript
     record_steps: AsyncScript
+    tenant_waiting: AsyncScript
 
     @classmethod
     def register(cls, client: Redis) -> Scripts:

@@ -17,7 +17,7 @@ from deepagents.transport.base import (
     now_ms,
 )
 from deepagents.transport.keys import ShardKeys
-from deepagents.transport.questions import decode_question, encode_question
+from deepagents.transport.questions import decode_question, encode_question, tenant_of
 from deepagents.transport.redis_streams.errors import redis_errors
 from deepagents.transport.redis_streams.scripts import Scripts
 
@@ -58,6 +58,9 @@ class RedisWaiting:
             keys.outbox,
             keys.question(item.task_id),
         ]
+        tenant = tenant_of(item.task_json)
+        if tenant is not None:
+            touched.append(keys.tenant_waiting(tenant))
         record = encode_question(item.task_json, item.question, item.schema_json, item.default_json)
         with redis_errors(f"park on {stream.name}"):
             status = await self.scripts.park(
@@ -112,10 +115,25 @@ class RedisWaiting:
             )
         return AskRecord(answer, int(timeouts or 0))
 
-    async def waiting(self, keys: ShardKeys, limit: int) -> list[Waiting]:
-        """The shard's oldest ``limit`` open questions, oldest first."""
+    async def waiting(
+        self, keys: ShardKeys, limit: int, tenant: str | None = None
+    ) -> list[Waiting]:
+        if tenant is None:
+            with redis_errors("list waiting tasks"):
+                ids = await self.client.zrange(keys.waiting, 0, limit - 1, withscores=True)
+            return await self._listed(keys, ids)
+        return await self._tenant_waiting(keys, limit, tenant)
+
+    async def _tenant_waiting(self, keys: ShardKeys, limit: int, tenant: str) -> list[Waiting]:
+        with redis_errors("list a tenant's waiting tasks"):
+            flat = await self.scripts.tenant_waiting(
+                keys=[keys.tenant_waiting(tenant), keys.waiting], args=[limit]
+            )
+        return await self._listed(keys, list(zip(flat[::2], map(float, flat[1::2]), strict=True)))
+
+    async def _listed(self, keys: ShardKeys, ids: Sequence[tuple[Any, float]]) -> list[Waiting]:
+        """The open questions of these (task id, asked at) pairs, in their order."""
         with redis_errors("list waiting tasks"):
-            ids = await self.client.zrange(keys.waiting, 0, limit - 1, withscores=True)
             pipe = self.client.pipeline(transaction=False)
             for task_id, _ in ids:
                 pipe.hmget(keys.task(_s(task_id)), *_LISTED)
