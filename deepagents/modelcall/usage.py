@@ -32,6 +32,10 @@ class UsageLedger:
     attempts: list[AttemptRecord] = field(default_factory=list)
     requested: list[str] = field(default_factory=list)
     degraded: bool = False
+    # Usage of steps an earlier delivery ran and recorded: in the task's totals, not in its
+    # audit events (that delivery wrote their model_call events).
+    carried_tokens: int = 0
+    carried_cost_usd: float = 0.0
 
     def add(
         self, requested_model: str, attempts: tuple[AttemptRecord, ...], degraded: bool
@@ -46,13 +50,24 @@ class UsageLedger:
         self.requested.extend(other.requested)
         self.degraded = self.degraded or other.degraded
 
+    def carry(self, tokens: int, cost_usd: float, degraded: bool) -> None:
+        """A recorded step's usage, replayed rather than run again."""
+        self.carried_tokens += tokens
+        self.carried_cost_usd += cost_usd
+        self.degraded = self.degraded or degraded
+
+    @property
+    def counted(self) -> bool:
+        """Anything for the Result: an attempt in this delivery, or a replayed step's."""
+        return bool(self.attempts or self.degraded or self.carried_tokens or self.carried_cost_usd)
+
     @property
     def tokens_used(self) -> int:
-        return sum(a.tokens_in + a.tokens_out for a in self.attempts)
+        return self.carried_tokens + sum(a.tokens_in + a.tokens_out for a in self.attempts)
 
     @property
     def cost_usd(self) -> float:
-        return round(sum(a.cost_usd for a in self.attempts), 6)
+        return round(self.carried_cost_usd + sum(a.cost_usd for a in self.attempts), 6)
 
     def audit_events(self, task_id: str | None) -> list[dict[str, Any]]:
         return [

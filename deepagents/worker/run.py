@@ -226,9 +226,9 @@ class Run:
                 result = await self.runner.run(task, execute)
         if degraded and not result.degraded:
             result = result.model_copy(update={"degraded": True})
-        if usage.attempts:
+        if usage.counted:
             result = usage.apply(result)
-            if self.outbox:
+            if self.outbox and usage.attempts:
                 events += usage.audit_events(task.task_id)
         if ctx is not None and self.outbox:
             events += ctx.leftover_events()

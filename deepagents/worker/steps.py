@@ -48,6 +48,9 @@ from deepagents.worker.step_writer import StepWriter
 log = logging.getLogger("deepagents.worker")
 T = TypeVar("T")
 STEP = "step:"
+# A step's model usage (tokens, cost, degraded), recorded with it: a later delivery that
+# replays the step counts it in the task's Result, as if the step had run there.
+USAGE = "usage:"
 _PHASE = re.compile(r"^[a-z][a-z0-9_.-]{0,39}$")
 _step_key: ContextVar[str | None] = ContextVar("deepagents_step_key", default=None)
 # Large bodies in the database outlive their Redis records by this much at least, so a
@@ -179,6 +182,7 @@ class DeliverySteps(TaskContext):
             self.replayed += 1
             if book.metrics is not None:
                 book.metrics.bound(book.agent.name, self.current_phase).replayed.inc()
+            _carry(records.get(USAGE + step_id))
             return orjson.loads(await book.codec.body(f"step {step_id!r}", recorded))
         started = time.monotonic()
         parent = current_usage()
@@ -230,7 +234,11 @@ class DeliverySteps(TaskContext):
             if usage.attempts:
                 fields.update(tokens_used=usage.tokens_used, cost_usd=usage.cost_usd)
             event = self._step_event(fields)
-        await self._write([(STEP + step_id, value)], event)
+        written = [(STEP + step_id, value)]
+        if usage.attempts:
+            used = [usage.tokens_used, usage.cost_usd, usage.degraded]
+            written.append((USAGE + step_id, orjson.dumps(used)))
+        await self._write(written, event)
         self.completed += 1
         if book.metrics is not None:
             children = book.metrics.bound(book.agent.name, self.current_phase)
@@ -365,6 +373,19 @@ class DeliverySteps(TaskContext):
         """Audit events no write carried (a resumed delivery that recorded nothing more)."""
         events, self._pending = self._pending, []
         return events
+
+
+def _carry(recorded: bytes | None) -> None:
+    """Count a replayed step's recorded usage in the delivery's ledger. Records written
+    before usage was kept, or damaged ones, count nothing (as before)."""
+    ledger = current_usage()
+    if recorded is None or ledger is None:
+        return
+    try:
+        tokens, cost, degraded = orjson.loads(recorded)
+        ledger.carry(int(tokens), float(cost), bool(degraded))
+    except (orjson.JSONDecodeError, TypeError, ValueError):
+        log.warning("a step's usage record is damaged; not counted", extra={"action": "usage"})
 
 
 async def _awaited(aw: Awaitable[T]) -> T:

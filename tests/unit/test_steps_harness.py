@@ -12,6 +12,8 @@ from pydantic import BaseModel
 
 from deepagents import AgentContract, Result, RetryableError, Task, current_context
 from deepagents.errors import ErrorCode
+from deepagents.modelcall.record import AttemptRecord
+from deepagents.modelcall.usage import current_usage
 from deepagents.testing import AgentHarness
 
 RUNS: dict[str, list[str]] = {}  # per test agent: the step ids whose fn ran, in order
@@ -105,6 +107,43 @@ async def test_a_retried_task_resumes_past_its_recorded_steps() -> None:
     assert {name for name in records if name.startswith("step:")} == {
         "step:" + step.split("/", 1)[1] for step in [*prep, *lanes, f"{tid}/final"]
     }
+
+
+class Priced(AgentContract):
+    """One step pays for a model call (as ``wrap_model_call`` records it), then the first
+    delivery fails: the second replays the step, and must still count what it cost."""
+
+    name = "priced"
+    version = "1"
+    intents = ("priced",)
+
+    async def execute(self, context: dict[str, Any]) -> Result:
+        ctx = context["ctx"]
+        answer = await ctx.step("ask_model", self._call_model)
+        delivery = len(RUNS.setdefault("priced-deliveries", [])) + 1
+        RUNS["priced-deliveries"].append(str(delivery))
+        if delivery == 1:
+            raise RetryableError("fails after its paid step")
+        return Result(output={"answer": answer})
+
+    def _call_model(self) -> str:
+        _ran(self.name, current_context().step_key)
+        ledger = current_usage()
+        assert ledger is not None
+        paid = AttemptRecord("sim", 1, "ok", "0" * 64, tokens_in=100, tokens_out=20, cost_usd=0.5)
+        ledger.add("sim", (paid,), degraded=True)
+        return "42"
+
+
+async def test_a_replayed_step_still_counts_its_model_usage_in_the_result() -> None:
+    RUNS.clear()
+    async with AgentHarness(Priced) as h:
+        result = await h.run(Task(intent="priced"))
+    assert result.status == "success", result
+    assert result.metrics.attempts == 2
+    assert RUNS["priced"] == [f"{result.task_id}/ask_model"]  # the model was paid once
+    assert (result.metrics.tokens_used, result.metrics.cost_usd) == (120, 0.5)
+    assert result.degraded  # its answer was degraded, though it came from the record
 
 
 class Big(BaseModel):
