@@ -58,6 +58,10 @@ def main(args: argparse.Namespace) -> int:
         "access_log": False,
         "timeout_keep_alive": 5,
         "timeout_graceful_shutdown": 10,
+        # With --workers, a SIGHUP starts each new process and waits this long for it to
+        # serve (uvicorn's default is 5 s). Importing the app takes seconds on a loaded
+        # host, and a process that fails to start is seen at once however long this is.
+        "timeout_worker_healthcheck": 30,
         "server_header": False,
         # httptools with a deadline for the request line and headers (slowloris)
         "http": "deepagents.gateway.http:HeaderDeadlineProtocol",
