@@ -7,7 +7,9 @@ nothing: each holds a socket for as long as its client likes, and enough of them
 the process's file descriptors. Here the request line and headers must have arrived within
 ``gateway.header_timeout_s`` of the connection opening (its first request) or of the
 request's first byte (later ones); a slower client gets ``408`` and the connection is
-closed. Bodies have their own deadline (``gateway.body.read_timeout_s``).
+closed. Bodies have their own deadline (``gateway.body.read_timeout_s``), which a body that
+has all arrived by the time it is read does not need: the protocol marks its request
+(``BODY_RECEIVED_KEY``).
 
 httptools puts no bound on headers (issue 16, finding 5: one 64 MB header answered 200,
 and eight at once took the process from 108 to 549 MB): here one field (name and value)
@@ -41,6 +43,8 @@ from deepagents.gateway.problems import MEDIA_TYPE, Problem
 
 HEADER_TIMEOUT_KEY = "deepagents.header_timeout_s"
 HEADER_LIMITS_KEY = "deepagents.header_limits"
+# Set in a request's scope once its whole body has arrived (``body.read_body``).
+BODY_RECEIVED_KEY = "deepagents.body_received"
 DEFAULT_HEADER_TIMEOUT_S = 10.0
 # Per header line (request line, or a field's name and value with ": " and CRLF).
 _LINE_OVERHEAD = 4
@@ -160,6 +164,7 @@ class HeaderDeadlineProtocol(HttpToolsProtocol):
     def on_message_complete(self) -> None:
         self._in_head, self._raw_head = True, 0  # what follows is the next request's head
         if not self._refused:
+            self.cycle.scope[BODY_RECEIVED_KEY] = True  # type: ignore[literal-required]
             super().on_message_complete()
 
     def connection_lost(self, exc: Exception | None) -> None:
