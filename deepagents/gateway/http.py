@@ -71,19 +71,26 @@ class HeaderLimits:
 
 class _GatheredWrites:
     """A connection's transport whose writes wait for the end of the event loop's current
-    step and then go out as one. Everything but ``write`` and ``close`` is the transport's."""
+    step and then go out as one. Everything but ``write`` and ``close`` is the transport's.
+    Past ``_AT_ONCE`` bytes they go at once, so that a large body meets the transport's
+    flow control (``pause_writing``) as it would unwrapped."""
 
-    __slots__ = ("_loop", "_pending", "_transport")
+    __slots__ = ("_loop", "_pending", "_size", "_transport")
+    _AT_ONCE = 65_536
 
     def __init__(self, transport: asyncio.Transport, loop: asyncio.AbstractEventLoop) -> None:
         self._transport = transport
         self._loop = loop
         self._pending: list[bytes] = []
+        self._size = 0
 
     def write(self, data: bytes) -> None:
         if not self._pending:
             self._loop.call_soon(self._flush)
         self._pending.append(data)
+        self._size += len(data)
+        if self._size >= self._AT_ONCE:
+            self._flush()
 
     def close(self) -> None:
         self._flush()  # what was written before the close goes first, as it would have
@@ -93,7 +100,7 @@ class _GatheredWrites:
         if not self._pending:
             return
         data = self._pending[0] if len(self._pending) == 1 else b"".join(self._pending)
-        self._pending = []
+        self._pending, self._size = [], 0
         if not self._transport.is_closing():
             self._transport.write(data)
 
