@@ -13,12 +13,14 @@ and it serves the request whenever this middleware is not installed.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any
 
 from fastapi.exceptions import RequestValidationError
 from pydantic import TypeAdapter, ValidationError
+from starlette.datastructures import QueryParams
 from starlette.requests import Request
 from starlette.responses import Response
 from starlette.types import ASGIApp, Receive, Scope, Send
@@ -69,7 +71,7 @@ class SubmitFastPath:
             state: GatewayState = scope["app"].state.gateway
             principal = state.auth.authenticate(authorization(request.headers))
             response = await submit_one_core(
-                request, state, principal, _wait(request.query_params.get("wait"))
+                request, state, principal, _wait_in(scope["query_string"])
             )
         except Exception as exc:  # every error becomes a problem document, as in the app
             response = await self.on_error(request, exc)
@@ -100,6 +102,14 @@ class SubmitFront:
             await self._submit(scope, receive, send)
         else:
             await self.app(scope, receive, send)
+
+
+@functools.lru_cache(maxsize=16)
+def _wait_in(query: bytes) -> float | None:
+    """``wait`` from the raw query string, read as ``request.query_params`` would. Clients
+    send the same few query strings: the last few are remembered (an invalid one raises,
+    and is not), 3 µs of parsing per request saved (``docs/benchmarks.md``)."""
+    return _wait(QueryParams(query).get("wait"))
 
 
 def _wait(raw: str | None) -> float | None:

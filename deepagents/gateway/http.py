@@ -7,7 +7,9 @@ nothing: each holds a socket for as long as its client likes, and enough of them
 the process's file descriptors. Here the request line and headers must have arrived within
 ``gateway.header_timeout_s`` of the connection opening (its first request) or of the
 request's first byte (later ones); a slower client gets ``408`` and the connection is
-closed. Bodies have their own deadline (``gateway.body.read_timeout_s``).
+closed. Bodies have their own deadline (``gateway.body.read_timeout_s``), which a body that
+has all arrived by the time it is read does not need: the protocol marks its request
+(``BODY_RECEIVED_KEY``).
 
 httptools puts no bound on headers (issue 16, finding 5: one 64 MB header answered 200,
 and eight at once took the process from 108 to 549 MB): here one field (name and value)
@@ -15,6 +17,12 @@ over ``gateway.max_header_field_bytes``, or a request line and headers over
 ``gateway.max_header_bytes``, get ``431`` and the connection is closed, before the app
 sees the request. The raw bytes of an unfinished head are counted as they arrive, so a
 huge field is cut off after the cap plus one read, not buffered whole.
+
+uvicorn writes a response's status line and headers apart from its body: two writes, two
+syscalls and two TCP segments per response. Here the connection's writes are gathered until
+the end of the event loop's current step (``_GatheredWrites``), so a response sent at once,
+as every JSON answer is, leaves in one write: under wrk, 2.2 -> 1.2 write syscalls per
+submit-and-wait request (``strace -c``, ``docs/benchmarks.md``, issue 23).
 
 The lifespan hands a ``HeaderDeadline`` and ``HeaderLimits`` to uvicorn's application
 state, which uvicorn passes to every connection (``HEADER_TIMEOUT_KEY``,
@@ -25,6 +33,7 @@ from __future__ import annotations
 
 import asyncio
 from http import HTTPStatus
+from typing import Any, cast
 
 import orjson
 from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
@@ -34,6 +43,8 @@ from deepagents.gateway.problems import MEDIA_TYPE, Problem
 
 HEADER_TIMEOUT_KEY = "deepagents.header_timeout_s"
 HEADER_LIMITS_KEY = "deepagents.header_limits"
+# Set in a request's scope once its whole body has arrived (``body.read_body``).
+BODY_RECEIVED_KEY = "deepagents.body_received"
 DEFAULT_HEADER_TIMEOUT_S = 10.0
 # Per header line (request line, or a field's name and value with ": " and CRLF).
 _LINE_OVERHEAD = 4
@@ -58,6 +69,45 @@ class HeaderLimits:
         self.total_bytes = total_bytes
 
 
+class _GatheredWrites:
+    """A connection's transport whose writes wait for the end of the event loop's current
+    step and then go out as one. Everything but ``write`` and ``close`` is the transport's.
+    Past ``_AT_ONCE`` bytes they go at once, so that a large body meets the transport's
+    flow control (``pause_writing``) as it would unwrapped."""
+
+    __slots__ = ("_loop", "_pending", "_size", "_transport")
+    _AT_ONCE = 65_536
+
+    def __init__(self, transport: asyncio.Transport, loop: asyncio.AbstractEventLoop) -> None:
+        self._transport = transport
+        self._loop = loop
+        self._pending: list[bytes] = []
+        self._size = 0
+
+    def write(self, data: bytes) -> None:
+        if not self._pending:
+            self._loop.call_soon(self._flush)
+        self._pending.append(data)
+        self._size += len(data)
+        if self._size >= self._AT_ONCE:
+            self._flush()
+
+    def close(self) -> None:
+        self._flush()  # what was written before the close goes first, as it would have
+        self._transport.close()
+
+    def _flush(self) -> None:
+        if not self._pending:
+            return
+        data = self._pending[0] if len(self._pending) == 1 else b"".join(self._pending)
+        self._pending, self._size = [], 0
+        if not self._transport.is_closing():
+            self._transport.write(data)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._transport, name)
+
+
 class HeaderDeadlineProtocol(HttpToolsProtocol):
     _headers_due: asyncio.TimerHandle | None = None
     _in_head = True  # the bytes arriving belong to a request line or headers
@@ -67,6 +117,9 @@ class HeaderDeadlineProtocol(HttpToolsProtocol):
 
     def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
         super().connection_made(transport)
+        # The cycles of this connection's requests write through it (flow control and the
+        # addresses read above use the transport itself).
+        self.transport = cast(asyncio.Transport, _GatheredWrites(transport, self.loop))
         self._limits: HeaderLimits = self.app_state.get(HEADER_LIMITS_KEY) or HeaderLimits()
         self._arm()
 
@@ -118,6 +171,7 @@ class HeaderDeadlineProtocol(HttpToolsProtocol):
     def on_message_complete(self) -> None:
         self._in_head, self._raw_head = True, 0  # what follows is the next request's head
         if not self._refused:
+            self.cycle.scope[BODY_RECEIVED_KEY] = True  # type: ignore[literal-required]
             super().on_message_complete()
 
     def connection_lost(self, exc: Exception | None) -> None:

@@ -4,7 +4,8 @@ the in-flight cap live in Redis (``store/tenant_limits.py``), shared by every pr
 from __future__ import annotations
 
 import contextlib
-import uuid
+import itertools
+import secrets
 from collections.abc import AsyncIterator, Sequence
 
 from deepagents.config.gateway import GatewayConfig
@@ -19,6 +20,10 @@ class Admission:
     def __init__(self, limiter: TenantLimiter, config: GatewayConfig) -> None:
         self.limiter = limiter
         self.config = config
+        # In-flight slot ids: unique among every process's (a random prefix per process)
+        # without a uuid4 per request (os.urandom and a UUID object, 1.8 µs).
+        self._slots_prefix = secrets.token_hex(8) + ":"
+        self._slots = itertools.count()
 
     async def aclose(self) -> None:
         await self.limiter.aclose()
@@ -45,7 +50,7 @@ class Admission:
                 f"this request needs {cost} tokens but your burst is {limits.burst}; "
                 "send smaller batches",
             )
-        slot = uuid.uuid4().hex
+        slot = f"{self._slots_prefix}{next(self._slots):x}"
         ask = Ask(
             rate_per_s=limits.rate_per_s,
             burst=limits.burst,
