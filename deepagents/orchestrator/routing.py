@@ -89,8 +89,9 @@ class Router:
         self.specs = specs
         self.keys = keys
         self.versions = versions
-        # Routes built once per (agent, shard, version, tier), a few dozen in all: a Route,
-        # its StreamRef and ShardKeys were most of routing's cost per task (issue 23).
+        # Routes built once per (agent, shard, version, tier), a few dozen in all: building
+        # a Route, its StreamRef and ShardKeys per task was most of routing's cost (181k ->
+        # 152k instructions per task of submit_many, callgrind; docs/benchmarks.md).
         self._routes: dict[tuple[str, int, str, str], Route] = {}
         self.by_intent: dict[str, AgentSpec] = {}
         for spec in specs.values():
