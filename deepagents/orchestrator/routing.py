@@ -15,7 +15,7 @@ from deepagents.contract.loading import load_agent_class
 from deepagents.contract.task import Task
 from deepagents.errors import ConfigError, InvalidPayload, UnknownIntent
 from deepagents.transport.base import StreamRef
-from deepagents.transport.keys import Keys, ShardKeys, shard_of
+from deepagents.transport.keys import Keys, shard_of
 
 
 @dataclass(frozen=True, slots=True)
@@ -89,7 +89,10 @@ class Router:
         self.specs = specs
         self.keys = keys
         self.versions = versions
-        self._versioned: dict[tuple[str, int, str], ShardKeys] = {}
+        # Routes built once per (agent, shard, version, tier), a few dozen in all: building
+        # a Route, its StreamRef and ShardKeys per task was most of routing's cost (181k ->
+        # 152k instructions per task of submit_many, callgrind; docs/benchmarks.md).
+        self._routes: dict[tuple[str, int, str, str], Route] = {}
         self.by_intent: dict[str, AgentSpec] = {}
         for spec in specs.values():
             for intent in spec.intents:
@@ -103,6 +106,7 @@ class Router:
             (compile_match(s.match), s.tier) for s in config.strategies
         ]
         self.tiers = config.tier_names
+        self.fallback_tier = config.fallback_tier
 
     def known_intents(self) -> str:
         """The intents a caller may send, for an unknown-intent error (none internal)."""
@@ -121,19 +125,12 @@ class Router:
                 raise InvalidPayload(_explain(task.intent, exc)) from exc
         tier = self.tier_for(task)
         shard = shard_of(task.task_id, spec.shards)
-        if self.versions is None:
-            keys = self.keys.shard(spec.name, shard)
-        else:
-            keys = self._version_keys(spec.name, shard, self.versions.version_for(spec.name, task))
-        return Route(spec.name, tier, shard, StreamRef(keys, tier))
-
-    def _version_keys(self, agent: str, shard: int, version: str) -> ShardKeys:
-        # Built once per (agent, shard, version): a handful per rollout.
-        found = self._versioned.get((agent, shard, version))
+        version = "" if self.versions is None else self.versions.version_for(spec.name, task)
+        found = self._routes.get((spec.name, shard, version, tier))
         if found is None:
-            found = self._versioned[(agent, shard, version)] = self.keys.shard(
-                agent, shard, version
-            )
+            keys = self.keys.shard(spec.name, shard, version)
+            found = Route(spec.name, tier, shard, StreamRef(keys, tier))
+            self._routes[(spec.name, shard, version, tier)] = found
         return found
 
     def tier_for(self, task: Task) -> str:
@@ -142,7 +139,7 @@ class Router:
                 return tier
         if task.priority is not None:
             return self.tiers[min(task.priority, len(self.tiers) - 1)]
-        return self.config.fallback_tier
+        return self.fallback_tier
 
 
 def _explain(intent: str, exc: ValidationError) -> str:

@@ -239,3 +239,28 @@ async def test_a_submit_that_fails_has_enqueued_nothing(
         finally:
             await client.aclose()
             await admin.aclose()
+
+
+async def test_a_large_batch_counts_the_backlog_across_its_parts(
+    client: Redis, settings: Settings, prefix: str
+) -> None:
+    """A batch larger than one script call (and than one of ``submit_many``'s parts)
+    fills the stream up to its limit and refuses the rest, each task once: the backlog
+    counted across calls, a task given twice enqueued once, and only the accepted tasks
+    with a location record."""
+    config = parse_config(
+        "defaults: {shards: 1, max_backlog: 600}\nagents: {echo: {class: 'agents.echo:EchoAgent'}}"
+    )
+    tasks = [Task(intent="echo", payload={"i": i}) for i in range(700)]
+    tasks.insert(400, tasks[10])  # the same task again, in another part
+    async with Orchestrator.from_client(client, config=config, settings=settings) as orch:
+        with pytest.raises(Overloaded) as info:
+            await orch.submit_many(tasks)
+    accepted = info.value.accepted  # type: ignore[attr-defined]
+    assert len(accepted) == 601  # 600 tasks, one of them twice
+    assert [h.task_id for h in accepted if h.duplicate] == [tasks[10].task_id]
+    assert await client.xlen(f"{prefix}:{{echo:0}}:p2") == 600
+    first_refused = tasks[601].task_id
+    assert await client.exists(f"{prefix}:loc:{tasks[600].task_id}") == 1
+    assert await client.exists(f"{prefix}:loc:{first_refused}") == 0
+    assert await client.exists(f"{prefix}:{{echo:0}}:t:{first_refused}") == 0

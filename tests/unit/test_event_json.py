@@ -113,3 +113,31 @@ def test_the_committed_result_is_the_same_whether_the_agent_set_metrics_or_not()
     assert own["metrics"] == {
         "queue_ms": 12, "tokens_used": 5, "cost_usd": 0.0, "attempts": 4, "risk_score": 0.5
     }  # fmt: skip
+
+
+def test_the_submitted_event_is_the_one_audit_event_builds() -> None:
+    """The orchestrator builds each task's ``submitted`` event without ``audit_event``
+    (it is per task): the same fields, the unset ones left out as there."""
+    from deepagents.orchestrator.orchestrator import _submitted_events
+    from deepagents.orchestrator.routing import Route
+
+    route = Route("echo", "p1", 3, StreamRef(Keys("t").shard("echo", 3), "p1"))
+    for task in (
+        Task(intent="echo", payload={"text": AWKWARD}),
+        Task(intent="echo", payload={}, tenant="acme", traceparent="00-" + "1" * 32 + "-1-01"),
+    ):
+        (fast,) = orjson.loads(_submitted_events(task, route, "2026-01-01T00:00:00+00:00"))
+        built = audit_event(
+            "submitted",
+            task.task_id,
+            agent="echo",
+            tier="p1",
+            shard=3,
+            intent=task.intent,
+            tenant=task.tenant,
+            traceparent=task.traceparent,
+            payload=task.payload,
+        )
+        assert fast.pop("event_id") != built.pop("event_id")
+        assert fast.pop("ts") == "2026-01-01T00:00:00+00:00" and built.pop("ts")
+        assert fast == built

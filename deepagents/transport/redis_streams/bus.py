@@ -192,9 +192,11 @@ class RedisStreamBus(RedisWaiting):
             else:
                 replies, confirmed = await self._evalsha_commands(script, commands), 0
         out: list[tuple[str, str]] = [("", "")] * len(items)
-        flat = (pair for reply in replies for pair in reply)
-        for at, (status, entry) in zip(order, flat, strict=True):
-            out[at] = (_s(status), _s(entry))
+        at = iter(order)
+        for reply in replies:  # flat: status, entry id, status, entry id, ...
+            pairs = iter(reply)
+            for status, entry in zip(pairs, pairs, strict=True):
+                out[next(at)] = (status.decode(), entry.decode())
         if confirmed < replicas:
             written = [
                 item[1]
