@@ -19,6 +19,10 @@ run:
 
 Then per run: deepagents' drain over the best peer's, and over the bare loop's.
 
+``--only latency`` skips steps 1 and 2 (a single task, unpaced, shows the worker is up),
+so that several latency runs fit in the time of one full run; the ratios per run are then
+the latency's, deepagents over the bare loop.
+
 - ``deepagents``: ``Orchestrator.submit`` per task (the drain's tasks first, then the
   paced ones); ``deepagents worker stamp_agent:StampAgent``, the full protocol
   (begin, result write, owner-checked ack and delete, outbox events, reply notification).
@@ -80,6 +84,7 @@ class Bench:
     latency_n: int
     venv: Path
     work: Path
+    latency_only: bool = False
 
     @property
     def lat_file(self) -> Path:
@@ -133,6 +138,15 @@ async def timed_drain(
         "worker_cpu_us_per_task": round((tree_cpu(procs) - cpu0) / timed * 1e6, 1),
         "redis_cpu_us_per_task": round((tree_cpu([redis]) - redis0) / timed * 1e6, 1),
     }
+
+
+async def first_done(progress: Callable[[], Awaitable[int]]) -> None:
+    """``--only latency``: the worker finished the one task enqueued before it started."""
+    deadline = time.monotonic() + 120
+    while await progress() == 0:
+        if time.monotonic() > deadline:
+            raise RuntimeError("the worker finished no task within 120 s")
+        await asyncio.sleep(0.002)
 
 
 async def latencies(bench: Bench, expect: int) -> dict[str, Any]:
@@ -193,8 +207,9 @@ async def deepagents(bench: Bench) -> dict[str, Any]:
 
     # Closed during the drain: its reply listener would take every result on the cores the
     # worker and Redis share (the peers have no results), and a producer runs elsewhere.
+    n = 1 if bench.latency_only else bench.n
     async with orchestrator() as orch:
-        out: dict[str, Any] = {"enqueue_per_s": round(await _submit_each(orch, bench.n, 0))}
+        out: dict[str, Any] = {"enqueue_per_s": round(await _submit_each(orch, n, 0))}
     worker = _worker(bench, prefix, config_path)
     try:
 
@@ -202,9 +217,13 @@ async def deepagents(bench: Bench) -> dict[str, Any]:
             total = 0
             for shard in range(4):
                 total += await client.xlen(f"{prefix}:{{stamp:{shard}}}:p2")
-            return bench.n - total
+            return n - total
 
-        out |= await timed_drain(progress, bench.n, psutil.Process(worker.pid), bench.redis_pid)
+        if bench.latency_only:
+            out = {}
+            await first_done(progress)
+        else:
+            out |= await timed_drain(progress, n, psutil.Process(worker.pid), bench.redis_pid)
         async with orchestrator() as orch:
             await _submit_each(orch, WARMUP + bench.latency_n, bench.rate)
             out |= await latencies(bench, WARMUP + bench.latency_n)
@@ -253,13 +272,18 @@ def _enqueue(bench: Bench, peer: str, n: int, rate: float = 0) -> dict[str, Any]
 async def _peer_run(
     bench: Bench, peer: str, worker_args: tuple[str, ...], progress: Callable[[Any], Awaitable[int]]
 ) -> dict[str, Any]:
-    out = _enqueue(bench, peer, bench.n)
+    n = 1 if bench.latency_only else bench.n
+    out = _enqueue(bench, peer, n)
     client = connect(bench.url)
     worker = _peer(bench, *worker_args)
     try:
-        out |= await timed_drain(
-            lambda: progress(client), bench.n, psutil.Process(worker.pid), bench.redis_pid
-        )
+        if bench.latency_only:
+            out = {}
+            await first_done(lambda: progress(client))
+        else:
+            out |= await timed_drain(
+                lambda: progress(client), n, psutil.Process(worker.pid), bench.redis_pid
+            )
         _enqueue(bench, peer, WARMUP + bench.latency_n, bench.rate)
         out |= await latencies(bench, WARMUP + bench.latency_n)
     finally:
@@ -283,8 +307,10 @@ async def taskiq(bench: Bench) -> dict[str, Any]:
 
 
 async def dramatiq(bench: Bench) -> dict[str, Any]:
+    n = 1 if bench.latency_only else bench.n
+
     async def progress(client: Any) -> int:  # a message leaves its hash when it is acked
-        return bench.n - int(await client.hlen("dramatiq:default.msgs"))
+        return n - int(await client.hlen("dramatiq:default.msgs"))
 
     args = ("dramatiq", "dramatiq_noop", "--processes", "1")
     return await _peer_run(bench, "dramatiq", args, progress)
@@ -332,6 +358,7 @@ def main(args: argparse.Namespace) -> None:
                     args.latency_tasks,
                     venv,
                     Path(work),
+                    latency_only=args.only == "latency",
                 )
                 out = asyncio.run(MEASURE[system](bench))
             runs[system].append(out)
@@ -344,6 +371,9 @@ def main(args: argparse.Namespace) -> None:
         }
         print(f"median {system} " + orjson.dumps(medians).decode())
         print(f"range  {system} " + orjson.dumps(spread).decode())
+    if args.only == "latency":
+        _latency_ratios(runs, args.runs)
+        return
     peers = [p for p in PEER_SYSTEMS if p in runs]
     if "deepagents" not in runs or not peers:
         return
@@ -368,6 +398,23 @@ def main(args: argparse.Namespace) -> None:
         )
 
 
+def _latency_ratios(runs: dict[str, list[dict[str, Any]]], n: int) -> None:
+    """Per run, deepagents' latency over the bare loop's (and FastStream's): the machine is
+    shared, so only figures of one run compare."""
+    if "deepagents" not in runs:
+        return
+    for other in ("bare", "faststream"):
+        if other not in runs:
+            continue
+        for key in ("p50_ms", "p99_ms"):
+            ratios = [runs["deepagents"][i][key] / runs[other][i][key] for i in range(n)]
+            print(
+                f"deepagents / {other}, {key}, per run: "
+                + ", ".join(f"{r:.2f}" for r in ratios)
+                + f" (median {statistics.median(ratios):.2f})"
+            )
+
+
 if __name__ == "__main__":
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
@@ -378,4 +425,7 @@ if __name__ == "__main__":
     parser.add_argument("--latency-tasks", type=int, default=2_000)
     parser.add_argument("--systems", default="", help="comma-separated subset (default: all)")
     parser.add_argument("--peers-venv", default=".venv-peers")
+    parser.add_argument(
+        "--only", choices=("latency",), help="latency: skip the enqueue and drain steps"
+    )
     main(parser.parse_args())

@@ -164,26 +164,34 @@ async def _round_trip(
     """Write the commands, read every reply, all within the connection's socket timeout:
     one timer for the exchange. redis-py starts one per read (and our connection one per
     write), about 4% of the worker's CPU at a few dozen tasks per batch (``docs/benchmarks.md``,
-    session 12)."""
+    session 12).
+
+    Once connected, the exchange writes to the connection's stream and reads its parser
+    directly: ``send_packed_command`` and ``read_response`` add checks and error mapping
+    done here anyway (the caller closes the connection on any error), about 6 µs a round
+    trip when it is not hot, on each of the three a lone task makes from submit to
+    handler (enqueue, read, begin: ``docs/benchmarks.md``, "Light-load latency")."""
     limit = conn.socket_timeout
-    conn.socket_timeout = None  # its reads and writes below start no timer of their own
     try:
         async with asyncio.timeout(limit):
-            await conn.send_packed_command(conn.pack_commands(commands), check_health=False)
-            if raise_on_error:
-                return [await conn.read_response() for _ in commands]
-            return [await _reply_or_error(conn) for _ in commands]
+            if not conn.is_connected:  # connects and greets, as a first command would
+                await conn.connect()  # type: ignore[no-untyped-call]
+            # redis-py's own stream and parser (private names, there since redis-py 4.2)
+            writer: Any = conn._writer
+            parser: Any = conn._parser
+            writer.writelines(conn.pack_commands(commands))
+            await writer.drain()
+            replies = []
+            for _ in commands:
+                reply = await parser.read_response()
+                if raise_on_error and isinstance(reply, rex.ResponseError):
+                    raise reply
+                replies.append(reply)
+            return replies
     except TimeoutError:  # asyncio's: the caller sees redis-py's, as from a client
         raise rex.TimeoutError(f"no reply from Redis within {limit} s") from None
-    finally:
-        conn.socket_timeout = limit
-
-
-async def _reply_or_error(conn: AbstractConnection) -> Any:
-    try:
-        return await conn.read_response()
-    except rex.ResponseError as exc:  # an error reply, read whole: the next one follows
-        return exc
+    except OSError as exc:  # the socket's own error, mapped as redis-py's connection does
+        raise rex.ConnectionError(f"Error while talking to Redis: {exc}") from exc
 
 
 def _merged(n: int, groups: dict[str, list[int]], parts: list[list[Any]]) -> list[Any]:
