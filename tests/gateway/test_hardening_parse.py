@@ -40,9 +40,12 @@ def _invalid(http: httpx.Client) -> int:
 
 def test_large_invalid_bodies_cost_their_sender_not_other_tenants(gateway: Gateway) -> None:
     """Alpha sends invalid 1 MiB bodies, 8 at a time and without pause, for as long as
-    beta submits: beta's answers stay 202, and its median stays within 10x of its median
-    alone. Alpha's bodies past its parse budget (1 s, then 0.25 s/s, by default) are
-    refused unparsed."""
+    beta submits: beta's answers stay 202, and alpha's bodies past its parse budget (1 s,
+    then 0.25 s/s, by default) are refused unparsed. How much slower beta is meanwhile is
+    printed, and measured in docs/benchmarks.md ("Gateway: one tenant against another"),
+    not asserted: it was 7-12x here with the budget and 7-8x with it removed (receiving
+    8 x 1 MiB at once costs the 2-core machine that much either way), so a bound on it
+    failed now and then without telling the two apart."""
     assert len(INVALID_MIB) <= MIB
     solo = tenant_b(gateway, count=40)
     start = time.monotonic()
@@ -55,9 +58,6 @@ def test_large_invalid_bodies_cost_their_sender_not_other_tenants(gateway: Gatew
         f"({ratio:.2f}x); alpha {dict(a_statuses)} in {took:.1f} s; "
         f"beta {len(under.latencies)} requests"
     )
-    # 10x, not 5x: alpha's flood (hundreds of 1 MiB uploads a second, refused or not) loads
-    # this 2-core machine itself; 2.4-5.2x was measured here, and 258x before the budget.
-    assert ratio < 10, (solo.p50_ms, under.p50_ms)
     assert set(a_statuses) <= {0, 422, 429} and a_statuses[429] > 0, a_statuses
 
 
