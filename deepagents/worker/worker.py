@@ -15,7 +15,7 @@ import logging
 import math
 import time
 from collections import defaultdict
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 
 from deepagents.compose import RedisClient, Services, services_for
@@ -31,6 +31,7 @@ from deepagents.store.base import Registry
 from deepagents.telemetry.core import Telemetry, process_telemetry
 from deepagents.telemetry.modelcalls import ModelCallRecorder
 from deepagents.transport.base import MessageBus, StreamRef
+from deepagents.transport.keys import ShardKeys
 from deepagents.worker.asking import Asks, Escalate, wake_due
 from deepagents.worker.committer import Committer
 from deepagents.worker.delivery import DeliveryHandler
@@ -436,27 +437,47 @@ class Worker:
         shards = [self.keys.shard(self.name, s, self.lane) for s in self.placement.shards]
         tiers = self.config.tier_names
         backoff = _Backoff()
+        refused: dict[str, float] = {}  # delayed set -> when its refusal was last logged
         while not self._stopping:
             await asyncio.sleep(interval)
             try:
                 for keys in shards:
-                    promoted = await self.bus.promote_due(keys, tiers)
-                    if promoted.dead_lettered:
-                        self._poisoned(keys.delayed, promoted.dead_lettered)
-                    if promoted.waits:  # questions whose wait ran out
-                        await wake_due(
-                            self.bus,
-                            keys,
-                            tiers,
-                            promoted.waits,
-                            outbox=self.settings.outbox,
-                            metrics=self.telemetry.metrics,
-                        )
+                    await self._promote(keys, tiers, refused)
                 backoff.reset()
-            except TransportError as exc:
-                if not exc.retryable:
-                    raise
+            except TransportError as exc:  # Redis unreachable: every shard alike
                 await backoff.wait("promote", exc)
+
+    async def _promote(
+        self, keys: ShardKeys, tiers: Sequence[str], refused: dict[str, float]
+    ) -> None:
+        try:
+            promoted = await self.bus.promote_due(keys, tiers)
+            if promoted.dead_lettered:
+                self._poisoned(keys.delayed, promoted.dead_lettered)
+            if promoted.waits:  # questions whose wait ran out
+                await wake_due(
+                    self.bus,
+                    keys,
+                    tiers,
+                    promoted.waits,
+                    outbox=self.settings.outbox,
+                    metrics=self.telemetry.metrics,
+                )
+        except TransportError as exc:
+            if exc.retryable:
+                raise
+            # A refusal that will not pass by itself (a damaged key: WRONGTYPE, say) stops
+            # neither this worker nor the other shards' retries. It is logged as an error,
+            # at most every 30 s per shard, until someone repairs the key.
+            now = time.monotonic()
+            if now - refused.get(keys.delayed, -_REFUSAL_LOG_S) >= _REFUSAL_LOG_S:
+                refused[keys.delayed] = now
+                log.error(
+                    "cannot promote %s (its retries and waits stay there until it is repaired): %s",
+                    keys.delayed,
+                    exc,
+                    extra={"action": "promote_refused"},
+                )
 
     def _poisoned(self, delayed: str, n: int) -> None:
         """The promote script moved ``n`` members that were not delayed tasks to the
@@ -474,6 +495,9 @@ class Worker:
 
 def _active(pool: TierPool) -> Callable[[], float]:
     return lambda: pool.active
+
+
+_REFUSAL_LOG_S = 30.0
 
 
 class _Backoff:
