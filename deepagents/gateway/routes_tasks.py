@@ -92,12 +92,11 @@ def _body_doc(model: str) -> dict[str, Any]:
 
 
 def _json(model: Any, status: int = 200, headers: dict[str, str] | None = None) -> Response:
-    return _document(model.model_dump(mode="json"), status, headers)
-
-
-def _document(data: Any, status: int = 200, headers: dict[str, str] | None = None) -> Response:
     return Response(
-        orjson.dumps(data), status_code=status, media_type="application/json", headers=headers
+        orjson.dumps(model.model_dump(mode="json")),
+        status_code=status,
+        media_type="application/json",
+        headers=headers,
     )
 
 
@@ -116,24 +115,22 @@ _RESULT_FIELDS = set(ResultView.model_fields)
 
 
 def result_document(result: Result) -> dict[str, Any]:
-    """``ResultView``'s JSON, dumped from the Result once: validating it into a ResultView
-    and dumping that again cost 4 µs more per submit-and-wait (``docs/benchmarks.md``)."""
+    """``ResultView``'s JSON from a Result: its fields but the task id, metrics always a
+    mapping."""
     data = result.model_dump(mode="json", include=_RESULT_FIELDS)
     data["metrics"] = data.get("metrics") or {}
     return data
 
 
-def finished_document(handle: TaskHandle, result: Result) -> dict[str, Any]:
-    """``TaskView``'s JSON for a task that finished within ``?wait``, built directly (the
-    same document as ``TaskView(...).model_dump(mode="json")``, tests/gateway/test_documents)."""
-    return {
-        "task_id": handle.task_id,
-        "state": _done_state(result),
-        "agent": handle.agent,
-        "tier": handle.tier,
-        "result": result_document(result),
-        "question": None,
-    }
+def finished_view(handle: TaskHandle, result: Result) -> TaskView:
+    """The answer to a submit whose task finished within ``?wait``."""
+    return TaskView(
+        task_id=handle.task_id,
+        state=_done_state(result),
+        agent=handle.agent,
+        tier=handle.tier,
+        result=ResultView.model_validate(result_document(result)),
+    )
 
 
 async def _finished(state: GatewayState, handle: TaskHandle, wait: float) -> Result | None:
@@ -211,7 +208,7 @@ async def submit_one_core(
             result = await _finished(state, handle, wait)
             if result is not None:
                 _refuse_dropped(state, handle, result)
-                return _document(finished_document(handle, result))
+                return _json(finished_view(handle, result))
     return _json(_accepted(handle), 202, {"Location": f"/v1/tasks/{handle.task_id}"})
 
 

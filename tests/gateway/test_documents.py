@@ -1,5 +1,6 @@
-"""The submit-and-wait answer is built as a dict, not through TaskView and ResultView
-(``routes_tasks.finished_document``): it must be the very document the models give."""
+"""The submit-and-wait answer (``routes_tasks.finished_view``): the Result without its task
+id, the task's state from its outcome (dead for a dead letter), an error's code and message
+kept as the agent gave them."""
 
 from __future__ import annotations
 
@@ -11,8 +12,7 @@ import pytest
 
 from deepagents.contract.result import ErrorInfo, Result, ResultMetrics, ResultStatus
 from deepagents.errors import ErrorCode
-from deepagents.gateway.routes_tasks import finished_document
-from deepagents.gateway.schemas import TaskView
+from deepagents.gateway.routes_tasks import finished_view
 from deepagents.orchestrator import TaskHandle
 
 RESULTS = [
@@ -33,13 +33,14 @@ RESULTS = [
 
 
 @pytest.mark.parametrize("result", RESULTS)
-def test_the_document_is_the_models_own(result: Result) -> None:
+def test_the_answer_is_the_result_without_its_task_id(result: Result) -> None:
     handle = TaskHandle("t-1", "echo", "p2", 0, False, None)  # type: ignore[arg-type]
-    document = finished_document(handle, result)
-    view = TaskView.model_validate(document)
-    expected: dict[str, Any] = view.model_dump(mode="json")
-    assert orjson.dumps(document) == orjson.dumps(expected)  # same keys, order and values
+    document: dict[str, Any] = finished_view(handle, result).model_dump(mode="json")
+    assert (document["task_id"], document["agent"], document["tier"]) == ("t-1", "echo", "p2")
     assert "task_id" not in document["result"]
+    expected = orjson.loads(result.model_dump_json())
+    del expected["task_id"]
+    assert document["result"] == expected | {"metrics": expected["metrics"] or {}}
     dead = result.error is not None and result.error.code == ErrorCode.DEAD_LETTERED
     assert document["state"] == ("dead" if dead else "done")
 
@@ -47,7 +48,7 @@ def test_the_document_is_the_models_own(result: Result) -> None:
 def test_an_error_keeps_its_code_and_message() -> None:
     result = Result(status=ResultStatus.FAILED, error=ErrorInfo(code="newer_code", message="m"))
     handle = TaskHandle("t-2", "echo", "p0", 3, False, None)  # type: ignore[arg-type]
-    assert finished_document(handle, result)["result"]["error"] == {
+    assert finished_view(handle, result).model_dump(mode="json")["result"]["error"] == {
         "code": "newer_code",
         "message": "m",
     }
