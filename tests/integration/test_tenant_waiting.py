@@ -7,21 +7,12 @@ from __future__ import annotations
 
 from redis.asyncio import Redis
 
-from deepagents.transport.base import BeginItem, Park, StreamRef, now_ms
+from deepagents.transport.base import StreamRef, now_ms
 from deepagents.transport.keys import Keys
 from deepagents.transport.redis_streams.bus import RedisStreamBus
+from tests.support.parking import parked
 
 TIERS = ("p0", "p2")
-
-
-async def _parked(bus: RedisStreamBus, ref: StreamRef, task_id: str) -> None:
-    task_json = b'{"task_id":"%s","intent":"echo","payload":{},"tenant":"acme"}' % task_id.encode()
-    await bus.enqueue(ref, task_id, task_json, reply="", max_backlog=100, events_json=b"")
-    (entry,) = await bus.read(ref, "echo", "c1", 1, None)
-    await bus.begin(ref, "echo", "c1", [BeginItem(entry.entry_id, task_id, 1)], fresh=True)
-    due = now_ms() + 60_000
-    park = Park(entry.entry_id, task_id, task_json, "p2", "1", "ok?", b"{}", "fail", b"", due)
-    assert await bus.park(ref, "echo", "c1", park) == "ok"
 
 
 async def test_answered_questions_leave_the_tenant_index_as_others_are_asked(
@@ -32,9 +23,10 @@ async def test_answered_questions_leave_the_tenant_index_as_others_are_asked(
     ref = StreamRef(keys, "p2")
     try:
         await bus.ensure_group(ref, "echo")
-        await _parked(bus, ref, "old")  # still waiting throughout: never dropped
+        later = now_ms() + 60_000
+        await parked(bus, ref, "old", tenant="acme", due_ms=later)  # waits throughout
         for i in range(30):
-            await _parked(bus, ref, f"t{i}")
+            await parked(bus, ref, f"t{i}", tenant="acme", due_ms=later)
             answered = await bus.answer(keys, TIERS, f"t{i}", "1", b"{}", b"")
             assert answered.status == "ok"
             await bus.read(ref, "echo", "c1", 1, None)  # the resumed entry, out of the way

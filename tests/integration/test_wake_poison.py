@@ -7,21 +7,13 @@ from __future__ import annotations
 
 from redis.asyncio import Redis
 
-from deepagents.transport.base import BeginItem, Park, StreamRef, now_ms
+from deepagents.transport.base import StreamRef
 from deepagents.transport.keys import Keys
 from deepagents.transport.redis_streams.bus import RedisStreamBus
 from deepagents.worker.asking import wake_due
+from tests.support.parking import parked
 
 TIERS = ("p0", "p2")
-
-
-async def _parked(bus: RedisStreamBus, ref: StreamRef, task_id: str) -> None:
-    task_json = b'{"task_id":"%s","intent":"echo","payload":{}}' % task_id.encode()
-    await bus.enqueue(ref, task_id, task_json, reply="", max_backlog=100, events_json=b"")
-    (entry,) = await bus.read(ref, "echo", "c1", 1, None)
-    await bus.begin(ref, "echo", "c1", [BeginItem(entry.entry_id, task_id, 1)], fresh=True)
-    park = Park(entry.entry_id, task_id, task_json, "p2", "1", "ok?", b"{}", "fail", b"", now_ms())
-    assert await bus.park(ref, "echo", "c1", park) == "ok"
 
 
 async def test_a_wait_that_cannot_wake_does_not_stop_the_others(client: Redis, prefix: str) -> None:
@@ -37,7 +29,7 @@ async def _two_waits_one_damaged(bus: RedisStreamBus, client: Redis, prefix: str
     ref = StreamRef(keys, "p2")
     await bus.ensure_group(ref, "echo")
     for task_id in ("t1", "t2"):
-        await _parked(bus, ref, task_id)
+        await parked(bus, ref, task_id)
     await client.set(keys.steps("t1"), "not a hash")
     promoted = await bus.promote_due(keys, TIERS)
     assert sorted(promoted.waits) == ["t1", "t2"]
