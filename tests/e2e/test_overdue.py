@@ -6,7 +6,6 @@ a real worker in this process, the outbox on."""
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
 from typing import Any
 
 import orjson
@@ -47,14 +46,6 @@ def config() -> FileConfig:
 @pytest.fixture
 def metrics() -> Metrics:
     return Metrics()
-
-
-@pytest.fixture
-async def orch(
-    client: Redis, config: FileConfig, settings: Settings
-) -> AsyncIterator[Orchestrator]:
-    async with Orchestrator.from_client(client, config=config, settings=settings) as o:
-        yield o
 
 
 def _worker(

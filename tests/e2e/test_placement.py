@@ -6,7 +6,7 @@ Real Redis; in-process workers, and real worker processes for the CLI's view."""
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -50,14 +50,6 @@ MOVING = CONFIG.replace(
 @pytest.fixture
 def config() -> FileConfig:
     return parse_config(CONFIG)
-
-
-@pytest.fixture
-async def orch(
-    client: Redis, config: FileConfig, settings: Settings
-) -> AsyncIterator[Orchestrator]:
-    async with Orchestrator.from_client(client, config=config, settings=settings) as o:
-        yield o
 
 
 def _placed(

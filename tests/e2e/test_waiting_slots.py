@@ -9,16 +9,14 @@ from __future__ import annotations
 
 import asyncio
 import signal
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 from redis.asyncio import Redis
 
-from deepagents.config import FileConfig, load_config
 from deepagents.contract import ResultStatus, Task
 from deepagents.orchestrator import Orchestrator
-from tests.e2e.conftest import registered, worker_procs
+from tests.e2e.conftest import registered
 from tests.support.asking import CONFIG
 from tests.support.procs import Procs
 from tests.support.wait import eventually
@@ -33,20 +31,6 @@ def config_path(tmp_path: Path) -> Path:
     path = tmp_path / "deepagents.yaml"
     path.write_text(CONFIG)
     return path
-
-
-@pytest.fixture
-def config(config_path: Path) -> FileConfig:
-    return load_config(config_path)
-
-
-@pytest.fixture
-def procs(redis_url: str, prefix: str, config_path: Path, client: Redis) -> Iterator[Procs]:
-    p = worker_procs(redis_url, prefix, config_path)
-    try:
-        yield p
-    finally:
-        p.close()
 
 
 async def _drain(orch: Orchestrator, n: int) -> None:
