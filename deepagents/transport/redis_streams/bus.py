@@ -94,6 +94,9 @@ class RedisStreamBus(RedisWaiting):
         self.result_ttl_s = result_ttl_s
         self.scripts = Scripts.register(client)
         self.lanes = Lanes(client)
+        # Once: redis-py's client classes derive from a typing.Protocol, so an isinstance
+        # check runs Python code (two per submit were 3% of its instructions, callgrind).
+        self._cluster = isinstance(client, RedisCluster)
 
     async def aclose(self) -> None:
         await self.lanes.aclose()
@@ -307,7 +310,7 @@ class RedisStreamBus(RedisWaiting):
 
     @property
     def cluster(self) -> bool:
-        return isinstance(self.client, RedisCluster)
+        return self._cluster
 
     async def set_many(
         self,

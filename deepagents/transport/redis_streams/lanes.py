@@ -30,6 +30,7 @@ import redis.exceptions as rex
 from redis.asyncio import Redis, RedisCluster
 from redis.asyncio.connection import AbstractConnection
 
+from deepagents._internal.deadlines import Deadlines
 from deepagents.transport.redis_streams.pool import own_connection
 
 _SINGLE = ""  # the node name of a client that is not a cluster's
@@ -46,6 +47,7 @@ class Lanes:
         self._cluster = client if isinstance(client, RedisCluster) else None
         self._idle: dict[str, list[AbstractConnection]] = {}
         self._open: set[AbstractConnection] = set()
+        self._deadlines = Deadlines()  # each exchange within its socket timeout
 
     async def call(self, *command: Any) -> Any:
         (reply,) = await self.pipeline([command])
@@ -128,14 +130,25 @@ class Lanes:
             if self._cluster is not None:
                 await self._refresh_map()
             raise
+        limit = conn.socket_timeout
+        task = self._deadlines.start(limit) if limit else None
         try:
             replies = await _round_trip(conn, commands, raise_on_error)
         except BaseException as exc:
+            timed_out = False
+            if task is not None:
+                cancelled = isinstance(exc, asyncio.CancelledError)
+                timed_out = cancelled and self._deadlines.expired(task)
+                self._deadlines.end(task)
             self._open.discard(conn)
             await conn.disconnect(nowait=True)
             if self._cluster is not None and isinstance(exc, _MAP_CHANGED):
                 await self._refresh_map()
+            if timed_out:  # the caller sees redis-py's error, as from a client
+                raise rex.TimeoutError(f"no reply from Redis within {limit} s") from None
             raise
+        if task is not None:
+            self._deadlines.end(task)
         self._idle.setdefault(node, []).append(conn)
         return replies
 
@@ -153,6 +166,7 @@ class Lanes:
         return conn
 
     async def aclose(self) -> None:
+        await self._deadlines.aclose()
         conns, self._open, self._idle = self._open, set(), {}
         for conn in conns:
             await conn.disconnect()
@@ -161,35 +175,30 @@ class Lanes:
 async def _round_trip(
     conn: AbstractConnection, commands: Sequence[Sequence[Any]], raise_on_error: bool
 ) -> list[Any]:
-    """Write the commands, read every reply, all within the connection's socket timeout:
-    one timer for the exchange. redis-py starts one per read (and our connection one per
-    write), about 4% of the worker's CPU at a few dozen tasks per batch (``docs/benchmarks.md``,
-    session 12).
+    """Write the commands and read every reply; bounded by the caller (``_exchange``)
+    with the connection's socket timeout, once for the whole exchange: redis-py starts a
+    timer per read (and our connection one per write).
 
     Once connected, the exchange writes to the connection's stream and reads its parser
     directly: ``send_packed_command`` and ``read_response`` add checks and error mapping
     done here anyway (the caller closes the connection on any error), about 6 µs a round
     trip when it is not hot, on each of the three a lone task makes from submit to
     handler (enqueue, read, begin: ``docs/benchmarks.md``, "Light-load latency")."""
-    limit = conn.socket_timeout
     try:
-        async with asyncio.timeout(limit):
-            if not conn.is_connected:  # connects and greets, as a first command would
-                await conn.connect()  # type: ignore[no-untyped-call]
-            # redis-py's own stream and parser (private names, there since redis-py 4.2)
-            writer: Any = conn._writer
-            parser: Any = conn._parser
-            writer.writelines(conn.pack_commands(commands))
-            await writer.drain()
-            replies = []
-            for _ in commands:
-                reply = await parser.read_response()
-                if raise_on_error and isinstance(reply, rex.ResponseError):
-                    raise reply
-                replies.append(reply)
-            return replies
-    except TimeoutError:  # asyncio's: the caller sees redis-py's, as from a client
-        raise rex.TimeoutError(f"no reply from Redis within {limit} s") from None
+        if not conn.is_connected:  # connects and greets, as a first command would
+            await conn.connect()  # type: ignore[no-untyped-call]
+        # redis-py's own stream and parser (private names, there since redis-py 4.2)
+        writer: Any = conn._writer
+        parser: Any = conn._parser
+        writer.writelines(conn.pack_commands(commands))
+        await writer.drain()
+        replies = []
+        for _ in commands:
+            reply = await parser.read_response()
+            if raise_on_error and isinstance(reply, rex.ResponseError):
+                raise reply
+            replies.append(reply)
+        return replies
     except OSError as exc:  # the socket's own error, mapped as redis-py's connection does
         raise rex.ConnectionError(f"Error while talking to Redis: {exc}") from exc
 
