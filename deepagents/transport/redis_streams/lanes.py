@@ -142,8 +142,8 @@ class Lanes:
                 self._deadlines.end(task)
             self._open.discard(conn)
             await conn.disconnect(nowait=True)
-            if self._cluster is not None and isinstance(exc, _MAP_CHANGED):
-                await self._refresh_map()
+            if self._cluster is not None and (timed_out or isinstance(exc, _MAP_CHANGED)):
+                await self._refresh_map()  # a timeout too: its node may be gone
             if timed_out:  # the caller sees redis-py's error, as from a client
                 raise rex.TimeoutError(f"no reply from Redis within {limit} s") from None
             raise
