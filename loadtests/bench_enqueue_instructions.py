@@ -29,12 +29,11 @@ import shutil
 import subprocess
 import sys
 import tempfile
-import time
 from pathlib import Path
 
 import orjson
 
-from deepagents._internal.redis_server import free_port, redis_server_binary
+from deepagents._internal.redis_server import EmbeddedRedis
 
 REPO = Path(__file__).resolve().parents[1]
 PEERS = REPO / "loadtests" / "peers"
@@ -80,68 +79,27 @@ def callgrind_total(path: Path) -> int:
     return int(match.group(1))
 
 
-class Server:
-    """A redis-server, under callgrind or not."""
-
-    def __init__(self, work: Path, *, counted: bool) -> None:
-        self.port = free_port()
-        self.work = work
-        command = [redis_server_binary(), "--port", str(self.port), "--save", "", "--appendonly"]
-        command += ["no", "--dir", str(work)]
-        if counted:
-            command = [
-                "valgrind",
-                "--tool=callgrind",
-                f"--callgrind-out-file={work}/redis.cg.%p",
-                *command,
-            ]
-        self.process = subprocess.Popen(
-            command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
-        )
-        self.url = f"redis://127.0.0.1:{self.port}/0"
-        self._wait_up()
-
-    def _wait_up(self) -> None:
-        deadline = time.monotonic() + 120
-        while time.monotonic() < deadline:
-            done = subprocess.run(
-                ["redis-cli", "-p", str(self.port), "PING"], capture_output=True, check=False
-            )
-            if done.stdout.strip() == b"PONG":
-                return
-            time.sleep(0.2)
-        raise RuntimeError("redis-server did not start")
-
-    def control(self, *args: str) -> None:
-        subprocess.run(
-            ["callgrind_control", *args, str(self.process.pid)], check=True, capture_output=True
-        )
-
-    def stop(self) -> None:
-        self.process.terminate()
-        self.process.wait(120)
-
-
 def producer_instructions(system: str, n: int, work: Path, peers_python: str) -> int:
-    server = Server(work, counted=False)
-    try:
+    with EmbeddedRedis() as server:
         out = work / f"producer.{system}.{n}.cg"
         command = ["valgrind", "--tool=callgrind", f"--callgrind-out-file={out}"]
         command += producer(system, server.url, n, peers_python)
         subprocess.run(command, env=env(server.url), check=True, capture_output=True, timeout=1800)
         return callgrind_total(out)
-    finally:
-        server.stop()
 
 
 def redis_instructions(system: str, n: int, work: Path, peers_python: str) -> int:
-    server = Server(work, counted=True)
+    wrapper = ("valgrind", "--tool=callgrind", f"--callgrind-out-file={work}/redis.cg.%p")
+    server = EmbeddedRedis(wrapper=wrapper).start(timeout=120)
     try:
-        server.control("-z")
+        assert server.process is not None
+        pid = str(server.process.pid)  # valgrind runs the server in its own process
+        control = ["callgrind_control"]
+        subprocess.run([*control, "-z", pid], check=True, capture_output=True, timeout=120)
         command = producer(system, server.url, n, peers_python)
         subprocess.run(command, env=env(server.url), check=True, capture_output=True, timeout=1800)
         before = set(work.glob("redis.cg.*"))
-        server.control("-d")
+        subprocess.run([*control, "-d", pid], check=True, capture_output=True, timeout=120)
         (dump,) = set(work.glob("redis.cg.*")) - before
         return callgrind_total(dump)
     finally:

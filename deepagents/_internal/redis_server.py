@@ -45,9 +45,11 @@ class EmbeddedRedis:
         extra_args: tuple[str, ...] = (),
         port: int = 0,
         data_dir: str | None = None,
+        wrapper: tuple[str, ...] = (),
     ) -> None:
         self.binary = binary or redis_server_binary()
         self.extra_args = extra_args
+        self.wrapper = wrapper  # a command the server runs under (valgrind, for a benchmark)
         self.port = port  # 0: a free one, picked at start
         # The caller's directory (kept at stop, so a restart finds its data), or a fresh one.
         self._data_dir = data_dir
@@ -62,6 +64,7 @@ class EmbeddedRedis:
         self.dir = self._data_dir or tempfile.mkdtemp(prefix="deepagents-redis-")
         self.port = self.port or free_port()
         args = [
+            *self.wrapper,
             self.binary,
             "--port",
             str(self.port),
