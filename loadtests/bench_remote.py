@@ -45,6 +45,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Awaitable, Callable
 from datetime import timedelta
 from pathlib import Path
 from typing import Any
@@ -123,18 +124,27 @@ def execute_body() -> bytes:
         "context": {"order": ORDER}})  # fmt: skip
 
 
+async def rate_of(post: Callable[[], Awaitable[None]], calls: int, in_flight: int) -> float:
+    """Requests per second of ``in_flight`` lanes posting ``calls // in_flight`` each."""
+
+    async def lane() -> None:
+        for _ in range(calls // in_flight):
+            await post()
+
+    start = time.perf_counter()
+    await asyncio.gather(*(lane() for _ in range(in_flight)))
+    return calls // in_flight * in_flight / (time.perf_counter() - start)
+
+
 async def posts_httpx(url: str, body: bytes, calls: int, in_flight: int) -> float:
     limits = httpx.Limits(max_connections=in_flight)
     headers = {"content-type": "application/json"}
     async with httpx.AsyncClient(limits=limits, headers=headers) as client:
 
-        async def lane() -> None:
-            for _ in range(calls // in_flight):
-                (await client.post(f"{url}/v1/execute", content=body)).raise_for_status()
+        async def post() -> None:
+            (await client.post(f"{url}/v1/execute", content=body)).raise_for_status()
 
-        start = time.perf_counter()
-        await asyncio.gather(*(lane() for _ in range(in_flight)))
-        return calls // in_flight * in_flight / (time.perf_counter() - start)
+        return await rate_of(post, calls, in_flight)
 
 
 async def posts_aiohttp(url: str, body: bytes, calls: int, in_flight: int) -> float:
@@ -142,15 +152,12 @@ async def posts_aiohttp(url: str, body: bytes, calls: int, in_flight: int) -> fl
     headers = {"content-type": "application/json"}
     async with aiohttp.ClientSession(connector=connector, headers=headers) as client:
 
-        async def lane() -> None:
-            for _ in range(calls // in_flight):
-                async with client.post(f"{url}/v1/execute", data=body) as response:
-                    response.raise_for_status()
-                    await response.read()
+        async def post() -> None:
+            async with client.post(f"{url}/v1/execute", data=body) as response:
+                response.raise_for_status()
+                await response.read()
 
-        start = time.perf_counter()
-        await asyncio.gather(*(lane() for _ in range(in_flight)))
-        return calls // in_flight * in_flight / (time.perf_counter() - start)
+        return await rate_of(post, calls, in_flight)
 
 
 async def clients(url: str, calls: int, runs: int) -> dict[str, float]:
