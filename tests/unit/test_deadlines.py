@@ -9,9 +9,16 @@ import pytest
 from deepagents._internal.deadlines import Deadlines
 
 
-async def _bounded(deadlines: Deadlines, limit_s: float, waited: asyncio.Event) -> str:
-    """What ``Lanes._exchange`` does around a round trip."""
+async def _bounded(
+    deadlines: Deadlines,
+    limit_s: float,
+    waited: asyncio.Event,
+    started: asyncio.Event | None = None,
+) -> str:
+    """What ``Lanes._exchange`` does around a round trip; ``started`` is set once bounded."""
     task = deadlines.start(limit_s)
+    if started is not None:
+        started.set()
     try:
         await waited.wait()
     except asyncio.CancelledError:
@@ -42,10 +49,10 @@ async def test_an_await_past_its_limit_times_out_and_its_task_goes_on() -> None:
 
 async def test_an_await_that_ends_in_time_is_left_alone() -> None:
     deadlines = Deadlines()
-    waited = asyncio.Event()
+    waited, started = asyncio.Event(), asyncio.Event()
     try:
-        running = asyncio.create_task(_bounded(deadlines, 5.0, waited))
-        await asyncio.sleep(0.05)
+        running = asyncio.create_task(_bounded(deadlines, 5.0, waited, started))
+        await asyncio.wait_for(started.wait(), 10)
         waited.set()
         assert await asyncio.wait_for(running, 10) == "done"
     finally:
@@ -54,9 +61,10 @@ async def test_an_await_that_ends_in_time_is_left_alone() -> None:
 
 async def test_a_cancellation_from_outside_is_not_taken_for_a_timeout() -> None:
     deadlines = Deadlines()
+    started = asyncio.Event()
     try:
-        running = asyncio.create_task(_bounded(deadlines, 30.0, asyncio.Event()))
-        await asyncio.sleep(0.05)
+        running = asyncio.create_task(_bounded(deadlines, 30.0, asyncio.Event(), started))
+        await asyncio.wait_for(started.wait(), 10)
         running.cancel()
         with pytest.raises(asyncio.CancelledError):
             await running
@@ -77,9 +85,9 @@ def test_each_event_loop_gets_its_own_checker() -> None:
 
 async def test_aclose_stops_the_checker() -> None:
     deadlines = Deadlines()
-    waited = asyncio.Event()
-    running = asyncio.create_task(_bounded(deadlines, 5.0, waited))
-    await asyncio.sleep(0.05)
+    waited, started = asyncio.Event(), asyncio.Event()
+    running = asyncio.create_task(_bounded(deadlines, 5.0, waited, started))
+    await asyncio.wait_for(started.wait(), 10)
     checker = deadlines._checker
     assert checker is not None and not checker.done()
     waited.set()
