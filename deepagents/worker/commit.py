@@ -140,10 +140,11 @@ class Outcomes:
                 # A stale run (a paused or partitioned worker): the fence held. Rare, and
                 # what an operator looks for after a pause, so it is said once per task.
                 stats.lost_ownership += 1
+                task_id = flight.envelope.task.task_id
                 log.warning(
                     "commit of task %s refused: another consumer owns its entry now",
-                    flight.envelope.task.task_id,
-                    extra={"action": "commit_refused"},
+                    task_id,
+                    extra={"action": "commit_refused", "task_id": task_id},
                 )
         if m is not None:
             m.observe_many(waits, runs)

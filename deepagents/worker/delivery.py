@@ -5,6 +5,8 @@ This module wires them from the worker's parts; none of them sees the worker."""
 
 from __future__ import annotations
 
+import logging
+
 from deepagents.config.schema import AgentSettings, FileConfig
 from deepagents.contract.agent import AgentContract
 from deepagents.store.base import Answers
@@ -24,6 +26,8 @@ from deepagents.worker.runner import AgentRunner
 from deepagents.worker.settle import Settler
 from deepagents.worker.stats import WorkerStats
 from deepagents.worker.steps import StepBook
+
+log = logging.getLogger("deepagents.worker")
 
 
 class DeliveryHandler:
@@ -130,6 +134,15 @@ class DeliveryHandler:
         flight = self.settler.inflight.get((ref.name, entry_id))
         if flight is not None and self.run.lose(flight):
             self.stats.lost_ownership += 1
+            # A paused or starved worker: its lease ran out and another consumer claimed
+            # the task (a step in flight here may run again there). Said once per task,
+            # as a refused commit or step record is.
+            task_id = flight.envelope.task.task_id
+            log.warning(
+                "task %s: another consumer owns its entry now; its run here stops",
+                task_id,
+                extra={"action": "lease_lost", "task_id": task_id},
+            )
 
     async def stop(self) -> None:
         """Shutdown, after the grace period: stop what is left and hand its entries back."""

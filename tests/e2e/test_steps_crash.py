@@ -3,11 +3,14 @@
 and restarted. Every task ends with one result, and every recorded step's side effect
 happened once — but for the in-flight rule: a step whose fn finished on the killed worker
 but whose record had not landed runs again, at most one such step per lane of a task per
-kill."""
+kill. A live worker whose lease ran out (starved past the 1 s visibility timeout on a slow
+machine) is, to the protocol, as good as dead: its in-flight steps may run again too, and
+it says so in its log (``lease_lost``, ``step_refused``, ``commit_refused``)."""
 
 from __future__ import annotations
 
 import asyncio
+import json
 import random
 import signal
 from collections import defaultdict
@@ -47,6 +50,11 @@ def steps_procs(redis_url: str, prefix: str, steps_config: Path, client: Redis) 
 
 def _effects(path: Path) -> list[tuple[str, str, int]]:
     """(task id, step id, pid) per effect line, in the order they were written."""
+    return [(task_id, step_id, pid) for task_id, step_id, pid, _ in _runs(path)]
+
+
+def _runs(path: Path) -> list[tuple[str, str, int, int]]:
+    """(task id, step id, pid, attempt) per effect line, in the order they were written."""
     if not path.exists():
         return []
     text = path.read_text()
@@ -55,9 +63,23 @@ def _effects(path: Path) -> list[tuple[str, str, int]]:
     lines = text.splitlines() if text.endswith("\n") else text.splitlines()[:-1]
     out = []
     for line in lines:
-        key, pid, _attempt = line.split(" ")
+        key, pid, attempt = line.split(" ")
         task_id, step_id = key.split("/", 1)
-        out.append((task_id, step_id, int(pid)))
+        out.append((task_id, step_id, int(pid), int(attempt)))
+    return out
+
+
+_LET_GO = frozenset({"lease_lost", "step_refused", "commit_refused"})
+
+
+def _let_go(log: str) -> set[str]:
+    """The tasks a worker's log says it lost to another consumer while it lived."""
+    out = set()
+    for line in log.splitlines():
+        if line.startswith("{"):
+            record = json.loads(line)
+            if record.get("action") in _LET_GO:
+                out.add(record["task_id"])
     return out
 
 
@@ -101,34 +123,41 @@ async def test_steps_resume_after_kill_9_and_completed_steps_never_run_again(
     task_ids = [h.task_id for h in handles]
     assert_committed_once(await committed_events(client, prefix, "pipeline", SHARDS), task_ids)
 
-    runs: dict[tuple[str, str], list[int]] = defaultdict(list)
-    in_lane: dict[tuple[str, int, str], list[str]] = defaultdict(list)  # in the order run
-    for task_id, step_id, pid in _effects(effects):
-        runs[(task_id, step_id)].append(pid)
-        in_lane[(task_id, pid, _lane(step_id))].append(step_id)
-    reruns: dict[tuple[str, int], list[str]] = defaultdict(list)  # (task, killed pid): steps
+    # A run is (pid, attempt): one delivery of the task, on one worker.
+    runs: dict[tuple[str, str], list[tuple[int, int]]] = defaultdict(list)
+    in_lane: dict[tuple[str, tuple[int, int], str], list[str]] = defaultdict(list)  # run order
+    for task_id, step_id, pid, attempt in _runs(effects):
+        runs[(task_id, step_id)].append((pid, attempt))
+        in_lane[(task_id, (pid, attempt), _lane(step_id))].append(step_id)
+    let_go = {proc.pid: _let_go(steps_procs.log(proc)) for proc in steps_procs.procs}
+    # (task, the run it left unrecorded): its steps that ran again
+    reruns: dict[tuple[str, tuple[int, int]], list[str]] = defaultdict(list)
     for handle in handles:
         keys = f"{prefix}:{{pipeline:{handle.shard}}}:s:{handle.task_id}"
         fields = [as_bytes(f).decode() for f in await client.hkeys(keys)]
         recorded = [f[5:] for f in fields if f.startswith("step:")]
         assert len(recorded) == STEPS, f"{handle.task_id}: {len(recorded)} steps recorded"
         for step_id in recorded:
-            pids = runs[(handle.task_id, step_id)]
-            assert pids, f"recorded step {handle.task_id}/{step_id} never ran its effect"
-            # Every run but the last (the recorded one) was in flight on a killed worker.
-            for pid in pids[:-1]:
-                assert pid in killed, f"{handle.task_id}/{step_id} ran again: {pids}"
-                reruns[(handle.task_id, pid)].append(step_id)
-    for (task_id, pid), steps in reruns.items():
+            step_runs = runs[(handle.task_id, step_id)]
+            assert step_runs, f"recorded step {handle.task_id}/{step_id} never ran its effect"
+            # Every run but the last (the recorded one) was in flight on a worker that was
+            # killed, or that lost the task's lease and said so.
+            for pid, attempt in step_runs[:-1]:
+                assert pid in killed or handle.task_id in let_go.get(pid, set()), (
+                    f"{handle.task_id}/{step_id} ran again: {step_runs} (pid, attempt); "
+                    f"killed {sorted(killed)}; pid {pid} let go of {sorted(let_go.get(pid, []))}"
+                )
+                reruns[(handle.task_id, (pid, attempt))].append(step_id)
+    for (task_id, run), steps in reruns.items():
         lanes = [_lane(s) for s in steps]
-        assert len(set(lanes)) == len(lanes), f"two steps of one lane reran on {pid}: {steps}"
+        assert len(set(lanes)) == len(lanes), f"two steps of one lane reran after {run}: {steps}"
         assert len(steps) <= LANES
-        for step_id in steps:  # the one in flight: the last its lane ran on the killed worker
-            assert in_lane[(task_id, pid, _lane(step_id))][-1] == step_id, (task_id, step_id)
+        for step_id in steps:  # the one in flight: the last its lane ran in that delivery
+            assert in_lane[(task_id, run, _lane(step_id))][-1] == step_id, (task_id, step_id)
     # The kills hit tasks mid-run: some ran steps on a killed worker and the rest elsewhere.
     pids_of: dict[str, set[int]] = defaultdict(set)
-    for (task_id, _), pids in runs.items():
-        pids_of[task_id].update(pids)
+    for (task_id, _), step_runs in runs.items():
+        pids_of[task_id].update(pid for pid, _ in step_runs)
     resumed = [t for t, pids in pids_of.items() if pids & killed and pids - killed]
     assert resumed, "some tasks must have resumed on another worker after a kill"
 

@@ -5,6 +5,7 @@ deadline must cancel it alone, and each must see its own context variables."""
 from __future__ import annotations
 
 import asyncio
+import logging
 from datetime import timedelta
 from typing import Any
 
@@ -90,7 +91,7 @@ class Counting(AgentContract):
 
 
 async def test_a_delivery_lost_before_its_batch_task_reaches_it_is_skipped(
-    client: Redis, prefix: str, monkeypatch: pytest.MonkeyPatch
+    client: Redis, prefix: str, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
 ) -> None:
     """Ownership lost between its begin and its batch's first step (the heartbeat found
     another owner): the batch's task skips it and frees its slot; the rest of the batch
@@ -123,7 +124,8 @@ async def test_a_delivery_lost_before_its_batch_task_reaches_it_is_skipped(
     async with Orchestrator.from_client(client, config=config, settings=settings) as orch:
         handles = await orch.submit_many([Task(intent="probe", payload={}) for _ in range(10)])
         async with running_worker(client, settings, config, agent) as worker:
-            results = await asyncio.gather(*(h.result(timeout=30) for h in handles))
+            with caplog.at_level(logging.WARNING, logger="deepagents.worker"):
+                results = await asyncio.gather(*(h.result(timeout=30) for h in handles))
             assert worker.stats.lost_ownership == 1
             assert not worker.inflight  # every delivery settled, the skipped one too
     # The skipped one ran once, on its second delivery (reclaimed after the visibility
@@ -131,4 +133,7 @@ async def test_a_delivery_lost_before_its_batch_task_reaches_it_is_skipped(
     assert sorted(agent.ran) == sorted(h.task_id for h in handles)
     attempts = {h.task_id: r.metrics.attempts for h, r in zip(handles, results, strict=True)}
     assert attempts.pop(marked[0]) == 2
+    # Said once, with the task: what an operator looks for after a worker stalled.
+    lost = [r for r in caplog.records if getattr(r, "action", "") == "lease_lost"]
+    assert [getattr(r, "task_id", None) for r in lost] == marked
     assert set(attempts.values()) == {1}

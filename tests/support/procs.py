@@ -53,6 +53,10 @@ class Procs:
         """The last lines a process without pipes wrote (for assertion messages)."""
         return self._paths[proc.pid].read_text(errors="replace")[-4000:]
 
+    def log(self, proc: subprocess.Popen[bytes]) -> str:
+        """All that a process without pipes wrote."""
+        return self._paths[proc.pid].read_text(errors="replace")
+
     def worker(
         self, agent: str, *extra: str, env: dict[str, str] | None = None
     ) -> subprocess.Popen[bytes]:
