@@ -7,7 +7,8 @@
 To compare two trees, run it with ``PYTHONPATH`` set to each, alternating. The outbox is on
 (each task's ``submitted`` audit event is written with it), as in production. Prints one
 JSON line: the mode, tasks/s, µs per task (wall clock) and the producer's CPU µs per
-task (``process_time``: less moved by other load on a shared machine than wall clock).
+task (``process_time``: less moved by other load on a shared machine than wall clock), and
+Redis's CPU µs per task (its ``INFO cpu`` around the same loop): the two sides of a submit.
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ from __future__ import annotations
 import asyncio
 import sys
 import time
+from typing import Any
 
 import orjson
 
@@ -33,7 +35,7 @@ IN_FLIGHT = 64
 BATCH = 500
 
 
-async def run(url: str, mode: str, n: int) -> tuple[float, float]:
+async def run(url: str, mode: str, n: int) -> tuple[float, float, float]:
     client = connect(url)
     settings = Settings(prefix="bench-submit", outbox=True)
     async with Orchestrator.from_client(
@@ -41,6 +43,7 @@ async def run(url: str, mode: str, n: int) -> tuple[float, float]:
     ) as orch:
         for i in range(WARMUP):  # connections, scripts loaded
             await orch.submit({"intent": "echo", "payload": {"i": i}})
+        redis_cpu = await _redis_cpu(client)
         start, cpu = time.perf_counter(), time.process_time()
         if mode == "seq":
             for i in range(n):
@@ -59,8 +62,14 @@ async def run(url: str, mode: str, n: int) -> tuple[float, float]:
                     [Task(intent="echo", payload={"i": j}) for j in range(i, min(n, i + BATCH))]
                 )
         elapsed, cpu = time.perf_counter() - start, time.process_time() - cpu
+        redis_cpu = await _redis_cpu(client) - redis_cpu
     await client.aclose()
-    return elapsed, cpu
+    return elapsed, cpu, redis_cpu
+
+
+async def _redis_cpu(client: Any) -> float:
+    info = await client.info("cpu")
+    return float(info["used_cpu_user"]) + float(info["used_cpu_sys"])
 
 
 def main() -> None:
@@ -68,13 +77,16 @@ def main() -> None:
     if mode not in ("seq", "conc", "many"):
         sys.exit(f"unknown mode {mode!r}: seq, conc or many")
     with EmbeddedRedis() as server:
-        elapsed, cpu = asyncio.run(run(server.url, mode, n))
-    per_s, us, cpu_us = round(n / elapsed), round(elapsed / n * 1e6, 1), round(cpu / n * 1e6, 1)
-    print(
-        orjson.dumps(
-            {"mode": mode, "tasks": n, "per_s": per_s, "us_per_task": us, "cpu_us_per_task": cpu_us}
-        ).decode()
-    )
+        elapsed, cpu, redis_cpu = asyncio.run(run(server.url, mode, n))
+    line = {
+        "mode": mode,
+        "tasks": n,
+        "per_s": round(n / elapsed),
+        "us_per_task": round(elapsed / n * 1e6, 1),
+        "cpu_us_per_task": round(cpu / n * 1e6, 1),
+        "redis_cpu_us_per_task": round(redis_cpu / n * 1e6, 1),
+    }
+    print(orjson.dumps(line).decode())
 
 
 if __name__ == "__main__":

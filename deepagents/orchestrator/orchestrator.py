@@ -46,6 +46,7 @@ from deepagents.errors import (
 )
 from deepagents.orchestrator.coalesce import SubmitCoalescer
 from deepagents.orchestrator.handle import TaskHandle
+from deepagents.orchestrator.parts import PART_MIN, shard_parts
 from deepagents.orchestrator.replies import Question, Replied, Replies, question_of
 from deepagents.orchestrator.routing import Route, Router, agent_specs
 from deepagents.orchestrator.versions import version_routing
@@ -226,7 +227,8 @@ class Orchestrator:
     async def submit_many(
         self, tasks: Sequence[Task | Mapping[str, Any]], *, recorded: Collection[str] = ()
     ) -> list[TaskHandle]:
-        """Validate all first (one bad task enqueues none), then enqueue in one round trip.
+        """Validate all first (one bad task enqueues none), then enqueue in one round trip
+        (a large batch over several shards: in parts side by side, ``parts.py``).
         When a tracer records, each task gets a PRODUCER span whose traceparent it carries.
 
         ``recorded``: task ids whose location keys the caller already wrote (see
@@ -270,24 +272,15 @@ class Orchestrator:
     ) -> list[TaskHandle]:
         prepared = [self._prepare(t, spans) for t in tasks]
         prepared = await self._apply_idempotency(prepared)
-        items = []
-        if self.settings.outbox:
-            ts = utcnow().isoformat()  # one submit call, one time of submission
-            for task, route, task_json, _ in prepared:
-                events = _submitted_events(task, route, ts)
-                items.append((route.stream, task.task_id, task_json, self.reply_channel, events))
+        ts = utcnow().isoformat()  # one submit call, one time of submission
+        parts = None
+        # With replicas, one WAIT confirms the whole batch: it stays one round trip.
+        if len(prepared) >= 2 * PART_MIN and not self.settings.min_replicas:
+            parts = shard_parts([route.stream.keys.tag for _, route, _, _ in prepared])
+        if parts is None or len(parts) == 1:
+            replies = await self._enqueue(prepared, recorded, ts)
         else:
-            for task, route, task_json, _ in prepared:
-                items.append((route.stream, task.task_id, task_json, self.reply_channel, b""))
-        specs = self.router.specs
-        replies = await self.bus.enqueue_many(
-            items,
-            max_backlog=[specs[r.agent].max_backlog for _, r, _, _ in prepared],
-            locations=self._locations(prepared, recorded),
-            location_ttl_s=self.location_ttl_s,
-            replicas=self.settings.min_replicas,
-            replica_wait_ms=self.settings.replica_wait_ms,
-        )
+            replies = await self._enqueue_parts(prepared, parts, recorded, ts)
         handles: list[TaskHandle] = []
         refused = []
         counts: dict[tuple[str, str, str], int] = {}
@@ -316,6 +309,54 @@ class Orchestrator:
         if refused:
             raise self.overloaded(refused[0], len(refused), handles)
         return handles
+
+    async def _enqueue(
+        self, prepared: list[tuple[Task, Route, bytes, bool]], recorded: Collection[str], ts: str
+    ) -> list[tuple[str, str]]:
+        """Enqueue validated tasks in one round trip: (status, entry id) per task; ``ts`` is
+        the time of their ``submitted`` events."""
+        reply = self.reply_channel
+        if self.settings.outbox:
+            items = [
+                (route.stream, task.task_id, task_json, reply, _submitted_events(task, route, ts))
+                for task, route, task_json, _ in prepared
+            ]
+        else:
+            items = [
+                (route.stream, task.task_id, task_json, reply, b"")
+                for task, route, task_json, _ in prepared
+            ]
+        specs = self.router.specs
+        return await self.bus.enqueue_many(
+            items,
+            max_backlog=[specs[r.agent].max_backlog for _, r, _, _ in prepared],
+            locations=self._locations(prepared, recorded),
+            location_ttl_s=self.location_ttl_s,
+            replicas=self.settings.min_replicas,
+            replica_wait_ms=self.settings.replica_wait_ms,
+        )
+
+    async def _enqueue_parts(
+        self,
+        prepared: list[tuple[Task, Route, bytes, bool]],
+        parts: list[list[int]],
+        recorded: Collection[str],
+        ts: str,
+    ) -> list[tuple[str, str]]:
+        """Each part in a round trip of its own, side by side (``parts.py``). Every part has
+        landed or failed before this returns; a failure is raised then, as one round trip's
+        would be (the parts that landed stay enqueued: a retry finds them, by task id)."""
+        outcomes = await asyncio.gather(
+            *(self._enqueue([prepared[i] for i in part], recorded, ts) for part in parts),
+            return_exceptions=True,
+        )
+        replies: list[tuple[str, str]] = [("", "")] * len(prepared)
+        for part, outcome in zip(parts, outcomes, strict=True):
+            if isinstance(outcome, BaseException):
+                raise outcome
+            for i, reply in zip(part, outcome, strict=True):
+                replies[i] = reply
+        return replies
 
     def overloaded(self, route: Route, refused: int, accepted: list[TaskHandle]) -> Overloaded:
         """The refusal ``submit_many`` raises when ``refused`` tasks found ``route``'s stream

@@ -6,6 +6,7 @@ import asyncio
 from datetime import timedelta
 from pathlib import Path
 
+import orjson
 import pytest
 from redis.asyncio import Redis
 
@@ -264,3 +265,45 @@ async def test_a_large_batch_counts_the_backlog_across_its_parts(
     assert await client.exists(f"{prefix}:loc:{tasks[600].task_id}") == 1
     assert await client.exists(f"{prefix}:loc:{first_refused}") == 0
     assert await client.exists(f"{prefix}:{{echo:0}}:t:{first_refused}") == 0
+
+
+async def test_a_large_batch_over_shards_keeps_each_streams_order(
+    client: Redis, settings: Settings, prefix: str
+) -> None:
+    """A batch large enough to go as parts side by side (``orchestrator/parts.py``): each
+    handle is its own task's, in the batch's order; each stream holds its tasks in the
+    batch's order; a task given twice is enqueued once."""
+    config = parse_config("defaults: {shards: 4}\nagents: {echo: {class: 'agents.echo:EchoAgent'}}")
+    tasks = [Task(intent="echo", payload={"i": i}) for i in range(1000)]
+    tasks.insert(900, tasks[3])
+    async with Orchestrator.from_client(client, config=config, settings=settings) as orch:
+        handles = await orch.submit_many(tasks)
+    assert [h.task_id for h in handles] == [t.task_id for t in tasks]
+    assert [i for i, h in enumerate(handles) if h.duplicate] == [900]
+    for shard in range(4):
+        key = f"{prefix}:{{echo:{shard}}}:p2"
+        entries: list[tuple[bytes, dict[bytes, bytes]]] = await client.xrange(key)  # type: ignore[assignment]
+        queued = [orjson.loads(fields[b"task"])["task_id"] for _, fields in entries]
+        mine = [h.task_id for h in handles if h.shard == shard and not h.duplicate]
+        assert queued == mine
+
+
+async def test_a_large_batch_whose_first_part_fails_still_lands_the_others(
+    client: Redis, settings: Settings, prefix: str
+) -> None:
+    """The first part's script fails (its stream's key holds a string: WRONGTYPE). The call
+    raises that error, as one round trip would; the other part landed all the same, and a
+    retry of the batch finds its tasks, by task id, and enqueues the rest once fixed."""
+    config = parse_config("defaults: {shards: 2}\nagents: {echo: {class: 'agents.echo:EchoAgent'}}")
+    tasks = [Task(intent="echo", payload={"i": i}) for i in range(600)]
+    async with Orchestrator.from_client(client, config=config, settings=settings) as orch:
+        shards = [orch.router.route(t).shard for t in tasks]
+        first = shards[0]
+        await client.set(f"{prefix}:{{echo:{first}}}:p2", "not a stream")
+        with pytest.raises(TransportError, match="WRONGTYPE"):
+            await orch.submit_many(tasks)
+        assert await client.xlen(f"{prefix}:{{echo:{1 - first}}}:p2") == shards.count(1 - first)
+        await client.delete(f"{prefix}:{{echo:{first}}}:p2")
+        again = await orch.submit_many(tasks)
+    assert [h.duplicate for h in again] == [s != first for s in shards]
+    assert await client.xlen(f"{prefix}:{{echo:{first}}}:p2") == shards.count(first)
