@@ -157,6 +157,31 @@ async def test_lanes_find_the_new_primary_by_themselves(
         await client.aclose()
 
 
+async def test_lanes_find_the_new_primary_after_a_silent_one(
+    pair: tuple[EmbeddedRedis, EmbeddedRedis],
+) -> None:
+    """A primary that stops answering (SIGSTOP: its socket stays open, nothing is refused)
+    and its replica promoted: the exchange that meets the silent node times out, and that
+    timeout refreshes the map as a lost connection does, so the next exchange reaches the
+    new primary rather than time out on the silent one again."""
+    primary, replica = pair
+    # A short socket timeout, for a test of seconds (the bus's own is the read block + 10 s).
+    client: Any = redis.asyncio.RedisCluster.from_url(primary.url, socket_timeout=1.0)
+    lanes = Lanes(client)
+    assert primary.process is not None
+    try:
+        assert await lanes.pipeline([("SET", "{a}k", "1"), ("WAIT", 1, 5_000)]) == [b"OK", 1]
+        primary.process.send_signal(signal.SIGSTOP)
+        _promote(replica)
+        with pytest.raises(redis.exceptions.TimeoutError):
+            await lanes.pipeline([("GET", "{a}k")])  # the map still names the silent node
+        assert await lanes.pipeline([("GET", "{a}k")]) == [b"1"]
+    finally:
+        primary.process.send_signal(signal.SIGCONT)
+        await lanes.aclose()
+        await client.aclose()
+
+
 async def test_min_replicas_waits_for_the_replicas_of_each_node(
     pair: tuple[EmbeddedRedis, EmbeddedRedis], prefix: str
 ) -> None:
