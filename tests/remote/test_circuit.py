@@ -20,11 +20,13 @@ from deepagents.contract.task import utcnow
 from deepagents.errors import CircuitOpen, ErrorCode
 from deepagents.remote import RemoteAgent, remote_agent_class
 from deepagents.remote.errors import ServiceDown
+from deepagents.store import breaker
 from deepagents.store.breaker import BreakerState, Permit
 from deepagents.transport.keys import Keys
 from deepagents.transport.redis_streams import connect
 from deepagents.worker.retry import decide
 from tests.remote.conftest import StartNode
+from tests.support.replies import as_bytes
 from tests.support.wait import eventually
 
 ORDER = {"symbol": "IF", "side": "buy", "quantity": 2, "price": "4000.5",
@@ -160,6 +162,32 @@ async def test_a_long_wait_is_spread_wider_the_older_the_task(
         assert [round(w, 1) for w in waits] == [1.5, 31.0, 61.0]
     finally:
         await agent.aclose()
+
+
+@pytest.mark.parametrize("flush_s", [3600.0, 0.0], ids=["pending", "in-the-air"])
+async def test_aclose_sends_the_successes_the_window_has_not_seen(
+    node_agent: StartNode,
+    client: Redis,
+    prefix: str,
+    monkeypatch: pytest.MonkeyPatch,
+    flush_s: float,
+) -> None:
+    """Successes are counted locally and sent now and then; a worker that stops sends what
+    it holds (``pending``: none was due) and waits for the sends already in the air
+    (``in-the-air``: each success started one), so the window misses none of its calls."""
+    monkeypatch.setattr(breaker, "SUCCESS_FLUSH_S", flush_s)
+    agent = agent_class(node_agent().url)(redis=client, prefix=prefix)
+    window = Keys(prefix).remote_breaker_window("risk-node")
+    try:
+        for _ in range(3):
+            result = await attempt(agent, Task(intent="risk_check", payload=ORDER))
+            assert result.output["margin"] == "288036.00"
+        if flush_s:
+            assert await client.hlen(window) == 0  # nothing was due: all three held here
+    finally:
+        await agent.aclose()
+    counts = {as_bytes(k).decode(): int(v) for k, v in (await client.hgetall(window)).items()}
+    assert sum(n for k, n in counts.items() if k.startswith("o:")) == 3, counts
 
 
 def test_a_wait_is_not_a_delivery_and_ends_at_the_deadline() -> None:
