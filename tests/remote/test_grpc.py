@@ -14,7 +14,7 @@ import pytest
 from redis.asyncio import Redis
 
 from deepagents.config import FileConfig
-from deepagents.contract import Task
+from deepagents.contract import ResultStatus, Task
 from deepagents.errors import CircuitOpen
 from deepagents.remote import remote_agent_class
 from deepagents.remote.errors import ServiceDown, ServiceUnhealthy
@@ -30,11 +30,16 @@ ORDER = {"symbol": "IF", "side": "buy", "quantity": 2, "price": "4000.5",
          "available_funds": "1000000.00"}  # fmt: skip
 
 
-@pytest.fixture
-def grpc_agent() -> Iterator[Service]:
-    command = [sys.executable, "-m", "agents.remote.python.risk_grpc", "--port", "0"]
+def _start_grpc(*extra: str) -> Service:
+    command = [sys.executable, "-m", "agents.remote.python.risk_grpc", "--port", "0", *extra]
     service = _start(command, {}, None)
     service.url = f"grpc://127.0.0.1:{service.port}"
+    return service
+
+
+@pytest.fixture
+def grpc_agent() -> Iterator[Service]:
+    service = _start_grpc()
     yield service
     _stop(service)
 
@@ -66,6 +71,31 @@ async def test_a_grpc_service_down_is_retried_opens_the_circuit_and_is_unhealthy
             await agent.health_check()
     finally:
         await agent.aclose()
+
+
+@pytest.mark.parametrize("methods", ["execute", "prepare_context,execute"])
+async def test_over_grpc_only_the_methods_health_lists_are_called(
+    methods: str, client: Redis, prefix: str
+) -> None:
+    """Health's ``methods`` over gRPC, as ``/v1/health``'s over HTTP: the service answers
+    UNIMPLEMENTED for the others, so a call to one fails the task; the contract runs and
+    answers as the in-process RiskAgent does."""
+    service = _start_grpc("--methods", methods)
+    remote = {"url": service.url, "timeout_s": 5}
+    entry = FileConfig.model_validate(
+        {"agents": {"risk-grpc": {"intents": ["risk_check"], "remote": remote}}}
+    ).agents["risk-grpc"]
+    agent = remote_agent_class("risk-grpc", entry)(redis=client, prefix=prefix)
+    task = Task(intent="risk_check", payload=ORDER)
+    try:
+        assert await agent.can_handle(task)
+        result = await agent.execute(await agent.prepare_context(task))
+        assert await agent.post_process(result) == {}
+    finally:
+        await agent.aclose()
+        _stop(service)
+    assert result.status is ResultStatus.SUCCESS, result.error
+    assert result.output["margin"] == "288036.00"
 
 
 def test_the_generated_messages_are_the_protos(tmp_path: Path) -> None:

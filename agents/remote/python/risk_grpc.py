@@ -27,10 +27,14 @@ from deepagents.remote.grpc_wire import STEPS as RPCS
 NOOP = {"result": {"status": "success", "output": {}}}  # --noop: execute does no work
 
 
-def _handler(step: str, response: type[Message], noop: bool) -> Callable[[Message, Any], Any]:
+def _handler(
+    step: str, response: type[Message], noop: bool, methods: list[str]
+) -> Callable[[Message, Any], Any]:
     async def handle(request: Message, context: grpc.aio.ServicerContext) -> Message:
         if step == "health":
-            return response(status="ok")
+            return response(status="ok", methods=methods)
+        if methods and step not in methods:  # as a service that has no such rpc answers
+            await context.abort(grpc.StatusCode.UNIMPLEMENTED, f"no {step} here")
         if noop and step == "execute":
             return json_format.ParseDict(NOOP, response())
         body = json_format.MessageToDict(request, preserving_proto_field_name=True)
@@ -46,21 +50,23 @@ def _handler(step: str, response: type[Message], noop: bool) -> Callable[[Messag
     return handle
 
 
-def handlers(noop: bool = False) -> grpc.GenericRpcHandler:
-    methods = {
+def handlers(noop: bool = False, methods: list[str] | None = None) -> grpc.GenericRpcHandler:
+    """``methods``: the contract methods it implements and says so in Health (None: all
+    four, unsaid); the others answer UNIMPLEMENTED."""
+    rpcs = {
         rpc: grpc.unary_unary_rpc_method_handler(
-            _handler(step, response, noop),
+            _handler(step, response, noop, methods or []),
             request_deserializer=request.FromString,
             response_serializer=response.SerializeToString,
         )
         for step, (rpc, request, response) in RPCS.items()
     }
-    return grpc.method_handlers_generic_handler(SERVICE.strip("/"), methods)
+    return grpc.method_handlers_generic_handler(SERVICE.strip("/"), rpcs)
 
 
-async def serve(host: str, port: int, noop: bool) -> None:
+async def serve(host: str, port: int, noop: bool, methods: list[str] | None) -> None:
     server = grpc.aio.server()
-    server.add_generic_rpc_handlers((handlers(noop),))
+    server.add_generic_rpc_handlers((handlers(noop, methods),))
     bound = server.add_insecure_port(f"{host}:{port}")
     await server.start()
     sys.stdout.write(f"listening {bound}\n")
@@ -73,9 +79,17 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--port", type=int, default=8789)
     parser.add_argument("--host", default="127.0.0.1")
     parser.add_argument("--noop", action="store_true", help="execute answers an empty success")
+    parser.add_argument(
+        "--methods",
+        type=lambda text: text.split(","),
+        help="execute[,...]: implement only these contract methods, and say so in Health",
+    )
     args = parser.parse_args(argv)
+    unknown = set(args.methods or ()) - set(STEPS)
+    if unknown:
+        parser.error(f"--methods: not contract methods: {', '.join(sorted(unknown))}")
     with contextlib.suppress(KeyboardInterrupt):
-        asyncio.run(serve(args.host, args.port, args.noop))
+        asyncio.run(serve(args.host, args.port, args.noop, args.methods))
     return 0
 
 

@@ -37,7 +37,9 @@ def prepare_context(body: dict[str, Any]) -> dict[str, Any]:
 
 
 def execute(body: dict[str, Any]) -> dict[str, Any]:
-    task = _task(body).model_copy(update={"payload": body["context"]["order"]})
+    # A service without prepare_context gets an empty context: the task has the order.
+    order = body.get("context", {}).get("order", body["task"]["payload"])
+    task = _task(body).model_copy(update={"payload": order})
     result = AGENT.execute(AGENT.prepare_context(task))
     return {"result": {"status": result.status.value, "output": result.output}}
 
