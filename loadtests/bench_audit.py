@@ -24,6 +24,7 @@ import time
 import uuid
 from collections.abc import Iterator
 from datetime import UTC, datetime
+from typing import Any
 
 import asyncpg
 import orjson
@@ -69,7 +70,7 @@ async def one_run(redis_url: str, pg_url: str, tasks: int, batch: int) -> tuple[
         await client.sadd(Keys(prefix).agents_index, "echo")
         expected = await fill_outbox(client, prefix, "echo", 4, tasks)
         events = sum(len(v) for v in expected.values())
-        sample = await client.xrange(Keys(prefix).shard("echo", 0).outbox, count=300)
+        sample: Any = await client.xrange(Keys(prefix).shard("echo", 0).outbox, count=300)
         size = sum(len(fields[b"events"]) for _, fields in sample) // max(1, len(sample))
         writer = AuditWriter(client, settings=settings, config=FileConfig(), run_migrations=False)
         started = time.perf_counter()

@@ -252,7 +252,8 @@ async def drain(
     with tempfile.NamedTemporaryFile("w", suffix=".yaml", delete=False) as f:
         f.write(text)
     CONFIG_TEXT[f.name] = text
-    echo, noop = [], []
+    echo: list[float] = []
+    noop: list[float] = []
     try:
         for run in range(runs):
             order = ("echo", "noop") if run % 2 == 0 else ("noop", "echo")

@@ -83,7 +83,7 @@ def worker_first_read_ms(server: EmbeddedRedis, config: Path) -> float:
         "DEEPAGENTS_CONFIG": str(config),
         "DEEPAGENTS_ALLOW_EVICTING_REDIS": "true",
     }
-    with client.monitor() as monitor:
+    with client.monitor() as monitor:  # type: ignore[no-untyped-call]
         start = time.time()
         proc = subprocess.Popen(
             [str(BIN / "deepagents"), "worker", "agents.echo:EchoAgent"],
@@ -133,7 +133,7 @@ def main() -> None:
         for _ in range(args.runs):
             results["worker"].append(worker_first_read_ms(server, config))
     for name, values in results.items():
-        line = {"measure": name, "runs_ms": [round(v, 1) for v in values]}
+        line: dict[str, Any] = {"measure": name, "runs_ms": [round(v, 1) for v in values]}
         line["median_ms"] = round(statistics.median(values), 1)
         line["min_ms"] = round(min(values), 1)
         if name in heaviest:

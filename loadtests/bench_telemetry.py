@@ -39,7 +39,8 @@ async def one(mode: str, args: argparse.Namespace, run: int) -> dict[str, Any]:
     on = mode == "on"
     configure(Settings(metrics=on, tracing=on), "bench")  # this process's orchestrator
     with EmbeddedRedis() as server:
-        out = await bench_core.one_run(server.url, args.tasks, args.rate, args.seconds, run)
+        pid = server.process.pid if server.process else None
+        out = await bench_core.one_run(server.url, args.tasks, args.rate, args.seconds, run, pid)
     return {"mode": mode, **{k: out[k] for k in KEYS}}
 
 

@@ -124,6 +124,14 @@ async def used_memory(client: Any) -> int:
     return int((await client.info("memory"))["used_memory"])
 
 
+async def _bytes(client: Any, key: str) -> int:
+    """``MEMORY USAGE`` of a key that must be there (a missing one is the benchmark's bug)."""
+    size = await client.memory_usage(key, samples=0)
+    if size is None:
+        raise SystemExit(f"bench_waiting: {key} is missing")
+    return int(size)
+
+
 async def one_run(url: str, args: argparse.Namespace, run: int) -> dict[str, Any]:
     prefix = f"benchwait{run}-{os.getpid()}"
     config = parse_config(CONFIG)
@@ -147,11 +155,11 @@ async def one_run(url: str, args: argparse.Namespace, run: int) -> dict[str, Any
             out["bytes_per_waiting_task"] = round((after - before) / m)
             one = parked[0]
             key = f"{prefix}:{{mixed:{one.shard}}}:t:{one.task_id}"
-            out["task_hash_bytes"] = int(await client.memory_usage(key, samples=0))
+            out["task_hash_bytes"] = await _bytes(client, key)
             record = f"{prefix}:{{mixed:{one.shard}}}:q:{one.task_id}"
-            out["question_record_bytes"] = int(await client.memory_usage(record, samples=0))
+            out["question_record_bytes"] = await _bytes(client, record)
             loc = f"{prefix}:loc:{one.task_id}"
-            out["location_bytes"] = int(await client.memory_usage(loc, samples=0))
+            out["location_bytes"] = await _bytes(client, loc)
             sets = 0
             for shard in range(SHARDS):
                 for name in ("delayed", "waiting"):
