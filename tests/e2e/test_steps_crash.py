@@ -17,6 +17,7 @@ from collections import defaultdict
 from collections.abc import Iterator
 from pathlib import Path
 
+import orjson
 import pytest
 from redis.asyncio import Redis
 
@@ -134,18 +135,22 @@ async def test_steps_resume_after_kill_9_and_completed_steps_never_run_again(
     reruns: dict[tuple[str, tuple[int, int]], list[str]] = defaultdict(list)
     for handle in handles:
         keys = f"{prefix}:{{pipeline:{handle.shard}}}:s:{handle.task_id}"
-        fields = [as_bytes(f).decode() for f in await client.hkeys(keys)]
-        recorded = [f[5:] for f in fields if f.startswith("step:")]
+        stored = {as_bytes(k).decode(): v for k, v in (await client.hgetall(keys)).items()}
+        # Each step's record holds its fn's answer, the pid of the worker that recorded it.
+        recorded = {k[5:]: orjson.loads(v)["pid"] for k, v in stored.items() if k[:5] == "step:"}
         assert len(recorded) == STEPS, f"{handle.task_id}: {len(recorded)} steps recorded"
-        for step_id in recorded:
+        for step_id, owner in recorded.items():
             step_runs = runs[(handle.task_id, step_id)]
-            assert step_runs, f"recorded step {handle.task_id}/{step_id} never ran its effect"
-            # Every run but the last (the recorded one) was in flight on a worker that was
-            # killed, or that lost the task's lease and said so.
-            for pid, attempt in step_runs[:-1]:
+            mine = [i for i, (pid, _) in enumerate(step_runs) if pid == owner]
+            assert mine, f"recorded step {handle.task_id}/{step_id} never ran its effect there"
+            # Every other run was in flight on a worker that was killed, or that lost the
+            # task's lease and said so (a starved one may finish its run after the new
+            # owner's: so the recorded run is found by its pid, not taken as the last).
+            for pid, attempt in step_runs[: mine[-1]] + step_runs[mine[-1] + 1 :]:
                 assert pid in killed or handle.task_id in let_go.get(pid, set()), (
-                    f"{handle.task_id}/{step_id} ran again: {step_runs} (pid, attempt); "
-                    f"killed {sorted(killed)}; pid {pid} let go of {sorted(let_go.get(pid, []))}"
+                    f"{handle.task_id}/{step_id} ran again: {step_runs} (pid, attempt), "
+                    f"recorded by {owner}; killed {sorted(killed)}; "
+                    f"pid {pid} let go of {sorted(let_go.get(pid, []))}"
                 )
                 reruns[(handle.task_id, (pid, attempt))].append(step_id)
     for (task_id, run), steps in reruns.items():
