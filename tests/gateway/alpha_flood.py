@@ -2,8 +2,12 @@
 GIL of the process that times tenant beta's requests.
 
 ``python -m tests.gateway.alpha_flood URL CONNECTIONS`` posts ``INVALID_MIB`` to
-``/v1/tasks`` over CONNECTIONS connections without pause until its stdin closes, then
-prints the status counts as one JSON object (0: the connection closed mid-upload).
+``/v1/tasks`` over CONNECTIONS connections without pause. It says ``started`` once the
+gateway has answered one of them (the flood is on, not just its threads), and stops once
+its stdin has closed and alpha has been refused at least once (its parse budget spent:
+on a fast machine the caller can be done before that), or a minute after that close at
+most. Then it prints the status counts as one JSON object (0: the connection closed
+mid-upload).
 """
 
 from __future__ import annotations
@@ -24,7 +28,7 @@ INVALID_MIB = b'{"intent":"echo","payload":{"x":[' + b"1," * (MIB // 2 - 64) + b
 
 
 def main(url: str, connections: int) -> None:
-    stop = threading.Event()
+    stop, answered, refused = threading.Event(), threading.Event(), threading.Event()
     statuses: Counter[int] = Counter()
     lock = threading.Lock()
     headers = {**auth("alpha"), "Content-Type": "application/json"}
@@ -38,12 +42,17 @@ def main(url: str, connections: int) -> None:
                     status = 0  # refused before the body was read: closed mid-upload
                 with lock:
                     statuses[status] += 1
+                answered.set()
+                if status == 429:
+                    refused.set()
 
     with cf.ThreadPoolExecutor(connections) as pool:
         futures = [pool.submit(client) for _ in range(connections)]
+        answered.wait(60)
         sys.stdout.write("started\n")
         sys.stdout.flush()
         sys.stdin.read()  # until the test closes it
+        refused.wait(60)
         stop.set()
         for future in futures:
             future.result()

@@ -105,7 +105,8 @@ def attack_with(
 def b_during_attack(gw: Gateway, *, connections: int, count: int) -> tuple[Run, Counter[int]]:
     """Beta's run (``count`` per client) while alpha floods the gateway with invalid 1 MiB
     bodies over ``connections`` connections (``alpha_flood``, a process of its own), from
-    before beta starts until beta is done. Returns beta's run and alpha's status counts."""
+    before beta starts (the gateway has answered alpha once) until beta is done and alpha
+    has been refused once. Returns beta's run and alpha's status counts."""
     flood = subprocess.Popen(
         [sys.executable, "-m", "tests.gateway.alpha_flood", gw.url, str(connections)],
         cwd=ROOT,
