@@ -30,7 +30,7 @@ from deepagents.modelcall.credentials import missing_credential
 from deepagents.store.base import Registry
 from deepagents.telemetry.core import Telemetry, process_telemetry
 from deepagents.telemetry.modelcalls import ModelCallRecorder
-from deepagents.transport.base import MessageBus, StreamRef
+from deepagents.transport.base import MessageBus, RawEntry, StreamRef
 from deepagents.transport.keys import ShardKeys
 from deepagents.worker.asking import Asks, Escalate, wake_due
 from deepagents.worker.committer import Committer
@@ -320,7 +320,7 @@ class Worker:
                         await self._prune_consumers(ref)
                     if claimed.deleted:
                         await handler.payload_lost(ref, claimed.deleted)
-                    entries = claimed.entries
+                    entries = self._not_in_flight(ref, claimed.entries)
                     self.stats.reclaimed += len(entries)
                 else:
                     entries = await self.bus.read(
@@ -347,6 +347,25 @@ class Worker:
                     # task's handler then starts about 40 µs sooner, of some 430 from
                     # submit (docs/benchmarks.md, "Light-load latency").
                     await asyncio.sleep(0)
+
+    def _not_in_flight(self, ref: StreamRef, entries: list[RawEntry]) -> list[RawEntry]:
+        """Reclaimed entries less those this worker runs already. XAUTOCLAIM takes every
+        entry idle past the visibility timeout, this consumer's own too: one whose
+        heartbeat came late (a starved loop) would begin again here and run twice at once,
+        both runs passing the owner checks, which cannot tell them apart. The claim reset
+        its idle time, as a heartbeat would."""
+        inflight = self.inflight
+        mine = [e for e in entries if (ref.name, e.entry_id) in inflight]
+        if not mine:
+            return entries
+        log.warning(
+            "reclaimed %d of its own entries in flight on %s: its heartbeat came later than "
+            "the visibility timeout; they go on running, once",
+            len(mine),
+            ref.name,
+            extra={"action": "heartbeat_late", "stream": ref.name},
+        )
+        return [e for e in entries if (ref.name, e.entry_id) not in inflight]
 
     async def _prune_consumers(self, ref: StreamRef) -> None:
         """After a full reclaim pass, the dead consumers it emptied leave the group."""
