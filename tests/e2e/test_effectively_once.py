@@ -135,20 +135,29 @@ async def test_long_task_on_live_worker_is_not_reclaimed(
     tmp_path: object,
     config_path: object,
 ) -> None:
-    """3x the visibility timeout: the heartbeat keeps it; without it, a peer steals it."""
-    if not heartbeat:
+    """3x the visibility timeout: the heartbeat keeps it; without it, a peer steals it.
+    In the control the worker running it neither beats nor reclaims (its own reclaim pass
+    would also keep its entry: XAUTOCLAIM resets the idle time of what it takes), and the
+    peer starts once the run has."""
+    if heartbeat:
+        procs.worker("tests.agents:LabAgent")
+        procs.worker("tests.agents:LabAgent")
+        await registered(client, prefix, "lab", 2)
+    else:
         from pathlib import Path
 
-        path = Path(str(config_path))
-        path.write_text(
-            path.read_text().replace(
-                "grace_period_s: 5", "grace_period_s: 5\n  heartbeat_ms: 60000"
-            )
-        )
-    procs.worker("tests.agents:LabAgent")
-    procs.worker("tests.agents:LabAgent")
-    await registered(client, prefix, "lab", 2)
+        silent = Path(str(tmp_path)) / "silent.yaml"
+        extra = "grace_period_s: 5\n  heartbeat_ms: 60000\n  reclaim_interval_ms: 600000"
+        silent.write_text(Path(str(config_path)).read_text().replace("grace_period_s: 5", extra))
+        procs.worker("tests.agents:LabAgent", env={"DEEPAGENTS_CONFIG": str(silent)})
     handle = await orch.submit(Task(intent="lab", payload={"sleep": 3.0}))
+    if not heartbeat:
+
+        async def started() -> bool:
+            return len(await runs(client, prefix)) >= 1
+
+        await eventually(started, timeout=30, what="the first run")
+        procs.worker("tests.agents:LabAgent")  # the peer, with the ordinary config
     result = await handle.result(timeout=60)
     executions = [t for t, _ in await runs(client, prefix)]
     committed = await committed_events(client, prefix, "lab", 2)
