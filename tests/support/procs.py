@@ -51,7 +51,7 @@ class Procs:
 
     def output(self, proc: subprocess.Popen[bytes]) -> str:
         """The last lines a process without pipes wrote (for assertion messages)."""
-        return self._paths[proc.pid].read_text(errors="replace")[-4000:]
+        return self.log(proc)[-4000:]
 
     def log(self, proc: subprocess.Popen[bytes]) -> str:
         """All that a process without pipes wrote."""
