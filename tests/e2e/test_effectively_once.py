@@ -179,14 +179,19 @@ async def test_paused_worker_cannot_ack_or_overwrite_after_reclaim(
     ends and its late commit is refused, and it does not ack the peer's entry — killing the
     peer mid-task leaves the entry pending, and a third worker finishes it."""
     # The paused worker beats rarely: on waking, its heartbeat would otherwise learn of the
-    # reclaim first and cancel the run, and the commit fence would never be reached.
+    # reclaim first and cancel the run, and the commit fence would never be reached. It
+    # reclaims rarely too: on a starved machine the peer's heartbeat can be late, and the
+    # woken worker's reclaim pass would take the entry back (as the protocol allows).
     rare_beat = tmp_path / "rare-heartbeat.yaml"
     lab = 'lab: {class: "tests.agents:LabAgent"'
-    rare_beat.write_text(E2E_CONFIG.replace(lab, lab + ", settings: {heartbeat_ms: 600000}"))
-    paused = procs.worker("tests.agents:LabAgent", "--consumer", "paused",
-                          env={"DEEPAGENTS_CONFIG": str(rare_beat)})  # fmt: skip
+    rare = ", settings: {heartbeat_ms: 600000, reclaim_interval_ms: 600000}"
+    rare_beat.write_text(E2E_CONFIG.replace(lab, lab + rare))
+    # Its run ends 3 s in (LAB_SLEEP_CAP), the peer's would take 60: the peer is still
+    # running when the woken worker's commit is refused, and when the peer is killed.
+    env = {"DEEPAGENTS_CONFIG": str(rare_beat), "LAB_SLEEP_CAP": "3"}
+    paused = procs.worker("tests.agents:LabAgent", "--consumer", "paused", env=env)
     # Not awaited as registered: a worker registers with its heartbeat. The first run is.
-    handle = await orch.submit(Task(intent="lab", payload={"sleep": 2.0}))
+    handle = await orch.submit(Task(intent="lab", payload={"sleep": 60.0}))
 
     async def run_count(n: int) -> bool:
         return len(await runs(client, prefix)) >= n
@@ -216,7 +221,8 @@ async def test_paused_worker_cannot_ack_or_overwrite_after_reclaim(
     os.kill(peer.pid, signal.SIGKILL)
     peer.wait(10)
     assert await owned_by_peer(), "killing the peer leaves its entry pending"
-    finisher = procs.worker("tests.agents:LabAgent", "--consumer", "finisher")
+    finisher = procs.worker("tests.agents:LabAgent", "--consumer", "finisher",
+                            env={"LAB_SLEEP_CAP": "0.1"})  # fmt: skip
     result = await handle.result(timeout=60)
     assert result.status is ResultStatus.SUCCESS
     # The third delivery's result, not the paused worker's first one.
