@@ -8,7 +8,10 @@ To compare two trees, run it with ``PYTHONPATH`` set to each, alternating. The o
 (each task's ``submitted`` audit event is written with it), as in production. Prints one
 JSON line: the mode, tasks/s, µs per task (wall clock) and the producer's CPU µs per
 task (``process_time``: less moved by other load on a shared machine than wall clock), and
-Redis's CPU µs per task (its ``INFO cpu`` around the same loop): the two sides of a submit.
+Redis's CPU µs per task (its ``INFO cpu`` around the same loop): the two sides of a submit;
+and Redis's own time per task by command (``INFO commandstats``, reset before the loop).
+A script's time includes the commands it calls, which are also counted under their names:
+the script's own overhead is its time less theirs.
 """
 
 from __future__ import annotations
@@ -35,7 +38,7 @@ IN_FLIGHT = 64
 BATCH = 500
 
 
-async def run(url: str, mode: str, n: int) -> tuple[float, float, float]:
+async def run(url: str, mode: str, n: int) -> tuple[float, float, float, dict[str, float]]:
     client = connect(url)
     settings = Settings(prefix="bench-submit", outbox=True)
     async with Orchestrator.from_client(
@@ -44,6 +47,7 @@ async def run(url: str, mode: str, n: int) -> tuple[float, float, float]:
         for i in range(WARMUP):  # connections, scripts loaded
             await orch.submit({"intent": "echo", "payload": {"i": i}})
         redis_cpu = await _redis_cpu(client)
+        await client.config_resetstat()
         start, cpu = time.perf_counter(), time.process_time()
         if mode == "seq":
             for i in range(n):
@@ -63,8 +67,9 @@ async def run(url: str, mode: str, n: int) -> tuple[float, float, float]:
                 )
         elapsed, cpu = time.perf_counter() - start, time.process_time() - cpu
         redis_cpu = await _redis_cpu(client) - redis_cpu
+        commands = await _command_us(client, n)
     await client.aclose()
-    return elapsed, cpu, redis_cpu
+    return elapsed, cpu, redis_cpu, commands
 
 
 async def _redis_cpu(client: Any) -> float:
@@ -72,12 +77,23 @@ async def _redis_cpu(client: Any) -> float:
     return float(info["used_cpu_user"]) + float(info["used_cpu_sys"])
 
 
+async def _command_us(client: Any, n: int) -> dict[str, float]:
+    """Redis's µs per task by command, the largest first (the INFO calls left out)."""
+    stats = await client.info("commandstats")
+    per_task = {
+        name.removeprefix("cmdstat_"): round(float(stat["usec"]) / n, 2)
+        for name, stat in stats.items()
+        if not name.startswith(("cmdstat_info", "cmdstat_config"))
+    }
+    return dict(sorted(per_task.items(), key=lambda kv: -kv[1]))
+
+
 def main() -> None:
     mode, n = sys.argv[1], int(sys.argv[2])
     if mode not in ("seq", "conc", "many"):
         sys.exit(f"unknown mode {mode!r}: seq, conc or many")
     with EmbeddedRedis() as server:
-        elapsed, cpu, redis_cpu = asyncio.run(run(server.url, mode, n))
+        elapsed, cpu, redis_cpu, commands = asyncio.run(run(server.url, mode, n))
     line = {
         "mode": mode,
         "tasks": n,
@@ -85,6 +101,7 @@ def main() -> None:
         "us_per_task": round(elapsed / n * 1e6, 1),
         "cpu_us_per_task": round(cpu / n * 1e6, 1),
         "redis_cpu_us_per_task": round(redis_cpu / n * 1e6, 1),
+        "redis_us_per_task_by_command": commands,
     }
     print(orjson.dumps(line).decode())
 
