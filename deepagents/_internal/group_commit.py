@@ -1,6 +1,7 @@
 """Group commit for the concurrent callers of one process: the one mechanism behind the
-gateway's admission round trips (``transport/redis_streams/batcher.py``) and the
-orchestrator's submits (``orchestrator/coalesce.py``).
+gateway's admission round trips (``transport/redis_streams/batcher.py``), the
+orchestrator's submits (``orchestrator/coalesce.py``) and a worker's step records
+(``worker/steps.py``).
 
 Most of a small request's cost is per round trip (a socket write and read, packing,
 parsing, a wake-up), not per item. So while one batch is on the wire, the items that
@@ -11,6 +12,11 @@ outcome. A queued item is sent even if its caller stops waiting (a client that
 disconnected): what was asked for is done, as it would be had it been on the wire. A lone
 caller's item is on the wire at once, from the caller's own task: cancelling that caller
 cancels its round trip, as it would without the group commit.
+
+With ``from_caller=False`` every item goes from the flusher's task, a lone one too: the
+items asked for in one turn of the loop share its first batch, and a caller that stops
+waiting never cancels a round trip (a step cancelled while its record is on the wire: the
+record lands, or fails, as if the step had waited).
 """
 
 from __future__ import annotations
@@ -26,16 +32,17 @@ Send = Callable[[list[Item]], Awaitable[Sequence[Out | BaseException]]]
 
 
 class GroupCommit(Generic[Item, Out]):
-    def __init__(self, send: Send[Item, Out], *, name: str) -> None:
+    def __init__(self, send: Send[Item, Out], *, name: str, from_caller: bool = True) -> None:
         self._send = send
         self._name = name
+        self._from_caller = from_caller
         self._queue: list[tuple[Item, asyncio.Future[Out]]] = []
         self._flusher: asyncio.Task[None] | None = None
         self._leading = False  # a lone caller's item is on the wire (``_alone``)
 
     async def __call__(self, item: Item) -> Out:
         """The item's own outcome: its result, or its exception raised."""
-        if not self._busy:
+        if self._from_caller and not self._busy:
             return await self._alone(item)
         future: asyncio.Future[Out] = asyncio.get_running_loop().create_future()
         self._queue.append((item, future))

@@ -1,7 +1,7 @@
 """The worker's ``TaskContext`` (``contract/context.py``): durable steps of one delivery.
 
-Every record is one owner-checked script (``MessageBus.record_steps``, sent in batches by
-``step_writer.py``), as a commit is: a
+Every record is one owner-checked script (``MessageBus.record_steps``), as a commit is; the
+records of every delivery in flight share round trips (``_internal/group_commit.py``). A
 worker that lost its entry writes nothing, is told so, and stops the delivery as the
 heartbeat would. The in-flight rule (docs/design.md, "Durable steps"): a step counts as
 done once its record landed; a step whose fn finished but whose record had not landed when
@@ -26,6 +26,7 @@ from typing import Any, TypeVar
 import orjson
 from pydantic import BaseModel
 
+from deepagents._internal.group_commit import GroupCommit
 from deepagents._internal.ids import uuid7_str
 from deepagents.config.schema import AgentSettings
 from deepagents.contract.agent import AgentContract
@@ -35,7 +36,7 @@ from deepagents.errors import StepError
 from deepagents.modelcall.usage import UsageLedger, current_usage, usage_scope
 from deepagents.store.claims import ClaimStore
 from deepagents.telemetry.metrics import StepMetrics
-from deepagents.transport.base import MessageBus, StepRecord
+from deepagents.transport.base import MessageBus, StepRecord, StreamRef
 from deepagents.worker.asking import current_asking
 from deepagents.worker.encode import Encoder
 from deepagents.worker.flight import InFlight
@@ -43,7 +44,6 @@ from deepagents.worker.stats import WorkerStats
 from deepagents.worker.step_ids import Lane, check_name, current_lane
 from deepagents.worker.step_records import RecordCodec, encode_json
 from deepagents.worker.step_state import STATE, VERSION, encode_state, fresh_state, restore_state
-from deepagents.worker.step_writer import StepWriter
 
 log = logging.getLogger("deepagents.worker")
 T = TypeVar("T")
@@ -87,7 +87,13 @@ class StepBook:
         self.refused = 0  # records refused because another consumer owned the entry
         # Its state is restored (and migrated) as each delivery starts: ``DeliverySteps.start``
         self.restores = agent.state_model is not None
-        self.writer = StepWriter(bus, group, consumer)
+        # The same turn's records share a batch, and records asked for while it is on the
+        # wire the next; sent from the group's own task, so a cancelled step's record lands.
+        self.writer: GroupCommit[tuple[StreamRef, StepRecord], str] = GroupCommit(
+            functools.partial(bus.record_steps, group, consumer),
+            name="step-records",
+            from_caller=False,
+        )
 
     def open(self, flight: InFlight, lose: Callable[[InFlight], bool]) -> DeliverySteps:
         return DeliverySteps(self, flight, lose)
@@ -353,7 +359,7 @@ class DeliverySteps(TaskContext):
         else:
             events_json = b"[" + event + b"]"
         item = StepRecord(flight.entry_id, self.task_id, fields, events_json)
-        status = await book.writer.write(flight.stream, item)
+        status = await book.writer((flight.stream, item))
         if status == "ok":
             return
         book.refused += 1
