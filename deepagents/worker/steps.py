@@ -87,16 +87,23 @@ class StepBook:
         self.refused = 0  # records refused because another consumer owned the entry
         # Its state is restored (and migrated) as each delivery starts: ``DeliverySteps.start``
         self.restores = agent.state_model is not None
-        # The same turn's records share a batch, and records asked for while it is on the
-        # wire the next; sent from the group's own task, so a cancelled step's record lands.
-        self.writer: GroupCommit[tuple[StreamRef, StepRecord], str] = GroupCommit(
-            functools.partial(bus.record_steps, group, consumer),
-            name="step-records",
-            from_caller=False,
-        )
+        self.writer = step_records(bus, group, consumer)
 
     def open(self, flight: InFlight, lose: Callable[[InFlight], bool]) -> DeliverySteps:
         return DeliverySteps(self, flight, lose)
+
+
+def step_records(
+    bus: MessageBus, group: str, consumer: str
+) -> GroupCommit[tuple[StreamRef, StepRecord], str]:
+    """The records of every delivery in flight, sent together: the same turn's records share
+    a batch, and those asked for while it is on the wire the next. Sent from the group's own
+    task, so a step cancelled meanwhile never cancels the round trip: its record lands."""
+    return GroupCommit(
+        functools.partial(bus.record_steps, group, consumer),
+        name="step-records",
+        from_caller=False,
+    )
 
 
 class _Phase(PhaseScope):

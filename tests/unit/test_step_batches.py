@@ -1,5 +1,5 @@
 """A worker's step records go through a group commit sent from its own task
-(``from_caller=False``, as ``worker/steps.py`` builds it): the records asked for in one
+(``worker/steps.py``'s ``step_records``, as the worker builds it): the records asked for in one
 turn of the loop go in one round trip, those asked for while it is in the air go in the
 next, a failure reaches every step that waited on that batch, and a step cancelled while
 its record is on the wire does not cancel the round trip."""
@@ -7,25 +7,28 @@ its record is on the wire does not cancel the round trip."""
 from __future__ import annotations
 
 import asyncio
-import functools
 from collections.abc import Sequence
 
 import pytest
 
-from deepagents._internal.group_commit import GroupCommit
 from deepagents.errors import TransportError
 from deepagents.transport.base import StepRecord, StreamRef
 from deepagents.transport.keys import Keys
 from deepagents.transport.memory import MemoryBus
+from deepagents.worker.steps import step_records
 
 REF = StreamRef(Keys("t").shard("a", 0), "p2")
 
 
-class SlowBus(MemoryBus):
-    """A MemoryBus whose record_steps takes a while, as a round trip does, and says so."""
+class GatedBus(MemoryBus):
+    """A MemoryBus whose record_steps stays on the wire until the test opens the gate, and
+    says what it was sent."""
 
-    def __init__(self, failures: int = 0) -> None:
+    def __init__(self, failures: int = 0, *, open_: bool = False) -> None:
         super().__init__()
+        self.gate = asyncio.Event()
+        if open_:
+            self.gate.set()
         self.batches: list[int] = []
         self.landed: list[str] = []  # the task ids of the records whose round trip ended
         self.failures = failures  # the first this many batches fail
@@ -34,7 +37,7 @@ class SlowBus(MemoryBus):
         self, group: str, consumer: str, items: Sequence[tuple[StreamRef, StepRecord]]
     ) -> list[str]:
         self.batches.append(len(items))
-        await asyncio.sleep(0.05)
+        await self.gate.wait()
         if len(self.batches) <= self.failures:
             raise TransportError("connection reset")
         statuses = await super().record_steps(group, consumer, items)
@@ -46,25 +49,26 @@ def _item(n: int) -> tuple[StreamRef, StepRecord]:
     return REF, StepRecord(f"0-{n}", f"t{n}", [("step:a", b"1")])
 
 
-def _writer(bus: MemoryBus) -> GroupCommit[tuple[StreamRef, StepRecord], str]:
-    send = functools.partial(bus.record_steps, "a", "c1")
-    return GroupCommit(send, name="step-records", from_caller=False)
+async def _on_the_wire(bus: GatedBus, batches: int) -> None:
+    while len(bus.batches) < batches:
+        await asyncio.sleep(0)
 
 
 async def test_records_of_one_turn_share_a_batch_and_later_ones_the_next() -> None:
-    bus = SlowBus()
-    writer = _writer(bus)
+    bus = GatedBus()
+    writer = step_records(bus, "a", "c1")
     first = [asyncio.ensure_future(writer(_item(n))) for n in range(50)]
-    await asyncio.sleep(0.01)  # the first batch is in the air now
+    await _on_the_wire(bus, 1)
     second = [asyncio.ensure_future(writer(_item(n))) for n in range(50, 60)]
+    bus.gate.set()
     statuses = await asyncio.gather(*first, *second)
     assert bus.batches == [50, 10]
     assert statuses == ["lost"] * 60  # no such entries: every record owner-checked alone
 
 
 async def test_a_failed_batch_fails_every_step_that_waited_on_it_and_the_next_goes_on() -> None:
-    bus = SlowBus(failures=1)
-    writer = _writer(bus)
+    bus = GatedBus(failures=1, open_=True)
+    writer = step_records(bus, "a", "c1")
     futures = [asyncio.ensure_future(writer(_item(n))) for n in range(3)]
     for future in futures:
         with pytest.raises(TransportError):
@@ -74,14 +78,14 @@ async def test_a_failed_batch_fails_every_step_that_waited_on_it_and_the_next_go
 
 
 async def test_a_lone_step_cancelled_while_its_record_is_on_the_wire_still_lands_it() -> None:
-    bus = SlowBus()
-    writer = _writer(bus)
+    bus = GatedBus()
+    writer = step_records(bus, "a", "c1")
     step = asyncio.ensure_future(writer(_item(1)))
-    while not bus.batches:  # until the record is in the air
-        await asyncio.sleep(0)
+    await _on_the_wire(bus, 1)
     step.cancel()
     with pytest.raises(asyncio.CancelledError):
         await step
-    again = await writer(_item(2))  # queued behind the first: sent once it is back
-    assert again == "lost"
+    again = asyncio.ensure_future(writer(_item(2)))  # queued behind the first
+    bus.gate.set()
+    assert await again == "lost"
     assert bus.landed == ["t1", "t2"], "the cancelled step's round trip was not cancelled"
