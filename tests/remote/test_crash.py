@@ -43,7 +43,10 @@ async def test_kill_9_of_one_of_two_workers_commits_every_task_once(
     client: Redis,
     settings: Settings,
 ) -> None:
-    service = node_agent()
+    # Each call answered 20 ms late: whenever the victim is killed it has calls in flight,
+    # which the survivor must send again (otherwise a kill between two batches of fast
+    # calls could leave nothing to resend, and the test's last check would fail at random).
+    service = node_agent(fault="hold:20")
     path = tmp_path / "config.yaml"
     path.write_text(remote_config(service.url))
     procs = worker_procs(redis_url, prefix, path)

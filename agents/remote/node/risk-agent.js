@@ -170,7 +170,8 @@ const HOOKS = process.env.RISK_AGENT_TEST_HOOKS === '1';
 // huge:BYTES (a 200 whose output is that many bytes), redirect (a 302 to /v1/elsewhere that
 // sets a cookie: a client must follow neither), nonce (a fresh random number in
 // every output: not idempotent), noop (success with an empty output, no work: for the
-// drain benchmark).
+// drain benchmark), hold:MS (the real answer, after MS ms: every worker has calls in flight
+// at any moment, for the crash test).
 const FAULT = HOOKS ? (process.env.RISK_AGENT_FAULT || '') : '';
 const LOG = HOOKS ? process.env.RISK_AGENT_LOG : undefined;
 // RISK_AGENT_METHODS=execute[,…]: a service that implements only these contract methods
@@ -217,6 +218,16 @@ function fault(req, res) {
         { location: '/v1/elsewhere', 'set-cookie': 'session=steer; Path=/' });
     case 'huge':
       return send(200, 'application/json', `{"result":{"status":"success","output":"${'x'.repeat(n)}"}}`);
+    case 'hold': {
+      let result;
+      try {
+        result = STEPS.execute(req);
+      } catch {
+        return false; // an invalid order is answered at once, as without the fault
+      }
+      setTimeout(() => send(200, 'application/json', JSON.stringify(result)), n);
+      return true;
+    }
     case 'nonce': {
       const output = { ...riskCheck(order(req.context.order)), nonce: Math.random() };
       return send(200, 'application/json', JSON.stringify({ result: { status: 'success', output } }));
