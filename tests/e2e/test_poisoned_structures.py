@@ -178,7 +178,7 @@ async def test_a_damaged_task_tells_its_submitter_at_once(
     try:
         notified = await eventually(published, what="the reply published")
     finally:
-        await replies.aclose()  # type: ignore[no-untyped-call]
+        await replies.aclose()
     assert notified is not None and notified["task_id"] == task.task_id
     assert notified["status"] == "failed"
     result = await handle.result(timeout=30)
