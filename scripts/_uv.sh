@@ -1,0 +1,30 @@
+# Sourced by scripts/test, scripts/demo and scripts/upgrade-deps: the one pinned uv that reads
+# and writes uv.lock (docs/development.md says why uv). It lives in .venv-uv, apart from the
+# project's .venv, because `uv sync` makes .venv exactly what the lock says.
+UV_VERSION=0.13.9
+PYTHON=${PYTHON:-python3}
+export UV_PYTHON_DOWNLOADS=never  # the interpreter is $PYTHON, never one uv fetches
+export UV_PROJECT_ENVIRONMENT=.venv
+
+case "$(.venv-uv/bin/uv --version 2>/dev/null)" in  # "uv 0.13.9 (x86_64-unknown-linux-gnu)"
+  "uv $UV_VERSION "* | "uv $UV_VERSION") ;;
+  *)
+    "$PYTHON" -m venv .venv-uv
+    .venv-uv/bin/python -m pip install --quiet --disable-pip-version-check "uv==$UV_VERSION"
+    ;;
+esac
+UV=$PWD/.venv-uv/bin/uv
+
+# Fails with one line naming the command to run when pyproject.toml's dependencies changed
+# and uv.lock was not updated with them; any other failure of uv is printed as uv said it.
+check_lock() {
+  local out
+  if ! out=$("$UV" lock --check --python "$PYTHON" 2>&1); then
+    if grep -q "needs to be updated" <<<"$out"; then
+      echo "$1: uv.lock does not match pyproject.toml; run scripts/upgrade-deps (or 'uv lock' to take in only your change) and commit uv.lock" >&2
+    else
+      echo "$out" >&2
+    fi
+    return 1
+  fi
+}
