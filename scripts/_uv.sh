@@ -5,6 +5,9 @@ UV_VERSION=0.13.9
 PYTHON=${PYTHON:-python3}
 export UV_PYTHON_DOWNLOADS=never  # the interpreter is $PYTHON, never one uv fetches
 export UV_PROJECT_ENVIRONMENT=.venv
+# The platform's certificate store, as pip and git use, not only uv's bundled roots: behind a
+# proxy that re-signs TLS, the bundled roots alone refuse every download.
+export UV_SYSTEM_CERTS=${UV_SYSTEM_CERTS:-true}
 
 case "$(.venv-uv/bin/uv --version 2>/dev/null)" in  # "uv 0.13.9 (x86_64-unknown-linux-gnu)"
   "uv $UV_VERSION "* | "uv $UV_VERSION") ;;
