@@ -4,7 +4,6 @@ reply racing the timeout."""
 
 from __future__ import annotations
 
-import asyncio
 import time
 from collections.abc import AsyncIterator, Callable
 from datetime import timedelta
@@ -219,16 +218,17 @@ async def test_an_escalation_nobody_answers_fails_the_task(
 
 
 async def test_a_waiting_task_can_be_cancelled(
-    orch: Orchestrator, worker: Worker, tmp_path: Path
+    orch: Orchestrator, worker: Worker, client: Redis, tmp_path: Path
 ) -> None:
-    handle = await _submit(orch, tmp_path, timeout_s=0.5)
+    handle = await _submit(orch, tmp_path, timeout_s=600)
     await _waiting(orch, handle)
     assert await orch.cancel(handle.task_id) == "ok"
     result = await handle.result(timeout=10)
     assert _outcome(result)[:2] == ("failed", "cancelled")
     with pytest.raises(NotWaiting):
         await orch.reply(handle.task_id, {"approved": True})
-    await asyncio.sleep(1.0)  # past the wait's timeout: nothing wakes it
+    # Its wait's timer left with the cancel: the timeout has nothing to wake.
+    assert await _run_out(client, orch, [handle]) == 0
     assert _outcome(await handle.result(timeout=1))[:2] == ("failed", "cancelled")
     assert len(_runs(tmp_path)) == 2  # started and prepared, once
     assert await orch.waiting() == []
