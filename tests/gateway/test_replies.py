@@ -112,12 +112,19 @@ def test_a_reply_resumes_the_task_and_a_second_is_409(
     assert [line for line in lines if "answered" in line] == [f"{task_id} answered True"]
 
 
-def test_concurrent_replies_apply_one_answer(http: httpx.Client, tmp_path: Path) -> None:
+def test_concurrent_replies_apply_one_answer(
+    http: httpx.Client, worker: Proc, tmp_path: Path
+) -> None:
+    """The worker is stopped while the replies land: the seven refused find the task
+    queued by the first, not taken back by a worker."""
     task_id = _ask(http, tmp_path / "runs")
-    with ThreadPoolExecutor(8) as pool:
+    with stopped(worker), ThreadPoolExecutor(8) as pool:
         answers = [{"approved": True, "note": f"n{i}"} for i in range(8)]
-        codes = list(pool.map(lambda a: _reply(http, task_id, a).status_code, answers))
+        replies = list(pool.map(lambda a: _reply(http, task_id, a), answers))
+        assert _state(http, task_id) == "queued"
+    codes = [r.status_code for r in replies]
     assert sorted(codes) == [200] + [409] * 7
+    assert {r.json()["code"] for r in replies if r.status_code == 409} == {"already_replied"}
     output = _result(http, task_id)["output"]
     lines = (tmp_path / "runs").read_text().splitlines()
     assert len([line for line in lines if "answered" in line]) == 1
