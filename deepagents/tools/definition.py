@@ -24,7 +24,12 @@ from pydantic import BaseModel, ValidationError, create_model
 from deepagents.config.models import BreakerConfig
 from deepagents.contract.toolcalls import ToolDefinition
 from deepagents.tools.bounds import DEFAULT_BOUNDS, JsonBounds, OutOfBounds, check_json
-from deepagents.tools.errors import InvalidToolArguments, ToolFailed, ToolProtocolError
+from deepagents.tools.errors import (
+    InvalidToolArguments,
+    ToolCallError,
+    ToolFailed,
+    ToolProtocolError,
+)
 
 IDEMPOTENCY_PARAM = "idempotency_key"
 # Keywords of an outside schema not run here: Python's ``re`` is not linear time, so a
@@ -216,8 +221,8 @@ class FunctionTool(Tool):
                 value = await asyncio.to_thread(self.fn, *args, **kwargs)
                 if inspect.isawaitable(value):
                     value = await value
-        except (asyncio.CancelledError, TimeoutError):
-            raise
+        except (asyncio.CancelledError, TimeoutError, ToolCallError):
+            raise  # a tool may say how it failed: ToolUnavailable is retried when safe
         except Exception as error:  # the tool's own failure: the model reads it
             raise ToolFailed(f"{self.name}: {type(error).__name__}: {error}"[:2000]) from error
         return _as_json(value)
