@@ -64,8 +64,14 @@ def config_path(tmp_path: Path) -> Path:
 def tool_procs(
     redis_url: str, prefix: str, config_path: Path, client: Redis, tmp_path: Path
 ) -> Iterator[Procs]:
-    effects = tmp_path / "effects.log"
-    p = worker_procs(redis_url, prefix, config_path, MCP_SIDE_EFFECTS=str(effects))
+    effects, spans = tmp_path / "effects.log", tmp_path / "spans.jsonl"
+    p = worker_procs(
+        redis_url,
+        prefix,
+        config_path,
+        MCP_SIDE_EFFECTS=str(effects),
+        DEEPAGENTS_TRACE_FILE=str(spans),
+    )
     try:
         yield p
     finally:
@@ -138,6 +144,19 @@ async def test_completed_tool_calls_never_run_again_after_kill_9(
     ]
     assert all(len(e["arguments_sha256"]) == 64 for e in events)
     assert str(effects) not in str(events)
+
+    # Steps get spans, replayed or run; a tool call's span hangs below its step's.
+    traced = [orjson.loads(line) for line in (tmp_path / "spans.jsonl").read_text().splitlines()]
+    mine = [s for s in traced if s["pid"] == survivor.pid]
+    steps = {
+        s["attributes"]["deepagents.step.id"]: s for s in mine if s["name"].startswith("step ")
+    }
+    assert steps["tool:python/effect"]["attributes"]["deepagents.step.replayed"] is True
+    ran = steps["tool:python/effect_then_wait"]
+    assert ran["attributes"]["deepagents.step.replayed"] is False
+    call = next(s for s in mine if s["name"] == "execute_tool effect_then_wait")
+    assert call["parent_id"] == ran["span_id"]
+    assert call["attributes"]["deepagents.tool.outcome"] == "ok"
 
 
 def _decode(fields: dict[bytes, bytes]) -> list[dict[str, Any]]:
