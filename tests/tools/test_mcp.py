@@ -20,7 +20,7 @@ from deepagents.tools.mcp import McpServers, McpTool
 from tests.support.wait import eventually
 from tests.tools.conftest import HttpServer, garbage_config, stdio_config
 
-EXPECTED = {"add", "record", "slow", "broken"}
+EXPECTED = {"add", "record", "slow", "broken", "refuse"}
 
 
 @pytest.fixture
@@ -68,6 +68,10 @@ async def _lists_and_calls(servers: McpServers, server: str, effects: Path) -> N
     broken = await _call(tools["broken"], reason="on purpose")
     assert broken.is_error and broken.content["error"] == "tool_error"
     assert "broken: on purpose" in broken.content["message"]
+    # A JSON-RPC error: the tool's failure; the server is up, the session kept.
+    refused = await _call(tools["refuse"], reason="no")
+    assert refused.is_error and refused.content["error"] == "tool_error"
+    assert "the server refused the call (-32602): refused: no" in refused.content["message"]
     # Arguments the schema refuses never reach the server.
     bad = await _call(tools["record"], text=7)
     assert bad.is_error and bad.content["error"] == "tool_invalid_arguments"
