@@ -19,7 +19,7 @@ from deepagents.agentkit.middleware import (
     ToolHandler,
     ToolRequest,
 )
-from deepagents.config.middleware import OrderError, check_order
+from deepagents.config.middleware import check_order
 from deepagents.contract.toolcalls import ToolResult
 from deepagents.errors import ConfigError
 
@@ -51,10 +51,7 @@ class Chain:
                 raise ConfigError(
                     f"{type(item).__name__} is not an AgentMiddleware", field=f"middleware[{i}]"
                 )
-        try:
-            check_order([m.name for m in self.middleware if m.name in BUILTINS])
-        except OrderError as exc:
-            raise ConfigError(str(exc), field="middleware") from exc
+        check_order([m.name for m in self.middleware if m.name in BUILTINS])
         self._before_agent = _hooks(self.middleware, "before_agent")
         self._before_model = _hooks(self.middleware, "before_model")
         self._after_model = _hooks(self.middleware[::-1], "after_model")

@@ -14,6 +14,8 @@ from typing import Annotated, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
+from deepagents.errors import ConfigError
+
 TOOL_GLOB = r"^[A-Za-z0-9_.*?\[\]-]{1,128}$"
 FUNCTION_PATH = r"^[A-Za-z_][\w.]*:[A-Za-z_]\w*$"
 
@@ -140,12 +142,12 @@ MiddlewareEntry = Annotated[
 ]
 
 
-class OrderError(ValueError):
+class OrderError(ConfigError):
     """An order of built-ins the chain cannot honour; ``index`` is the entry at fault."""
 
     def __init__(self, index: int, reason: str) -> None:
         self.index = index
-        super().__init__(reason)
+        super().__init__(reason, field=f"middleware[{index}]")
 
 
 def check_order(names: Sequence[str]) -> None:

@@ -173,7 +173,7 @@ class AgentEntry(_Strict):
         try:
             check_order([entry.name for entry in value])
         except OrderError as exc:
-            raise ValueError(f"middleware[{exc.index}]: {exc}") from exc
+            raise ValueError(f"{exc.field}: {exc.reason}") from exc
         return value
 
     @model_validator(mode="after")

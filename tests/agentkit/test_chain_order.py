@@ -168,7 +168,7 @@ def test_an_order_the_chain_cannot_honour_is_refused_in_code() -> None:
     guard = Guardrail(deny=[GuardRule(tool="rm")])
     with pytest.raises(ConfigError, match="approval must come before guardrail") as caught:
         Chain([guard, Approval()])
-    assert caught.value.field == "middleware"
+    assert caught.value.field == "middleware[1]"
     Chain([Approval(), guard])  # the other way round is fine
 
 
