@@ -6,6 +6,7 @@ Durations carry their unit in the name (``_s``); prices are USD per 1,000 tokens
 from __future__ import annotations
 
 import re
+from enum import StrEnum
 from typing import Annotated
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, HttpUrl, model_validator
@@ -97,10 +98,16 @@ class FallbackConfig(_Strict):
     text: str = Field(max_length=10_000)
 
 
+class ProviderKind(StrEnum):
+    """The API a model speaks."""
+
+    OPENAI = "openai"  # chat completions: OpenAI and every compatible server
+
+
 class ModelConfig(_Strict):
-    base_url: HttpUrl = Field(description="OpenAI-compatible API root, e.g. https://api.x/v1")
+    base_url: HttpUrl = Field(description="API root, e.g. https://api.openai.com/v1")
     model: str | None = Field(default=None, description="provider's model id; default: the key")
-    provider: str = Field(default="openai", pattern=r"^openai$")
+    provider: ProviderKind = ProviderKind.OPENAI
     api_key_env: str | None = Field(default=None, pattern=r"^[A-Z_][A-Z0-9_]{0,63}$")
     vault: VaultConfig | None = None
     context_tokens: int = Field(default=8192, ge=16)
@@ -114,6 +121,9 @@ class ModelConfig(_Strict):
     )
     max_sse_line_bytes: int = Field(
         default=256 * 1024, ge=1024, description="a longer stream line is response_too_large"
+    )
+    max_tool_call_bytes: int = Field(
+        default=65_536, ge=64, description="one tool call's arguments; larger is bad_tool_call"
     )
     timeouts: TimeoutConfig = Field(default_factory=TimeoutConfig)
     retry: RetryConfig = Field(default_factory=RetryConfig)

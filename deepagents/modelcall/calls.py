@@ -16,7 +16,7 @@ from typing import Any
 
 import httpx
 
-from deepagents.config.models import ModelConfig
+from deepagents.config.models import ModelConfig, ProviderKind
 from deepagents.modelcall.credentials import CredentialSource, CredentialStore, source_for
 from deepagents.modelcall.errors import InvalidRequest
 from deepagents.modelcall.metrics import ModelMetrics
@@ -48,6 +48,7 @@ class ModelRuntime:
     credentials: CredentialStore | None
     semaphore: asyncio.Semaphore
     url: str
+    provider: Provider
     _key_limiters: dict[str, RateLimiter] = field(default_factory=dict)
 
     def key_limiter(
@@ -87,7 +88,10 @@ class ModelCalls:
         self.models = dict(models)
         self.redis = redis
         self.prefix = prefix
-        self.provider: Provider = provider or OpenAIProvider()
+        # One provider per API spoken; ``provider`` (tests) speaks for every model.
+        self._providers: dict[ProviderKind, Provider] = {
+            ProviderKind.OPENAI: provider or OpenAIProvider(),
+        }
         self.metrics = metrics or ModelMetrics()
         self.prompt_hash_key = prompt_hash_key
         self.on_record = on_record
@@ -189,6 +193,7 @@ class ModelCalls:
         keys = ModelKeys(self.prefix, name)
         limits = config.limits
         source = self._sources.get(name)
+        provider = self._providers[config.provider]
         return ModelRuntime(
             name=name,
             config=config,
@@ -205,5 +210,6 @@ class ModelCalls:
             ),
             credentials=CredentialStore(self.redis, keys, source) if source else None,
             semaphore=asyncio.Semaphore(limits.concurrency),
-            url=str(config.base_url).rstrip("/") + "/chat/completions",
+            url=str(config.base_url).rstrip("/") + provider.path,
+            provider=provider,
         )

@@ -6,6 +6,9 @@ a token rate, a random error rate, scripted 429/503 bursts (with ``Retry-After``
 mid-stream, expiring API keys, and its own requests/tokens-per-window limits (answering 429
 when they are passed, as a provider would). Control endpoints live under ``/sim/``.
 
+It answers OpenAI-format tool calls as scripted by ``sim:`` directives in the messages
+(``simscript``): a test or the demo runs a tool-calling loop without a real model.
+
 It is a small HTTP/1.1 server on ``asyncio`` streams (keep-alive, chunked SSE): enough for
 httpx and curl, nothing more.
 """
@@ -26,6 +29,8 @@ from typing import Any, TypeVar
 
 import orjson
 
+from deepagents.modelcall import simscript
+from deepagents.modelcall.simscript import SimAnswer
 from deepagents.modelcall.simwire import HttpError, chunk, event, head, send_json
 
 T = TypeVar("T")
@@ -48,6 +53,7 @@ class SimSettings:
     omit_usage: bool = False  # leave "usage" out (clients must estimate)
     model_version: str = "sim-1"
     seed: int | None = None
+    context_tokens: int | None = None  # a longer prompt is refused: context_length_exceeded
 
 
 @dataclass
@@ -73,6 +79,8 @@ class Logged:
     key_ok: bool
     model: str = ""
     max_tokens: int | None = None
+    tools: tuple[str, ...] = ()  # names of the tools offered
+    tool_calls: tuple[str, ...] = ()  # names of the tools the answer asked for
 
 
 @dataclass
@@ -279,9 +287,12 @@ class Simulator:
         settings = self.state.settings
         stream = bool(request.get("stream"))
         prompt = count_tokens(messages)
+        scripted = simscript.answer(messages)
         completion = max(
             1, min(int(request.get("max_tokens") or 1 << 30), settings.completion_tokens)
         )
+        if not scripted.filler:
+            completion = scripted.tokens()
         entry = Logged(
             arrived,
             headers.get("x-request-id"),
@@ -292,6 +303,8 @@ class Simulator:
             self._key_ok(headers),
             model=str(request.get("model", "")),
             max_tokens=request.get("max_tokens"),
+            tools=_offered(request.get("tools")),
+            tool_calls=tuple(call.name for call in scripted.calls),
         )
         self.state.log.append(entry)
         try:
@@ -300,6 +313,12 @@ class Simulator:
                 raise HttpError(401, "invalid_api_key", "invalid or expired API key")
             action = self.state.script.popleft() if self.state.script else Action()
             self._admit(entry, action)
+            if settings.context_tokens is not None and prompt > settings.context_tokens:
+                raise HttpError(
+                    400,
+                    "context_length_exceeded",
+                    f"prompt of {prompt} tokens exceeds the context of {settings.context_tokens}",
+                )
         except HttpError as exc:
             entry.status = exc.status
             raise
@@ -310,11 +329,11 @@ class Simulator:
             await asyncio.sleep(
                 action.latency_s if action.latency_s is not None else settings.latency_s
             )
-            answer = answer_words(completion)
+            answer = answer_words(completion) if scripted.filler else _pieces(scripted.text)
             if stream:
-                await self._stream(writer, request, entry, answer, action)
+                await self._stream(writer, request, entry, answer, action, scripted)
             else:
-                reply = self._completion(request, entry, answer)
+                reply = self._completion(request, entry, answer, scripted)
                 await send_json(writer, 200, reply, {"x-model-version": settings.model_version})
         finally:
             state.inflight -= 1
@@ -359,20 +378,25 @@ class Simulator:
             )
 
     def _completion(
-        self, request: dict[str, Any], entry: Logged, answer: list[str]
+        self, request: dict[str, Any], entry: Logged, answer: list[str], scripted: SimAnswer
     ) -> dict[str, Any]:
+        message: dict[str, Any] = {"role": "assistant", "content": "".join(answer)}
+        if scripted.calls:
+            message["content"] = message["content"] or None
+            message["tool_calls"] = [
+                {
+                    "id": call.id,
+                    "type": "function",
+                    "function": {"name": call.name, "arguments": call.arguments},
+                }
+                for call in scripted.calls
+            ]
         body: dict[str, Any] = {
             "id": "chatcmpl-sim-" + uuid.uuid4().hex[:12],
             "object": "chat.completion",
             "created": int(time.time()),
             "model": str(request.get("model", "sim")),
-            "choices": [
-                {
-                    "index": 0,
-                    "finish_reason": "stop",
-                    "message": {"role": "assistant", "content": "".join(answer)},
-                }
-            ],
+            "choices": [{"index": 0, "finish_reason": scripted.finish, "message": message}],
         }
         if not self.state.settings.omit_usage:
             body["usage"] = _usage(entry)
@@ -385,6 +409,7 @@ class Simulator:
         entry: Logged,
         answer: list[str],
         action: Action,
+        scripted: SimAnswer,
     ) -> None:
         settings = self.state.settings
         writer.write(
@@ -408,7 +433,9 @@ class Simulator:
             if gap and i:
                 await asyncio.sleep(gap)
             await chunk(writer, event(model, {"content": word}))
-        await chunk(writer, event(model, {}, finish="stop"))
+        for delta in _call_deltas(scripted):
+            await chunk(writer, event(model, {"tool_calls": [delta]}))
+        await chunk(writer, event(model, {}, finish=scripted.finish))
         include = (request.get("stream_options") or {}).get("include_usage")
         if include and not settings.omit_usage:
             await chunk(
@@ -431,6 +458,40 @@ class Simulator:
 
 def answer_words(count: int) -> list[str]:
     return [("" if i == 0 else " ") + _WORDS[i % len(_WORDS)] for i in range(count)]
+
+
+def _pieces(text: str) -> list[str]:
+    """A scripted text as stream tokens: its words, each with the space before it."""
+    words = text.split(" ")
+    return [("" if i == 0 else " ") + word for i, word in enumerate(words)]
+
+
+def _call_deltas(scripted: SimAnswer) -> list[dict[str, Any]]:
+    """Tool calls as a stream sends them: id and name first, then arguments in pieces."""
+    deltas: list[dict[str, Any]] = []
+    for index, call in enumerate(scripted.calls):
+        deltas.append(
+            {
+                "index": index,
+                "id": call.id,
+                "type": "function",
+                "function": {"name": call.name, "arguments": ""},
+            }
+        )
+        for start in range(0, len(call.arguments), 8):
+            piece = call.arguments[start : start + 8]
+            deltas.append({"index": index, "function": {"arguments": piece}})
+    return deltas
+
+
+def _offered(tools: Any) -> tuple[str, ...]:
+    names: list[str] = []
+    for tool in tools if isinstance(tools, list) else ():
+        if isinstance(tool, dict):
+            function = tool.get("function")
+            name = function.get("name") if isinstance(function, dict) else tool.get("name")
+            names.append(str(name))
+    return tuple(names)
 
 
 def _usage(entry: Logged) -> dict[str, int]:

@@ -6,6 +6,10 @@ content tokens move the stall deadline, so keep-alive comments cannot hide a sta
 generation. Every read is bounded: the body by ``max_response_bytes``, a stream line by
 ``max_line_bytes``, an error body by ``MAX_ERROR_BODY``; past a cap the attempt ends as
 ``response_too_large`` without reading further.
+
+Tools offered go out as ``tools``; the tool calls of an answer (whole in a plain answer,
+in pieces across stream deltas, assembled by their ``index``) are checked like gateway
+input (``modelcall.toolcalls``) before they reach the caller.
 """
 
 from __future__ import annotations
@@ -17,8 +21,10 @@ from typing import Any, TypeVar
 import httpx
 import orjson
 
+from deepagents.contract.toolcalls import ToolCall
 from deepagents.modelcall.providers.base import AttemptSpec, Completion
 from deepagents.modelcall.retrying import ErrorKind, ProviderError, classify, parse_retry_after
+from deepagents.modelcall.toolcalls import bad_tool_call, checked_call, checked_count, openai_tools
 
 T = TypeVar("T")
 
@@ -94,6 +100,7 @@ async def _within(step: Awaitable[T], deadline: float, spec: AttemptSpec, phase:
 
 class OpenAIProvider:
     name = "openai"
+    path = "/chat/completions"
 
     async def complete(self, client: httpx.AsyncClient, spec: AttemptSpec) -> Completion:
         clock = _Clock(asyncio.get_running_loop())
@@ -119,6 +126,8 @@ class OpenAIProvider:
         }
         if spec.stream:
             payload["stream_options"] = {"include_usage": True}
+        if spec.tools:
+            payload["tools"] = openai_tools(spec.tools)
         headers = {"content-type": "application/json", "x-request-id": spec.request_id}
         if spec.api_key:
             headers["authorization"] = f"Bearer {spec.api_key}"
@@ -185,6 +194,9 @@ class OpenAIProvider:
             body = orjson.loads(raw)
             message = body["choices"][0]["message"]
             text = message.get("content") or ""
+            raw_calls = message.get("tool_calls") or []
+            if not isinstance(text, str) or not isinstance(raw_calls, list):
+                raise TypeError("content or tool_calls of the wrong type")
         except (orjson.JSONDecodeError, KeyError, IndexError, TypeError, AttributeError):
             raise ProviderError(
                 ErrorKind.TRANSIENT, "bad_response", status=response.status_code
@@ -192,6 +204,7 @@ class OpenAIProvider:
         usage = body.get("usage") or {}
         return Completion(
             text=text,
+            tool_calls=_plain_calls(raw_calls, spec),
             tokens_in=usage.get("prompt_tokens"),
             tokens_out=usage.get("completion_tokens"),
             model_version=response.headers.get("x-model-version") or body.get("model"),
@@ -238,6 +251,7 @@ class OpenAIProvider:
         usage = state.usage or {}
         return Completion(
             text="".join(state.parts),
+            tool_calls=state.tool_calls(spec),
             tokens_in=usage.get("prompt_tokens"),
             tokens_out=usage.get("completion_tokens"),
             model_version=response.headers.get("x-model-version") or state.model,
@@ -290,6 +304,34 @@ async def _bounded_lines(
         yield pending.decode(errors="replace")
 
 
+def _plain_calls(raw_calls: list[Any], spec: AttemptSpec) -> tuple[ToolCall, ...]:
+    checked_count(len(raw_calls))
+    calls = []
+    for raw in raw_calls:
+        function = raw.get("function") if isinstance(raw, dict) else None
+        if not isinstance(function, dict):
+            raise bad_tool_call("a call has no function")
+        arguments = function.get("arguments")
+        if arguments is not None and not isinstance(arguments, str):
+            raise bad_tool_call("arguments are not JSON text")
+        calls.append(
+            checked_call(
+                raw.get("id"), function.get("name"), arguments, spec.tools, spec.max_tool_call_bytes
+            )
+        )
+    return tuple(calls)
+
+
+class _PartialCall:
+    """A tool call arriving in stream deltas: id and name once, arguments in pieces."""
+
+    def __init__(self) -> None:
+        self.id: Any = None
+        self.name: Any = None
+        self.arguments: list[str] = []
+        self.size = 0
+
+
 async def _drain(lines: AsyncIterator[str]) -> None:
     async for _ in lines:
         pass
@@ -306,6 +348,40 @@ class _StreamState:
         self.usage: dict[str, Any] | None = None
         self.model: str | None = None
         self.finish_reason: str | None = None
+        self.calls: dict[int, _PartialCall] = {}
+
+    def tool_calls(self, spec: AttemptSpec) -> tuple[ToolCall, ...]:
+        """The assembled calls, in index order, each checked whole."""
+        return tuple(
+            checked_call(
+                part.id, part.name, "".join(part.arguments), spec.tools, spec.max_tool_call_bytes
+            )
+            for _, part in sorted(self.calls.items())
+        )
+
+    def _feed_calls(self, deltas: Any) -> None:
+        if not isinstance(deltas, list):
+            raise bad_tool_call("tool_calls delta is not a list")
+        for delta in deltas:
+            index = delta.get("index") if isinstance(delta, dict) else None
+            if not isinstance(index, int) or isinstance(index, bool):
+                raise bad_tool_call("a tool_calls delta has no index")
+            part = self.calls.get(index)
+            if part is None:
+                checked_count(len(self.calls) + 1)
+                part = self.calls[index] = _PartialCall()
+            part.id = delta.get("id") or part.id
+            function = delta.get("function") or {}
+            if not isinstance(function, dict):
+                raise bad_tool_call("a tool_calls delta has no function")
+            part.name = function.get("name") or part.name
+            piece = function.get("arguments")
+            if piece:
+                if not isinstance(piece, str):
+                    raise bad_tool_call("arguments are not JSON text")
+                part.arguments.append(piece)
+            self.tokens += 1
+            self.moved = True  # argument tokens are generation: they move the stall guard
 
     def feed(self, line: str) -> bool:
         """Take one line; True at ``[DONE]``."""
@@ -325,10 +401,13 @@ class _StreamState:
         self.model = event.get("model") or self.model
         self.usage = event.get("usage") or self.usage
         for choice in event.get("choices") or ():
-            content = (choice.get("delta") or {}).get("content")
+            delta = choice.get("delta") or {}
+            content = delta.get("content")
             if content:
                 self.parts.append(content)
                 self.tokens += 1
                 self.moved = True
+            if delta.get("tool_calls"):
+                self._feed_calls(delta["tool_calls"])
             self.finish_reason = choice.get("finish_reason") or self.finish_reason
         return False
