@@ -13,7 +13,7 @@ from typing import Any
 
 from deepagents.agentkit.middleware import ModelRequest, ModelResponse, ToolRequest
 from deepagents.contract.context import active_context
-from deepagents.contract.toolcalls import ToolCall, ToolResult
+from deepagents.contract.toolcalls import ToolResult
 from deepagents.modelcall.wrap import wrap_model_call
 
 
@@ -32,13 +32,14 @@ async def _model_json(request: ModelRequest) -> dict[str, Any]:
 
 async def _model(request: ModelRequest) -> ModelResponse:
     state = request.state
-    extra: dict[str, Any] = {"tools": list(request.tools)} if request.tools else {}
     reply = await wrap_model_call(
-        request.model, [dict(m) for m in request.messages], task=state.task, agent=state.agent,
-        **extra,
-    )  # fmt: skip
-    calls: tuple[ToolCall, ...] = tuple(getattr(reply, "tool_calls", ()))
-    return ModelResponse(reply.text, calls, reply.model, reply.degraded)
+        request.model,
+        [dict(m) for m in request.messages],
+        tools=request.tools or None,
+        task=state.task,
+        agent=state.agent,
+    )
+    return ModelResponse(reply.text, reply.tool_calls, reply.model, reply.degraded)
 
 
 async def call_tool(request: ToolRequest) -> ToolResult:

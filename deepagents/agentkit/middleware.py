@@ -23,10 +23,9 @@ from dataclasses import dataclass, field, replace
 from enum import StrEnum
 from typing import Any, Protocol
 
-import orjson
-
 from deepagents.contract.task import Task
 from deepagents.contract.toolcalls import ToolCall, ToolDefinition, ToolResult
+from deepagents.modelcall.record import openai_tool_calls
 
 
 class ToolPolicy(Protocol):
@@ -112,14 +111,8 @@ class ModelResponse:
         """The assistant message to append to the history (OpenAI chat format)."""
         message: dict[str, Any] = {"role": "assistant", "content": self.text}
         if self.tool_calls:
-            message["tool_calls"] = [
-                {
-                    "id": call.id,
-                    "type": "function",
-                    "function": {"name": call.name, "arguments": _json(call.arguments)},
-                }
-                for call in self.tool_calls
-            ]
+            message["content"] = self.text or None
+            message["tool_calls"] = openai_tool_calls(self.tool_calls)
         return message
 
     def to_json(self) -> dict[str, Any]:
@@ -138,10 +131,6 @@ class ModelResponse:
     def from_json(cls, data: Mapping[str, Any]) -> ModelResponse:
         calls = tuple(ToolCall(c["id"], c["name"], c["arguments"]) for c in data["tool_calls"])
         return cls(data["text"], calls, data.get("model"), bool(data.get("degraded")))
-
-
-def _json(arguments: Mapping[str, Any]) -> str:
-    return orjson.dumps(arguments, option=orjson.OPT_SORT_KEYS).decode()
 
 
 @dataclass(frozen=True, slots=True)

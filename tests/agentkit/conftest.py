@@ -59,6 +59,10 @@ def sim_process() -> Iterator[SimProcess]:
 class SimProcess:
     url: str  # the OpenAI base URL, …/v1
 
+    def configure(self, **settings: Any) -> None:
+        with httpx.Client(timeout=10) as http:
+            http.post(self.url.removesuffix("/v1") + "/sim/settings", json=settings)
+
     def stats(self) -> dict[str, Any]:
         with httpx.Client(timeout=10) as http:
             answer: dict[str, Any] = http.get(self.url.removesuffix("/v1") + "/sim/stats").json()

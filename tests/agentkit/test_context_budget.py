@@ -21,17 +21,19 @@ from tests.e2e.conftest import registered, worker_procs
 from tests.support.procs import Procs
 
 TURNS = 50
+WINDOW = 1200
 CONFIG = """
 agents:
   chat_budget:
     class: "tests.agentkit.agents:ChatAgent"
     middleware:
-      - {{name: context_budget, strategy: summarise, model: chat, keep_last: 4}}
+      - {{name: context_budget, strategy: summarise, model: chat, keep_last: 4,
+          window_tokens: 1200}}
   chat_plain: {{class: "tests.agentkit.agents:PlainChatAgent"}}
 models:
   chat:
     base_url: "{url}"
-    context_tokens: 1200
+    context_tokens: 100000  # the simulator's own window (1200) is the one that refuses
     stream: false
     timeouts: {{total_s: 30}}
 """
@@ -39,6 +41,7 @@ models:
 
 @pytest.fixture
 def config_path(tmp_path: Path, sim_process: SimProcess) -> Path:
+    sim_process.configure(context_tokens=WINDOW)  # a longer prompt: context_length_exceeded
     return write_config(tmp_path, CONFIG, url=sim_process.url)
 
 
@@ -70,7 +73,7 @@ async def test_fifty_turns_stay_inside_the_window_with_the_budget(
     assert result["output"]["turns"] == TURNS
     assert result["output"]["summaries"] > 0
     stats = sim_process.stats()
-    # Every turn was answered, and the summaries were model calls of their own.
+    # The model never refused a prompt as too long; the summaries were calls of their own.
     assert stats["statuses"] == {"200": stats["requests"]}
     assert stats["requests"] > TURNS
 
@@ -83,5 +86,6 @@ async def test_without_the_budget_the_conversation_hits_the_context_error(
     result = await _converse(client, prefix, config_path, "chat_plain")
     assert result["status"] == ResultStatus.FAILED
     assert result["error"]["code"] == ErrorCode.INVALID_INPUT
-    assert "context limit 1200 tokens" in result["error"]["message"]
-    assert sim_process.stats()["requests"] < TURNS
+    assert "ContextLengthExceeded" in result["error"]["message"]
+    stats = sim_process.stats()
+    assert stats["statuses"]["400"] == 1 and stats["requests"] < TURNS
