@@ -65,6 +65,13 @@ class ErrorCode(StrEnum):
     STEP_ERROR = "step_error"  # a step or checkpoint the runtime cannot record (not JSON, ...)
     STATE_TOO_LARGE = "state_too_large"  # a checkpoint over the agent's max_state_bytes
     STEP_TOO_LARGE = "step_too_large"  # a step result too large for Redis, and no database
+    # Tool calls (deepagents.tools): a tool's own failure, a tool or its server that cannot
+    # be reached, arguments its schema refuses, an answer that breaks the protocol, its cap
+    TOOL_ERROR = "tool_error"
+    TOOL_INVALID_ARGUMENTS = "tool_invalid_arguments"
+    TOOL_PROTOCOL_ERROR = "tool_protocol_error"
+    TOOL_TIMEOUT = "tool_timeout"
+    TOOL_UNAVAILABLE = "tool_unavailable"
     # Exceptions (the orchestrator's refusals among them)
     ERROR = "error"
     CONFIG_ERROR = "config_error"

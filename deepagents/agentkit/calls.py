@@ -8,13 +8,13 @@ delivery of the task gets the recorded answer instead of calling again, so the w
 
 from __future__ import annotations
 
-import importlib
 from typing import Any
 
 from deepagents.agentkit.middleware import ModelRequest, ModelResponse, ToolRequest
 from deepagents.contract.context import active_context
 from deepagents.contract.toolcalls import ToolResult
 from deepagents.modelcall.wrap import wrap_model_call
+from deepagents.tools.wrap import wrap_tool_call
 
 
 async def call_model(request: ModelRequest) -> ModelResponse:
@@ -48,8 +48,4 @@ async def call_tool(request: ToolRequest) -> ToolResult:
     if tool is None:
         message = f"no tool named {call.name!r}"
         return ToolResult(call.id, call.name, {"error": "unknown_tool", "message": message}, True)
-    tools: Any = importlib.import_module("deepagents.tools")
-    result: ToolResult = await tools.wrap_tool_call(
-        tool, call, task=request.state.task, agent=request.state.agent
-    )
-    return result
+    return await wrap_tool_call(tool, call, task=request.state.task, agent=request.state.agent)

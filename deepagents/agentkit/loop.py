@@ -21,12 +21,12 @@ from deepagents.agentkit.middleware import (
     AgentMiddleware,
     AgentState,
     ModelRequest,
-    ToolLike,
     ToolRequest,
 )
 from deepagents.contract.context import active_context
 from deepagents.contract.task import Task
 from deepagents.contract.toolcalls import ToolCall, ToolResult
+from deepagents.tools.definition import Tool
 
 T = TypeVar("T")
 
@@ -51,7 +51,7 @@ async def run_tools(
     *,
     model: str,
     messages: Sequence[Mapping[str, Any]],
-    tools: Sequence[ToolLike] = (),
+    tools: Sequence[Tool] = (),
     max_turns: int = 10,
     middleware: Sequence[AgentMiddleware] = (),
     task: Task | None = None,

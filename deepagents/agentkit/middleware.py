@@ -21,28 +21,12 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from enum import StrEnum
-from typing import Any, Protocol
+from typing import Any
 
 from deepagents.contract.task import Task
 from deepagents.contract.toolcalls import ToolCall, ToolDefinition, ToolResult
 from deepagents.modelcall.record import openai_tool_calls
-
-
-class ToolPolicy(Protocol):
-    """What the loop reads of a tool's policy (``deepagents.tools``)."""
-
-    @property
-    def destructive(self) -> bool: ...
-
-
-class ToolLike(Protocol):
-    """A tool the loop can offer and run: a ``deepagents.tools.Tool``."""
-
-    @property
-    def definition(self) -> ToolDefinition: ...
-
-    @property
-    def policy(self) -> ToolPolicy: ...
+from deepagents.tools.definition import Tool
 
 
 class JumpTo(StrEnum):
@@ -70,7 +54,7 @@ class AgentState:
     agent: str
     model: str
     messages: list[dict[str, Any]]
-    tools: Mapping[str, ToolLike]
+    tools: Mapping[str, Tool]
     task: Task | None = None
     model_calls: int = 0
     tool_calls: int = 0
@@ -138,7 +122,7 @@ class ToolRequest:
     """One tool call as the chain sees it: the call and the tool (None: no such tool)."""
 
     call: ToolCall
-    tool: ToolLike | None
+    tool: Tool | None
     state: AgentState
 
     def override(self, **changes: Any) -> ToolRequest:
