@@ -34,7 +34,15 @@ class Verdict(StrEnum):
 class ApprovalReply(BaseModel):
     """What a person answers (``orch.reply(task_id, {...})``)."""
 
-    model_config = ConfigDict(extra="forbid")
+    # The rule "edit needs arguments" in the JSON Schema too: a reply is checked against the
+    # schema when it arrives (orch.reply refuses it), not only when the task reads it.
+    model_config = ConfigDict(
+        extra="forbid",
+        json_schema_extra={
+            "if": {"properties": {"verdict": {"const": "edit"}}},
+            "then": {"required": ["arguments"], "properties": {"arguments": {"type": "object"}}},
+        },
+    )
 
     verdict: Verdict
     arguments: dict[str, Any] | None = Field(default=None, description="edit: the new arguments")

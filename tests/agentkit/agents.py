@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import os
 from typing import Any
 
 from deepagents import AgentContract, Result
 from deepagents.agentkit import run_tools
+from deepagents.contract.toolcalls import ToolCall
+from deepagents.tools import tool
 
 FILLER = "the quarterly figures moved a little and the team wrote it all down again. "
 
@@ -38,3 +41,79 @@ class PlainChatAgent(ChatAgent):
 
     name = "chat_plain"
     intents = ("chat_plain",)
+
+
+# Tools whose every run is journaled (one line per run, one O_APPEND write) in the file
+# named by $TOOLKIT_JOURNAL, so a test counts what ran, across worker processes.
+JOURNAL_ENV = "TOOLKIT_JOURNAL"
+
+
+def journal(line: str) -> None:
+    fd = os.open(os.environ[JOURNAL_ENV], os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+    try:
+        os.write(fd, f"{line}\n".encode())
+    finally:
+        os.close(fd)
+
+
+@tool(read_only=True)
+def search(q: str) -> dict[str, Any]:
+    """Search the notes."""
+    journal(f"search {q}")
+    return {"hits": [f"a note about {q}"]}
+
+
+@tool(destructive=True)
+def wipe(target: str) -> dict[str, Any]:
+    """Delete everything stored under target."""
+    journal(f"wipe {target}")
+    return {"wiped": target}
+
+
+TOOLS = [search, wipe]
+
+
+def broken_policy(call: ToolCall) -> bool:
+    """A guardrail policy whose own lookup fails: the guardrail must refuse."""
+    raise ConnectionError("the policy store is unreachable")
+
+
+class ToolAgent(AgentContract):
+    """Runs the loop over ``search`` and ``wipe`` for the prompt in its payload (the model
+    simulator follows the ``sim:`` directives in it); its YAML entry sets the middleware."""
+
+    name = "guarded"
+    version = "1"
+    intents = ("guarded",)
+
+    async def execute(self, context: dict[str, Any]) -> Result:
+        payload = context["payload"]
+        result = await run_tools(
+            model="chat",
+            messages=[{"role": "user", "content": payload["prompt"]}],
+            tools=TOOLS,
+            max_turns=int(payload.get("max_turns", 8)),
+            task=context["task"],
+        )
+        output = {"text": result.text, "stop": result.stop, "calls": result.tool_calls}
+        return Result(output=output)
+
+
+class BrokenGuardAgent(ToolAgent):
+    name, intents = "guard_broken", ("guard_broken",)
+
+
+class TellingGuardAgent(ToolAgent):
+    name, intents = "guard_tell", ("guard_tell",)
+
+
+class LoopingAgent(ToolAgent):
+    name, intents = "looping", ("looping",)
+
+
+class ApprovingAgent(ToolAgent):
+    name, intents = "approving", ("approving",)
+
+
+class LimitedAgent(ToolAgent):
+    name, intents = "limited", ("limited",)
