@@ -28,7 +28,10 @@ _PATTERNS = {
     PiiKind.IBAN: re.compile(r"\b[A-Z]{2}\d{2}(?: ?[A-Z0-9]{4}){2,7}(?: ?[A-Z0-9]{1,3})?\b"),
     PiiKind.CARD: re.compile(r"\b\d(?:[ -]?\d){12,18}\b"),
     PiiKind.IP: re.compile(r"\b(?:\d{1,3}\.){3}\d{1,3}\b"),
-    PiiKind.PHONE: re.compile(r"(?<![\w+])\+?\d[\d ().-]{6,18}\d\b"),
+    # Digits in groups (a bare run of digits is an order number as often as a phone).
+    PiiKind.PHONE: re.compile(
+        r"(?<![\w+])(?:\+\d{1,3}[ .-]?)?(?:\(\d{1,4}\)[ .-]?)?\d{2,4}(?:[ .-]\d{2,4}){1,4}\b"
+    ),
 }
 
 

@@ -202,11 +202,19 @@ async def _approval(
 
 
 async def test_approve_runs_the_destructive_tool_once(
-    client: Redis, prefix: str, procs: Procs, orch: Orchestrator, journal_path: Path
+    client: Redis,
+    prefix: str,
+    procs: Procs,
+    orch: Orchestrator,
+    journal_path: Path,
+    sim_process: SimProcess,
 ) -> None:
     result = await _approval(client, prefix, procs, orch, {"verdict": "approve"})
     assert result["status"] == ResultStatus.SUCCESS, result["error"]
     assert _ran(journal_path) == ["wipe cache"]
+    # The delivery after the reply replayed the first model turn from its step record:
+    # two model calls in all (the ask, then the answer to the tool's result), not three.
+    assert sim_process.stats()["requests"] == 2
 
 
 async def test_reject_never_runs_it(
