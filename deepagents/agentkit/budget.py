@@ -60,9 +60,9 @@ class ContextBudget(AgentMiddleware):
     async def wrap_model_call(self, request: ModelRequest, handler: ModelHandler) -> ModelResponse:
         window, chars_per_token = self._window(request.model)
         limit = int(window * self.threshold)
-        messages = [dict(m) for m in request.messages]
-        if estimate_input_tokens(messages, chars_per_token) <= limit:
+        if estimate_input_tokens(request.messages, chars_per_token) <= limit:  # type: ignore[arg-type]
             return await handler(request)
+        messages = [dict(m) for m in request.messages]
         head, old, recent = _split(messages, self.keep_last)
         if self.strategy is BudgetStrategy.SUMMARISE and old:
             note = await self._summary(request, handler, old)

@@ -21,9 +21,11 @@ from deepagents.config.middleware import PiiKind, PiiRedactionConfig
 
 # Card before phone: a card number also looks like a long phone number.
 _ORDER = (PiiKind.EMAIL, PiiKind.IBAN, PiiKind.CARD, PiiKind.IP, PiiKind.PHONE)
+_DIGIT = re.compile(r"\d")
 _PATTERNS = {
     PiiKind.EMAIL: re.compile(
-        r"[A-Za-z0-9._%+-]{1,64}@[A-Za-z0-9-]{1,63}(?:\.[A-Za-z0-9-]{1,63}){1,8}"
+        # Starts only where a run of address characters starts: linear in the text.
+        r"(?<![A-Za-z0-9._%+-])[A-Za-z0-9._%+-]{1,64}@[A-Za-z0-9-]{1,63}(?:\.[A-Za-z0-9-]{1,63}){1,8}"
     ),
     PiiKind.IBAN: re.compile(r"\b[A-Z]{2}\d{2}(?: ?[A-Z0-9]{4}){2,7}(?: ?[A-Z0-9]{1,3})?\b"),
     PiiKind.CARD: re.compile(r"\b\d(?:[ -]?\d){12,18}\b"),
@@ -47,13 +49,18 @@ class PiiRedaction(AgentMiddleware):
         return cls(kinds=config.kinds)
 
     async def wrap_model_call(self, request: ModelRequest, handler: ModelHandler) -> ModelResponse:
-        messages = [self.message(m) for m in request.messages]
+        # The history comes back every turn: each text is redacted once per run.
+        seen: dict[str, str] = request.state.memo(self)
+        messages = [self.message(m, seen) for m in request.messages]
         return await handler(request.override(messages=messages))
 
-    def message(self, message: Mapping[str, Any]) -> dict[str, Any]:
+    def message(self, message: Mapping[str, Any], seen: dict[str, str]) -> dict[str, Any]:
         content = message.get("content")
         if isinstance(content, str):
-            return {**message, "content": self.redact(content)}
+            redacted = seen.get(content)
+            if redacted is None:
+                redacted = seen[content] = self.redact(content)
+            return {**message, "content": redacted}
         if isinstance(content, list):  # content parts: redact the text ones
             parts = [
                 {**p, "text": self.redact(p["text"])}
@@ -65,7 +72,13 @@ class PiiRedaction(AgentMiddleware):
         return dict(message)
 
     def redact(self, text: str) -> str:
+        # Cheap gates first: most texts have no '@', and the other kinds all need a digit.
+        has_digit = _DIGIT.search(text) is not None
         for kind in self.kinds:
+            if (kind is PiiKind.EMAIL and "@" not in text) or (
+                kind is not PiiKind.EMAIL and not has_digit
+            ):
+                continue
             text = _PATTERNS[kind].sub(_replacer(kind), text)
         return text
 
