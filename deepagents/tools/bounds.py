@@ -11,6 +11,8 @@ from typing import Any
 
 import orjson
 
+from deepagents.errors import DeepAgentsError, ErrorCode
+
 _INT64 = 1 << 63
 
 
@@ -25,8 +27,11 @@ class JsonBounds:
 DEFAULT_BOUNDS = JsonBounds()
 
 
-class OutOfBounds(ValueError):
-    """The value is not bounded JSON; the message says where and why."""
+class OutOfBounds(DeepAgentsError, ValueError):
+    """The value is not bounded JSON; the message says where and why (the tool layer turns
+    it into the error of whoever sent it: arguments, a result, a schema)."""
+
+    code = ErrorCode.VALIDATION_ERROR
 
 
 def check_json(value: Any, what: str, bounds: JsonBounds = DEFAULT_BOUNDS) -> bytes:

@@ -24,7 +24,12 @@ from pydantic import BaseModel, ValidationError, create_model
 from deepagents.config.models import BreakerConfig
 from deepagents.contract.toolcalls import ToolDefinition
 from deepagents.tools.bounds import DEFAULT_BOUNDS, JsonBounds, OutOfBounds, check_json
-from deepagents.tools.errors import InvalidToolArguments, ToolFailed, ToolProtocolError
+from deepagents.tools.errors import (
+    InvalidToolArguments,
+    ToolCallError,
+    ToolFailed,
+    ToolProtocolError,
+)
 
 IDEMPOTENCY_PARAM = "idempotency_key"
 # Keywords of an outside schema not run here: Python's ``re`` is not linear time, so a
@@ -86,29 +91,41 @@ class Tool(ABC):
     def name(self) -> str:
         return self.definition.name
 
+    bounds: JsonBounds = DEFAULT_BOUNDS
+    _validator: Any = None  # the schema's validator, built on first use
+
     def check_arguments(self, arguments: Any) -> dict[str, Any]:
         """The arguments as the tool receives them, or ``InvalidToolArguments``."""
+        self.check_bounds(arguments)
+        if self._validator is None:
+            self._validator = schema_validator(self.definition.parameters)
+        validate_schema(self._validator, arguments, self.name)
+        return dict(arguments)
+
+    def check_bounds(self, arguments: Any) -> None:
         if not isinstance(arguments, Mapping):
             raise InvalidToolArguments(f"{self.name}: arguments must be a JSON object")
         try:
             check_json(arguments, f"{self.name}'s arguments", self.bounds)
         except OutOfBounds as error:
             raise InvalidToolArguments(str(error)) from None
-        validate_schema(self.definition.parameters, arguments, self.name)
-        return dict(arguments)
-
-    bounds: JsonBounds = DEFAULT_BOUNDS
 
     @abstractmethod
     async def invoke(self, arguments: dict[str, Any], *, idempotency_key: str | None) -> Any:
         """Run the call once; return its JSON result or raise a ``ToolCallError``."""
 
 
-def validate_schema(schema: Mapping[str, Any], arguments: Any, tool: str) -> None:
+def schema_validator(schema: Mapping[str, Any]) -> Any:
     validator_cls = jsonschema.validators.validator_for(
         schema, default=jsonschema.Draft202012Validator
     )
-    error = best_match(validator_cls(schema).iter_errors(arguments))
+    return validator_cls(schema)
+
+
+def validate_schema(validator: Any, arguments: Any, tool: str) -> None:
+    if validator.is_valid(arguments):
+        return
+    error = best_match(validator.iter_errors(arguments))
     if error is not None:
         where = ".".join(str(p) for p in error.absolute_path) or "arguments"
         raise InvalidToolArguments(f"{tool}: {where}: {error.message}"[:500])
@@ -191,11 +208,11 @@ class FunctionTool(Tool):
         self.__doc__ = fn.__doc__
 
     def check_arguments(self, arguments: Any) -> dict[str, Any]:
-        checked = super().check_arguments(arguments)
-        if self._model is None:
-            return checked
+        if self._model is None:  # a JSON Schema: checked as an outside tool's
+            return super().check_arguments(arguments)
+        self.check_bounds(arguments)  # the model validates what its schema says
         try:
-            model = self._model.model_validate(checked)
+            model = self._model.model_validate(arguments)
         except ValidationError as error:
             first = error.errors()[0]
             where = ".".join(str(p) for p in first["loc"]) or "arguments"
@@ -216,8 +233,8 @@ class FunctionTool(Tool):
                 value = await asyncio.to_thread(self.fn, *args, **kwargs)
                 if inspect.isawaitable(value):
                     value = await value
-        except (asyncio.CancelledError, TimeoutError):
-            raise
+        except (asyncio.CancelledError, TimeoutError, ToolCallError):
+            raise  # a tool may say how it failed: ToolUnavailable is retried when safe
         except Exception as error:  # the tool's own failure: the model reads it
             raise ToolFailed(f"{self.name}: {type(error).__name__}: {error}"[:2000]) from error
         return _as_json(value)

@@ -193,7 +193,7 @@ def _record(state: _Call, outcome: str, elapsed: float, span: trace.Span | None)
     ledger = current_tool_ledger()
     if ledger is not None:
         arguments = state.call.arguments
-        digest = arguments_digest(arguments, runtime.hash_key) if _hashable(arguments) else None
+        digest = _digest(arguments, runtime.hash_key)
         ledger.add(
             tool=tool.name,
             server=tool.server,
@@ -206,12 +206,14 @@ def _record(state: _Call, outcome: str, elapsed: float, span: trace.Span | None)
         )
 
 
-def _hashable(arguments: Any) -> bool:
+def _digest(arguments: Any, key: bytes | None) -> str | None:
+    """The arguments' hash; None for what is no JSON object (refused before the call)."""
+    if not isinstance(arguments, Mapping):
+        return None
     try:
-        check_json(arguments, "arguments")
-    except OutOfBounds:
-        return False
-    return isinstance(arguments, Mapping)
+        return arguments_digest(arguments, key)
+    except (TypeError, orjson.JSONEncodeError):
+        return None
 
 
 async def _attempts(state: _Call, key: str | None) -> ToolResult:

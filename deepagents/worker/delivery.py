@@ -85,6 +85,7 @@ class DeliveryHandler:
             stats=stats,
             metrics=metrics.steps if metrics is not None else None,
             outbox=outbox,
+            tracer=runner.tracer,
         )
         self.run = Run(
             runner=runner,

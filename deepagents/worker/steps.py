@@ -24,6 +24,7 @@ from datetime import UTC, datetime
 from typing import Any, TypeVar
 
 import orjson
+from opentelemetry.trace import Tracer
 from pydantic import BaseModel
 
 from deepagents._internal.group_commit import GroupCommit
@@ -76,7 +77,9 @@ class StepBook:
         stats: WorkerStats,
         metrics: StepMetrics | None,
         outbox: bool,
+        tracer: Tracer | None = None,
     ) -> None:
+        self.tracer = tracer  # a span per step when tracing records
         self.bus, self.group, self.consumer, self.agent = bus, group, consumer, agent
         self.encoder, self.executor, self.stats = encoder, executor, stats
         self.metrics, self.outbox = metrics, outbox
@@ -190,6 +193,28 @@ class DeliverySteps(TaskContext):
         step_id = lane.next_id(check_name(name))
         records = await self.records()
         recorded = records.get(STEP + step_id)
+        book = self._book
+        if book.tracer is not None:
+            with book.tracer.start_as_current_span(
+                f"step {name}",
+                attributes={
+                    "deepagents.step.id": step_id,
+                    "deepagents.step.phase": self.current_phase,
+                    "deepagents.step.replayed": recorded is not None,
+                    "deepagents.agent": book.agent.name,
+                },
+            ):
+                return await self._run_step(step_id, fn, args, records, recorded)
+        return await self._run_step(step_id, fn, args, records, recorded)
+
+    async def _run_step(
+        self,
+        step_id: str,
+        fn: Callable[..., Any],
+        args: tuple[Any, ...],
+        records: dict[str, bytes],
+        recorded: bytes | None,
+    ) -> Any:
         book = self._book
         if recorded is not None:
             self.replayed += 1

@@ -11,6 +11,7 @@ Side tasks, each supervised (if one dies, the worker stops rather than limp on):
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import math
 import time
@@ -31,6 +32,7 @@ from deepagents.modelcall.credentials import missing_credential
 from deepagents.store.base import Registry
 from deepagents.telemetry.core import Telemetry, process_telemetry
 from deepagents.telemetry.modelcalls import ModelCallRecorder
+from deepagents.tools.bootstrap import tool_calls_scope
 from deepagents.transport.base import MessageBus, RawEntry, StreamRef
 from deepagents.transport.keys import ShardKeys
 from deepagents.worker.asking import Asks, Escalate, wake_due
@@ -212,9 +214,13 @@ class Worker:
             self._turned_at = self._reached_at = time.monotonic()
             await self._check_health(runner, registry)  # healthy or not, known from the start
             # One model-call client for this loop; every task created inside inherits it.
-            # …and the agent's middleware chain, which run_tools picks up.
-            async with model_calls_scope(
-                models, self.services.client, prefix=self.settings.prefix, on_record=on_record
+            # And one for tool calls: the fleet's breakers, the agent's MCP servers' sessions;
+            # and the agent's middleware chain, which run_tools picks up.
+            async with (
+                model_calls_scope(
+                    models, self.services.client, prefix=self.settings.prefix, on_record=on_record
+                ),
+                self._tool_calls(),
             ):
                 with use_agent_chain(self.agent_chain):
                     await self._supervise(handler, committer, registry)
@@ -229,6 +235,17 @@ class Worker:
                 "worker stopped",
                 extra={"action": "worker_stopped", "agent": self.name, "stats": self.stats},
             )
+
+    def _tool_calls(self) -> contextlib.AbstractAsyncContextManager[object]:
+        entry = self.config.agents.get(self.name)
+        metrics = self.telemetry.metrics
+        return tool_calls_scope(
+            self.services.client,
+            prefix=self.settings.prefix,
+            mcp_servers=entry.mcp_servers if entry is not None else None,
+            metrics=metrics.tool if metrics is not None else None,
+            tracing=self.telemetry.tracing,
+        )
 
     async def _supervise(
         self, handler: DeliveryHandler, committer: Committer, registry: Registry

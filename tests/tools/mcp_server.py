@@ -14,7 +14,7 @@ import os
 import sys
 from pathlib import Path
 
-from mcp.server.mcpserver import MCPServer
+from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
 
 server = MCPServer("deepagents-test")
@@ -33,7 +33,10 @@ def add(a: int, b: int) -> int:
 
 
 @server.tool(description="Append a line to the ledger; returns its text.")
-def record(text: str, key: str = "") -> str:
+def record(text: str, ctx: Context) -> str:
+    # The caller's idempotency key, from the request's _meta (deepagents sends the step key).
+    meta = ctx.request_context.meta or {}
+    key = dict(meta).get("io.deepagents/idempotency-key", "-")
     _note(f"record {text} {key}")
     return f"recorded {text}"
 

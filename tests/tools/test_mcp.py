@@ -60,7 +60,10 @@ async def _lists_and_calls(servers: McpServers, server: str, effects: Path) -> N
     assert (await _call(tools["add"], a=2, b=40)) == ToolResult("c1", "add", {"result": 42})
     recorded = await _call(tools["record"], text="hello")
     assert recorded.content == {"result": "recorded hello"} and not recorded.is_error
-    assert [line[1:3] for line in _lines(effects)] == [["record", "hello"]]
+    assert [line[1:] for line in _lines(effects)] == [["record", "hello", "-"]]
+    # The idempotency key travels in the request's _meta.
+    await servers.session(server).call("record", {"text": "again"}, idempotency_key="t/k#2")
+    assert _lines(effects)[-1][1:] == ["record", "again", "t/k#2"]
     # The tool's own failure: an error result the model reads.
     broken = await _call(tools["broken"], reason="on purpose")
     assert broken.is_error and broken.content["error"] == "tool_error"
@@ -68,7 +71,7 @@ async def _lists_and_calls(servers: McpServers, server: str, effects: Path) -> N
     # Arguments the schema refuses never reach the server.
     bad = await _call(tools["record"], text=7)
     assert bad.is_error and bad.content["error"] == "tool_invalid_arguments"
-    assert len(_lines(effects)) == 1
+    assert len(_lines(effects)) == 2
     assert servers.session(server).connects == 1  # one pooled session for all of it
 
 

@@ -59,6 +59,11 @@ ERROR_CODES = {
     "step_error",
     "state_too_large",
     "step_too_large",
+    "tool_error",
+    "tool_invalid_arguments",
+    "tool_protocol_error",
+    "tool_timeout",
+    "tool_unavailable",
     # exceptions
     "error",
     "config_error",
@@ -115,7 +120,7 @@ ERROR_CODES = {
 
 
 # Top-level modules of optional extras that a module may import at its top.
-OPTIONAL = {"grpc", "google"}
+OPTIONAL = {"grpc", "google", "mcp"}
 
 
 def _package_classes() -> Iterator[type]:
