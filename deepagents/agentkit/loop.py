@@ -112,6 +112,8 @@ class _Run:
             if response.final:
                 stop = StopReason.FINAL_ANSWER
                 break
+            if turns >= max_turns:
+                break  # no model call is left to read their results: the tools do not run
             await self._run_calls(response.tool_calls)
         if jump is not None:
             stop = StopReason.MIDDLEWARE

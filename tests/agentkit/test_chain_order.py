@@ -177,3 +177,25 @@ def test_a_middleware_must_be_one() -> None:
     with pytest.raises(ConfigError) as caught:
         Chain([not_one])
     assert caught.value.field == "middleware[0]"
+
+
+class AlwaysTools(AgentMiddleware):
+    """A model that never stops asking for a tool (answered here, without the handler)."""
+
+    async def wrap_model_call(self, request: ModelRequest, handler: ModelHandler) -> ModelResponse:
+        n = request.state.model_calls
+        return ModelResponse("", (ToolCall(f"c{n}", "lookup", {"n": n}),))
+
+
+async def test_max_turns_stops_and_the_last_turns_tools_do_not_run(calls: ModelCalls) -> None:
+    log: list[str] = []
+    result = await run_tools(
+        model="sim",
+        messages=[{"role": "user", "content": "hi"}],
+        middleware=[Recorder("a", log), AlwaysTools()],
+        max_turns=3,
+    )
+    assert result.stop is StopReason.MAX_TURNS
+    assert (result.model_calls, result.tool_calls) == (3, 2)
+    assert log.count("a.wrap_tool>") == 2
+    assert result.messages[-1]["tool_calls"][0]["id"] == "c2"  # asked for, not run
