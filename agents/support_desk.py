@@ -1,7 +1,9 @@
 """SupportDeskAgent: the agent toolkit in one example (docs/tools.md).
 
 A customer's request goes to the model with two Python tools, ``lookup_order`` (read-only:
-retried when it fails) and ``refund`` (destructive: a person approves it first). The agent
+retried when it fails) and ``refund`` (destructive: a person approves it first), and the
+tools of the shipping service's MCP server (``agents/shipping_mcp.py``, started by the
+worker over stdio: ``shipping_status``). The agent
 calls ``run_tools`` once; its chain comes from ``agents.support_desk.middleware`` in
 ``config/deepagents.yaml``: ``approval`` (a refund waits for a person, who may approve,
 edit the amount or reject), then the ``guardrail`` (``refund_policy``: no refund over
@@ -74,10 +76,14 @@ class SupportDeskAgent(AgentContract):
 
     async def execute(self, context: dict[str, Any]) -> Result:
         request = str(context["payload"]["request"])
+        # The shipping service's tools, from its MCP server (one pooled session per worker).
+        from deepagents.tools.mcp import mcp_tools  # the mcp extra
+
+        shipping = await mcp_tools("shipping")
         result = await run_tools(
             model="research",
             messages=[{"role": "system", "content": SYSTEM}, {"role": "user", "content": request}],
-            tools=[lookup_order, refund],
+            tools=[lookup_order, refund, *shipping],
             max_turns=6,
             task=context["task"],
         )

@@ -5,6 +5,8 @@ person and still refused by the guardrail behind the approval."""
 
 from __future__ import annotations
 
+import os
+import sys
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 from typing import Any
@@ -26,17 +28,24 @@ SHIPPED = Path(__file__).resolve().parents[2] / "config" / "deepagents.yaml"
 
 
 def _request(order_id: str, amount: float) -> str:
-    lookup = orjson.dumps({"order_id": order_id}).decode()
+    """The customer's words, and the simulator's script: look the order up, then ask the
+    shipping service (MCP) and refund, two calls in one turn (in parallel)."""
+    order = orjson.dumps({"order_id": order_id}).decode()
     refund = orjson.dumps({"order_id": order_id, "amount_eur": amount}).decode()
     return (
         f"Please refund order {order_id}, write to ana.lopez@example.org.\n"
-        f"sim: call lookup_order {lookup}\nsim: then\nsim: call refund {refund}"
+        f"sim: call lookup_order {order}\nsim: then\n"
+        f"sim: call shipping_status {order}\nsim: call refund {refund}"
     )
 
 
 @pytest.fixture
 def procs(redis_url: str, prefix: str, client: Redis, sim_process: SimProcess) -> Iterator[Procs]:
-    p = worker_procs(redis_url, prefix, SHIPPED, DEEPAGENTS_SIM_MODEL_URL=sim_process.url)
+    # The shipped config starts the MCP server as "python": this environment's.
+    path = f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}"
+    p = worker_procs(
+        redis_url, prefix, SHIPPED, DEEPAGENTS_SIM_MODEL_URL=sim_process.url, PATH=path
+    )
     try:
         yield p
     finally:
@@ -71,8 +80,10 @@ async def test_an_approved_refund_runs(orch: Orchestrator) -> None:
     result = await _approved(orch, _request("A-1001", 42))
     assert result["status"] == ResultStatus.SUCCESS, result["error"]
     output = result["output"]
-    assert output["stop"] == "final_answer" and output["tool_calls"] == 2
-    assert '"refunded_eur":42' in output["answer"]  # the simulator quotes the tool results
+    assert output["stop"] == "final_answer" and output["tool_calls"] == 3
+    # The simulator's last answer quotes the results of the last turn's calls.
+    assert '"refunded_eur":42' in output["answer"]
+    assert '"signed_by":"A. Lopez"' in output["answer"]  # from the MCP server
 
 
 async def test_a_refund_over_the_limit_is_refused_even_approved(orch: Orchestrator) -> None:
