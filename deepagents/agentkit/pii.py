@@ -55,21 +55,34 @@ class PiiRedaction(AgentMiddleware):
         return await handler(request.override(messages=messages))
 
     def message(self, message: Mapping[str, Any], seen: dict[str, str]) -> dict[str, Any]:
+        out = dict(message)
         content = message.get("content")
         if isinstance(content, str):
-            redacted = seen.get(content)
-            if redacted is None:
-                redacted = seen[content] = self.redact(content)
-            return {**message, "content": redacted}
-        if isinstance(content, list):  # content parts: redact the text ones
-            parts = [
-                {**p, "text": self.redact(p["text"])}
+            out["content"] = self._text(content, seen)
+        elif isinstance(content, list):  # content parts: redact the text ones
+            out["content"] = [
+                {**p, "text": self._text(p["text"], seen)}
                 if isinstance(p, dict) and isinstance(p.get("text"), str)
                 else p
                 for p in content
             ]
-            return {**message, "content": parts}
-        return dict(message)
+        calls = message.get("tool_calls")
+        if isinstance(calls, list):  # the arguments the model wrote go back to it too
+            out["tool_calls"] = [self._call(c, seen) for c in calls]
+        return out
+
+    def _call(self, call: Any, seen: dict[str, str]) -> Any:
+        function = call.get("function") if isinstance(call, dict) else None
+        if not isinstance(function, dict) or not isinstance(function.get("arguments"), str):
+            return call
+        arguments: str = function["arguments"]
+        return {**call, "function": {**function, "arguments": self._text(arguments, seen)}}
+
+    def _text(self, text: str, seen: dict[str, str]) -> str:
+        redacted = seen.get(text)
+        if redacted is None:
+            redacted = seen[text] = self.redact(text)
+        return redacted
 
     def redact(self, text: str) -> str:
         # Cheap gates first: most texts have no '@', and the other kinds all need a digit.

@@ -53,6 +53,24 @@ async def test_pii_is_redacted_before_the_request_leaves(calls: ModelCalls) -> N
     assert result.messages[0]["content"] == PROMPT  # the run's own history is untouched
 
 
+async def test_tool_call_arguments_are_redacted_too(calls: ModelCalls) -> None:
+    outbound = Outbound()
+    call = {
+        "id": "c1",
+        "type": "function",
+        "function": {"name": "mail", "arguments": '{"to": "ana.lopez@example.org"}'},
+    }
+    history: list[dict[str, Any]] = [
+        {"role": "user", "content": "mail her"},
+        {"role": "assistant", "content": "on it", "tool_calls": [call]},
+        {"role": "tool", "tool_call_id": "c1", "content": "sent to ana.lopez@example.org"},
+    ]
+    await run_tools(model="sim", messages=history, middleware=[PiiRedaction(), outbound])
+    sent = outbound.sent[0]
+    assert sent[1]["tool_calls"][0]["function"]["arguments"] == '{"to": "[email]"}'
+    assert sent[1]["content"] == "on it" and sent[2]["content"] == "sent to [email]"
+
+
 async def test_only_the_kinds_asked_for(calls: ModelCalls) -> None:
     outbound = Outbound()
     await run_tools(
