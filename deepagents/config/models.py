@@ -102,6 +102,7 @@ class ProviderKind(StrEnum):
     """The API a model speaks."""
 
     OPENAI = "openai"  # chat completions: OpenAI and every compatible server
+    ANTHROPIC = "anthropic"  # the Anthropic Messages API (base_url: https://api.anthropic.com/v1)
 
 
 class ModelConfig(_Strict):

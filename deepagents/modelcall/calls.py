@@ -20,6 +20,7 @@ from deepagents.config.models import ModelConfig, ProviderKind
 from deepagents.modelcall.credentials import CredentialSource, CredentialStore, source_for
 from deepagents.modelcall.errors import InvalidRequest
 from deepagents.modelcall.metrics import ModelMetrics
+from deepagents.modelcall.providers.anthropic import AnthropicProvider
 from deepagents.modelcall.providers.base import Provider
 from deepagents.modelcall.providers.openai import OpenAIProvider
 from deepagents.modelcall.record import AttemptRecord
@@ -91,6 +92,7 @@ class ModelCalls:
         # One provider per API spoken; ``provider`` (tests) speaks for every model.
         self._providers: dict[ProviderKind, Provider] = {
             ProviderKind.OPENAI: provider or OpenAIProvider(),
+            ProviderKind.ANTHROPIC: provider or AnthropicProvider(),
         }
         self.metrics = metrics or ModelMetrics()
         self.prompt_hash_key = prompt_hash_key
