@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import hashlib
 import math
 import random
 import threading
@@ -45,6 +46,7 @@ class Api(StrEnum):
 
     OPENAI = "openai"  # POST .../chat/completions
     ANTHROPIC = "anthropic"  # POST .../messages
+    EMBEDDINGS = "embeddings"  # POST .../embeddings (OpenAI format)
 
 
 @dataclass
@@ -62,6 +64,7 @@ class SimSettings:
     model_version: str = "sim-1"
     seed: int | None = None
     context_tokens: int | None = None  # a longer prompt is refused: context_length_exceeded
+    embedding_dims: int = 8  # length of every embedding vector
 
 
 @dataclass
@@ -91,6 +94,7 @@ class Logged:
     tools: tuple[str, ...] = ()  # names of the tools offered
     tool_calls: tuple[str, ...] = ()  # names of the tools the answer asked for
     api: Api = Api.OPENAI
+    inputs: int = 0  # embeddings: how many inputs the request carried
 
 
 @dataclass
@@ -240,6 +244,8 @@ class Simulator:
                 await self._chat(headers, body, writer, Api.OPENAI)
             elif api is Api.ANTHROPIC:
                 await self._chat(headers, body, writer, Api.ANTHROPIC)
+            elif method == "POST" and route.endswith("/embeddings"):
+                await self._embeddings(headers, body, writer)
             elif path.startswith("/sim/"):
                 await send_json(writer, 200, self._control(method, path, body))
             elif method == "GET" and path.rstrip("/").endswith("/models"):
@@ -351,6 +357,54 @@ class Simulator:
                 await send_json(writer, 200, reply, {"x-model-version": settings.model_version})
         finally:
             state.inflight -= 1
+
+    async def _embeddings(
+        self, headers: dict[str, str], body: bytes, writer: asyncio.StreamWriter
+    ) -> None:
+        try:
+            request = orjson.loads(body)
+            raw = request["input"]
+            inputs = [raw] if isinstance(raw, str) else [str(text) for text in raw]
+        except (orjson.JSONDecodeError, KeyError, TypeError):
+            raise HttpError(400, "invalid_request", "body must be JSON with input") from None
+        tokens = sum(math.ceil(len(text) / 4) for text in inputs)
+        entry = Logged(
+            time.monotonic(),
+            headers.get("x-request-id"),
+            200,
+            tokens,
+            0,
+            False,
+            self._key_ok(headers),
+            model=str(request.get("model", "")),
+            api=Api.EMBEDDINGS,
+            inputs=len(inputs),
+        )
+        self.state.log.append(entry)
+        settings = self.state.settings
+        try:
+            if settings.require_key and not entry.key_ok:
+                raise HttpError(401, "invalid_api_key", "invalid or expired API key")
+            action = self.state.script.popleft() if self.state.script else Action()
+            self._admit(entry, action)
+        except HttpError as exc:
+            entry.status = exc.status
+            raise
+        await asyncio.sleep(
+            action.latency_s if action.latency_s is not None else settings.latency_s
+        )
+        dims = settings.embedding_dims
+        answer: dict[str, Any] = {
+            "object": "list",
+            "model": entry.model,
+            "data": [
+                {"object": "embedding", "index": i, "embedding": embedding_vector(text, dims)}
+                for i, text in enumerate(inputs)
+            ],
+        }
+        if not settings.omit_usage:
+            answer["usage"] = {"prompt_tokens": tokens, "total_tokens": tokens}
+        await send_json(writer, 200, answer)
 
     def _key_ok(self, headers: dict[str, str], api: Api = Api.OPENAI) -> bool:
         auth = headers.get("authorization", "")
@@ -525,6 +579,14 @@ class Simulator:
 
 def _anthropic_usage(entry: Logged) -> dict[str, int]:
     return {"input_tokens": entry.prompt_tokens, "output_tokens": entry.completion_tokens}
+
+
+def embedding_vector(text: str, dims: int) -> list[float]:
+    """The simulator's embedding of ``text``: deterministic, in [-1, 1), from its SHA-256."""
+    seed = hashlib.sha256(text.encode()).digest()
+    while len(seed) < 2 * dims:
+        seed += hashlib.sha256(seed).digest()
+    return [int.from_bytes(seed[2 * i : 2 * i + 2], "big") / 32768 - 1 for i in range(dims)]
 
 
 def answer_words(count: int) -> list[str]:

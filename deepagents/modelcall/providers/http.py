@@ -108,6 +108,7 @@ class Parsed:
     tokens_out: int | None
     model: str | None
     finish_reason: str | None
+    vectors: tuple[tuple[float, ...], ...] = ()
 
 
 class StreamParser(Protocol):
@@ -282,6 +283,7 @@ def _completion(parsed: Parsed, response: httpx.Response, clock: Clock) -> Compl
         first_token_ms=clock.first_token_ms,
         total_ms=clock.since_start_ms(),
         finish_reason=parsed.finish_reason,
+        vectors=parsed.vectors,
     )
 
 
