@@ -102,12 +102,31 @@ class ProviderKind(StrEnum):
     """The API a model speaks."""
 
     OPENAI = "openai"  # chat completions: OpenAI and every compatible server
+    ANTHROPIC = "anthropic"  # the Anthropic Messages API (base_url: https://api.anthropic.com/v1)
+
+
+class ModelKind(StrEnum):
+    """What a model is called for."""
+
+    CHAT = "chat"  # wrap_model_call
+    EMBEDDING = "embedding"  # embed(): OpenAI-format POST {base_url}/embeddings
+
+
+class BatchingConfig(_Strict):
+    """How concurrent ``embed`` calls in one worker coalesce into one request."""
+
+    batch_size: int = Field(default=64, ge=1, le=2048, description="inputs per request, at most")
+    max_wait_ms: float = Field(
+        default=5.0, ge=0, le=10_000, description="a batch waits this long for more callers"
+    )
 
 
 class ModelConfig(_Strict):
     base_url: HttpUrl = Field(description="API root, e.g. https://api.openai.com/v1")
     model: str | None = Field(default=None, description="provider's model id; default: the key")
     provider: ProviderKind = ProviderKind.OPENAI
+    kind: ModelKind = ModelKind.CHAT
+    batching: BatchingConfig = Field(default_factory=BatchingConfig, description="embeddings")
     api_key_env: str | None = Field(default=None, pattern=r"^[A-Z_][A-Z0-9_]{0,63}$")
     vault: VaultConfig | None = None
     context_tokens: int = Field(default=8192, ge=16)
@@ -135,6 +154,16 @@ class ModelConfig(_Strict):
     def model_id(self, name: str) -> str:
         return self.model or name
 
+    @model_validator(mode="after")
+    def _embeddings_speak_openai(self) -> ModelConfig:
+        if self.kind is ModelKind.EMBEDDING:
+            if self.provider is not ProviderKind.OPENAI:
+                raise ValueError("kind: embedding needs provider: openai (an OpenAI-format API)")
+            if self.fallbacks or self.fallback:
+                # Vectors of another model are not comparable with this one's.
+                raise ValueError("kind: embedding takes no fallbacks and no fallback")
+        return self
+
 
 def check_models(models: dict[str, ModelConfig]) -> dict[str, ModelConfig]:
     """Names become Redis keys; fallback chains must name configured models, without loops."""
@@ -146,6 +175,11 @@ def check_models(models: dict[str, ModelConfig]) -> dict[str, ModelConfig]:
                 raise ValueError(f"models.{name}.fallbacks: unknown model {other!r}")
             if other == name:
                 raise ValueError(f"models.{name}.fallbacks: a model cannot fall back to itself")
+            if models[other].kind is not model.kind:
+                raise ValueError(
+                    f"models.{name}.fallbacks: {other!r} is of kind {models[other].kind}, "
+                    f"not {model.kind}"
+                )
     return models
 
 

@@ -180,3 +180,27 @@ class ModelReply:
                 "degraded": result.degraded or self.degraded,
             }
         )
+
+
+@dataclass(frozen=True, slots=True)
+class EmbeddingReply:
+    """The answer of :func:`embed` to one caller: its own vectors, in input order, and its
+    share of the batch's attempts (tokens and cost in proportion to its inputs)."""
+
+    vectors: tuple[tuple[float, ...], ...]
+    model: str
+    prompt_sha256: str  # of this caller's inputs
+    batch_inputs: int  # how many inputs the request that answered carried (all callers')
+    attempts: tuple[AttemptRecord, ...] = field(default=())
+
+    @property
+    def tokens_in(self) -> int:
+        return sum(a.tokens_in for a in self.attempts)
+
+    @property
+    def tokens_used(self) -> int:
+        return self.tokens_in
+
+    @property
+    def cost_usd(self) -> float:
+        return round(sum(a.cost_usd for a in self.attempts), 6)

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import hashlib
 import math
 import random
 import threading
@@ -25,11 +26,12 @@ import uuid
 from collections import deque
 from collections.abc import Awaitable, Callable
 from dataclasses import asdict, dataclass, field, replace
+from enum import StrEnum
 from typing import Any, TypeVar
 
 import orjson
 
-from deepagents.modelcall import simscript
+from deepagents.modelcall import simanthropic, simscript
 from deepagents.modelcall.simscript import SimAnswer
 from deepagents.modelcall.simwire import HttpError, chunk, event, head, send_json
 
@@ -37,6 +39,14 @@ T = TypeVar("T")
 
 MAX_BODY = 4 * 1024 * 1024
 _WORDS = ("the", "model", "simulator", "answers", "with", "plain", "words", "for", "tests")
+
+
+class Api(StrEnum):
+    """The API a request spoke (its path says which)."""
+
+    OPENAI = "openai"  # POST .../chat/completions
+    ANTHROPIC = "anthropic"  # POST .../messages
+    EMBEDDINGS = "embeddings"  # POST .../embeddings (OpenAI format)
 
 
 @dataclass
@@ -54,6 +64,7 @@ class SimSettings:
     model_version: str = "sim-1"
     seed: int | None = None
     context_tokens: int | None = None  # a longer prompt is refused: context_length_exceeded
+    embedding_dims: int = 8  # length of every embedding vector
 
 
 @dataclass
@@ -66,6 +77,7 @@ class Action:
     latency_s: float | None = None
     stall_after: int | None = None  # streams: stop after this many tokens…
     stall_s: float = 60.0  # …for this long
+    error_after: int | None = None  # Anthropic streams: an overloaded_error event after N tokens
 
 
 @dataclass
@@ -81,6 +93,8 @@ class Logged:
     max_tokens: int | None = None
     tools: tuple[str, ...] = ()  # names of the tools offered
     tool_calls: tuple[str, ...] = ()  # names of the tools the answer asked for
+    api: Api = Api.OPENAI
+    inputs: int = 0  # embeddings: how many inputs the request carried
 
 
 @dataclass
@@ -223,9 +237,15 @@ class Simulator:
         body: bytes,
         writer: asyncio.StreamWriter,
     ) -> None:
+        route = path.rstrip("/")
+        api = Api.ANTHROPIC if method == "POST" and route.endswith("/messages") else Api.OPENAI
         try:
-            if method == "POST" and path.rstrip("/").endswith("/chat/completions"):
-                await self._chat(headers, body, writer)
+            if method == "POST" and route.endswith("/chat/completions"):
+                await self._chat(headers, body, writer, Api.OPENAI)
+            elif api is Api.ANTHROPIC:
+                await self._chat(headers, body, writer, Api.ANTHROPIC)
+            elif method == "POST" and route.endswith("/embeddings"):
+                await self._embeddings(headers, body, writer)
             elif path.startswith("/sim/"):
                 await send_json(writer, 200, self._control(method, path, body))
             elif method == "GET" and path.rstrip("/").endswith("/models"):
@@ -242,18 +262,12 @@ class Simulator:
             else:
                 raise HttpError(404, "not_found", f"no route {method} {path}")
         except HttpError as exc:
-            await send_json(
-                writer,
-                exc.status,
-                {
-                    "error": {
-                        "message": str(exc),
-                        "type": "simulator_error",
-                        "code": exc.provider_code,
-                    }
-                },
-                exc.headers,
-            )
+            error: dict[str, Any] = {
+                "error": {"message": str(exc), "type": "simulator_error", "code": exc.provider_code}
+            }
+            if api is Api.ANTHROPIC:
+                error = simanthropic.error_body(exc.status, exc.provider_code, str(exc))
+            await send_json(writer, exc.status, error, exc.headers)
 
     def _control(self, method: str, path: str, body: bytes) -> dict[str, Any]:
         data = orjson.loads(body) if body else {}
@@ -276,13 +290,16 @@ class Simulator:
         raise HttpError(404, "not_found", f"no control endpoint {method} {path}")
 
     async def _chat(
-        self, headers: dict[str, str], body: bytes, writer: asyncio.StreamWriter
+        self, headers: dict[str, str], body: bytes, writer: asyncio.StreamWriter, api: Api
     ) -> None:
         arrived = time.monotonic()
         try:
             request = orjson.loads(body)
-            messages = list(request["messages"])
-        except (orjson.JSONDecodeError, KeyError, TypeError):
+            if api is Api.ANTHROPIC:
+                messages = simanthropic.openai_messages(request)
+            else:
+                messages = list(request["messages"])
+        except (orjson.JSONDecodeError, KeyError, TypeError, AttributeError):
             raise HttpError(400, "invalid_request", "body must be JSON with messages") from None
         settings = self.state.settings
         stream = bool(request.get("stream"))
@@ -300,11 +317,12 @@ class Simulator:
             prompt,
             completion,
             stream,
-            self._key_ok(headers),
+            self._key_ok(headers, api),
             model=str(request.get("model", "")),
             max_tokens=request.get("max_tokens"),
             tools=_offered(request.get("tools")),
             tool_calls=tuple(call.name for call in scripted.calls),
+            api=api,
         )
         self.state.log.append(entry)
         try:
@@ -317,7 +335,7 @@ class Simulator:
                 raise HttpError(
                     400,
                     "context_length_exceeded",
-                    f"prompt of {prompt} tokens exceeds the context of {settings.context_tokens}",
+                    f"prompt is too long: {prompt} tokens > {settings.context_tokens} maximum",
                 )
         except HttpError as exc:
             entry.status = exc.status
@@ -330,7 +348,9 @@ class Simulator:
                 action.latency_s if action.latency_s is not None else settings.latency_s
             )
             answer = answer_words(completion) if scripted.filler else _pieces(scripted.text)
-            if stream:
+            if api is Api.ANTHROPIC:
+                await self._anthropic(writer, request, entry, answer, action, scripted)
+            elif stream:
                 await self._stream(writer, request, entry, answer, action, scripted)
             else:
                 reply = self._completion(request, entry, answer, scripted)
@@ -338,9 +358,59 @@ class Simulator:
         finally:
             state.inflight -= 1
 
-    def _key_ok(self, headers: dict[str, str]) -> bool:
+    async def _embeddings(
+        self, headers: dict[str, str], body: bytes, writer: asyncio.StreamWriter
+    ) -> None:
+        try:
+            request = orjson.loads(body)
+            raw = request["input"]
+            inputs = [raw] if isinstance(raw, str) else [str(text) for text in raw]
+        except (orjson.JSONDecodeError, KeyError, TypeError):
+            raise HttpError(400, "invalid_request", "body must be JSON with input") from None
+        tokens = sum(math.ceil(len(text) / 4) for text in inputs)
+        entry = Logged(
+            time.monotonic(),
+            headers.get("x-request-id"),
+            200,
+            tokens,
+            0,
+            False,
+            self._key_ok(headers),
+            model=str(request.get("model", "")),
+            api=Api.EMBEDDINGS,
+            inputs=len(inputs),
+        )
+        self.state.log.append(entry)
+        settings = self.state.settings
+        try:
+            if settings.require_key and not entry.key_ok:
+                raise HttpError(401, "invalid_api_key", "invalid or expired API key")
+            action = self.state.script.popleft() if self.state.script else Action()
+            self._admit(entry, action)
+        except HttpError as exc:
+            entry.status = exc.status
+            raise
+        await asyncio.sleep(
+            action.latency_s if action.latency_s is not None else settings.latency_s
+        )
+        dims = settings.embedding_dims
+        answer: dict[str, Any] = {
+            "object": "list",
+            "model": entry.model,
+            "data": [
+                {"object": "embedding", "index": i, "embedding": embedding_vector(text, dims)}
+                for i, text in enumerate(inputs)
+            ],
+        }
+        if not settings.omit_usage:
+            answer["usage"] = {"prompt_tokens": tokens, "total_tokens": tokens}
+        await send_json(writer, 200, answer)
+
+    def _key_ok(self, headers: dict[str, str], api: Api = Api.OPENAI) -> bool:
         auth = headers.get("authorization", "")
         key = auth[7:] if auth.lower().startswith("bearer ") else ""
+        if api is Api.ANTHROPIC:
+            key = headers.get("x-api-key", "")
         return self.state.keys.get(key, 0.0) > time.monotonic()
 
     def _admit(self, entry: Logged, action: Action) -> None:
@@ -355,7 +425,9 @@ class Simulator:
             )
         self._check_limits(entry)
         if settings.error_rate and self._rand.random() < settings.error_rate:
-            raise HttpError(503, "overloaded", "simulated random overload")
+            # Anthropic's word for it is 529 overloaded_error.
+            status = 529 if entry.api is Api.ANTHROPIC else 503
+            raise HttpError(status, "overloaded", "simulated random overload")
 
     def _check_limits(self, entry: Logged) -> None:
         settings = self.state.settings
@@ -454,6 +526,67 @@ class Simulator:
         await chunk(writer, b"data: [DONE]\n\n")
         writer.write(b"0\r\n\r\n")
         await writer.drain()
+
+    async def _anthropic(
+        self,
+        writer: asyncio.StreamWriter,
+        request: dict[str, Any],
+        entry: Logged,
+        answer: list[str],
+        action: Action,
+        scripted: SimAnswer,
+    ) -> None:
+        settings = self.state.settings
+        model = str(request.get("model", "sim"))
+        usage = None if settings.omit_usage else _anthropic_usage(entry)
+        if not request.get("stream"):
+            body = simanthropic.message(model, "".join(answer), scripted, usage)
+            await send_json(writer, 200, body, {"x-model-version": settings.model_version})
+            return
+        writer.write(
+            head(
+                200,
+                {
+                    "content-type": "text/event-stream",
+                    "cache-control": "no-cache",
+                    "transfer-encoding": "chunked",
+                },
+            )
+        )
+        start = simanthropic.message(model, "", SimAnswer(""), None)
+        start |= {"content": [], "stop_reason": None}
+        start["usage"] = {"input_tokens": entry.prompt_tokens, "output_tokens": 1}
+        if settings.omit_usage:
+            del start["usage"]
+        await chunk(writer, simanthropic.sse("message_start", {"message": start}))
+        await asyncio.sleep(settings.first_token_s)
+        await chunk(writer, simanthropic.sse("ping", {}))
+        gap = 1 / settings.token_rate if settings.token_rate > 0 else 0.0
+        words = [word for word in answer if word]
+        stall = (action.stall_after, action.stall_s)
+        if not await simanthropic.stream_blocks(
+            writer, words, scripted, gap, stall, action.error_after
+        ):
+            writer.write(b"0\r\n\r\n")  # the error event ended the answer
+            await writer.drain()
+            return
+        out = None if settings.omit_usage else entry.completion_tokens
+        await chunk(writer, simanthropic.stop_delta(scripted, out))
+        await chunk(writer, simanthropic.sse("message_stop", {}))
+        writer.write(b"0\r\n\r\n")
+        await writer.drain()
+
+
+def _anthropic_usage(entry: Logged) -> dict[str, int]:
+    return {"input_tokens": entry.prompt_tokens, "output_tokens": entry.completion_tokens}
+
+
+def embedding_vector(text: str, dims: int) -> list[float]:
+    """The simulator's embedding of ``text``: deterministic, in [-1, 1), from its SHA-256."""
+    seed = hashlib.sha256(text.encode()).digest()
+    while len(seed) < 2 * dims:
+        seed += hashlib.sha256(seed).digest()
+    return [int.from_bytes(seed[2 * i : 2 * i + 2], "big") / 32768 - 1 for i in range(dims)]
 
 
 def answer_words(count: int) -> list[str]:

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from deepagents.config.models import FallbackConfig
+from deepagents.config.models import FallbackConfig, ModelKind
 from deepagents.contract.task import Task, utcnow
 from deepagents.contract.toolcalls import ToolDefinition
 from deepagents.modelcall.attempts import CallContext, ModelAttempts, Refused
@@ -90,12 +90,14 @@ async def wrap_model_call(
         raise InvalidRequest(f"params may not set {sorted(_RESERVED_PARAMS & extra.keys())}")
     loop = asyncio.get_running_loop()
     first = calls.runtime(model)
+    if first.config.kind is not ModelKind.CHAT:
+        raise InvalidRequest(f"model {model!r} is an embedding model: use embed()")
     ctx = CallContext(
         calls=calls,
         requested=model,
         messages=chat,
         digest=prompt_digest(chat, calls.prompt_hash_key),
-        deadline=_deadline(
+        deadline=call_deadline(
             loop, first.config.timeouts.total_s, deadline or (task.deadline if task else None)
         ),
         loop=loop,
@@ -132,7 +134,9 @@ def _tools(tools: Sequence[ToolDefinition] | None) -> tuple[ToolDefinition, ...]
     return offered
 
 
-def _deadline(loop: asyncio.AbstractEventLoop, total_s: float, deadline: datetime | None) -> float:
+def call_deadline(
+    loop: asyncio.AbstractEventLoop, total_s: float, deadline: datetime | None
+) -> float:
     """The call ends at the earlier of its total timeout and the task's deadline."""
     left = total_s
     if deadline is not None:

@@ -50,6 +50,7 @@ class Completion:
     total_ms: float
     finish_reason: str | None = None  # the provider's own word (stop, tool_calls, end_turn...)
     tool_calls: tuple[ToolCall, ...] = ()  # validated: offered names, JSON-object arguments
+    vectors: tuple[tuple[float, ...], ...] = ()  # embeddings: one per input, in input order
 
 
 class Provider(Protocol):
