@@ -199,7 +199,7 @@ def _record(state: _Call, outcome: str, elapsed: float, span: trace.Span | None)
             server=tool.server,
             call_id=state.call.id[:200],
             arguments_sha256=digest,
-            duration_ms=round(elapsed * 1000, 3),
+            latency_ms=round(elapsed * 1000, 3),  # the audit table's latency column
             outcome=outcome,
             error_code=None if outcome == OK else outcome,
             attempts=state.attempts,

@@ -14,6 +14,7 @@ import os
 import sys
 from pathlib import Path
 
+from mcp import MCPError
 from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
 
@@ -53,6 +54,11 @@ async def slow(gate: str, label: str = "") -> str:
 @server.tool(description="Fail with a tool error.")
 def broken(reason: str) -> str:
     raise ToolError(f"broken: {reason}")
+
+
+@server.tool(description="Answer with a JSON-RPC error instead of a result.")
+def refuse(reason: str) -> str:
+    raise MCPError(-32602, f"refused: {reason}")
 
 
 def main() -> None:

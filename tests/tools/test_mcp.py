@@ -20,7 +20,7 @@ from deepagents.tools.mcp import McpServers, McpTool
 from tests.support.wait import eventually
 from tests.tools.conftest import HttpServer, garbage_config, stdio_config
 
-EXPECTED = {"add", "record", "slow", "broken"}
+EXPECTED = {"add", "record", "slow", "broken", "refuse"}
 
 
 @pytest.fixture
@@ -68,6 +68,10 @@ async def _lists_and_calls(servers: McpServers, server: str, effects: Path) -> N
     broken = await _call(tools["broken"], reason="on purpose")
     assert broken.is_error and broken.content["error"] == "tool_error"
     assert "broken: on purpose" in broken.content["message"]
+    # A JSON-RPC error: the tool's failure; the server is up, the session kept.
+    refused = await _call(tools["refuse"], reason="no")
+    assert refused.is_error and refused.content["error"] == "tool_error"
+    assert "the server refused the call (-32602): refused: no" in refused.content["message"]
     # Arguments the schema refuses never reach the server.
     bad = await _call(tools["record"], text=7)
     assert bad.is_error and bad.content["error"] == "tool_invalid_arguments"
@@ -137,8 +141,11 @@ async def test_http_server_killed_mid_call_is_retried_when_idempotent(
     slow = await _tool(servers, "remote", "slow")
     call = asyncio.ensure_future(_call(slow, gate=str(gate), label="h"))
     first = await _started(effects, 1)
+    # Killed and started again on the same port; the loop is blocked meanwhile (start()
+    # waits for the port synchronously), so the client sees the break with the new server
+    # already up: the retry's reconnect finds it, whatever the machine's speed.
     http_server.kill()
-    http_server.start()  # back on the same port: the retry reconnects
+    http_server.start()
     await _started(effects, 2)
     gate.touch()
     assert (await call) == ToolResult("c1", "slow", {"result": "passed h"})
@@ -187,3 +194,14 @@ async def test_a_missing_server_is_a_clear_error(pool: list[McpServers], tmp_pat
         await servers.tools("gone")
     with pytest.raises(ToolUnavailable, match=r"no MCP server named 'other'.*known: gone"):
         await servers.tools("other")
+
+
+async def test_concurrent_calls_share_one_pooled_session(
+    pool: list[McpServers], effects: Path
+) -> None:
+    servers = _servers(pool, local=stdio_config(effects))
+    tools = await asyncio.gather(*(servers.tools("local") for _ in range(5)))
+    add = next(t for t in tools[0] if t.name == "add")
+    results = await asyncio.gather(*(_call(add, a=i, b=i) for i in range(20)))
+    assert [r.content for r in results] == [{"result": 2 * i} for i in range(20)]
+    assert servers.session("local").connects == 1

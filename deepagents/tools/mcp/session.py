@@ -164,6 +164,9 @@ class McpSession:
         except ValidationError as error:
             raise ToolProtocolError(_invalid(self.name, "tools/call", error)) from None
         except Exception as error:
+            refused = _refused(self.name, tool, error)
+            if refused is not None:  # the server answered with a JSON-RPC error: it is up
+                raise refused from None
             failed = _unavailable(self.name, error)
             conn.fail(failed)  # a connection that failed a call is not trusted with the next
             raise failed from None
@@ -239,6 +242,18 @@ def _invalid(server: str, method: str, error: ValidationError) -> str:
     first = error.errors()[0]
     where = ".".join(str(p) for p in first["loc"]) or "result"
     return f"MCP server {server} answered {method} with an invalid result ({where}: {first['msg']})"
+
+
+def _refused(server: str, tool: str, error: Exception) -> ToolCallError | None:
+    """A JSON-RPC error the server answered (not the SDK's own for a closed connection or
+    a timeout) as the tool's failure; None for anything else."""
+    from mcp.shared.exceptions import MCPError
+    from mcp_types import CONNECTION_CLOSED, REQUEST_TIMEOUT
+
+    if not isinstance(error, MCPError) or error.code in (CONNECTION_CLOSED, REQUEST_TIMEOUT):
+        return None
+    return ToolFailed(f"{server}/{tool}: the server refused the call ({error.code}): "
+                      f"{error.message}"[:2000])  # fmt: skip
 
 
 def _unavailable(server: str, error: BaseException) -> ToolCallError:
