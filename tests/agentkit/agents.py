@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import os
 from typing import Any
 
@@ -117,3 +118,34 @@ class ApprovingAgent(ToolAgent):
 
 class LimitedAgent(ToolAgent):
     name, intents = "limited", ("limited",)
+
+
+GATE_ENV = "TOOLKIT_GATE"
+
+
+@tool(timeout_s=60)
+async def hold(label: str) -> dict[str, Any]:
+    """Waits until the file $TOOLKIT_GATE exists (a test kills the worker meanwhile)."""
+    journal(f"hold-start {label}")
+    while not os.path.exists(os.environ[GATE_ENV]):
+        await asyncio.sleep(0.02)
+    journal(f"hold-end {label}")
+    return {"held": label}
+
+
+class CrashLoopAgent(AgentContract):
+    """The loop over ``search`` and ``hold``: killed while ``hold`` runs, it resumes."""
+
+    name = "crash_loop"
+    version = "1"
+    intents = ("crash_loop",)
+
+    async def execute(self, context: dict[str, Any]) -> Result:
+        result = await run_tools(
+            model="chat",
+            messages=[{"role": "user", "content": context["payload"]["prompt"]}],
+            tools=[search, hold],
+            task=context["task"],
+        )
+        output = {"text": result.text, "stop": result.stop, "calls": result.tool_calls}
+        return Result(output=output)
