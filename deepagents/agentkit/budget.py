@@ -21,6 +21,7 @@ from deepagents.agentkit.middleware import (
     ModelResponse,
 )
 from deepagents.config.middleware import BudgetStrategy, ContextBudgetConfig
+from deepagents.errors import ConfigError
 from deepagents.modelcall.pricing import estimate_input_tokens
 from deepagents.modelcall.usage import current_model_calls
 
@@ -83,7 +84,10 @@ class ContextBudget(AgentMiddleware):
         if self.window_tokens is not None:
             return self.window_tokens, chars_per_token
         if config is None:
-            raise RuntimeError(f"context_budget: window_tokens unset and model {model!r} unknown")
+            raise ConfigError(
+                f"context_budget: give window_tokens, or call a model under models: "
+                f"({model!r} is not one here)"
+            )
         return config.context_tokens, chars_per_token
 
     async def _summary(self, request: ModelRequest, handler: ModelHandler, old: Messages) -> str:
