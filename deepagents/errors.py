@@ -31,6 +31,11 @@ help::
         ├── NotWaiting         the task asks nothing now
         ├── AlreadyReplied     someone answered this question first
         └── InvalidReply       the answer does not fit the question's schema (names the field)
+    TaskError
+    └── AgentStopped       a middleware ended the agent's loop (not retried)
+        ├── GuardrailDenied
+        ├── LoopDetected
+        └── LimitExceeded
 """
 
 from __future__ import annotations
@@ -121,6 +126,10 @@ class ErrorCode(StrEnum):
     TOO_MANY_IN_FLIGHT = "too_many_in_flight"
     INTERNAL_ERROR = "internal_error"
     UNAVAILABLE = "unavailable"
+    # The agent toolkit's middleware ended the task (docs/tools.md, "Middleware")
+    GUARDRAIL_DENIED = "guardrail_denied"
+    LIMIT_EXCEEDED = "limit_exceeded"
+    LOOP_DETECTED = "loop_detected"
 
 
 class DeepAgentsError(Exception):
@@ -397,3 +406,25 @@ class ReplyTimeout(TaskError):
     """Nobody answered the task's question in time (``on_timeout="fail"``): not retried."""
 
     code = ErrorCode.REPLY_TIMEOUT
+
+
+class AgentStopped(TaskError):
+    """A middleware of the agent's chain ended its loop; retrying would end it the same way."""
+
+
+class GuardrailDenied(AgentStopped):
+    """The guardrail refused a tool call (or could not decide, and so refused)."""
+
+    code = ErrorCode.GUARDRAIL_DENIED
+
+
+class LoopDetected(AgentStopped):
+    """The agent asked for the same tool with the same arguments too often."""
+
+    code = ErrorCode.LOOP_DETECTED
+
+
+class LimitExceeded(AgentStopped):
+    """The task made more model calls or tool calls than its limits allow."""
+
+    code = ErrorCode.LIMIT_EXCEEDED

@@ -9,6 +9,12 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from deepagents.config.gateway import GatewayConfig
+from deepagents.config.middleware import (
+    ContextBudgetConfig,
+    MiddlewareEntry,
+    OrderError,
+    check_order,
+)
 from deepagents.config.models import BreakerConfig, ModelsSection
 from deepagents.config.rollouts import RolloutConfig
 from deepagents.contract.task import AGENT_NAME_RE, INTENT_RE
@@ -201,6 +207,18 @@ class AgentEntry(_Strict):
     settings: dict[str, Any] = Field(default_factory=dict)
     remote: RemoteConfig | None = None
     mcp_servers: dict[str, McpServerConfig] = Field(default_factory=dict)
+    middleware: tuple[MiddlewareEntry, ...] = Field(
+        default=(), description="the agent's middleware chain, outermost first (docs/tools.md)"
+    )
+
+    @field_validator("middleware")
+    @classmethod
+    def _middleware_order(cls, value: tuple[MiddlewareEntry, ...]) -> tuple[MiddlewareEntry, ...]:
+        try:
+            check_order([entry.name for entry in value])
+        except OrderError as exc:
+            raise ValueError(f"{exc.field}: {exc.reason}") from exc
+        return value
 
     @model_validator(mode="after")
     def _one_kind(self) -> AgentEntry:
@@ -283,6 +301,11 @@ class FileConfig(_Strict):
         if unknown and self.agents:
             raise ValueError(f"rollouts for unknown agents: {', '.join(unknown)}")
         for name, entry in self.agents.items():
+            for i, used in enumerate(entry.middleware):
+                model = used.model if isinstance(used, ContextBudgetConfig) else None
+                if model is not None and model not in self.models:
+                    where = f"agents.{name}.middleware[{i}].model"
+                    raise ValueError(f"{where}: unknown model {model!r}")
             try:
                 AgentSettings.model_validate({**self.defaults.model_dump(), **entry.settings})
             except ValueError as exc:

@@ -19,6 +19,7 @@ from collections import defaultdict
 from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 
+from deepagents.agentkit.configured import agent_chain, use_agent_chain
 from deepagents.compose import RedisClient, Services, services_for
 from deepagents.config.models import ModelConfig
 from deepagents.config.placement import Placement, check_placement
@@ -76,6 +77,8 @@ class Worker:
         self.config = config
         self.settings = settings
         self.agent_settings: AgentSettings = config.agent_settings(agent.name)
+        # Its middleware chain (YAML, then code), built here so a bad one stops the start.
+        self.agent_chain = agent_chain(agent, agent.name, config)
         self.consumer = consumer or settings.consumer_name()
         self.keys = services.keys
         self.bus: MessageBus = services.bus
@@ -211,14 +214,16 @@ class Worker:
             self._turned_at = self._reached_at = time.monotonic()
             await self._check_health(runner, registry)  # healthy or not, known from the start
             # One model-call client for this loop; every task created inside inherits it.
-            # And one for tool calls: the fleet's breakers, the agent's MCP servers' sessions.
+            # And one for tool calls: the fleet's breakers, the agent's MCP servers' sessions;
+            # and the agent's middleware chain, which run_tools picks up.
             async with (
                 model_calls_scope(
                     models, self.services.client, prefix=self.settings.prefix, on_record=on_record
                 ),
                 self._tool_calls(),
             ):
-                await self._supervise(handler, committer, registry)
+                with use_agent_chain(self.agent_chain):
+                    await self._supervise(handler, committer, registry)
         finally:
             self._executor.shutdown(wait=False, cancel_futures=True)
             if tally is not None:  # what landed since the last flush

@@ -112,6 +112,10 @@ ERROR_CODES = {
     "too_many_in_flight",
     "internal_error",
     "unavailable",
+    # the agent toolkit's middleware
+    "guardrail_denied",
+    "limit_exceeded",
+    "loop_detected",
 }
 
 
