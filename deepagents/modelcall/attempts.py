@@ -185,8 +185,11 @@ class ModelAttempts:
         if error.kind in _MOVE_ON:
             return Refused(_MOVE_ON[error.kind])
         reason = self.last.reason if self.last is not None else "retries_exhausted"
+        if reason in ("deadline", "retry_after_too_long"):
+            return Refused(reason)
+        # The model kept asking for tools wrongly: say so, not just that retries ran out.
         return Refused(
-            reason if reason in ("deadline", "retry_after_too_long") else "retries_exhausted"
+            "bad_tool_call" if error.kind is ErrorKind.BAD_TOOL_CALL else "retries_exhausted"
         )
 
     def _need_time(self) -> None:

@@ -121,7 +121,7 @@ async def test_a_bad_tool_call_never_reaches_the_caller(
     calls = make_calls({"m": model})
     with pytest.raises(ModelUnavailable) as caught:
         await wrap_model_call("m", _user(script), tools=[WEATHER], calls=calls)
-    assert caught.value.reason == "retries_exhausted"
+    assert caught.value.reason == "bad_tool_call"
     attempts = caught.value.attempts
     # Asked again once (sampling may do better), then given up; the breaker is not fed.
     assert [(a.outcome, a.detail) for a in attempts] == [
@@ -139,7 +139,7 @@ async def test_a_bad_tool_call_answers_the_declared_fallback(
     )
     assert (reply.degraded, reply.reason, reply.text) == (
         True,
-        "retries_exhausted",
+        "bad_tool_call",
         "no tools today",
     )
     assert reply.tool_calls == () and reply.finish_reason is FinishReason.STOP
