@@ -40,6 +40,7 @@ from deepagents.gateway.middleware import MetricsMiddleware
 from deepagents.gateway.probe import ProbeAgent
 from deepagents.gateway.problems import FieldError, Problem, problem_response
 from deepagents.gateway.reload import reload_on_hangup
+from deepagents.gateway.routes_events import router as events_router
 from deepagents.gateway.routes_ops import agents_router
 from deepagents.gateway.routes_ops import router as ops_router
 from deepagents.gateway.routes_replies import router as replies_router
@@ -132,6 +133,8 @@ def create_app(
                         }
                 finally:
                     app.state.gateway.parser.shutdown(wait=False, cancel_futures=True)
+                    if app.state.gateway.events is not None:
+                        await app.state.gateway.events.aclose()
                     await admission.aclose()
         finally:
             await services.aclose()
@@ -148,6 +151,7 @@ def create_app(
     )
     app.state.request_metrics = metrics  # for SubmitFront, which is outside the app
     app.include_router(tasks_router)
+    app.include_router(events_router)
     app.include_router(replies_router)
     app.include_router(agents_router)
     app.include_router(ops_router)
