@@ -15,6 +15,7 @@ an id is given every event whose id sorts after it.
 from __future__ import annotations
 
 import json
+import logging
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
@@ -24,11 +25,14 @@ from redis.asyncio import Redis, RedisCluster
 
 from deepagents.config import Settings
 from deepagents.store.audit.decode import BatchDecoder
+from deepagents.store.audit.errors import AuditUnavailable
 from deepagents.store.audit.events import COLUMNS, Row
 from deepagents.store.audit.outbox import Entry
 from deepagents.store.tasks import Location
 from deepagents.transport.keys import Keys
 from deepagents.transport.redis_streams.errors import redis_errors
+
+log = logging.getLogger("deepagents.audit")
 
 # The events after which a task's story is over until someone acts (a replay of a dead
 # letter starts a new chapter: follow it again with the last id).
@@ -106,16 +110,25 @@ class TaskEventLog:
         return [found[k] for k in sorted(found)]
 
     async def _stored(self, task_id: str) -> list[TaskEvent]:
+        """The store's events of the task; ``AuditUnavailable`` when it cannot be read (the
+        caller then reads nothing, not even the outbox, and tries again later)."""
         if self._url is None:
             return []
-        if self._pool is None:
-            self._pool = await asyncpg.create_pool(
-                self._url,
-                min_size=0,
-                max_size=4,
-                server_settings={"search_path": self._schema, "timezone": "UTC"},
-            )
-        rows = await self._pool.fetch(_SELECT, task_id)
+        try:
+            if self._pool is None:
+                self._pool = await asyncpg.create_pool(
+                    self._url,
+                    min_size=0,
+                    max_size=4,
+                    timeout=5,
+                    command_timeout=10,
+                    server_settings={"search_path": self._schema, "timezone": "UTC"},
+                )
+            rows = await self._pool.fetch(_SELECT, task_id)
+        except asyncpg.UndefinedTableError:
+            return []  # not migrated yet: the writer has stored nothing
+        except (OSError, TimeoutError, asyncpg.PostgresError, asyncpg.InterfaceError) as exc:
+            raise AuditUnavailable(f"cannot read the audit store: {exc}") from exc
         return [_plain(dict(r)) for r in rows]
 
     async def _outbox(
@@ -160,7 +173,13 @@ class TaskEventFollower:
     given: set[str] = field(default_factory=set)
 
     async def poll(self) -> list[TaskEvent]:
-        events = await self.log.read(self.location, self.task_id, self.cursor)
+        """Nothing while the audit store cannot be read: what it holds is older than what
+        the outbox holds, and giving the newer first would break the order."""
+        try:
+            events = await self.log.read(self.location, self.task_id, self.cursor)
+        except AuditUnavailable as exc:
+            log.warning("task events of %s wait for the audit store: %s", self.task_id, exc)
+            return []
         fresh = [
             e
             for e in events
