@@ -55,7 +55,7 @@ def event_lines(event: TaskEvent) -> bytes:
     )
 
 
-def _events_log(state: GatewayState) -> TaskEventLog:
+def events_log(state: GatewayState) -> TaskEventLog:
     if state.events is None:
         client = state.services.client
         if client is None:  # the gateway always runs on Redis (app.py)
@@ -112,7 +112,7 @@ async def task_events(
 ) -> StreamingResponse:
     async with state.admission.admit(principal.tenant, 1):
         location = await _owned_location(state, task_id, principal.tenant)
-    log = _events_log(state)
+    log = events_log(state)
     if not log.recorded:
         raise Problem(
             ErrorCode.NOT_FOUND,
