@@ -127,6 +127,7 @@ def task_page(
     events: list[TaskEvent],
     result: dict[str, Any] | None,
     events_recorded: bool,
+    dead_letter: str | None = None,
 ) -> str:
     state = str(info.get("state") or "unknown")
     facts = [
@@ -159,6 +160,13 @@ def task_page(
             f'<form method="post" action="/ui/tasks/{e(task_id)}/cancel" class="actions">'
             f'<input type="hidden" name="csrf" value="{e(csrf)}">'
             '<button type="submit" class="danger">Cancel the task</button></form>'
+        )
+    if dead_letter is not None:
+        parts.append(
+            f'<form method="post" action="/ui/tasks/{e(task_id)}/replay" class="actions">'
+            f'<input type="hidden" name="csrf" value="{e(csrf)}">'
+            f'<input type="hidden" name="entry" value="{e(dead_letter)}">'
+            '<button type="submit">Replay from the dead-letter stream</button></form>'
         )
     if result is not None:
         parts.append(

@@ -17,6 +17,7 @@ from deepagents.contract.codec import decode_result
 from deepagents.errors import (
     AlreadyReplied,
     ErrorCode,
+    InvalidPayload,
     InvalidReply,
     NotWaiting,
     ReplyTaskNotFound,
@@ -37,7 +38,7 @@ from deepagents.gateway.console_session import (
 from deepagents.gateway.problems import Problem
 from deepagents.gateway.routes_events import events_log
 from deepagents.gateway.state import GatewayState, get_state
-from deepagents.orchestrator.admin import Admin
+from deepagents.orchestrator.admin import Admin, DeadLetterNotFound
 from deepagents.orchestrator.replies import question_of
 from deepagents.store.audit.task_events import OutboxCursor
 
@@ -46,6 +47,7 @@ StateDep = Annotated[GatewayState, Depends(get_state)]
 STATIC = Path(__file__).parent / "static"
 MAX_FORM_BYTES = 64 * 1024
 INBOX_LIMIT = 500
+DEAD_LETTERS_SCANNED = 1000  # per agent, oldest first: a task dead longer ago needs the CLI
 
 
 def page(text: str, status: int = 200, headers: dict[str, str] | None = None) -> HTMLResponse:
@@ -191,8 +193,18 @@ async def _task_page(
         events=events,
         result=decode_result(raw).model_dump(mode="json") if raw else None,
         events_recorded=log.recorded,
+        dead_letter=await _dead_letter(state, task_id, info),
     )
     return page(text, status)
+
+
+async def _dead_letter(state: GatewayState, task_id: str, info: dict[str, Any]) -> str | None:
+    """The id of the task's entry in its agent's dead-letter streams, when it is dead."""
+    if info.get("state") != "dead":
+        return None
+    admin = Admin(state.services.bus, state.tasks, state.config)
+    found = await admin.list_dead(str(info["agent"]), DEAD_LETTERS_SCANNED)
+    return next((d.entry_id for d in found if d.task_id == task_id), None)
 
 
 @router.get("/tasks/{task_id}")
@@ -293,6 +305,32 @@ async def cancel(request: Request, state: StateDep, task_id: str) -> Response:
         return await _task_page(state, session, task_id, fresh, notice=notice, status=409)
     return RedirectResponse(
         f"/ui/tasks/{task_id}?done=cancelled", status_code=303, headers=SECURITY_HEADERS
+    )
+
+
+@router.post("/tasks/{task_id}/replay")
+async def replay(request: Request, state: StateDep, task_id: str) -> Response:
+    session = _session(request, state)
+    if session is None:
+        return to_sign_in()
+    form = await _checked_form(request, session)
+    if form is None:
+        return _refused(session)
+    async with state.admission.admit(session.tenant, 1):
+        info = await _owned(state, session, task_id)
+        if info is None:
+            return _not_found(session, task_id)
+        entry = await _dead_letter(state, task_id, info)
+        if entry is None or entry != form.get("entry"):
+            notice = "Not in the dead-letter stream (any more): nothing was replayed."
+            return await _task_page(state, session, task_id, info, notice=notice, status=409)
+        admin = Admin(state.services.bus, state.tasks, state.config)
+        try:
+            await admin.replay(entry, agent=str(info["agent"]))
+        except (DeadLetterNotFound, InvalidPayload) as exc:
+            return await _task_page(state, session, task_id, info, notice=str(exc), status=409)
+    return RedirectResponse(
+        f"/ui/tasks/{task_id}?done=replayed", status_code=303, headers=SECURITY_HEADERS
     )
 
 

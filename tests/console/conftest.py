@@ -60,7 +60,9 @@ def _config() -> str:
     keys = "\n".join(
         f"    - {{tenant: {t}, sha256: {hash_key(k)}, name: {t}-test}}" for t, k in KEYS.items()
     )
-    return CONFIG + f"gateway:\n  api_keys:\n{keys}\n"
+    # The lab agent, whose failing tasks reach the dead-letter stream after two deliveries.
+    lab = '  lab: {class: "tests.agents:LabAgent", settings: {max_deliveries: 2}}\n'
+    return CONFIG.replace("agents:\n", "agents:\n" + lab, 1) + f"gateway:\n  api_keys:\n{keys}\n"
 
 
 @pytest.fixture(scope="module")
@@ -73,6 +75,12 @@ def deployment(redis_url: str) -> Iterator[Deployment]:
 @pytest.fixture(scope="module")
 def worker(deployment: Deployment) -> Iterator[Proc]:
     with start_worker(deployment.env, "tests.support.asking:ApprovalAgent") as proc:
+        yield proc
+
+
+@pytest.fixture(scope="module")
+def lab_worker(deployment: Deployment) -> Iterator[Proc]:
+    with start_worker(deployment.env, "tests.agents:LabAgent") as proc:
         yield proc
 
 

@@ -104,6 +104,29 @@ def test_sign_in_answer_through_the_form_and_watch_the_task_finish(
     page.screenshot(path=str(SHOTS / "queues.png"), full_page=True)
 
 
+def test_a_dead_letter_is_replayed_from_the_inspector(
+    context: Any, gateway: Gateway, api: httpx.Client, lab_worker: Any
+) -> None:
+    r = api.post("/v1/tasks", json={"intent": "lab", "payload": {"fail": True}}, headers=auth())
+    assert r.status_code == 202, r.text
+    task_id = str(r.json()["task_id"])
+    eventually_sync(lambda: _state(api, task_id) == "dead", timeout=60, what="dead-lettered")
+    page = _sign_in(context, gateway)
+    page.goto(f"{gateway.url}/ui/tasks/{task_id}")
+    assert page.locator("tr[data-event='dead_lettered']").count() == 1
+    page.click("text=Replay from the dead-letter stream")
+    page.wait_for_url(f"{gateway.url}/ui/tasks/{task_id}?done=replayed")
+
+    def replayed_and_dead_again() -> bool:
+        """Run again from its queue (two more deliveries) and dead-lettered a second time."""
+        page.reload()
+        events = [r.get_attribute("data-event") for r in page.locator("tr[data-event]").all()]
+        return events.count("dead_lettered") == 2 and events.count("started") == 4
+
+    eventually_sync(replayed_and_dead_again, timeout=60, what="the replay ran")
+    assert page.locator("text=Replay from the dead-letter stream").count() == 1  # again
+
+
 def test_a_wrong_answer_shows_the_schema_s_error_on_its_field(
     context: Any, gateway: Gateway, api: httpx.Client, tmp_path: Path
 ) -> None:
