@@ -11,6 +11,7 @@ import orjson
 
 from deepagents.gateway.console_forms import FormField, render_fields
 from deepagents.store.audit.task_events import TaskEvent
+from deepagents.store.rollout_state import RolloutState
 from deepagents.transport.base import Waiting, now_ms
 
 NAV = (("inbox", "/ui/inbox", "Inbox"), ("queues", "/ui/queues", "Queues"))
@@ -188,7 +189,29 @@ def task_page(
     return layout(f"Task {task_id}", "".join(parts), tenant=tenant, csrf=csrf, refresh_s=refresh)
 
 
-def queues(tenant: str, csrf: str, rows: list[dict[str, Any]], workers: dict[str, int]) -> str:
+def _rollouts(rollouts: list[RolloutState]) -> str:
+    if not rollouts:
+        return "<h2>Rollouts</h2><p>No rollout is running.</p>"
+    body = "".join(
+        f'<tr data-rollout="{e(r.agent)}"><td>{e(r.agent)}</td><td>{e(r.stable)}</td>'
+        f"<td>{e(r.canary or '')}</td><td>{r.weight:.0%}</td><td>{e(r.phase)}</td>"
+        f"<td>{e(r.reason)}</td></tr>"
+        for r in rollouts
+    )
+    return (
+        "<h2>Rollouts</h2><table><thead><tr><th>agent</th><th>stable</th><th>canary</th>"
+        f"<th>canary weight</th><th>phase</th><th>last decision</th></tr></thead>"
+        f"<tbody>{body}</tbody></table>"
+    )
+
+
+def queues(
+    tenant: str,
+    csrf: str,
+    rows: list[dict[str, Any]],
+    workers: dict[str, int],
+    rollouts: list[RolloutState],
+) -> str:
     cols = (
         "agent", "version", "tier", "shard", "length", "pending", "lag",
         "oldest_pending_ms", "dead_letters", "delayed",
@@ -201,7 +224,7 @@ def queues(tenant: str, csrf: str, rows: list[dict[str, Any]], workers: dict[str
         for r in rows
     )
     table = f"<table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>"
-    return layout("Queues", table, tenant=tenant, csrf=csrf, refresh_s=5)
+    return layout("Queues", table + _rollouts(rollouts), tenant=tenant, csrf=csrf, refresh_s=5)
 
 
 def message(title: str, text: str, *, tenant: str | None, csrf: str = "") -> str:

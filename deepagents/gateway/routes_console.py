@@ -41,6 +41,7 @@ from deepagents.gateway.state import GatewayState, get_state
 from deepagents.orchestrator.admin import Admin, DeadLetterNotFound
 from deepagents.orchestrator.replies import question_of
 from deepagents.store.audit.task_events import OutboxCursor
+from deepagents.store.rollout_state import RolloutState
 
 router = APIRouter(prefix="/ui", include_in_schema=False)
 StateDep = Annotated[GatewayState, Depends(get_state)]
@@ -342,10 +343,20 @@ async def queues(request: Request, state: StateDep) -> Response:
     async with state.admission.admit(session.tenant, 1):
         rows = await Admin(state.services.bus, state.tasks, state.config).status()
         found = await state.registry.agents()
+        rollouts = await _rollouts(state)
     now_ms = int(time.time() * 1000)
     workers = {}
     for name, info in found.items():
         window = state.config.agent_settings(name).visibility_timeout_ms
         seen = [int(ms) for ms in dict(info["instances"]).values()]  # type: ignore[call-overload]
         workers[name] = sum(1 for ms in seen if now_ms - ms <= window)
-    return page(pages.queues(session.tenant, session.csrf, rows, workers))
+    return page(pages.queues(session.tenant, session.csrf, rows, workers, rollouts))
+
+
+async def _rollouts(state: GatewayState) -> list[RolloutState]:
+    """The live state of each configured rollout (weights move at run time: Redis has them)."""
+    store = state.services.rollouts
+    if store is None:
+        return []
+    found = [await store.get(agent) for agent in sorted(state.config.rollouts)]
+    return [r for r in found if r is not None]

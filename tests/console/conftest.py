@@ -62,7 +62,13 @@ def _config() -> str:
     )
     # The lab agent, whose failing tasks reach the dead-letter stream after two deliveries.
     lab = '  lab: {class: "tests.agents:LabAgent", settings: {max_deliveries: 2}}\n'
-    return CONFIG.replace("agents:\n", "agents:\n" + lab, 1) + f"gateway:\n  api_keys:\n{keys}\n"
+    # A rollout on an agent no test submits to, for the Queues page to show.
+    rollout = 'rollouts:\n  escalations: {stable: "1.0.0", canary: "1.1.0", weight: 0.2}\n'
+    return (
+        CONFIG.replace("agents:\n", "agents:\n" + lab, 1)
+        + rollout
+        + f"gateway:\n  api_keys:\n{keys}\n"
+    )
 
 
 @pytest.fixture(scope="module")

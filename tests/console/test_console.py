@@ -100,7 +100,9 @@ def test_sign_in_answer_through_the_form_and_watch_the_task_finish(
     assert page.locator("[data-fact='trace id']").count() in (0, 1)
     page.screenshot(path=str(SHOTS / "task.png"), full_page=True)
     page.goto(gateway.url + "/ui/queues")
-    assert "approver" in page.locator("table").inner_text()
+    assert "approver" in page.locator("table").first.inner_text()
+    rollout = page.locator("tr[data-rollout='escalations']").inner_text()
+    assert "1.0.0" in rollout and "1.1.0" in rollout and "20%" in rollout
     page.screenshot(path=str(SHOTS / "queues.png"), full_page=True)
 
 
