@@ -35,7 +35,10 @@ LastEventId = Annotated[
     ),
 ]
 
-POLL_S = 0.25  # how often a follower reads the outbox and the audit store
+# How often a follower reads the outbox and the audit store: every POLL_S after an event,
+# doubling while nothing happens up to IDLE_POLL_S (an idle subscriber costs a read a second).
+POLL_S = 0.25
+IDLE_POLL_S = 1.0
 KEEPALIVE_S = 15.0  # a comment line, so proxies keep an idle stream open
 RETRY_MS = 1000  # what the browser's EventSource waits before it reconnects
 
@@ -81,6 +84,7 @@ async def follow(follower: TaskEventFollower) -> AsyncIterator[bytes]:
     comment while nothing happens."""
     yield b"retry: %d\n\n" % RETRY_MS
     quiet_since = time.monotonic()
+    pause = POLL_S
     while True:
         fresh = await follower.poll()
         for event in fresh:
@@ -89,10 +93,13 @@ async def follow(follower: TaskEventFollower) -> AsyncIterator[bytes]:
             return
         if fresh:
             quiet_since = time.monotonic()
-        elif time.monotonic() - quiet_since >= KEEPALIVE_S:
-            yield b": keep-alive\n\n"
-            quiet_since = time.monotonic()
-        await asyncio.sleep(POLL_S)
+            pause = POLL_S
+        else:
+            pause = min(pause * 2, IDLE_POLL_S)
+            if time.monotonic() - quiet_since >= KEEPALIVE_S:
+                yield b": keep-alive\n\n"
+                quiet_since = time.monotonic()
+        await asyncio.sleep(pause)
 
 
 @router.get(
