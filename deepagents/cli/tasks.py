@@ -1,5 +1,6 @@
 """``deepagents tasks waiting``: the tasks waiting for a person's reply, oldest first, with
-their questions and ages (answer one with ``deepagents reply``)."""
+their questions and ages (answer one with ``deepagents reply``). ``tasks show`` and
+``tasks watch`` live in ``tasks_show.py`` and ``tasks_watch.py``."""
 
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ from typing import Any
 import orjson
 from rich.table import Table
 
+from deepagents.cli import tasks_show, tasks_watch
 from deepagents.cli.common import console, load_runtime, redis_client, require_redis_url, run
 from deepagents.errors import ConfigError
 from deepagents.orchestrator import Orchestrator
@@ -17,14 +19,26 @@ from deepagents.transport.base import Waiting, now_ms
 
 
 def register(sub: Any) -> None:
-    p = sub.add_parser("tasks", help="tasks by state: waiting (open questions)")
+    p = sub.add_parser("tasks", help="open questions (waiting); one task's record or events")
     tsub = p.add_subparsers(dest="tasks_command", required=True, metavar="ACTION")
     waiting = tsub.add_parser("waiting", help="tasks waiting for a reply, oldest first")
     waiting.add_argument("--agent", help="only this agent type")
     waiting.add_argument("--tenant", help="only this tenant's tasks")
     waiting.add_argument("--limit", type=int, default=100)
     waiting.add_argument("--json", action="store_true", help="machine-readable output")
-    p.set_defaults(func=main)
+    show = tsub.add_parser("show", help="one task's record: state, attempt, question, result")
+    show.add_argument("task_id")
+    show.add_argument("--json", action="store_true", help="machine-readable output")
+    tasks_watch.register_parser(tsub)
+    p.set_defaults(func=dispatch)
+
+
+def dispatch(args: argparse.Namespace) -> int:
+    if args.tasks_command == "show":
+        return tasks_show.main(args)
+    if args.tasks_command == "watch":
+        return tasks_watch.main(args)
+    return main(args)
 
 
 def _when(ms: int) -> str:
