@@ -1,0 +1,142 @@
+"""LangGraph graphs run by real worker processes on the session's Redis.
+
+- crash: the worker running a graph is killed with ``kill -9`` inside node 2, after node 2's
+  tool call completed; another worker resumes the graph at node 2: node 1's side effect
+  happened once, the tool call is not made again (its recorded result comes back), node 3
+  runs once.
+- interrupt: ``interrupt()`` parks the task through ``ctx.ask``; while it waits, another task
+  runs on the tier's one slot; each reply resumes the graph with ``Command(resume=...)``,
+  two questions in turn.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+from collections.abc import AsyncIterator, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from redis.asyncio import Redis
+
+from deepagents.config import Settings, load_config
+from deepagents.contract import ResultStatus
+from deepagents.orchestrator import Orchestrator
+from tests.e2e.conftest import registered, worker_procs
+from tests.support.procs import Procs
+from tests.support.wait import eventually
+
+CONFIG = """
+tiers:
+  p2: {concurrency: 1, max_wait_ms: 600000}
+default_tier: p2
+defaults:
+  shards: 1
+  max_deliveries: 5
+  visibility_timeout_ms: 1000
+  block_ms: 100
+  grace_period_s: 5
+  retry: {base_ms: 20, max_ms: 200}
+agents:
+  crashgraph: {class: "tests.langgraph.graph_agents:CrashGraphAgent"}
+  approvalgraph: {class: "tests.langgraph.graph_agents:ApprovalGraphAgent"}
+"""
+
+
+@pytest.fixture
+def lg_dir(tmp_path: Path) -> Path:
+    path = tmp_path / "effects"
+    path.mkdir()
+    return path
+
+
+@pytest.fixture
+def config_path(tmp_path: Path) -> Path:
+    path = tmp_path / "graphs.yaml"
+    path.write_text(CONFIG)
+    return path
+
+
+@pytest.fixture
+def procs(redis_url: str, prefix: str, config_path: Path, lg_dir: Path) -> Iterator[Procs]:
+    p = worker_procs(redis_url, prefix, config_path, LG_DIR=str(lg_dir))
+    try:
+        yield p
+    finally:
+        p.close()
+
+
+@pytest.fixture
+async def orch(client: Redis, prefix: str, config_path: Path) -> AsyncIterator[Orchestrator]:
+    settings = Settings(prefix=prefix, outbox=True)
+    async with Orchestrator.from_client(
+        client, config=load_config(config_path), settings=settings
+    ) as made:
+        yield made
+
+
+def _lines(lg_dir: Path, name: str) -> list[str]:
+    path = lg_dir / name
+    return path.read_text().splitlines() if path.exists() else []
+
+
+async def test_a_killed_graph_resumes_at_node_2(
+    orch: Orchestrator, procs: Procs, client: Redis, prefix: str, lg_dir: Path
+) -> None:
+    first = procs.worker("tests.langgraph.graph_agents:CrashGraphAgent")
+    await registered(client, prefix, "crashgraph", 1)
+    handle = await orch.submit({"intent": "crashgraph", "payload": {"topic": "tides"}})
+
+    async def hung() -> bool:
+        return (lg_dir / "hung").exists()
+
+    await eventually(hung, timeout=60, what="node 2 hanging")
+    assert (lg_dir / "hung").read_text() == str(first.pid)
+    os.kill(first.pid, signal.SIGKILL)
+    first.wait(timeout=10)
+
+    second = procs.worker("tests.langgraph.graph_agents:CrashGraphAgent")
+    result = await handle.result(timeout=90)
+    assert result.status == ResultStatus.SUCCESS, result.error
+    output: dict[str, Any] = result.output
+    assert output["done"] is True
+    assert output["recorded"] == str({"recorded": "draft of tides"})
+
+    assert _lines(lg_dir, "node1") == [f"tides {first.pid}"]  # not run again
+    assert _lines(lg_dir, "tool") == [f"draft of tides {first.pid}"]  # replayed, not called
+    assert _lines(lg_dir, "node2") == [f"tides {first.pid}", f"tides {second.pid}"]
+    assert _lines(lg_dir, "node3") == [f"tides {second.pid}"]
+
+
+async def test_interrupts_park_the_task_and_replies_resume_it(
+    orch: Orchestrator, procs: Procs, client: Redis, prefix: str, lg_dir: Path
+) -> None:
+    procs.worker("tests.langgraph.graph_agents:ApprovalGraphAgent")
+    await registered(client, prefix, "approvalgraph", 1)
+    handle = await orch.submit({"intent": "approvalgraph", "payload": {"draft": "d1", "asks": 2}})
+
+    async def asked(number: int) -> dict[str, Any] | None:
+        info = await orch.lookup(handle.task_id)
+        if info is None or info.get("state") != "waiting":
+            return None
+        return info if f'"question":{number}' in info.get("question", "") else None
+
+    info = await eventually(lambda: asked(1), timeout=60, what="the first question")
+    assert info is not None and '"draft":"d1"' in info["question"]
+
+    # The tier has one slot: a task that runs to its end meanwhile shows the waiting one
+    # holds none.
+    other = await orch.submit({"intent": "approvalgraph", "payload": {"draft": "d2", "asks": 0}})
+    done = await other.result(timeout=60)
+    assert done.status == ResultStatus.SUCCESS, done.error
+    info = await orch.lookup(handle.task_id)
+    assert info is not None and info["state"] == "waiting"
+
+    await orch.reply(handle.task_id, {"answer": "yes"})
+    await eventually(lambda: asked(2), timeout=60, what="the second question")
+    await orch.reply(handle.task_id, {"answer": {"edit": "shorter"}})
+    result = await handle.result(timeout=60)
+    assert result.status == ResultStatus.SUCCESS, result.error
+    assert result.output["answers"] == ["yes", {"edit": "shorter"}]
+    assert _lines(lg_dir, "draft") == ["d1", "d2"]  # the first node ran once per task
