@@ -26,7 +26,7 @@ from langchain_core.runnables import RunnableConfig
 from langchain_core.tools import BaseTool
 from langgraph.graph import StateGraph
 from langgraph.graph.state import CompiledStateGraph
-from langgraph.types import Command, Interrupt
+from langgraph.types import Command, Durability, Interrupt
 from pydantic import BaseModel, JsonValue
 
 from deepagents.contract.agent import AgentContract
@@ -69,6 +69,9 @@ class LangGraphAgent(AgentContract):
     reply_model: ClassVar[type[BaseModel]] = InterruptReply
     reply_timeout_s: ClassVar[float] = 86_400.0
     recursion_limit: ClassVar[int] = 100
+    # "sync": each super-step's checkpoint lands before the next starts, so a crash
+    # re-runs at most the node in flight. "async" overlaps them (a node may run again).
+    durability: ClassVar[Durability] = "sync"
 
     @abstractmethod
     def build_graph(self, kit: GraphKit) -> StateGraph[Any]: ...
@@ -102,9 +105,9 @@ class LangGraphAgent(AgentContract):
         }
         snapshot = await graph.aget_state(config)
         if snapshot.created_at is None:  # a first delivery: start with the payload
-            await graph.ainvoke(self.graph_input(task), config)
+            await graph.ainvoke(self.graph_input(task), config, durability=self.durability)
         elif snapshot.next and not snapshot.interrupts:  # a crash cut a run short: resume
-            await graph.ainvoke(None, config)
+            await graph.ainvoke(None, config, durability=self.durability)
         await _answer_interrupts(self, ctx, graph, config)
         snapshot = await graph.aget_state(config)
         return Result(output=self.output(dict(snapshot.values)))
@@ -131,7 +134,7 @@ async def _answer_interrupts(
         reply = await _ask(agent, ctx, agent.question(pending))
         asked += 1
         resume = {pending.id: agent.resume_value(reply)}
-        await graph.ainvoke(Command(resume=resume), config)
+        await graph.ainvoke(Command(resume=resume), config, durability=agent.durability)
 
 
 async def _ask(agent: LangGraphAgent, ctx: TaskContext, question: str) -> BaseModel:

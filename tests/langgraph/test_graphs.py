@@ -41,6 +41,7 @@ defaults:
 agents:
   crashgraph: {class: "tests.langgraph.graph_agents:CrashGraphAgent"}
   approvalgraph: {class: "tests.langgraph.graph_agents:ApprovalGraphAgent"}
+  research_graph: {class: "agents.research_graph:ResearchGraphAgent"}
 """
 
 
@@ -140,3 +141,26 @@ async def test_interrupts_park_the_task_and_replies_resume_it(
     assert result.status == ResultStatus.SUCCESS, result.error
     assert result.output["answers"] == ["yes", {"edit": "shorter"}]
     assert _lines(lg_dir, "draft") == ["d1", "d2"]  # the first node ran once per task
+
+
+async def test_the_research_graph_example_publishes_an_approved_answer(
+    orch: Orchestrator, procs: Procs, client: Redis, prefix: str
+) -> None:
+    procs.worker("agents.research_graph:ResearchGraphAgent")
+    await registered(client, prefix, "research_graph", 1)
+    question = "Why do tides follow the moon?"
+    handle = await orch.submit({"intent": "research_graph", "payload": {"question": question}})
+
+    async def waiting() -> dict[str, Any] | None:
+        info = await orch.lookup(handle.task_id)
+        return info if info is not None and info.get("state") == "waiting" else None
+
+    info = await eventually(waiting, timeout=60, what="the approval question")
+    assert info is not None and "Moon orbits Earth" in info["question"]
+    await orch.reply(handle.task_id, {"answer": "approve"})
+    result = await handle.result(timeout=60)
+    assert result.status == ResultStatus.SUCCESS, result.error
+    assert result.output["verdict"] == "approved"
+    assert result.output["terms"] == ["moon", "tides"]
+    assert "Bay of Fundy" not in result.output["answer"]
+    assert result.output["answer"].startswith("Tides rise and fall")
