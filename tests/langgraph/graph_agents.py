@@ -36,7 +36,7 @@ class Crash(TypedDict, total=False):
 
 class CrashGraphAgent(LangGraphAgent):
     """node1 has a side effect; node2 calls a tool, then hangs once (the test kills its
-    worker there); node3 ends."""
+    worker there; or sleeps ``$LG_PAUSE_S`` while the test pauses it); node3 ends."""
 
     name = "crashgraph"
     version = "1.0.0"
@@ -56,7 +56,8 @@ class CrashGraphAgent(LangGraphAgent):
             hang = Path(os.environ["LG_DIR"]) / "hung"
             if not hang.exists():  # the first run: tell the test, and wait to be killed
                 hang.write_text(str(os.getpid()))
-                await asyncio.Event().wait()
+                pause = os.environ.get("LG_PAUSE_S")  # or sleep, then go on (the fence test)
+                await (asyncio.sleep(float(pause)) if pause else asyncio.Event().wait())
             return {"recorded": str(answer)}
 
         def node3(state: Crash) -> Crash:

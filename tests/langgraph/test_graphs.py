@@ -4,6 +4,9 @@
   tool call completed; another worker resumes the graph at node 2: node 1's side effect
   happened once, the tool call is not made again (its recorded result comes back), node 3
   runs once.
+- fence: the worker running a graph is paused (SIGSTOP) inside node 2 until a peer has
+  reclaimed the task and finished it; woken, its checkpoint writes are refused by the owner
+  check and it runs no further node.
 - interrupt: ``interrupt()`` parks the task through ``ctx.ask``; while it waits, another task
   runs on the tier's one slot; each reply resumes the graph with ``Command(resume=...)``,
   two questions in turn.
@@ -108,6 +111,47 @@ async def test_a_killed_graph_resumes_at_node_2(
     assert _lines(lg_dir, "tool") == [f"draft of tides {first.pid}"]  # replayed, not called
     assert _lines(lg_dir, "node2") == [f"tides {first.pid}", f"tides {second.pid}"]
     assert _lines(lg_dir, "node3") == [f"tides {second.pid}"]
+
+
+async def test_a_paused_graph_worker_checkpoints_nothing_once_reclaimed(
+    orch: Orchestrator,
+    procs: Procs,
+    client: Redis,
+    prefix: str,
+    lg_dir: Path,
+    tmp_path: Path,
+    config_path: Path,
+) -> None:
+    # It beats rarely: woken, its heartbeat would otherwise learn of the reclaim first and
+    # cancel the run before the fence is reached.
+    rare = tmp_path / "rare.yaml"
+    rare.write_text(
+        CONFIG.replace('CrashGraphAgent"}', 'CrashGraphAgent", settings: {heartbeat_ms: 600000}}')
+    )
+    assert "heartbeat_ms" in rare.read_text()
+    env = {"DEEPAGENTS_CONFIG": str(rare), "LG_PAUSE_S": "3"}
+    paused = procs.worker("tests.langgraph.graph_agents:CrashGraphAgent", env=env)
+    await registered(client, prefix, "crashgraph", 1)
+    handle = await orch.submit({"intent": "crashgraph", "payload": {"topic": "reefs"}})
+
+    async def hung() -> bool:
+        return (lg_dir / "hung").exists()
+
+    await eventually(hung, timeout=60, what="node 2 sleeping")
+    paused.send_signal(signal.SIGSTOP)
+    peer = procs.worker("tests.langgraph.graph_agents:CrashGraphAgent")
+    result = await handle.result(timeout=90)
+    assert result.status == ResultStatus.SUCCESS, result.error
+    paused.send_signal(signal.SIGCONT)
+
+    async def refused() -> bool:
+        return "step_refused" in procs.log(paused)
+
+    await eventually(refused, timeout=60, what="the paused worker's write refused")
+    assert _lines(lg_dir, "node1") == [f"reefs {paused.pid}"]
+    assert _lines(lg_dir, "tool") == [f"draft of reefs {paused.pid}"]
+    assert _lines(lg_dir, "node2") == [f"reefs {paused.pid}", f"reefs {peer.pid}"]
+    assert _lines(lg_dir, "node3") == [f"reefs {peer.pid}"]  # the paused one went no further
 
 
 async def test_interrupts_park_the_task_and_replies_resume_it(
