@@ -19,7 +19,9 @@ at once; wall time / (threads x nodes) in ms.
   ``--database-url``).
 
 Also: storage per thread after the run (bytes of the thread's records; for Postgres, of its
-rows in checkpoints, checkpoint_blobs and checkpoint_writes).
+rows in checkpoints, checkpoint_blobs and checkpoint_writes, ``pg_column_size``: after
+PostgreSQL's own compression), and of one thread of a one-node loop after
+``--storage-steps`` steps.
 Prints a JSON line per run and the medians.
 """
 
@@ -42,8 +44,9 @@ from langgraph.graph import END, START, StateGraph
 from deepagents import Task
 from deepagents._internal.redis_server import EmbeddedRedis
 from deepagents.config import Settings, parse_config
-from deepagents.langgraph import GraphKit, LangGraphAgent
+from deepagents.langgraph import GraphKit, LangGraphAgent, StepSaver
 from deepagents.orchestrator import Orchestrator
+from deepagents.store.graph_threads import ThreadStore
 from deepagents.transport.redis_streams import connect
 from deepagents.worker import Worker
 
@@ -115,6 +118,46 @@ async def langgraph_saver(saver: BaseCheckpointSaver[Any], threads: int) -> dict
     return {**costs, "concurrent_ms_per_step": round(wall * 1000 / (threads * NODES), 3)}
 
 
+class Loop(TypedDict):
+    i: int
+    note: str
+
+
+def loop(steps: int) -> StateGraph[Any]:
+    """One node run ``steps`` times: storage per thread after that many steps."""
+    graph = StateGraph(Loop)
+
+    async def tick(state: Loop) -> dict[str, Any]:
+        return {"i": state["i"] + 1, "note": f"step {state['i'] + 1} of the loop"}
+
+    graph.add_node("tick", tick)
+    graph.add_edge(START, "tick")
+    graph.add_conditional_edges("tick", lambda s: "tick" if s["i"] < steps else END)
+    return graph
+
+
+async def loop_thread(saver: BaseCheckpointSaver[Any], steps: int) -> str:
+    thread = str(uuid.uuid4())
+    config: Any = {"configurable": {"thread_id": thread}, "recursion_limit": steps + 10}
+    graph = loop(steps).compile(checkpointer=saver)
+    await graph.ainvoke({"i": 0, "note": ""}, config, durability="sync")
+    return thread
+
+
+async def stepsaver_storage(url: str, steps: int) -> int:
+    """Bytes of one thread's records (field names and values) after ``steps`` steps: the
+    records a task's graph keeps, here in a ``ThreadStore`` (the same fields)."""
+    client = connect(url)
+    store = ThreadStore(client, f"lgbench{uuid.uuid4().hex[:8]}")
+    try:
+        thread = await loop_thread(StepSaver(store), steps)
+        fields = await store.load(thread)
+        await store.delete(thread)
+    finally:
+        await client.aclose()
+    return sum(len(k) + len(v) for k, v in fields.items())
+
+
 CONFIG = """
 tiers: {{p2: {{concurrency: {threads}, max_wait_ms: 600000}}}}
 default_tier: p2
@@ -163,7 +206,7 @@ async def stepsaver(url: str, threads: int) -> dict[str, float]:
     }
 
 
-async def postgres(url: str, threads: int) -> dict[str, float]:
+async def postgres(url: str, threads: int, storage_steps: int) -> dict[str, float]:
     from langgraph.checkpoint.postgres.aio import AsyncPostgresSaver
     from psycopg.rows import dict_row
     from psycopg_pool import AsyncConnectionPool
@@ -173,6 +216,7 @@ async def postgres(url: str, threads: int) -> dict[str, float]:
         saver = AsyncPostgresSaver(pool)  # type: ignore[arg-type]
         await saver.setup()
         out = await langgraph_saver(saver, threads)
+        long = await loop_thread(saver, storage_steps)
         async with pool.connection() as conn:
             row = await (
                 await conn.execute(
@@ -182,22 +226,45 @@ async def postgres(url: str, threads: int) -> dict[str, float]:
                     " AS total, (SELECT count(DISTINCT thread_id) FROM checkpoints) AS threads"
                 )
             ).fetchone()
+            one = await (
+                await conn.execute(
+                    "SELECT (SELECT sum(pg_column_size(c.*)) FROM checkpoints c"
+                    "  WHERE thread_id = %(t)s)"
+                    " + (SELECT coalesce(sum(pg_column_size(b.*)), 0) FROM checkpoint_blobs b"
+                    "  WHERE thread_id = %(t)s)"
+                    " + (SELECT coalesce(sum(pg_column_size(w.*)), 0) FROM checkpoint_writes w"
+                    "  WHERE thread_id = %(t)s) AS total",
+                    {"t": long},
+                )
+            ).fetchone()
+            assert one is not None
             assert row is not None
             found = cast(dict[str, Any], row)
             for table in ("checkpoint_writes", "checkpoint_blobs", "checkpoints"):
                 await conn.execute(f"DELETE FROM {table}")
-    per_thread = float(found["total"]) / max(1, int(found["threads"]))
-    return {**out, "bytes_per_thread": round(per_thread)}
+    # less the long thread, counted apart
+    per_thread = (float(found["total"]) - float(cast(dict[str, Any], one)["total"])) / max(
+        1, int(found["threads"]) - 1
+    )
+    return {
+        **out,
+        "bytes_per_thread": round(per_thread),
+        f"bytes_after_{storage_steps}_steps": int(cast(dict[str, Any], one)["total"]),
+    }
 
 
 async def one_run(redis_url: str, args: argparse.Namespace, run: int) -> dict[str, Any]:
     out: dict[str, Any] = {"run": run}
     for name, value in (await stepsaver(redis_url, args.threads)).items():
         out[f"stepsaver_{name}"] = value
+    steps = args.storage_steps
+    out[f"stepsaver_bytes_after_{steps}_steps"] = await stepsaver_storage(redis_url, steps)
     for name, value in (await langgraph_saver(InMemorySaver(), args.threads)).items():
         out[f"inmemory_{name}"] = value
     if args.database_url:
-        for name, value in (await postgres(args.database_url, args.threads)).items():
+        for name, value in (
+            await postgres(args.database_url, args.threads, args.storage_steps)
+        ).items():
             out[f"postgres_{name}"] = value
     return out
 
@@ -225,6 +292,7 @@ if __name__ == "__main__":
     parser.add_argument("--runs", type=int, default=3)
     parser.add_argument("--nodes", type=int, default=20)
     parser.add_argument("--threads", type=int, default=50)
+    parser.add_argument("--storage-steps", type=int, default=200)
     parser.add_argument("--redis-url", help="default: a fresh embedded Redis per run")
     parser.add_argument("--database-url", help="PostgreSQL for AsyncPostgresSaver")
     asyncio.run(main(parser.parse_args()))
