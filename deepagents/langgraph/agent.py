@@ -86,7 +86,9 @@ class LangGraphAgent(AgentContract):
 
     def question(self, interrupt: Interrupt) -> str:
         value = interrupt.value
-        return value if isinstance(value, str) else orjson.dumps(value, default=_plain).decode()
+        if isinstance(value, str) and value:
+            return value
+        return orjson.dumps(value, default=_plain).decode()
 
     def resume_value(self, reply: BaseModel) -> Any:
         if isinstance(reply, InterruptReply):

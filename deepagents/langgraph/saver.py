@@ -136,7 +136,7 @@ class StepSaver(BaseCheckpointSaver[str]):
         # Monotonic per channel; the random tail keeps a fork's blobs apart from the
         # original branch's (they may share a version number).
         n = 0 if current is None else int(str(current).split(".")[0])
-        return f"{n + 1:032}.{random.random():016}"
+        return f"{n + 1:012}.{random.getrandbits(32):08x}"
 
     # reading -------------------------------------------------------------------------------
 
