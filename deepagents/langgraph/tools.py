@@ -17,7 +17,7 @@ from deepagents.contract.context import active_context
 from deepagents.contract.task import Task
 from deepagents.contract.toolcalls import ToolCall
 from deepagents.langgraph.scope import step_name
-from deepagents.tools import Tool, wrap_tool_call
+from deepagents.tools import Tool, arguments_digest, wrap_tool_call
 
 
 def graph_tools(tools: Sequence[Tool], *, task: Task | None, agent: str) -> list[BaseTool]:
@@ -26,7 +26,10 @@ def graph_tools(tools: Sequence[Tool], *, task: Task | None, agent: str) -> list
 
 def graph_tool(tool: Tool, *, task: Task | None, agent: str) -> BaseTool:
     async def call(**arguments: Any) -> Any:
-        name = step_name(f"tool:{tool.server}/{tool.name}")
+        # The arguments' digest too: calls a node makes at once (ToolNode gathers them)
+        # replay by what they asked, whatever order they start in.
+        digest = _digest(arguments)
+        name = step_name(f"tool:{tool.server}/{tool.name}:{digest}")
         ctx = active_context()
         if ctx is None:
             return await _call(tool, arguments, name, task, agent)
@@ -50,3 +53,10 @@ async def _call(
     )
     # A failed call is the model's to read (as run_tools feeds it back), not an exception.
     return result.content
+
+
+def _digest(arguments: dict[str, Any]) -> str:
+    try:
+        return arguments_digest(arguments)[:16]
+    except TypeError:  # not JSON: wrap_tool_call refuses it as the model's error anyway
+        return "nonjson"
