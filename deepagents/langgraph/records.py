@@ -19,7 +19,7 @@ KIND = "lg"
 
 class ThreadRecords(Protocol):
     async def load(self, thread_id: str) -> dict[str, bytes]:
-        """Every field of the thread ({} when it has none)."""
+        """Every field of the thread ({} when it has none); the caller does not change it."""
         ...
 
     async def save(self, thread_id: str, fields: Sequence[tuple[str, bytes]]) -> None: ...
@@ -36,6 +36,10 @@ class TaskRecords:
 
     def __init__(self, ctx: TaskContext) -> None:
         self.ctx = ctx
+        # Read once per delivery, then kept up to date here: this delivery is the thread's
+        # one writer (the owner check refuses any other), and a put_writes looks up what
+        # is already there at every step.
+        self._fields: dict[str, bytes] | None = None
 
     def _check(self, thread_id: str) -> None:
         if thread_id != self.ctx.task_id:
@@ -46,11 +50,15 @@ class TaskRecords:
 
     async def load(self, thread_id: str) -> dict[str, bytes]:
         self._check(thread_id)
-        return await self.ctx.load_records(KIND)
+        if self._fields is None:
+            self._fields = await self.ctx.load_records(KIND)
+        return self._fields
 
     async def save(self, thread_id: str, fields: Sequence[tuple[str, bytes]]) -> None:
         self._check(thread_id)
         await self.ctx.save_records(KIND, fields)
+        if self._fields is not None:
+            self._fields.update(fields)
 
     async def delete(self, thread_id: str) -> None:
         # The task's records expire with its result; a running task cannot drop them.
