@@ -33,6 +33,7 @@ from deepagents.contract.agent import AgentContract
 from deepagents.contract.context import TaskContext, current_context
 from deepagents.contract.result import Result
 from deepagents.contract.task import Task
+from deepagents.errors import StepError
 from deepagents.langgraph.chat_model import DeepAgentsChat
 from deepagents.langgraph.records import TaskRecords
 from deepagents.langgraph.saver import StepSaver
@@ -123,8 +124,17 @@ async def _answer_interrupts(
 ) -> None:
     numbers = {k: int(v) for k, v in (await ctx.load_records(ASKS)).items()}
     asked = 0  # questions asked in this delivery (ctx.ask numbers them in order)
+    resumed: set[str] = set()
     while interrupts := (await graph.aget_state(config)).interrupts:
         pending = interrupts[0]
+        if pending.id in resumed:
+            # Answered, yet pending again: asking once more would return the same reply
+            # for ever. (A node's successive interrupts have ids of their own.)
+            raise StepError(
+                f"{agent.name}: interrupt {pending.id} is pending again after its reply "
+                "resumed the graph"
+            )
+        resumed.add(pending.id)
         number = numbers.get(pending.id)
         if number is None:
             number = max(numbers.values(), default=0) + 1

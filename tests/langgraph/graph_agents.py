@@ -78,12 +78,13 @@ class CrashGraphAgent(LangGraphAgent):
 class Approval(TypedDict, total=False):
     draft: str
     asks: int
+    double: bool
     answers: list[Any]
 
 
 class ApprovalGraphAgent(LangGraphAgent):
-    """Asks ``asks`` questions in turn through ``interrupt()`` (0: none) and returns the
-    answers it got."""
+    """Asks ``asks`` questions in turn through ``interrupt()`` (0: none; with ``double``,
+    two per node run) and returns the answers it got."""
 
     name = "approvalgraph"
     version = "1.0.0"
@@ -97,6 +98,8 @@ class ApprovalGraphAgent(LangGraphAgent):
         def approve(state: Approval) -> Approval:
             answers = list(state.get("answers", []))
             answers.append(interrupt({"question": len(answers) + 1, "draft": state["draft"]}))
+            if state.get("double"):  # a second interrupt in the same node run
+                answers.append(interrupt({"question": "again", "draft": state["draft"]}))
             return {"answers": answers}
 
         def more(state: Approval) -> str:

@@ -208,3 +208,26 @@ async def test_the_research_graph_example_publishes_an_approved_answer(
     assert result.output["terms"] == ["moon", "tides"]
     assert "Bay of Fundy" not in result.output["answer"]
     assert result.output["answer"].startswith("Tides rise and fall")
+
+
+async def test_a_node_that_interrupts_twice_gets_both_replies(
+    orch: Orchestrator, procs: Procs, client: Redis, prefix: str
+) -> None:
+    procs.worker("tests.langgraph.graph_agents:ApprovalGraphAgent")
+    await registered(client, prefix, "approvalgraph", 1)
+    payload = {"draft": "d3", "asks": 1, "double": True}
+    handle = await orch.submit({"intent": "approvalgraph", "payload": payload})
+
+    async def asked(marker: str) -> dict[str, Any] | None:
+        info = await orch.lookup(handle.task_id)
+        if info is None or info.get("state") != "waiting":
+            return None
+        return info if marker in info.get("question", "") else None
+
+    await eventually(lambda: asked('"question":1'), timeout=60, what="the first question")
+    await orch.reply(handle.task_id, {"answer": "first"})
+    await eventually(lambda: asked('"question":"again"'), timeout=60, what="the second")
+    await orch.reply(handle.task_id, {"answer": "second"})
+    result = await handle.result(timeout=60)
+    assert result.status == ResultStatus.SUCCESS, result.error
+    assert result.output["answers"] == ["first", "second"]
