@@ -9,7 +9,7 @@ The interface lives here, in the pure contract layer; the worker implements it
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from contextvars import ContextVar
 from typing import Any, Literal, TypeVar, overload
 
@@ -107,6 +107,16 @@ class TaskContext(ABC):
         default: M | None = None,
     ) -> M:
         """Park the task until a person answers ``question`` (validated by ``schema``)."""
+
+    async def load_records(self, kind: str) -> dict[str, bytes]:
+        """The fields this task recorded under ``kind`` (``save_records``), by name: what an
+        adapter keeps beside the steps (the LangGraph checkpoint saver's, ``lg``)."""
+        raise StepError(f"{type(self).__name__} keeps no records")
+
+    async def save_records(self, kind: str, fields: Sequence[tuple[str, bytes]]) -> None:
+        """Record ``fields`` under ``kind``: owner-checked like a step, and sent with the
+        other deliveries' records (one round trip per batch). Lands before it returns."""
+        raise StepError(f"{type(self).__name__} keeps no records")
 
 
 _current: ContextVar[TaskContext | None] = ContextVar("deepagents_task_context", default=None)

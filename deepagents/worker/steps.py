@@ -17,7 +17,7 @@ import inspect
 import logging
 import re
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from concurrent.futures import Executor
 from contextvars import ContextVar
 from datetime import UTC, datetime
@@ -338,6 +338,19 @@ class DeliverySteps(TaskContext):
 
     # records -------------------------------------------------------------------------------
 
+    async def load_records(self, kind: str) -> dict[str, bytes]:
+        prefix = _record_prefix(kind)
+        cut = len(prefix)
+        records = await self.records()
+        return {name[cut:]: value for name, value in records.items() if name.startswith(prefix)}
+
+    async def save_records(self, kind: str, fields: Sequence[tuple[str, bytes]]) -> None:
+        prefix = _record_prefix(kind)
+        named = [(prefix + name, value) for name, value in fields]
+        records = await self.records()
+        await self._write(named)
+        records.update(named)
+
     @property
     def restores(self) -> bool:
         return self._book.restores
@@ -411,6 +424,13 @@ class DeliverySteps(TaskContext):
         """Audit events no write carried (a resumed delivery that recorded nothing more)."""
         events, self._pending = self._pending, []
         return events
+
+
+def _record_prefix(kind: str) -> str:
+    """An adapter's records live under ``rec:<kind>:``, apart from steps and state."""
+    if not isinstance(kind, str) or not _PHASE.match(kind):
+        raise StepError(f"a record kind is a short label ([a-z][a-z0-9_.-]*): {kind!r}")
+    return f"rec:{kind}:"
 
 
 def _carry(recorded: bytes | None) -> None:
