@@ -15,6 +15,7 @@ EXTRAS: dict[str, tuple[str, ...]] = {
     "gateway": ("fastapi", "uvicorn"),
     "audit": ("asyncpg",),
     "grpc": ("grpc", "google.protobuf"),
+    "otlp": ("opentelemetry.exporter.otlp.proto.http",),
 }
 
 
