@@ -8,9 +8,10 @@ import importlib
 import logging
 import os
 import socket
+import sys
 import time
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any, cast
 
 from deepagents import compose
 from deepagents._internal.extras import require_extra
@@ -29,11 +30,13 @@ from deepagents.contract.agent import AgentContract
 from deepagents.contract.loading import load_agent_class
 from deepagents.errors import ConfigError
 from deepagents.orchestrator import Orchestrator, submitter
-from deepagents.remote import RemoteAgent, remote_agent_class
 from deepagents.telemetry.core import configure
 from deepagents.telemetry.serve import serve_metrics, stop_server
 from deepagents.worker import Worker
 from deepagents.worker.probes import WorkerProbes
+
+if TYPE_CHECKING:
+    from deepagents.remote import RemoteAgent
 
 log = logging.getLogger("deepagents.cli")
 ORPHAN_CHECK_S = 1.0  # how often a forked worker checks that its supervisor still runs
@@ -224,9 +227,8 @@ def serve_process(plan: Plan, fork: Fork | None = None) -> int:
             plan.url, max_connections=readers + 32, cluster=settings.redis_cluster
         ) as client:
             # A remote agent's circuit breaker is shared by the fleet through Redis.
-            agent = (
-                cls(redis=client, prefix=settings.prefix) if issubclass(cls, RemoteAgent) else cls()
-            )
+            remote = _remote_class(cls)
+            agent = remote(redis=client, prefix=settings.prefix) if remote else cls()
             # Unanswered questions with on_timeout="escalate" are submitted through it.
             escalations = Orchestrator.from_client(
                 client, config=plan.config, settings=settings, telemetry=telemetry
@@ -263,9 +265,9 @@ def serve_process(plan: Plan, fork: Fork | None = None) -> int:
                     if writer is not None and drain is not None:
                         writer.stop()  # it acks only what PostgreSQL committed; the rest waits
                         await drain
-                    if isinstance(agent, RemoteAgent):
+                    if remote:
                         # its connections, and the breaker outcomes it has not sent yet
-                        await agent.aclose()
+                        await cast("RemoteAgent", agent).aclose()
 
     if fork is None:
         freeze_startup_heap()
@@ -316,7 +318,18 @@ def _agent_class(args: argparse.Namespace, config: FileConfig) -> type[AgentCont
     entry = config.agents.get(args.remote)
     if entry is None or entry.remote is None:
         raise ConfigError(f"--remote {args.remote}: no agents.{args.remote}.remote in the config")
+    from deepagents.remote import remote_agent_class  # aiohttp: only for a remote agent
+
     return remote_agent_class(args.remote, entry)
+
+
+def _remote_class(cls: type[AgentContract]) -> type[RemoteAgent] | None:
+    """``cls`` as a remote agent's class, or None. A class can derive from ``RemoteAgent``
+    only once its module is loaded, so it is not imported (nor aiohttp) to find out."""
+    module = sys.modules.get("deepagents.remote.agent")
+    if module is not None and issubclass(cls, module.RemoteAgent):
+        return cast("type[RemoteAgent]", cls)
+    return None
 
 
 def _audit_writer(client: Any, config: Any, settings: Any) -> Any:
