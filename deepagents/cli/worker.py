@@ -19,6 +19,7 @@ from deepagents._internal.heap import freeze_startup_heap
 from deepagents.cli.common import (
     load_runtime,
     redis_client,
+    report,
     require_redis_url,
     run,
 )
@@ -28,7 +29,7 @@ from deepagents.config import FileConfig, Settings
 from deepagents.config.placement import Placement, parse_placement
 from deepagents.contract.agent import AgentContract
 from deepagents.contract.loading import load_agent_class
-from deepagents.errors import ConfigError
+from deepagents.errors import ConfigError, DeepAgentsError
 from deepagents.orchestrator import Orchestrator, submitter
 from deepagents.telemetry.core import configure
 from deepagents.telemetry.serve import serve_metrics, stop_server
@@ -147,9 +148,15 @@ def main(args: argparse.Namespace) -> int:
         return serve_process(plan)
     _preload(plan)
     freeze_startup_heap()  # before the forks: the children share these pages, untouched
-    return Supervisor(
-        args.processes, lambda fork: serve_process(_child_plan(plan, fork), fork)
-    ).run()
+    return Supervisor(args.processes, lambda fork: _serve_child(plan, fork)).run()
+
+
+def _serve_child(plan: Plan, fork: Fork) -> int:
+    """A forked worker; its error is one line, as ``deepagents`` reports any."""
+    try:
+        return serve_process(_child_plan(plan, fork), fork)
+    except DeepAgentsError as exc:
+        return report(exc)
 
 
 def _plan(args: argparse.Namespace) -> Plan:
@@ -169,6 +176,8 @@ def _plan(args: argparse.Namespace) -> Plan:
                 "--with-audit-writer needs DEEPAGENTS_DATABASE_URL", file="environment"
             )
         settings = settings.model_copy(update={"outbox": True})
+    if settings.otlp_endpoint:  # said once, before any process starts
+        require_extra("otlp", "DEEPAGENTS_OTLP_ENDPOINT")
     if args.metrics_port is not None:
         settings = settings.model_copy(update={"metrics_port": args.metrics_port})
     if args.metrics_host is not None:

@@ -14,17 +14,19 @@ import os
 import signal
 import subprocess
 from collections import Counter
+from pathlib import Path
 from typing import Any
 
 import orjson
 import pytest
 from redis.asyncio import Redis
 
+from deepagents._internal.redis_server import free_port
 from deepagents.contract import ResultStatus, Task
 from deepagents.orchestrator import Orchestrator
 from tests.e2e.conftest import assert_committed_once, committed_events, runs
 from tests.support.procs import Procs
-from tests.support.wait import eventually
+from tests.support.wait import eventually, eventually_sync
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(300)]
 
@@ -131,3 +133,29 @@ async def test_a_second_signal_kills_the_children(
     assert not any(alive(pid) for pid in children)
     exits = events(procs, supervisor, "child_exited")
     assert sorted(e["exit_code"] for e in exits) == [-signal.SIGKILL] * PROCESSES
+
+
+def test_a_child_that_fails_at_once_says_why_in_one_line_and_is_retried_later(
+    config_path: Path, tmp_path: Path
+) -> None:
+    dead = f"redis://127.0.0.1:{free_port()}/0"  # nothing listens there
+    procs = Procs({"DEEPAGENTS_REDIS_URL": dead, "DEEPAGENTS_CONFIG": str(config_path)})
+    try:
+        supervisor = procs.worker(
+            "tests.agents:LabAgent", "--processes", "1", env={"DEEPAGENTS_LOG_FORMAT": "json"}
+        )
+
+        def replaced() -> list[dict[str, Any]]:
+            found = events(procs, supervisor, "child_exited")
+            return found if len(found) >= 3 else []
+
+        exits = eventually_sync(replaced, timeout=60, what="three children failed")
+        delays = [e["delay_s"] for e in exits[:3]]
+        assert delays == sorted(delays) and delays[0] > 0  # a growing delay, never a hot loop
+        errors = [line for line in procs.log(supervisor).splitlines() if "error" in line]
+        assert any(line.startswith("deepagents: error: cannot reach Redis") for line in errors)
+        assert "Traceback" not in procs.log(supervisor)
+        supervisor.send_signal(signal.SIGTERM)
+        assert supervisor.wait(30) == 0
+    finally:
+        procs.close()
