@@ -47,7 +47,13 @@ from deepagents.errors import (
 from deepagents.orchestrator.coalesce import SubmitCoalescer
 from deepagents.orchestrator.handle import TaskHandle
 from deepagents.orchestrator.parts import PART_MIN, shard_parts
-from deepagents.orchestrator.replies import Question, Replied, Replies, question_of
+from deepagents.orchestrator.replies import (
+    CheckRunner,
+    Question,
+    Replied,
+    Replies,
+    question_of,
+)
 from deepagents.orchestrator.routing import Route, Router, agent_specs
 from deepagents.orchestrator.versions import version_routing
 from deepagents.store.base import Registry, TaskRecords
@@ -534,12 +540,14 @@ class Orchestrator:
 
     # human replies ------------------------------------------------------------------------
 
-    async def reply(self, task_id: str, answer: Any) -> Replied:
+    async def reply(
+        self, task_id: str, answer: Any, run_check: CheckRunner | None = None
+    ) -> Replied:
         """Answer the question a waiting task asks (``ctx.ask``): validated against the
         question's JSON Schema, stored, and the task re-enqueued on its tier, at most once.
         Raises ``ReplyTaskNotFound``, ``NotWaiting``, ``AlreadyReplied`` or ``InvalidReply``
         (which names the field), and changes nothing then."""
-        return await self.answers.reply(task_id, answer, self.config.tier_names)
+        return await self.answers.reply(task_id, answer, self.config.tier_names, run_check)
 
     async def question(self, task_id: str) -> Question | None:
         """What a waiting task asks (its question, answer schema, age, when the wait runs
