@@ -20,12 +20,14 @@ import jsonschema
 import re2  # type: ignore[import-untyped]  # google-re2 ships no type hints
 from jsonschema.exceptions import ValidationError, best_match
 
+from deepagents.errors import ConfigError
+
 _OPTIONS = re2.Options()
 _OPTIONS.log_errors = False  # a refused pattern is our error to report, not stderr noise
 _OPTIONS.max_mem = 8 << 20  # RE2's default: a pattern whose program exceeds it is refused
 
 
-class UnsafePattern(ValueError):
+class UnsafePattern(ConfigError):
     """A pattern RE2 cannot compile (backreference, lookaround, too large, bad syntax)."""
 
     def __init__(self, where: str, pattern: str, reason: str) -> None:

@@ -64,6 +64,15 @@ class DeadLetterEntry:
         return asdict(self)
 
 
+# Releases an idempotency claim only while it still names the task that claimed it.
+_RELEASE_IF_MINE = """
+if redis.call('GET', KEYS[1]) == ARGV[1] then
+  return redis.call('DEL', KEYS[1])
+end
+return 0
+"""
+
+
 class TaskStore:
     """Uses the client it is given and never closes it."""
 
@@ -71,6 +80,7 @@ class TaskStore:
         # redis-py types replies for str clients; ours speaks bytes (decode_responses=False).
         self.client: Any = client
         self.keys = keys
+        self._release_if_mine = client.register_script(_RELEASE_IF_MINE)
 
     # location -----------------------------------------------------------------------------
 
@@ -136,6 +146,20 @@ class TaskStore:
             out.append((owner, fingerprint))
         return out
 
+    async def release_idempotency(self, claims: Sequence[IdempotencyClaim]) -> None:
+        """Delete each claim that still holds its own task (compare and delete: a claim a
+        later submit took over stays): its submit was refused, nothing was enqueued, and a
+        retry with the key must make the task anew."""
+        if not claims:
+            return
+        with redis_errors("release idempotency keys"):
+            pipe = self.client.pipeline(transaction=False)
+            for claim in claims:
+                key = self.keys.idempotency(claim.key, claim.tenant)
+                value = f"{claim.task_id} {claim.fingerprint}"
+                await self._release_if_mine(keys=[key], args=[value], client=pipe)
+            await pipe.execute()
+
     # gateway owner records ----------------------------------------------------------------
 
     def owner_key(self, task_id: str) -> str:
@@ -159,6 +183,19 @@ class TaskStore:
                 pipe.get(self.owner_key(task_id))
             raw = await pipe.execute()
         return [None if r is None else bytes(r).decode() for r in raw]
+
+    async def adopt(self, records: Sequence[tuple[str, str]], ttl_s: int) -> None:
+        """Write owner and location records (``owner_record``, ``location_record``) unless
+        they exist (SET NX): the gateway's, for the tasks a tenant's idempotency keys led
+        to (keys are scoped per tenant, so the tasks are its own), whatever became of the
+        records of the submit that made them."""
+        if not records:
+            return
+        with redis_errors("write task records"):
+            pipe = self.client.pipeline(transaction=False)
+            for key, value in records:
+                pipe.set(key, value, nx=True, ex=ttl_s)
+            await pipe.execute()
 
     async def forget_submitted(self, task_ids: Sequence[str]) -> None:
         """Remove the owner and location records of tasks that were not enqueued after all."""
