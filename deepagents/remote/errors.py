@@ -6,6 +6,7 @@ import email.utils
 import math
 import re
 import time
+from collections.abc import Callable
 
 import orjson
 
@@ -19,6 +20,8 @@ from deepagents.errors import (
 )
 
 SNIPPET_BYTES = 128
+# Masks the worker's own secrets (its configured header values) in a service's text.
+Mask = Callable[[str], str]
 REDACTED = "[REDACTED]"
 # What a service's stray error text most often leaks: "password=…", "token: …", a bearer
 # token or an API key. The audit writer's redactor sees only keys, so the text is masked here.
@@ -47,47 +50,64 @@ class ServiceUnhealthy(DeepAgentsError):
     code = ErrorCode.UNAVAILABLE
 
 
-def snippet(body: bytes) -> str:
+def mask_secrets(text: str) -> str:
+    """``text`` with secret-looking values masked (what a service's stray text leaks)."""
+    return _SECRETS.sub(lambda m: (m.group(1) or "") + REDACTED, text)
+
+
+def snippet(body: bytes, mask: Mask = str) -> str:
     """The body's first bytes, printable only, secret-looking values masked."""
-    text = body[:SNIPPET_BYTES].decode("utf-8", "replace")
-    text = _SECRETS.sub(lambda m: (m.group(1) or "") + REDACTED, text)
+    text = mask(mask_secrets(body[:SNIPPET_BYTES].decode("utf-8", "replace")))
     shown = "".join(c if c.isprintable() else "\ufffd" for c in text)
     return shown + ("…" if len(body) > SNIPPET_BYTES else "")
 
 
-def protocol_error(step: str, why: str, body: bytes = b"") -> RemoteProtocolError:
-    head = f"; body starts {snippet(body)!r}" if body else ""
+def protocol_error(step: str, why: str, body: bytes = b"", mask: Mask = str) -> RemoteProtocolError:
+    head = f"; body starts {snippet(body, mask)!r}" if body else ""
     return RemoteProtocolError(f"{step}: {why}{head}")
 
 
-def retry_after_s(value: str | None, now: float | None = None) -> float:
-    """``Retry-After`` as seconds from now: delta-seconds or an HTTP date; 0 when absent."""
+def retry_after_s(value: str | None, now: float | None = None, cap_s: float = math.inf) -> float:
+    """``Retry-After`` as seconds from now: delta-seconds or an HTTP date; 0 when absent
+    or unreadable; never more than ``cap_s`` (a service's ``999999999``, or a date in
+    year 9999, would park the task for decades)."""
     if not value:
         return 0.0
     value = value.strip()
-    if value.isdigit():
-        return float(value)
+    if value.isascii() and value.isdigit():
+        return min(float(value[:12]) if len(value) <= 12 else math.inf, cap_s)
     try:
         when = email.utils.parsedate_to_datetime(value).timestamp()
-    except (TypeError, ValueError):
+    except (TypeError, ValueError, OverflowError, IndexError):
         return 0.0
-    return max(0.0, math.ceil(when - (now if now is not None else time.time())))
+    return min(max(0.0, math.ceil(when - (now if now is not None else time.time()))), cap_s)
 
 
-def _detail(body: bytes) -> str:
+def _detail(body: bytes, mask: Mask) -> str:
     try:
         doc = orjson.loads(body)
     except orjson.JSONDecodeError:
-        return snippet(body)
+        return snippet(body, mask)
     if isinstance(doc, dict):
-        return str(doc.get("detail") or doc.get("title") or "")[:500]
-    return snippet(body)
+        detail = doc.get("detail") or doc.get("title") or ""
+        error = doc.get("error")
+        if not detail and isinstance(error, dict):  # {"error": {"message": …}}, also seen
+            detail = error.get("message") or ""
+        return mask(mask_secrets(str(detail)[:500]))
+    return snippet(body, mask)
 
 
-def status_error(step: str, code: int, retry_after: str | None, body: bytes) -> Exception:
-    """A non-2xx answer: 4xx is final, 429/503 wait their Retry-After, 5xx is retried."""
+def status_error(
+    step: str,
+    code: int,
+    retry_after: str | None,
+    body: bytes,
+    mask: Mask = str,
+) -> Exception:
+    """A non-2xx answer: 4xx is final, 429/503 wait their Retry-After, 5xx is retried.
+    ``mask`` hides the worker's own secrets in what the body says."""
     what = f"{step}: HTTP {code}"
-    detail = _detail(body)
+    detail = _detail(body, mask)
     message = f"{what}: {detail}" if detail else what
     if code in (429, 503):
         wait = retry_after_s(retry_after)
@@ -99,4 +119,4 @@ def status_error(step: str, code: int, retry_after: str | None, body: bytes) -> 
         return RemoteRejected(message)
     if code >= 500:
         return ServiceDown(message)
-    return protocol_error(step, f"unexpected HTTP {code}", body)
+    return protocol_error(step, f"unexpected HTTP {code}", body, mask)
