@@ -32,6 +32,7 @@ from deepagents.remote.circuit import FleetCircuit
 from deepagents.remote.errors import (
     ServiceDown,
     ServiceUnhealthy,
+    hide_addresses,
     mask_secrets,
     protocol_error,
     status_error,
@@ -180,7 +181,8 @@ class RemoteAgent(AgentContract):
             try:
                 raw = await self._grpc.call("health", {}, {}, self._timeout, False)
             except Exception as exc:
-                raise ServiceUnhealthy(f"remote service: Health rpc: {exc}") from exc
+                why_not = hide_addresses(str(exc))
+                raise ServiceUnhealthy(f"remote service: Health rpc: {why_not}") from exc
             health = wire.HealthResponse.model_validate_json(raw)
         else:
             try:

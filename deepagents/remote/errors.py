@@ -31,6 +31,23 @@ _SECRETS = re.compile(
     r"|\bBearer\s+[A-Za-z0-9._~+/-]+=*|\bsk-[A-Za-z0-9_-]{8,}|\bAKIA[0-9A-Z]{16}\b"
 )
 
+# Where the service lives: URLs, ("host", port) tuples, [v6]:port, host:port and bare IPv4.
+# Tenants read a task's error and anyone reads /health?full=true: the deployment's inner
+# addresses are not theirs to learn (issue 39). Operators have the URL in the config.
+_ADDRESS = re.compile(
+    r"\b[a-z][a-z0-9+.-]*://[^\s'\"]+"
+    r"|\(\s*'[^']*'\s*,\s*\d+\s*\)"
+    r"|\[[0-9A-Fa-f:.]+\](?::\d+)?"
+    r"|\b(?:ipv[46]:)?(?:[A-Za-z0-9-]+\.)*[A-Za-z0-9-]+:\d{1,5}\b"
+    r"|\b\d{1,3}(?:\.\d{1,3}){3}\b"
+)
+SERVICE = "<service>"
+
+
+def hide_addresses(text: str) -> str:
+    """``text`` with the service's URLs, hosts and ports replaced by ``<service>``."""
+    return _ADDRESS.sub(SERVICE, text)
+
 
 class RemoteRejected(TaskError):
     """The remote agent refused the request (a 4xx other than 400, 422 and 429)."""
