@@ -15,6 +15,7 @@ from typing import Any
 import orjson
 
 from deepagents.contract.answer_schema import UnsafePattern, first_error
+from deepagents.contract.codec import DamagedRecord
 from deepagents.contract.events import audit_event, encode_events
 from deepagents.errors import (
     AlreadyReplied,
@@ -56,17 +57,28 @@ def question_of(info: dict[str, Any]) -> Question | None:
     if info.get("state") != "waiting":
         return None
     try:
-        schema = orjson.loads(info.get("ask_schema") or "{}")
-    except orjson.JSONDecodeError:
-        schema = {}
+        asked_ms, due_ms = int(info.get("asked_ms") or 0), int(info.get("wait_due_ms") or 0)
+    except ValueError:
+        raise DamagedRecord("question", "the task's question record is damaged") from None
     return Question(
         ask=str(info.get("ask", "")),
         question=str(info.get("question", "")),
-        schema=schema if isinstance(schema, dict) else {},
-        asked_ms=int(info.get("asked_ms") or 0),
-        due_ms=int(info.get("wait_due_ms") or 0),
+        schema=answer_schema(info.get("ask_schema") or "{}"),
+        asked_ms=asked_ms,
+        due_ms=due_ms,
         on_timeout=str(info.get("on_timeout", "")),
     )
+
+
+def answer_schema(schema_json: str) -> dict[str, Any]:
+    """A question's stored answer schema; ``DamagedRecord`` unless a JSON object."""
+    try:
+        schema = orjson.loads(schema_json)
+    except orjson.JSONDecodeError:
+        schema = None
+    if not isinstance(schema, dict):
+        raise DamagedRecord("question", "the question's answer schema is damaged (not an object)")
+    return schema
 
 
 class Replies:
@@ -145,10 +157,7 @@ class Replies:
 
 def _validate(answer: Any, schema_json: str) -> None:
     """Raise ``InvalidReply`` naming the first field (JSON path) that breaks the schema."""
-    try:
-        schema = orjson.loads(schema_json)
-    except orjson.JSONDecodeError:
-        schema = {}
+    schema = answer_schema(schema_json)
     try:
         bad = first_error(answer, schema)
     except UnsafePattern as exc:  # stored before the check at ask, or damaged

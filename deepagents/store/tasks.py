@@ -15,6 +15,7 @@ from typing import Any, NamedTuple
 import orjson
 from redis.asyncio import Redis, RedisCluster
 
+from deepagents.contract.codec import DamagedRecord
 from deepagents.transport.keys import Keys, ShardKeys
 from deepagents.transport.redis_streams.errors import redis_errors
 
@@ -35,9 +36,13 @@ def encode_location(location: Location) -> str:
 
 
 def decode_location(raw: bytes | str) -> Location:
-    text = raw.decode() if isinstance(raw, bytes) else raw
-    agent, shard, tier = text.split("|")
-    return Location(agent, int(shard), tier)
+    """A location record; ``DamagedRecord`` when it is not ``agent|shard|tier``."""
+    try:
+        text = raw.decode() if isinstance(raw, bytes) else raw
+        agent, shard, tier = text.split("|")
+        return Location(agent, int(shard), tier)
+    except ValueError:  # UnicodeDecodeError too
+        raise DamagedRecord("location", "the task's location record is damaged") from None
 
 
 class IdempotencyClaim(NamedTuple):
@@ -101,7 +106,8 @@ class TaskStore:
         key = self.keys.shard(location.agent, location.shard).task(task_id)
         with redis_errors("lookup"):
             raw = await self.client.hgetall(key)
-        return {k.decode(): v.decode() for k, v in raw.items()}
+        # Undecodable bytes read as U+FFFD: the field's own reader then finds it damaged.
+        return {k.decode(errors="replace"): v.decode(errors="replace") for k, v in raw.items()}
 
     async def terminal_result(self, agent: str, shard: int, task_id: str) -> bytes | None:
         """The task's result as stored, once the task is terminal; None before."""
