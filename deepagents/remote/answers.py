@@ -18,6 +18,7 @@ import math
 from collections.abc import Iterable
 from typing import Any, NoReturn
 
+from deepagents.errors import DeepAgentsError, ErrorCode
 from deepagents.remote.errors import REDACTED
 
 _INT_MIN, _INT_MAX = -(2**63), 2**64 - 1  # what orjson encodes
@@ -25,8 +26,10 @@ _INT_MIN, _INT_MAX = -(2**63), 2**64 - 1  # what orjson encodes
 _MIN_SECRET = 8
 
 
-class BadAnswer(ValueError):
+class BadAnswer(DeepAgentsError, ValueError):
     """The answer is not JSON this worker can keep: the reason, for a protocol error."""
+
+    code = ErrorCode.REMOTE_PROTOCOL_ERROR
 
 
 def parse_answer(raw: bytes) -> Any:
