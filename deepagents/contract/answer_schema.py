@@ -32,7 +32,7 @@ class UnsafePattern(ConfigError):
 
     def __init__(self, where: str, pattern: str, reason: str) -> None:
         super().__init__(
-            f"{where}: pattern {pattern[:200]!r} is not supported by the linear-time "
+            f"{where}: pattern /{pattern[:200]}/ is not supported by the linear-time "
             f"matcher (RE2): {reason}; use a pattern without backreferences or lookaround"
         )
 
