@@ -8,6 +8,7 @@ stream (begin, commit, cancel, …) stay with the bus: they are one step of the 
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 from typing import Any, NamedTuple
@@ -158,13 +159,18 @@ class TaskStore:
         retry with the key must make the task anew."""
         if not claims:
             return
+        # Side by side rather than in a pipeline: a script in a cluster pipeline is not
+        # portable across redis-py versions, and this runs only when a submit is refused.
         with redis_errors("release idempotency keys"):
-            pipe = self.client.pipeline(transaction=False)
-            for claim in claims:
-                key = self.keys.idempotency(claim.key, claim.tenant)
-                value = f"{claim.task_id} {claim.fingerprint}"
-                await self._release_if_mine(keys=[key], args=[value], client=pipe)
-            await pipe.execute()
+            await asyncio.gather(
+                *(
+                    self._release_if_mine(
+                        keys=[self.keys.idempotency(c.key, c.tenant)],
+                        args=[f"{c.task_id} {c.fingerprint}"],
+                    )
+                    for c in claims
+                )
+            )
 
     # gateway owner records ----------------------------------------------------------------
 
