@@ -74,8 +74,9 @@ def mask_secrets(text: str) -> str:
 
 def snippet(body: bytes, mask: Mask = str) -> str:
     """The body's first bytes, printable only, secret-looking values masked."""
-    text = mask(mask_secrets(body[:SNIPPET_BYTES].decode("utf-8", "replace")))
-    shown = "".join(c if c.isprintable() else "\ufffd" for c in text)
+    # Masked before the cut, so that a secret across the cut leaves none of itself.
+    text = mask(mask_secrets(body[: SNIPPET_BYTES * 4].decode("utf-8", "replace")))
+    shown = "".join(c if c.isprintable() else "\ufffd" for c in text[:SNIPPET_BYTES])
     return shown + ("…" if len(body) > SNIPPET_BYTES else "")
 
 
@@ -84,20 +85,19 @@ def protocol_error(step: str, why: str, body: bytes = b"", mask: Mask = str) -> 
     return RemoteProtocolError(f"{step}: {why}{head}")
 
 
-def retry_after_s(value: str | None, now: float | None = None, cap_s: float = math.inf) -> float:
+def retry_after_s(value: str | None, now: float | None = None) -> float:
     """``Retry-After`` as seconds from now: delta-seconds or an HTTP date; 0 when absent
-    or unreadable; never more than ``cap_s`` (a service's ``999999999``, or a date in
-    year 9999, would park the task for decades)."""
+    or unreadable. Uncapped: the agent caps it (``max_retry_after_s``, the deadline)."""
     if not value:
         return 0.0
     value = value.strip()
     if value.isascii() and value.isdigit():
-        return min(float(value[:12]) if len(value) <= 12 else math.inf, cap_s)
+        return float(value) if len(value) <= 12 else math.inf
     try:
         when = email.utils.parsedate_to_datetime(value).timestamp()
     except (TypeError, ValueError, OverflowError, IndexError):
         return 0.0
-    return min(max(0.0, math.ceil(when - (now if now is not None else time.time()))), cap_s)
+    return max(0.0, math.ceil(when - (now if now is not None else time.time())))
 
 
 def _detail(body: bytes, mask: Mask) -> str:
