@@ -146,6 +146,12 @@ class RemoteConfig(_Strict):
     timeout_s: float = Field(default=30.0, gt=0, le=3600, description="per call, at most")
     max_connections: int = Field(default=100, ge=1, le=10_000)
     max_response_bytes: int = Field(default=1_048_576, ge=1024, le=1 << 30)
+    max_retry_after_s: float = Field(
+        default=300.0,
+        gt=0,
+        le=86_400,
+        description="the longest a service's Retry-After may delay a task's next attempt",
+    )
     headers_from_env: dict[str, str] = Field(
         default_factory=dict, description="header name -> environment variable holding its value"
     )

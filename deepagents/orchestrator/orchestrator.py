@@ -41,13 +41,20 @@ from deepagents.errors import (
     Overloaded,
     PayloadTooLarge,
     ResultTimeout,
+    SubmitError,
     TransportError,
     UnknownIntent,
 )
 from deepagents.orchestrator.coalesce import SubmitCoalescer
 from deepagents.orchestrator.handle import TaskHandle
 from deepagents.orchestrator.parts import PART_MIN, shard_parts
-from deepagents.orchestrator.replies import Question, Replied, Replies, question_of
+from deepagents.orchestrator.replies import (
+    CheckRunner,
+    Question,
+    Replied,
+    Replies,
+    question_of,
+)
 from deepagents.orchestrator.routing import Route, Router, agent_specs
 from deepagents.orchestrator.versions import version_routing
 from deepagents.store.base import Registry, TaskRecords
@@ -271,7 +278,20 @@ class Orchestrator:
         recorded: Collection[str] = (),
     ) -> list[TaskHandle]:
         prepared = [self._prepare(t, spans) for t in tasks]
-        prepared = await self._apply_idempotency(prepared)
+        prepared, claimed = await self._apply_idempotency(prepared)
+        try:
+            return await self._enqueue_prepared(prepared, recorded)
+        except SubmitError as exc:
+            # Refused: what was refused was not enqueued, so its fresh claims go, and a
+            # retry with the key makes the task anew. Any other error leaves them: the
+            # enqueue may have landed, and a retry binds the key to that very task.
+            kept = {h.task_id for h in getattr(exc, "accepted", [])}
+            await self.tasks.release_idempotency([c for c in claimed if c.task_id not in kept])
+            raise
+
+    async def _enqueue_prepared(
+        self, prepared: list[tuple[Task, Route, bytes, bool]], recorded: Collection[str]
+    ) -> list[TaskHandle]:
         ts = utcnow().isoformat()  # one submit call, one time of submission
         parts = None
         # With replicas, one WAIT confirms the whole batch: it stays one round trip.
@@ -410,13 +430,14 @@ class Orchestrator:
 
     async def _apply_idempotency(
         self, prepared: list[tuple[Task, Route, bytes, bool]]
-    ) -> list[tuple[Task, Route, bytes, bool]]:
+    ) -> tuple[list[tuple[Task, Route, bytes, bool]], list[IdempotencyClaim]]:
         """Claim each idempotency key for its task (SET NX), or find the task that has it.
         A key holds ``<task id> <fingerprint>``: reusing it for a different task raises
-        ``IdempotencyConflict`` and nothing of the batch is enqueued."""
+        ``IdempotencyConflict`` and nothing of the batch is enqueued (the keys this call
+        claimed are released). Returns the tasks and the claims this call made."""
         keyed = [i for i, (t, _, _, _) in enumerate(prepared) if t.idempotency_key]
         if not keyed:
-            return prepared
+            return prepared, []
         prints = [_fingerprint(prepared[i][0]) for i in keyed]
         claims = [
             IdempotencyClaim(t.idempotency_key or "", t.tenant, t.task_id, mine)
@@ -424,6 +445,9 @@ class Orchestrator:
         ]
         holders = await self.tasks.claim_idempotency(claims, self.settings.idempotency_ttl_s)
         out = list(prepared)
+        mine_claimed = [
+            c for c, h in zip(claims, holders, strict=True) if h is None or h[0] == c.task_id
+        ]
         for i, mine, holder in zip(keyed, prints, holders, strict=True):
             task = prepared[i][0]
             if holder is None or holder[0] == task.task_id:  # ours (None: expired meanwhile)
@@ -431,6 +455,7 @@ class Orchestrator:
             owner, fingerprint = holder
             # Keys written before fingerprints existed hold the task id alone: no check.
             if fingerprint and fingerprint != mine:
+                await self.tasks.release_idempotency(mine_claimed)
                 raise IdempotencyConflict(
                     f"idempotency key {task.idempotency_key!r} belongs to task {owner}, "
                     "submitted with a different intent, payload or priority; resend that "
@@ -441,7 +466,7 @@ class Orchestrator:
             # as enqueueing, the enqueue script sees the task and adds nothing.
             first = task.model_copy(update={"task_id": owner})
             out[i] = (first, self.router.route(first), encode_task(first), True)
-        return out
+        return out, mine_claimed
 
     def _locations(
         self, prepared: list[tuple[Task, Route, bytes, bool]], recorded: Collection[str]
@@ -534,12 +559,14 @@ class Orchestrator:
 
     # human replies ------------------------------------------------------------------------
 
-    async def reply(self, task_id: str, answer: Any) -> Replied:
+    async def reply(
+        self, task_id: str, answer: Any, run_check: CheckRunner | None = None
+    ) -> Replied:
         """Answer the question a waiting task asks (``ctx.ask``): validated against the
         question's JSON Schema, stored, and the task re-enqueued on its tier, at most once.
         Raises ``ReplyTaskNotFound``, ``NotWaiting``, ``AlreadyReplied`` or ``InvalidReply``
         (which names the field), and changes nothing then."""
-        return await self.answers.reply(task_id, answer, self.config.tier_names)
+        return await self.answers.reply(task_id, answer, self.config.tier_names, run_check)
 
     async def question(self, task_id: str) -> Question | None:
         """What a waiting task asks (its question, answer schema, age, when the wait runs

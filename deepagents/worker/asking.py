@@ -31,6 +31,7 @@ from typing import Any, TypeVar
 import orjson
 from pydantic import BaseModel, ValidationError
 
+from deepagents.contract.answer_schema import UnsafePattern, check_patterns
 from deepagents.contract.events import audit_event, encode_events
 from deepagents.contract.task import Task, utcnow
 from deepagents.errors import (
@@ -138,7 +139,7 @@ class Asking:
         self.request = AskRequest(
             name,
             question,
-            orjson.dumps(schema.model_json_schema()),
+            orjson.dumps(_answer_schema(schema)),
             on_timeout,
             b"" if default is None else default.model_dump_json().encode(),
             due,
@@ -269,6 +270,17 @@ def _check(question: str, timeout_s: float, on_timeout: str, default: BaseModel 
         raise ConfigError('on_timeout="default" needs a default')
     if not question:
         raise ConfigError("ask() needs a question")
+
+
+def _answer_schema(model: type[BaseModel]) -> dict[str, Any]:
+    """The question's JSON Schema; a pattern the reply check's engine (RE2, linear time)
+    refuses is this ask's error, not the person's who answers."""
+    schema = model.model_json_schema()
+    try:
+        check_patterns(schema, model.__name__)
+    except UnsafePattern as exc:
+        raise ConfigError(f"ask(schema={model.__name__}): {exc}") from None
+    return schema
 
 
 def _validated(schema: type[M], answer_json: bytes, name: str) -> M:
