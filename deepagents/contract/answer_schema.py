@@ -14,17 +14,26 @@ from __future__ import annotations
 from collections.abc import Iterator
 from dataclasses import dataclass
 from functools import lru_cache
-from typing import Any
-
-import jsonschema
-import re2  # type: ignore[import-untyped]  # google-re2 ships no type hints
-from jsonschema.exceptions import ValidationError, best_match
+from typing import TYPE_CHECKING, Any
 
 from deepagents.errors import ConfigError
 
-_OPTIONS = re2.Options()
-_OPTIONS.log_errors = False  # a refused pattern is our error to report, not stderr noise
-_OPTIONS.max_mem = 8 << 20  # RE2's default: a pattern whose program exceeds it is refused
+if TYPE_CHECKING:
+    from jsonschema.exceptions import ValidationError
+
+# jsonschema and RE2 are imported where a schema is first checked, not with this module: the
+# worker imports it at start (to check a question's schema when the agent asks) and most
+# workers never ask (tests/cli/test_startup_imports.py keeps them out of a worker's start).
+
+
+@lru_cache(maxsize=1)
+def _options() -> Any:
+    import re2  # type: ignore[import-untyped]  # google-re2 ships no type hints
+
+    options = re2.Options()
+    options.log_errors = False  # a refused pattern is our error to report, not stderr noise
+    options.max_mem = 8 << 20  # RE2's default: a pattern whose program exceeds it is refused
+    return options
 
 
 class UnsafePattern(ConfigError):
@@ -47,10 +56,14 @@ class BadAnswer:
 
 @lru_cache(maxsize=512)
 def _compiled(pattern: str) -> Any:
-    return re2.compile(pattern, _OPTIONS)
+    import re2
+
+    return re2.compile(pattern, _options())
 
 
 def _search(pattern: str, text: str) -> bool:
+    import re2
+
     try:
         return _compiled(pattern).search(text) is not None
     except re2.error as exc:
@@ -64,6 +77,8 @@ def _reason(exc: Exception) -> str:
 
 def _pattern(validator: Any, patrn: Any, instance: Any, schema: Any) -> Iterator[ValidationError]:
     if isinstance(patrn, str) and isinstance(instance, str) and not _search(patrn, instance):
+        from jsonschema.exceptions import ValidationError
+
         yield ValidationError(f"{instance[:100]!r} does not match {patrn[:200]!r}")
 
 
@@ -82,6 +97,8 @@ _SAFE: dict[type[Any], type[Any]] = {}
 
 
 def _safe_validator(schema: Any) -> Any:
+    import jsonschema
+
     base = jsonschema.validators.validator_for(schema, default=jsonschema.Draft202012Validator)
     cls = _SAFE.get(base)
     if cls is None:
@@ -93,6 +110,8 @@ def _safe_validator(schema: Any) -> Any:
 def check_patterns(schema: Any, where: str = "schema") -> None:
     """Raise ``UnsafePattern`` for the first ``pattern`` or ``patternProperties`` key in
     ``schema`` (at any depth) that RE2 refuses."""
+    import re2
+
     for path, pattern in _patterns(schema, where):
         try:
             _compiled(pattern)
@@ -117,6 +136,8 @@ def _patterns(node: Any, path: str) -> Iterator[tuple[str, str]]:
 def first_error(answer: Any, schema: Any) -> BadAnswer | None:
     """The first field of ``answer`` that breaks ``schema``; None when it fits. Raises
     ``UnsafePattern`` if the schema holds a pattern RE2 refuses."""
+    from jsonschema.exceptions import best_match
+
     error = best_match(_safe_validator(schema).iter_errors(answer))
     if error is None:
         return None
