@@ -34,6 +34,7 @@ COMMANDS: dict[str, str] = {
     "reply": "answer the question a waiting task asks",
     "tasks": "open questions (waiting); one task's record or events",
     "result": "a task's result by id, as JSON",
+    "dev-redis": "run a throwaway local Redis until interrupted",
 }
 
 
