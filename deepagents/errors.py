@@ -24,7 +24,8 @@ help::
     │   │   ├── StateTooLarge
     │   │   ├── StepTooLarge
     │   │   └── StateIncompatible  a checkpoint no migration makes valid (dead-lettered)
-    │   └── RemoteProtocolError a remote agent answered outside the wire protocol
+    │   ├── RemoteProtocolError a remote agent answered outside the wire protocol
+    │   └── DelegationTooDeep  a child past delegation.max_depth (not retried)
     ├── ResultTimeout          a handle's result did not arrive in time
     └── ReplyError             a reply to a task's question was refused (orch.reply)
         ├── ReplyTaskNotFound  no such task
@@ -76,6 +77,7 @@ class ErrorCode(StrEnum):
     ALREADY_REPLIED = "already_replied"
     INVALID_REPLY = "invalid_reply"
     REPLY_TIMEOUT = "reply_timeout"
+    DELEGATION_TOO_DEEP = "delegation_too_deep"  # a child past delegation.max_depth
     NOT_FOUND = "not_found"
     AUDIT_STORE_ERROR = "audit_store_error"
     AUDIT_UNAVAILABLE = "audit_unavailable"
@@ -390,3 +392,9 @@ class ReplyTimeout(TaskError):
     """Nobody answered the task's question in time (``on_timeout="fail"``): not retried."""
 
     code = ErrorCode.REPLY_TIMEOUT
+
+
+class DelegationTooDeep(TaskError):
+    """A delegation past ``delegation.max_depth`` levels of children: not retried."""
+
+    code = ErrorCode.DELEGATION_TOO_DEEP

@@ -132,7 +132,8 @@ def main(args: argparse.Namespace) -> int:
             agent = (
                 cls(redis=client, prefix=settings.prefix) if issubclass(cls, RemoteAgent) else cls()
             )
-            # Unanswered questions with on_timeout="escalate" are submitted through it.
+            # Unanswered questions with on_timeout="escalate" are submitted through it, and
+            # child tasks (ctx.delegate), whose ends it carries to their parents.
             escalations = Orchestrator.from_client(
                 client, config=runtime.config, settings=settings, telemetry=telemetry
             )
@@ -145,6 +146,7 @@ def main(args: argparse.Namespace) -> int:
                 telemetry=telemetry,
                 placement=placement,
                 escalate=submitter(escalations),
+                parentage=escalations,
             )
             probes.worker = worker
             task = asyncio.ensure_future(worker.run())

@@ -37,6 +37,9 @@ EVENT_TYPES = frozenset(
         "escalated",
         "step_completed",
         "resumed",
+        # delegation: a parent parked for its children; a child's end recorded on it
+        "waiting_children",
+        "child_ended",
     }
 )
 

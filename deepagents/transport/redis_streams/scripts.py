@@ -30,6 +30,9 @@ _NAMES = (
     "wake",
     "record_steps",
     "tenant_waiting",
+    "park_children",
+    "child_ended",
+    "link_child",
 )
 
 
@@ -60,6 +63,9 @@ class Scripts:
     wake: AsyncScript
     record_steps: AsyncScript
     tenant_waiting: AsyncScript
+    park_children: AsyncScript
+    child_ended: AsyncScript
+    link_child: AsyncScript
 
     @classmethod
     def register(cls, client: Redis) -> Scripts:
