@@ -86,7 +86,7 @@ class Outcomes:
         self.tally: VersionTally | None = None
         # Children's ends go to their parents after their commits land (delegation.py).
         self.parentage: Parentage | None = None
-        self._children: dict[InFlight, bytes] = {}
+        self._children: dict[tuple[str, str], bytes] = {}  # (stream, entry) -> result
         self._notifying: set[asyncio.Task[None]] = set()
 
     # a result, through the group commit ---------------------------------------------------
@@ -113,7 +113,7 @@ class Outcomes:
         item = CommitItem(flight.entry_id, env.task.task_id, result_json, env.reply, events_json)
         outcome = _STATUS_TEXT[result.status]
         if env.task.parent_id is not None and self.parentage is not None:
-            self._children[flight] = result_json
+            self._children[(flight.stream.name, flight.entry_id)] = result_json
         self.committer.put(flight.stream, item, (flight, outcome, started, queue_ms))
         self.settler.hand_over(flight)
 
@@ -166,7 +166,7 @@ class Outcomes:
                 m.completed[outcome].inc(n)
 
     def _child_committed(self, flight: InFlight, status: str | None) -> None:
-        result_json = self._children.pop(flight, None)
+        result_json = self._children.pop((flight.stream.name, flight.entry_id), None)
         if result_json is not None and status == "ok":
             self._notify(flight, result_json)
 

@@ -63,7 +63,7 @@ async def test_the_last_child_s_end_wakes_its_waiting_parent_once(backend: Backe
     assert await _end(backend, "b") == ChildEnded.DUP
     assert await _state(backend, "parent") == "queued"
     (entry,) = await _take(backend, "c1", 10)  # re-enqueued once
-    assert entry.fields[b"task"] == _task("parent")
+    assert entry.fields is not None and entry.fields[b"task"] == _task("parent")
     keys = backend.ref().keys
     assert await backend.bus.child_results(keys, "parent", ["a", "b", "c"]) == {
         "a": b'{"ok":1}',
@@ -117,7 +117,7 @@ async def test_a_wait_past_the_parent_s_deadline_re_enqueues_it(backend: Backend
     assert (await backend.bus.wake(keys, TIERS, "parent", b"")).status == "ok"
     assert await _state(backend, "parent") == "queued"
     (entry,) = await _take(backend, "c1", 10)
-    assert entry.fields[b"task"] == _task("parent")
+    assert entry.fields is not None and entry.fields[b"task"] == _task("parent")
 
 
 async def test_a_cancelled_parent_takes_no_end_and_wakes_no_more(backend: Backend) -> None:
