@@ -693,6 +693,8 @@ def _submitted_events(task: Task, route: Route, ts: str) -> bytes:
         event["tenant"] = task.tenant
     if task.traceparent is not None:
         event["traceparent"] = task.traceparent
+    if task.parent_id is not None:  # a child task: its audit trail names its parent
+        event["parent_id"] = task.parent_id
     event["payload"] = task.payload
     return orjson.dumps([event])
 
