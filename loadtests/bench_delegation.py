@@ -38,6 +38,7 @@ from deepagents.orchestrator import Orchestrator
 from deepagents.transport.redis_streams import connect
 
 REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO))  # tests.support.delegation: the agents the workers run
 
 CONFIG = """
 tiers:
