@@ -156,3 +156,4 @@ class DeliveryHandler:
             self.run.abandon(flight)
         if leftover:
             await self.outcomes.hand_back(leftover)
+        await self.outcomes.notified()  # children's ends in the air reach their parents
