@@ -25,11 +25,13 @@ from contextvars import ContextVar
 from dataclasses import dataclass, field
 from typing import Protocol
 
+from pydantic import ValidationError
+
 from deepagents.contract.codec import encode_result
 from deepagents.contract.context import Delegation
 from deepagents.contract.result import Result
 from deepagents.contract.task import Task
-from deepagents.errors import ConfigError, DelegationTooDeep, TransportError
+from deepagents.errors import ConfigError, DelegationTooDeep, InvalidInput, TransportError
 from deepagents.modelcall.usage import current_usage
 from deepagents.transport.base import ChildEnded, MessageBus, WaitMode
 from deepagents.transport.keys import ShardKeys
@@ -101,7 +103,7 @@ class Delegating:
         last = flight[-1] if flight else len(ids) - 1
         self.children += [c for c in ids[: last + 1] if c not in self.children]
         if not flight:
-            return [_result(c, recorded[c]) for c in ids]
+            return [_result(recorded[c]) for c in ids]
         mode = WaitMode.ANY if len(open_) > len(flight) else WaitMode.ALL
         self.request = ChildWaitRequest(mode, tuple(self.children), tuple(ids[i] for i in flight))
         raise Parked(f"task {self.task.task_id} waits for {len(flight)} child task(s)")
@@ -111,20 +113,25 @@ class Delegating:
         deadline = call.deadline
         if parent.deadline is not None and (deadline is None or parent.deadline < deadline):
             deadline = parent.deadline  # the tighter of the two
-        return Task(
-            task_id=task_id,
-            intent=call.intent,
-            payload=call.payload,
-            deadline=deadline,
-            priority=call.priority,
-            tenant=parent.tenant,
-            traceparent=parent.traceparent,
-            parent_id=parent.task_id,
-            depth=depth,
-        )
+        try:
+            return Task(
+                task_id=task_id,
+                intent=call.intent,
+                payload=call.payload,
+                deadline=deadline,
+                priority=call.priority,
+                tenant=parent.tenant,
+                traceparent=parent.traceparent,
+                parent_id=parent.task_id,
+                depth=depth,
+            )
+        except ValidationError as exc:  # the agent's own mistake: one clear line
+            first = exc.errors()[0]
+            where = ".".join(str(p) for p in first["loc"]) or "task"
+            raise InvalidInput(f"delegate({call.intent!r}): {where}: {first['msg']}") from exc
 
 
-def _result(task_id: str, raw: bytes) -> Result:
+def _result(raw: bytes) -> Result:
     """A recorded child's Result; its model spend counts in the parent's."""
     result = Result.model_validate_json(raw)
     usage = current_usage()

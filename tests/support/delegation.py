@@ -75,7 +75,7 @@ async def run_parent(context: dict[str, Any], child_intent: str) -> Result:
 class FamilyAgent(AgentContract):
     name = "family"
     version = "1"
-    intents = ("family.fanout", "family.child", "family.recurse", "family.one")
+    intents = ("family.fanout", "family.child", "family.recurse", "family.one", "family.bad")
 
     async def execute(self, context: dict[str, Any]) -> Result:
         intent = context["task"].intent
@@ -84,6 +84,8 @@ class FamilyAgent(AgentContract):
         if intent == "family.recurse":
             child = await context["ctx"].delegate("family.recurse", {})
             return Result(output={"below": child.model_dump(mode="json")})
+        if intent == "family.bad":  # an intent no task may have
+            await context["ctx"].delegate("not an intent!", {})
         if intent == "family.one":
             child = await context["ctx"].delegate("family.child", {"i": 7})
             return Result(output={"child": child.output, "status": child.status.value})

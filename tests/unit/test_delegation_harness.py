@@ -62,6 +62,13 @@ async def test_the_depth_limit_refuses_runaway_recursion() -> None:
     assert "delegation.max_depth (3)" in below["error"]["message"]
 
 
+async def test_a_child_that_is_no_task_fails_its_parent_in_one_line() -> None:
+    async with AgentHarness(FamilyAgent) as h:
+        result = await h.run(Task(intent="family.bad"), timeout=30)
+    assert result.error is not None and result.error.code == ErrorCode.INVALID_INPUT
+    assert "delegate('not an intent!'): intent: String should match" in result.error.message
+
+
 async def test_cancelling_a_parent_cancels_each_running_child_once(tmp_path: Path) -> None:
     effects = tmp_path / "effects"
     payload = {"n": 4, "sleep": 3600, "effects": str(effects)}
