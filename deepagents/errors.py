@@ -32,6 +32,11 @@ help::
         ├── NotWaiting         the task asks nothing now
         ├── AlreadyReplied     someone answered this question first
         └── InvalidReply       the answer does not fit the question's schema (names the field)
+    TaskError
+    └── AgentStopped       a middleware ended the agent's loop (not retried)
+        ├── GuardrailDenied
+        ├── LoopDetected
+        └── LimitExceeded
 """
 
 from __future__ import annotations
@@ -61,6 +66,13 @@ class ErrorCode(StrEnum):
     STEP_ERROR = "step_error"  # a step or checkpoint the runtime cannot record (not JSON, ...)
     STATE_TOO_LARGE = "state_too_large"  # a checkpoint over the agent's max_state_bytes
     STEP_TOO_LARGE = "step_too_large"  # a step result too large for Redis, and no database
+    # Tool calls (deepagents.tools): a tool's own failure, a tool or its server that cannot
+    # be reached, arguments its schema refuses, an answer that breaks the protocol, its cap
+    TOOL_ERROR = "tool_error"
+    TOOL_INVALID_ARGUMENTS = "tool_invalid_arguments"
+    TOOL_PROTOCOL_ERROR = "tool_protocol_error"
+    TOOL_TIMEOUT = "tool_timeout"
+    TOOL_UNAVAILABLE = "tool_unavailable"
     # Exceptions (the orchestrator's refusals among them)
     ERROR = "error"
     CONFIG_ERROR = "config_error"
@@ -116,6 +128,10 @@ class ErrorCode(StrEnum):
     TOO_MANY_IN_FLIGHT = "too_many_in_flight"
     INTERNAL_ERROR = "internal_error"
     UNAVAILABLE = "unavailable"
+    # The agent toolkit's middleware ended the task (docs/tools.md, "Middleware")
+    GUARDRAIL_DENIED = "guardrail_denied"
+    LIMIT_EXCEEDED = "limit_exceeded"
+    LOOP_DETECTED = "loop_detected"
 
 
 class DeepAgentsError(Exception):
@@ -392,6 +408,28 @@ class ReplyTimeout(TaskError):
     """Nobody answered the task's question in time (``on_timeout="fail"``): not retried."""
 
     code = ErrorCode.REPLY_TIMEOUT
+
+
+class AgentStopped(TaskError):
+    """A middleware of the agent's chain ended its loop; retrying would end it the same way."""
+
+
+class GuardrailDenied(AgentStopped):
+    """The guardrail refused a tool call (or could not decide, and so refused)."""
+
+    code = ErrorCode.GUARDRAIL_DENIED
+
+
+class LoopDetected(AgentStopped):
+    """The agent asked for the same tool with the same arguments too often."""
+
+    code = ErrorCode.LOOP_DETECTED
+
+
+class LimitExceeded(AgentStopped):
+    """The task made more model calls or tool calls than its limits allow."""
+
+    code = ErrorCode.LIMIT_EXCEEDED
 
 
 class DelegationTooDeep(TaskError):

@@ -15,6 +15,8 @@ EXTRAS: dict[str, tuple[str, ...]] = {
     "gateway": ("fastapi", "uvicorn"),
     "audit": ("asyncpg",),
     "grpc": ("grpc", "google.protobuf"),
+    "mcp": ("mcp",),
+    "langgraph": ("langgraph", "langchain_core"),
 }
 
 

@@ -32,6 +32,7 @@ COMMANDS = (
     "rollout-controller",
     "reply",
     "tasks",
+    "result",
 )
 
 

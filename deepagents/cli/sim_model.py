@@ -1,8 +1,10 @@
-"""``deepagents sim-model``: run the model SIMULATOR (an OpenAI-compatible server on loopback).
+"""``deepagents sim-model``: run the model SIMULATOR (a server on loopback speaking OpenAI chat
+completions and embeddings, and the Anthropic Messages API).
 
-It is not a model: it answers with deterministic filler text, and misbehaves on request
-(latency, slow tokens, random 503s, scripted 429/503 bursts, stalls, expiring keys, its own
-rate limits). Point a model's ``base_url`` at the printed URL to use it.
+It is not a model: it answers with deterministic filler text (or the tool calls that
+``sim:`` directives in the messages script), and misbehaves on request (latency, slow
+tokens, random 503s, scripted 429/503 bursts, stalls, expiring keys, its own rate limits,
+a context window). Point a model's ``base_url`` at the printed URL to use it.
 """
 
 from __future__ import annotations
@@ -20,7 +22,7 @@ from deepagents.modelcall.simulator import Action, SimSettings, Simulator
 def register(subparsers: Any) -> None:
     parser = subparsers.add_parser(
         "sim-model",
-        help="run the model simulator (OpenAI-compatible, loopback only; not a real model)",
+        help="run the model simulator (OpenAI and Anthropic APIs, loopback only; not a model)",
         description=__doc__,
     )
     add = parser.add_argument
@@ -50,6 +52,8 @@ def register(subparsers: Any) -> None:
     add("--tpm", type=int, help="the simulated provider's tokens per window")
     add("--window-s", type=float, default=60.0)
     add("--seed", type=int, help="seed of the random error choice")
+    add("--context-tokens", type=int, help="refuse longer prompts: context_length_exceeded")
+    add("--embedding-dims", type=int, default=8, help="length of every embedding vector")
     parser.set_defaults(func=main)
 
 
@@ -63,6 +67,10 @@ def _check(args: argparse.Namespace) -> None:
             raise ConfigError("must not be negative", field="--" + name.replace("_", "-"))
     if args.completion_tokens < 1:
         raise ConfigError("must be at least 1", field="--completion-tokens")
+    if args.context_tokens is not None and args.context_tokens < 1:
+        raise ConfigError("must be at least 1", field="--context-tokens")
+    if not 1 <= args.embedding_dims <= 65_536:
+        raise ConfigError("must be between 1 and 65536", field="--embedding-dims")
 
 
 def _bursts(specs: list[str]) -> list[Action]:
@@ -95,6 +103,8 @@ def build(args: argparse.Namespace) -> Simulator:
         tpm=args.tpm,
         window_s=args.window_s,
         seed=args.seed,
+        context_tokens=args.context_tokens,
+        embedding_dims=args.embedding_dims,
     )
     sim = Simulator(settings, port=args.port)
     sim.push(*_bursts(args.burst))

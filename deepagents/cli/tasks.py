@@ -1,36 +1,44 @@
 """``deepagents tasks waiting``: the tasks waiting for a person's reply, oldest first, with
-their questions and ages (answer one with ``deepagents reply``). ``deepagents tasks show``:
-one task's state, its parent and its children (``ctx.delegate``)."""
+their questions and ages (answer one with ``deepagents reply``). ``tasks show`` and
+``tasks watch`` live in ``tasks_show.py`` and ``tasks_watch.py``."""
 
 from __future__ import annotations
 
 import argparse
-import sys
 from datetime import UTC, datetime
 from typing import Any
 
 import orjson
 from rich.table import Table
 
+from deepagents.cli import tasks_show, tasks_watch
 from deepagents.cli.common import console, load_runtime, redis_client, require_redis_url, run
 from deepagents.errors import ConfigError
 from deepagents.orchestrator import Orchestrator
-from deepagents.orchestrator.children import children_of
 from deepagents.transport.base import Waiting, now_ms
 
 
 def register(sub: Any) -> None:
-    p = sub.add_parser("tasks", help="tasks: waiting (open questions), show (one task)")
+    p = sub.add_parser("tasks", help="open questions (waiting); one task's record or events")
     tsub = p.add_subparsers(dest="tasks_command", required=True, metavar="ACTION")
     waiting = tsub.add_parser("waiting", help="tasks waiting for a reply, oldest first")
     waiting.add_argument("--agent", help="only this agent type")
     waiting.add_argument("--tenant", help="only this tenant's tasks")
     waiting.add_argument("--limit", type=int, default=100)
     waiting.add_argument("--json", action="store_true", help="machine-readable output")
-    show = tsub.add_parser("show", help="one task: state, result, parent and children")
+    show = tsub.add_parser("show", help="one task's record: state, attempt, question, result")
     show.add_argument("task_id")
     show.add_argument("--json", action="store_true", help="machine-readable output")
-    p.set_defaults(func=main)
+    tasks_watch.register_parser(tsub)
+    p.set_defaults(func=dispatch)
+
+
+def dispatch(args: argparse.Namespace) -> int:
+    if args.tasks_command == "show":
+        return tasks_show.main(args)
+    if args.tasks_command == "watch":
+        return tasks_watch.main(args)
+    return main(args)
 
 
 def _when(ms: int) -> str:
@@ -60,8 +68,6 @@ def _row(w: Waiting) -> dict[str, Any]:
 
 
 def main(args: argparse.Namespace) -> int:
-    if args.tasks_command == "show":
-        return show(args)
     runtime = load_runtime(args.config)
     url = require_redis_url(runtime.settings)
     if args.limit < 1:
@@ -92,56 +98,3 @@ def main(args: argparse.Namespace) -> int:
         )
     console().print(table)
     return 0
-
-
-def show(args: argparse.Namespace) -> int:
-    """One task as the orchestrator finds it, with each child's state: one line and exit 1
-    when there is no such task (or it expired)."""
-    runtime = load_runtime(args.config)
-    url = require_redis_url(runtime.settings)
-
-    async def found() -> dict[str, Any] | None:
-        async with (
-            redis_client(url, cluster=runtime.settings.redis_cluster) as client,
-            Orchestrator.from_client(
-                client, config=runtime.config, settings=runtime.settings
-            ) as orch,
-        ):
-            info = await orch.lookup(args.task_id)
-            if info is None:
-                return None
-            kids = children_of(info)
-            states = [await orch.task_state(kid) for kid in kids]
-            return _shown(args.task_id, info, dict(zip(kids, states, strict=True)))
-
-    view = run(found())
-    if view is None:
-        print(f"error: no task {args.task_id} (or it expired)", file=sys.stderr)
-        return 1
-    if args.json:
-        print(orjson.dumps(view).decode())
-        return 0
-    table = Table(title=f"task {args.task_id}", show_header=False)
-    for name in ("state", "agent", "shard", "tier", "parent_id", "status", "error"):
-        if view.get(name) not in (None, ""):
-            table.add_row(name, str(view[name]))
-    for child in view["children"]:
-        table.add_row("child", f"{child['task_id']} ({child['state'] or 'expired'})")
-    console().print(table)
-    return 0
-
-
-def _shown(task_id: str, info: dict[str, Any], children: dict[str, str | None]) -> dict[str, Any]:
-    result = orjson.loads(info["result"]) if info.get("result") else {}
-    error = result.get("error") or {}
-    return {
-        "task_id": task_id,
-        "state": info.get("state"),
-        "agent": info.get("agent"),
-        "shard": info.get("shard"),
-        "tier": info.get("tier") or info.get("submitted_tier"),
-        "parent_id": info.get("parent_id"),
-        "status": result.get("status"),
-        "error": error.get("code"),
-        "children": [{"task_id": k, "state": v} for k, v in children.items()],
-    }

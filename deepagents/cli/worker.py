@@ -16,6 +16,7 @@ from deepagents.cli.common import (
 )
 from deepagents.cli.signals import on_stop
 from deepagents.config.placement import parse_placement
+from deepagents.config.schema import FileConfig
 from deepagents.contract.agent import AgentContract
 from deepagents.contract.loading import load_agent_class
 from deepagents.errors import ConfigError
@@ -98,6 +99,13 @@ def parse_concurrency(text: str, tiers: tuple[str, ...]) -> dict[str, int]:
     return out
 
 
+def _require_mcp(config: FileConfig, agent: str) -> None:
+    """An agent with MCP servers needs the mcp extra: said before anything starts."""
+    entry = config.agents.get(agent)
+    if entry is not None and entry.mcp_servers:
+        require_extra("mcp", f"agents.{agent}.mcp_servers")
+
+
 def main(args: argparse.Namespace) -> int:
     runtime = load_runtime(args.config)
     cls = _agent_class(args, runtime.config)
@@ -108,6 +116,7 @@ def main(args: argparse.Namespace) -> int:
     settings = runtime.settings
     if args.consumer:
         settings = settings.model_copy(update={"consumer": args.consumer})
+    _require_mcp(runtime.config, cls.name)
     if args.with_audit_writer:
         require_extra("audit", "--with-audit-writer")
         if settings.database_url is None:

@@ -6,6 +6,7 @@ Durations carry their unit in the name (``_s``); prices are USD per 1,000 tokens
 from __future__ import annotations
 
 import re
+from enum import StrEnum
 from typing import Annotated
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, HttpUrl, model_validator
@@ -97,10 +98,35 @@ class FallbackConfig(_Strict):
     text: str = Field(max_length=10_000)
 
 
+class ProviderKind(StrEnum):
+    """The API a model speaks."""
+
+    OPENAI = "openai"  # chat completions: OpenAI and every compatible server
+    ANTHROPIC = "anthropic"  # the Anthropic Messages API (base_url: https://api.anthropic.com/v1)
+
+
+class ModelKind(StrEnum):
+    """What a model is called for."""
+
+    CHAT = "chat"  # wrap_model_call
+    EMBEDDING = "embedding"  # embed(): OpenAI-format POST {base_url}/embeddings
+
+
+class BatchingConfig(_Strict):
+    """How concurrent ``embed`` calls in one worker coalesce into one request."""
+
+    batch_size: int = Field(default=64, ge=1, le=2048, description="inputs per request, at most")
+    max_wait_ms: float = Field(
+        default=5.0, ge=0, le=10_000, description="a batch waits this long for more callers"
+    )
+
+
 class ModelConfig(_Strict):
-    base_url: HttpUrl = Field(description="OpenAI-compatible API root, e.g. https://api.x/v1")
+    base_url: HttpUrl = Field(description="API root, e.g. https://api.openai.com/v1")
     model: str | None = Field(default=None, description="provider's model id; default: the key")
-    provider: str = Field(default="openai", pattern=r"^openai$")
+    provider: ProviderKind = ProviderKind.OPENAI
+    kind: ModelKind = ModelKind.CHAT
+    batching: BatchingConfig = Field(default_factory=BatchingConfig, description="embeddings")
     api_key_env: str | None = Field(default=None, pattern=r"^[A-Z_][A-Z0-9_]{0,63}$")
     vault: VaultConfig | None = None
     context_tokens: int = Field(default=8192, ge=16)
@@ -115,6 +141,9 @@ class ModelConfig(_Strict):
     max_sse_line_bytes: int = Field(
         default=256 * 1024, ge=1024, description="a longer stream line is response_too_large"
     )
+    max_tool_call_bytes: int = Field(
+        default=65_536, ge=64, description="one tool call's arguments; larger is bad_tool_call"
+    )
     timeouts: TimeoutConfig = Field(default_factory=TimeoutConfig)
     retry: RetryConfig = Field(default_factory=RetryConfig)
     breaker: BreakerConfig = Field(default_factory=BreakerConfig)
@@ -124,6 +153,16 @@ class ModelConfig(_Strict):
 
     def model_id(self, name: str) -> str:
         return self.model or name
+
+    @model_validator(mode="after")
+    def _embeddings_speak_openai(self) -> ModelConfig:
+        if self.kind is ModelKind.EMBEDDING:
+            if self.provider is not ProviderKind.OPENAI:
+                raise ValueError("kind: embedding needs provider: openai (an OpenAI-format API)")
+            if self.fallbacks or self.fallback:
+                # Vectors of another model are not comparable with this one's.
+                raise ValueError("kind: embedding takes no fallbacks and no fallback")
+        return self
 
 
 def check_models(models: dict[str, ModelConfig]) -> dict[str, ModelConfig]:
@@ -136,6 +175,11 @@ def check_models(models: dict[str, ModelConfig]) -> dict[str, ModelConfig]:
                 raise ValueError(f"models.{name}.fallbacks: unknown model {other!r}")
             if other == name:
                 raise ValueError(f"models.{name}.fallbacks: a model cannot fall back to itself")
+            if models[other].kind is not model.kind:
+                raise ValueError(
+                    f"models.{name}.fallbacks: {other!r} is of kind {models[other].kind}, "
+                    f"not {model.kind}"
+                )
     return models
 
 

@@ -9,6 +9,12 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from deepagents.config.gateway import GatewayConfig
+from deepagents.config.middleware import (
+    ContextBudgetConfig,
+    MiddlewareEntry,
+    OrderError,
+    check_order,
+)
 from deepagents.config.models import BreakerConfig, ModelsSection
 from deepagents.config.rollouts import RolloutConfig
 from deepagents.contract.task import AGENT_NAME_RE, INTENT_RE
@@ -147,6 +153,49 @@ class RemoteConfig(_Strict):
     breaker: RemoteBreakerConfig = Field(default_factory=RemoteBreakerConfig)
 
 
+class McpToolPolicy(_Strict):
+    """What the runtime may do with one MCP tool's calls (``deepagents.tools.ToolPolicy``):
+    only ``read_only`` or ``idempotent`` tools are retried; ``destructive`` asks approval."""
+
+    read_only: bool = False
+    idempotent: bool = False
+    destructive: bool = False
+    timeout_s: float = Field(default=30.0, gt=0, le=3600, description="one attempt, at most")
+    retries: int = Field(default=2, ge=0, le=10, description="for read_only/idempotent tools")
+
+    @model_validator(mode="after")
+    def _coherent(self) -> McpToolPolicy:
+        if self.read_only and self.destructive:
+            raise ValueError("a tool cannot be both read_only and destructive")
+        return self
+
+
+class McpServerConfig(_Strict):
+    """One MCP server an agent uses (docs/tools.md): a command started over stdio, or a
+    streamable-HTTP URL. Its tools' policies: ``default``, overridden per tool by name."""
+
+    command: str | None = Field(default=None, min_length=1)
+    args: tuple[str, ...] = ()
+    cwd: str | None = None
+    env_from_env: dict[str, str] = Field(
+        default_factory=dict,
+        description="the server's environment variable -> the worker's variable holding it",
+    )
+    url: str | None = Field(default=None, pattern=r"^https?://[^/?#\s]+(/[^?#\s]*)?$")
+    headers_from_env: dict[str, str] = Field(
+        default_factory=dict, description="header name -> environment variable holding its value"
+    )
+    connect_timeout_s: float = Field(default=10.0, gt=0, le=600)
+    default: McpToolPolicy = Field(default_factory=McpToolPolicy)
+    tools: dict[str, McpToolPolicy] = Field(default_factory=dict)
+
+    @model_validator(mode="after")
+    def _one_transport(self) -> McpServerConfig:
+        if (self.command is None) == (self.url is None):
+            raise ValueError("give either command (stdio) or url (streamable HTTP)")
+        return self
+
+
 class AgentEntry(_Strict):
     """One agent type. ``class`` is ``module:Class``; ``intents`` may add to the class's own.
     ``remote`` instead of ``class`` serves it over HTTP."""
@@ -157,6 +206,19 @@ class AgentEntry(_Strict):
     intents: tuple[str, ...] = ()
     settings: dict[str, Any] = Field(default_factory=dict)
     remote: RemoteConfig | None = None
+    mcp_servers: dict[str, McpServerConfig] = Field(default_factory=dict)
+    middleware: tuple[MiddlewareEntry, ...] = Field(
+        default=(), description="the agent's middleware chain, outermost first (docs/tools.md)"
+    )
+
+    @field_validator("middleware")
+    @classmethod
+    def _middleware_order(cls, value: tuple[MiddlewareEntry, ...]) -> tuple[MiddlewareEntry, ...]:
+        try:
+            check_order([entry.name for entry in value])
+        except OrderError as exc:
+            raise ValueError(f"{exc.field}: {exc.reason}") from exc
+        return value
 
     @model_validator(mode="after")
     def _one_kind(self) -> AgentEntry:
@@ -259,6 +321,11 @@ class FileConfig(_Strict):
         if unknown and self.agents:
             raise ValueError(f"rollouts for unknown agents: {', '.join(unknown)}")
         for name, entry in self.agents.items():
+            for i, used in enumerate(entry.middleware):
+                model = used.model if isinstance(used, ContextBudgetConfig) else None
+                if model is not None and model not in self.models:
+                    where = f"agents.{name}.middleware[{i}].model"
+                    raise ValueError(f"{where}: unknown model {model!r}")
             try:
                 AgentSettings.model_validate({**self.defaults.model_dump(), **entry.settings})
             except ValueError as exc:

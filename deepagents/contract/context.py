@@ -142,6 +142,16 @@ class TaskContext(ABC):
         """Submit the children, at most ``limit`` in flight at once, and park until the
         last ends; their ``Result``s in order. Each child's result is recorded as a step."""
 
+    async def load_records(self, kind: str) -> dict[str, bytes]:
+        """The fields this task recorded under ``kind`` (``save_records``), by name: what an
+        adapter keeps beside the steps (the LangGraph checkpoint saver's, ``lg``)."""
+        raise StepError(f"{type(self).__name__} keeps no records")
+
+    async def save_records(self, kind: str, fields: Sequence[tuple[str, bytes]]) -> None:
+        """Record ``fields`` under ``kind``: owner-checked like a step, and sent with the
+        other deliveries' records (one round trip per batch). Lands before it returns."""
+        raise StepError(f"{type(self).__name__} keeps no records")
+
 
 _current: ContextVar[TaskContext | None] = ContextVar("deepagents_task_context", default=None)
 

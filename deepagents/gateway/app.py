@@ -40,6 +40,9 @@ from deepagents.gateway.middleware import MetricsMiddleware
 from deepagents.gateway.probe import ProbeAgent
 from deepagents.gateway.problems import FieldError, Problem, problem_response
 from deepagents.gateway.reload import reload_on_hangup
+from deepagents.gateway.routes_console import router as console_router
+from deepagents.gateway.routes_docs import router as docs_router
+from deepagents.gateway.routes_events import router as events_router
 from deepagents.gateway.routes_ops import agents_router
 from deepagents.gateway.routes_ops import router as ops_router
 from deepagents.gateway.routes_replies import router as replies_router
@@ -132,6 +135,8 @@ def create_app(
                         }
                 finally:
                     app.state.gateway.parser.shutdown(wait=False, cancel_futures=True)
+                    if app.state.gateway.events is not None:
+                        await app.state.gateway.events.aclose()
                     await admission.aclose()
         finally:
             await services.aclose()
@@ -143,11 +148,18 @@ def create_app(
         # A redirect to the same path without its slash would be built from the request's
         # Host header: an open redirect to wherever the client names (issue 16, finding 9).
         redirect_slashes=False,
+        # FastAPI's Swagger and ReDoc pages load their assets from a CDN: ``routes_docs``
+        # serves the reference from this host alone.
+        docs_url=None,
+        redoc_url=None,
         description="Submit tasks to deepagents over HTTP. Errors are RFC 9457 "
         "problem documents with a stable `type` per `code`.",
     )
     app.state.request_metrics = metrics  # for SubmitFront, which is outside the app
     app.include_router(tasks_router)
+    app.include_router(events_router)
+    app.include_router(console_router)
+    app.include_router(docs_router)
     app.include_router(replies_router)
     app.include_router(agents_router)
     app.include_router(ops_router)

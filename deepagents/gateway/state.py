@@ -17,6 +17,7 @@ from deepagents.gateway.http import HeaderDeadline, HeaderLimits
 from deepagents.gateway.limits import Admission
 from deepagents.gateway.metrics import GatewayMetrics
 from deepagents.orchestrator import Orchestrator
+from deepagents.store.audit.task_events import TaskEventLog
 from deepagents.store.base import Registry, TaskRecords
 
 
@@ -40,6 +41,8 @@ class GatewayState:
     parser: ThreadPoolExecutor = field(
         default_factory=lambda: ThreadPoolExecutor(1, thread_name_prefix="gateway-parse")
     )
+    # Tasks' audit events (``routes_events.py``): built on first use, closed with the app.
+    events: TaskEventLog | None = None
 
     def reload(self, config: FileConfig) -> None:
         """Serve with ``config`` from now on: routing (``Orchestrator.reload``), API keys,

@@ -5,6 +5,7 @@ Typical use, once per event loop (the worker's bootstrap)::
     async with ModelCalls(config.models, redis, prefix=settings.prefix) as calls:
         with use_model_calls(calls):
             reply = await wrap_model_call("research", prompt="...", task=task)
+            vectors = (await embed("embedder", ["a text"], task=task)).vectors
 
 Names are imported lazily: importing ``deepagents.modelcall`` for one name must not pull in
 httpx, hvac and redis on the way.
@@ -18,6 +19,7 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from deepagents.config.models import ModelConfig
     from deepagents.modelcall.calls import ModelCalls
+    from deepagents.modelcall.embedding import embed
     from deepagents.modelcall.errors import (
         ContentFiltered,
         ContextLengthExceeded,
@@ -30,7 +32,7 @@ if TYPE_CHECKING:
         ModelUnavailable,
         ResponseTooLarge,
     )
-    from deepagents.modelcall.record import AttemptRecord, ModelReply
+    from deepagents.modelcall.record import AttemptRecord, EmbeddingReply, FinishReason, ModelReply
     from deepagents.modelcall.usage import (
         UsageLedger,
         current_model_calls,
@@ -44,7 +46,10 @@ _WHERE = {
     "ModelCalls": "calls",
     "ModelConfig": "deepagents.config.models",
     "AttemptRecord": "record",
+    "EmbeddingReply": "record",
+    "FinishReason": "record",
     "ModelReply": "record",
+    "embed": "embedding",
     "FallbackInfo": "wrap",
     "wrap_model_call": "wrap",
     **dict.fromkeys(
@@ -73,7 +78,9 @@ __all__ = [
     "ContentFiltered",
     "ContextLengthExceeded",
     "CredentialError",
+    "EmbeddingReply",
     "FallbackInfo",
+    "FinishReason",
     "InputTooLong",
     "InvalidRequest",
     "ModelCallError",
@@ -87,6 +94,7 @@ __all__ = [
     "UsageLedger",
     "current_model_calls",
     "current_usage",
+    "embed",
     "usage_scope",
     "use_model_calls",
     "wrap_model_call",

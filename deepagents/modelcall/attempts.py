@@ -1,8 +1,9 @@
 """The attempts against one model: gates, admission, the retry loop and the records.
 
-``ModelAttempts.run`` returns the answer's text, raises ``Refused`` when this model cannot
-answer now (the caller moves down the fallback chain), or raises a terminal
-``ModelCallError`` (an over-long input, a request the provider rejects for good).
+``ModelAttempts.run`` returns the provider's completion (text, tool calls), raises
+``Refused`` when this model cannot answer now (the caller moves down the fallback chain),
+or raises a terminal ``ModelCallError`` (an over-long input, a request the provider rejects
+for good).
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any, NoReturn
 
+from deepagents.contract.toolcalls import ToolDefinition
 from deepagents.errors import DeepAgentsError, ErrorCode
 from deepagents.modelcall.calls import ModelCalls, ModelRuntime
 from deepagents.modelcall.errors import (
@@ -31,6 +33,7 @@ from deepagents.modelcall.pricing import (
     estimate_input_tokens,
     estimate_tokens,
     input_tokens_bound,
+    sized_messages,
 )
 from deepagents.modelcall.providers.base import AttemptSpec, Completion
 from deepagents.modelcall.record import AttemptRecord
@@ -83,6 +86,7 @@ class CallContext:
     tenant: str | None = None
     agent: str = "unknown"
     params: dict[str, Any] = field(default_factory=dict)
+    tools: Sequence[ToolDefinition] = ()
     records: list[AttemptRecord] = field(default_factory=list)
 
     def time_left(self) -> float:
@@ -116,8 +120,9 @@ class ModelAttempts:
         self.ctx = ctx
         self.rt = runtime
         cfg = runtime.config
-        self.est_in = estimate_input_tokens(ctx.messages, cfg.chars_per_token)  # likely size
-        self.bound_in = max(self.est_in, input_tokens_bound(ctx.messages))  # what is reserved
+        sized = sized_messages(ctx.messages, ctx.tools)
+        self.est_in = estimate_input_tokens(sized, cfg.chars_per_token)  # likely size
+        self.bound_in = max(self.est_in, input_tokens_bound(sized))  # what is reserved
         self.max_out = max(
             1,
             min(ctx.max_tokens or cfg.max_tokens, cfg.max_tokens, cfg.context_tokens - self.est_in),
@@ -129,7 +134,7 @@ class ModelAttempts:
         self.held_extra_usd = 0.0  # what the hold was grown by, beyond one attempt's worst
         self.sent = False  # a request reached the provider: it counts against the quota
 
-    async def run(self) -> str:
+    async def run(self) -> Completion:
         cfg = self.rt.config
         if self.est_in >= cfg.context_tokens:
             raise InputTooLong(
@@ -151,7 +156,7 @@ class ModelAttempts:
         finally:
             await self.rt.budget.settle(self.hold, self.spent_usd, int(self.sent))
 
-    async def _attempts(self) -> str:
+    async def _attempts(self) -> Completion:
         cfg = self.rt.config
         policy = retrying(
             cfg.retry,
@@ -180,8 +185,11 @@ class ModelAttempts:
         if error.kind in _MOVE_ON:
             return Refused(_MOVE_ON[error.kind])
         reason = self.last.reason if self.last is not None else "retries_exhausted"
+        if reason in ("deadline", "retry_after_too_long"):
+            return Refused(reason)
+        # The model kept asking for tools wrongly: say so, not just that retries ran out.
         return Refused(
-            reason if reason in ("deadline", "retry_after_too_long") else "retries_exhausted"
+            "bad_tool_call" if error.kind is ErrorKind.BAD_TOOL_CALL else "retries_exhausted"
         )
 
     def _need_time(self) -> None:
@@ -202,7 +210,7 @@ class ModelAttempts:
         )
         raise Refused(reason)
 
-    async def _attempt(self, number: int) -> str:
+    async def _attempt(self, number: int) -> Completion:
         self._need_time()
         await self._cover_billed()
         credential = await self._credential()
@@ -328,6 +336,8 @@ class ModelAttempts:
             extra=self.ctx.params,
             max_response_bytes=cfg.max_response_bytes,
             max_line_bytes=cfg.max_sse_line_bytes,
+            tools=self.ctx.tools,
+            max_tool_call_bytes=cfg.max_tool_call_bytes,
         )
 
     async def _send(
@@ -336,18 +346,18 @@ class ModelAttempts:
         permit: Permit,
         credential: Credential | None,
         reservations: list[tuple[RateLimiter, Reservation]],
-    ) -> str:
+    ) -> Completion:
         spec = self._spec(credential)
         started = self.ctx.loop.time()
         self.sent = True
         try:
-            done = await self.ctx.calls.provider.complete(self.ctx.calls.client(), spec)
+            done = await self.rt.provider.complete(self.ctx.calls.client(), spec)
         except ProviderError as error:
             error.request_id = spec.request_id
             await self._failed(number, error, permit, credential, started)
             raise
         await self._succeeded(number, done, permit, spec, started, reservations)
-        return done.text
+        return done
 
     def _base(self, number: int, request_id: str, started: float) -> dict[str, Any]:
         return {
@@ -373,7 +383,7 @@ class ModelAttempts:
         estimated = done.tokens_in is None or done.tokens_out is None
         tokens_in = self.est_in if done.tokens_in is None else done.tokens_in
         tokens_out = (
-            estimate_tokens(done.text, cfg.chars_per_token)
+            estimate_tokens(done.text + _calls_text(done), cfg.chars_per_token)
             if done.tokens_out is None
             else done.tokens_out
         )
@@ -457,3 +467,8 @@ class ModelAttempts:
             # Bounded: one refresh per call, no 401 -> refresh -> 401 loop.
             self._refuse("credential_refresh_failed")
         raise ProviderError(ErrorKind.AUTH, "credential_refreshed", status=401) from error
+
+
+def _calls_text(done: Completion) -> str:
+    """What the tool calls of an answer weigh, for the estimate when usage is missing."""
+    return "".join(call.name + str(call.arguments) for call in done.tool_calls)

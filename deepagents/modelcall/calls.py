@@ -16,11 +16,14 @@ from typing import Any
 
 import httpx
 
-from deepagents.config.models import ModelConfig
+from deepagents.config.models import ModelConfig, ModelKind, ProviderKind
+from deepagents.modelcall.batching import Batcher
 from deepagents.modelcall.credentials import CredentialSource, CredentialStore, source_for
-from deepagents.modelcall.errors import InvalidRequest
+from deepagents.modelcall.errors import InvalidRequest, ModelUnavailable
 from deepagents.modelcall.metrics import ModelMetrics
+from deepagents.modelcall.providers.anthropic import AnthropicProvider
 from deepagents.modelcall.providers.base import Provider
+from deepagents.modelcall.providers.embeddings import EmbeddingsProvider
 from deepagents.modelcall.providers.openai import OpenAIProvider
 from deepagents.modelcall.record import AttemptRecord
 from deepagents.store.models import RedisClient
@@ -48,6 +51,7 @@ class ModelRuntime:
     credentials: CredentialStore | None
     semaphore: asyncio.Semaphore
     url: str
+    provider: Provider
     _key_limiters: dict[str, RateLimiter] = field(default_factory=dict)
 
     def key_limiter(
@@ -87,7 +91,12 @@ class ModelCalls:
         self.models = dict(models)
         self.redis = redis
         self.prefix = prefix
-        self.provider: Provider = provider or OpenAIProvider()
+        # One provider per API spoken; ``provider`` (tests) speaks for every model.
+        self._providers: dict[ProviderKind, Provider] = {
+            ProviderKind.OPENAI: provider or OpenAIProvider(),
+            ProviderKind.ANTHROPIC: provider or AnthropicProvider(),
+        }
+        self._embeddings: Provider = EmbeddingsProvider()
         self.metrics = metrics or ModelMetrics()
         self.prompt_hash_key = prompt_hash_key
         self.on_record = on_record
@@ -99,6 +108,8 @@ class ModelCalls:
             else {name: source_for(cfg) for name, cfg in self.models.items()}
         )
         self._runtimes: dict[str, ModelRuntime] = {}
+        # embed()'s batches, per (model, tenant, agent): a budget hold is theirs.
+        self.batchers: dict[tuple[str, str | None, str], Batcher] = {}
         self._client: httpx.AsyncClient | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
         self._closed = False
@@ -119,6 +130,8 @@ class ModelCalls:
         if self._closed:
             return
         self._closed = True
+        for batcher in self.batchers.values():
+            await batcher.aclose(ModelUnavailable("model calls are closing", reason="closing"))
         for runtime in self._runtimes.values():
             await self.after(runtime.breaker.flush())  # successes not yet sent to Redis
         if self._background:
@@ -189,6 +202,11 @@ class ModelCalls:
         keys = ModelKeys(self.prefix, name)
         limits = config.limits
         source = self._sources.get(name)
+        provider = (
+            self._embeddings
+            if config.kind is ModelKind.EMBEDDING
+            else self._providers[config.provider]
+        )
         return ModelRuntime(
             name=name,
             config=config,
@@ -205,5 +223,6 @@ class ModelCalls:
             ),
             credentials=CredentialStore(self.redis, keys, source) if source else None,
             semaphore=asyncio.Semaphore(limits.concurrency),
-            url=str(config.base_url).rstrip("/") + "/chat/completions",
+            url=str(config.base_url).rstrip("/") + provider.path,
+            provider=provider,
         )

@@ -9,12 +9,29 @@ import hashlib
 import hmac
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
+from enum import StrEnum
 from typing import Any
 
 import orjson
 
 from deepagents.contract.events import audit_event
 from deepagents.contract.result import Result, ResultMetrics
+from deepagents.contract.toolcalls import ToolCall
+
+
+def openai_tool_calls(calls: Sequence[ToolCall]) -> list[dict[str, Any]]:
+    """The ``tool_calls`` of an assistant message in the OpenAI chat format."""
+    return [
+        {
+            "id": call.id,
+            "type": "function",
+            "function": {
+                "name": call.name,
+                "arguments": orjson.dumps(dict(call.arguments)).decode(),
+            },
+        }
+        for call in calls
+    ]
 
 
 def prompt_digest(messages: Sequence[dict[str, Any]], key: bytes | None = None) -> str:
@@ -54,6 +71,40 @@ class AttemptRecord:
         return fields
 
 
+class FinishReason(StrEnum):
+    """Why the model stopped, in one vocabulary whatever the provider's own word."""
+
+    STOP = "stop"  # a final answer
+    TOOL_CALLS = "tool_calls"  # it asks for tools: run them and call again
+    LENGTH = "length"  # cut at max_tokens
+    CONTENT_FILTER = "content_filter"
+    OTHER = "other"  # a word this layer does not know, or none was given
+
+
+_FINISH_WORDS = {
+    "stop": FinishReason.STOP,
+    "end_turn": FinishReason.STOP,  # Anthropic
+    "stop_sequence": FinishReason.STOP,
+    "tool_calls": FinishReason.TOOL_CALLS,
+    "function_call": FinishReason.TOOL_CALLS,
+    "tool_use": FinishReason.TOOL_CALLS,
+    "length": FinishReason.LENGTH,
+    "max_tokens": FinishReason.LENGTH,
+    "content_filter": FinishReason.CONTENT_FILTER,
+    "refusal": FinishReason.CONTENT_FILTER,
+}
+
+
+def finish_reason(word: str | None, *, has_tool_calls: bool) -> FinishReason:
+    """The provider's word in this layer's vocabulary. Tool calls decide: some servers say
+    ``stop`` while asking for tools, and the loop must run them either way."""
+    if has_tool_calls:
+        return FinishReason.TOOL_CALLS
+    found = _FINISH_WORDS.get(word or "", FinishReason.OTHER)
+    # A "tool_calls" finish with no calls left after checks is not a request for tools.
+    return FinishReason.OTHER if found is FinishReason.TOOL_CALLS else found
+
+
 @dataclass(frozen=True, slots=True)
 class ModelReply:
     """The answer of :func:`wrap_model_call` and everything that led to it."""
@@ -65,6 +116,17 @@ class ModelReply:
     degraded: bool = False
     reason: str | None = None  # why the answer is degraded (circuit_open, budget_exhausted, ...)
     attempts: tuple[AttemptRecord, ...] = field(default=())
+    tool_calls: tuple[ToolCall, ...] = ()  # empty for a final answer
+    finish_reason: FinishReason = FinishReason.STOP  # a declared fallback's answer is final
+
+    def as_message(self) -> dict[str, Any]:
+        """The assistant message to append to the history (OpenAI chat format), with the
+        tool calls the model asked for; ``content`` is ``None`` when it only asked for tools."""
+        message: dict[str, Any] = {"role": "assistant", "content": self.text}
+        if self.tool_calls:
+            message["content"] = self.text or None
+            message["tool_calls"] = openai_tool_calls(self.tool_calls)
+        return message
 
     @property
     def tokens_in(self) -> int:
@@ -118,3 +180,27 @@ class ModelReply:
                 "degraded": result.degraded or self.degraded,
             }
         )
+
+
+@dataclass(frozen=True, slots=True)
+class EmbeddingReply:
+    """The answer of :func:`embed` to one caller: its own vectors, in input order, and its
+    share of the batch's attempts (tokens and cost in proportion to its inputs)."""
+
+    vectors: tuple[tuple[float, ...], ...]
+    model: str
+    prompt_sha256: str  # of this caller's inputs
+    batch_inputs: int  # how many inputs the request that answered carried (all callers')
+    attempts: tuple[AttemptRecord, ...] = field(default=())
+
+    @property
+    def tokens_in(self) -> int:
+        return sum(a.tokens_in for a in self.attempts)
+
+    @property
+    def tokens_used(self) -> int:
+        return self.tokens_in
+
+    @property
+    def cost_usd(self) -> float:
+        return round(sum(a.cost_usd for a in self.attempts), 6)

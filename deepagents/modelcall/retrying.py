@@ -30,9 +30,10 @@ class ErrorKind(StrEnum):
     CONTENT_FILTER = "content_filter"
     INVALID = "invalid"  # any other 4xx
     RESPONSE_TOO_LARGE = "response_too_large"  # over a size cap: the attempt is aborted
+    BAD_TOOL_CALL = "bad_tool_call"  # a tool call the model made up wrong: asked again
 
 
-RETRYABLE = frozenset({ErrorKind.TRANSIENT, ErrorKind.RATE_LIMITED})
+RETRYABLE = frozenset({ErrorKind.TRANSIENT, ErrorKind.RATE_LIMITED, ErrorKind.BAD_TOOL_CALL})
 
 # Provider error codes (OpenAI, Anthropic, Azure, vLLM gateways) that change the class of a 4xx.
 _SPEND_CODES = frozenset(

@@ -6,6 +6,9 @@ a token rate, a random error rate, scripted 429/503 bursts (with ``Retry-After``
 mid-stream, expiring API keys, and its own requests/tokens-per-window limits (answering 429
 when they are passed, as a provider would). Control endpoints live under ``/sim/``.
 
+It answers OpenAI-format tool calls as scripted by ``sim:`` directives in the messages
+(``simscript``): a test or the demo runs a tool-calling loop without a real model.
+
 It is a small HTTP/1.1 server on ``asyncio`` streams (keep-alive, chunked SSE): enough for
 httpx and curl, nothing more.
 """
@@ -14,6 +17,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import hashlib
 import math
 import random
 import threading
@@ -22,16 +26,27 @@ import uuid
 from collections import deque
 from collections.abc import Awaitable, Callable
 from dataclasses import asdict, dataclass, field, replace
+from enum import StrEnum
 from typing import Any, TypeVar
 
 import orjson
 
+from deepagents.modelcall import simanthropic, simscript
+from deepagents.modelcall.simscript import SimAnswer
 from deepagents.modelcall.simwire import HttpError, chunk, event, head, send_json
 
 T = TypeVar("T")
 
 MAX_BODY = 4 * 1024 * 1024
 _WORDS = ("the", "model", "simulator", "answers", "with", "plain", "words", "for", "tests")
+
+
+class Api(StrEnum):
+    """The API a request spoke (its path says which)."""
+
+    OPENAI = "openai"  # POST .../chat/completions
+    ANTHROPIC = "anthropic"  # POST .../messages
+    EMBEDDINGS = "embeddings"  # POST .../embeddings (OpenAI format)
 
 
 @dataclass
@@ -48,6 +63,8 @@ class SimSettings:
     omit_usage: bool = False  # leave "usage" out (clients must estimate)
     model_version: str = "sim-1"
     seed: int | None = None
+    context_tokens: int | None = None  # a longer prompt is refused: context_length_exceeded
+    embedding_dims: int = 8  # length of every embedding vector
 
 
 @dataclass
@@ -60,6 +77,7 @@ class Action:
     latency_s: float | None = None
     stall_after: int | None = None  # streams: stop after this many tokens…
     stall_s: float = 60.0  # …for this long
+    error_after: int | None = None  # Anthropic streams: an overloaded_error event after N tokens
 
 
 @dataclass
@@ -73,6 +91,10 @@ class Logged:
     key_ok: bool
     model: str = ""
     max_tokens: int | None = None
+    tools: tuple[str, ...] = ()  # names of the tools offered
+    tool_calls: tuple[str, ...] = ()  # names of the tools the answer asked for
+    api: Api = Api.OPENAI
+    inputs: int = 0  # embeddings: how many inputs the request carried
 
 
 @dataclass
@@ -215,9 +237,15 @@ class Simulator:
         body: bytes,
         writer: asyncio.StreamWriter,
     ) -> None:
+        route = path.rstrip("/")
+        api = Api.ANTHROPIC if method == "POST" and route.endswith("/messages") else Api.OPENAI
         try:
-            if method == "POST" and path.rstrip("/").endswith("/chat/completions"):
-                await self._chat(headers, body, writer)
+            if method == "POST" and route.endswith("/chat/completions"):
+                await self._chat(headers, body, writer, Api.OPENAI)
+            elif api is Api.ANTHROPIC:
+                await self._chat(headers, body, writer, Api.ANTHROPIC)
+            elif method == "POST" and route.endswith("/embeddings"):
+                await self._embeddings(headers, body, writer)
             elif path.startswith("/sim/"):
                 await send_json(writer, 200, self._control(method, path, body))
             elif method == "GET" and path.rstrip("/").endswith("/models"):
@@ -234,18 +262,12 @@ class Simulator:
             else:
                 raise HttpError(404, "not_found", f"no route {method} {path}")
         except HttpError as exc:
-            await send_json(
-                writer,
-                exc.status,
-                {
-                    "error": {
-                        "message": str(exc),
-                        "type": "simulator_error",
-                        "code": exc.provider_code,
-                    }
-                },
-                exc.headers,
-            )
+            error: dict[str, Any] = {
+                "error": {"message": str(exc), "type": "simulator_error", "code": exc.provider_code}
+            }
+            if api is Api.ANTHROPIC:
+                error = simanthropic.error_body(exc.status, exc.provider_code, str(exc))
+            await send_json(writer, exc.status, error, exc.headers)
 
     def _control(self, method: str, path: str, body: bytes) -> dict[str, Any]:
         data = orjson.loads(body) if body else {}
@@ -268,20 +290,26 @@ class Simulator:
         raise HttpError(404, "not_found", f"no control endpoint {method} {path}")
 
     async def _chat(
-        self, headers: dict[str, str], body: bytes, writer: asyncio.StreamWriter
+        self, headers: dict[str, str], body: bytes, writer: asyncio.StreamWriter, api: Api
     ) -> None:
         arrived = time.monotonic()
         try:
             request = orjson.loads(body)
-            messages = list(request["messages"])
-        except (orjson.JSONDecodeError, KeyError, TypeError):
+            if api is Api.ANTHROPIC:
+                messages = simanthropic.openai_messages(request)
+            else:
+                messages = list(request["messages"])
+        except (orjson.JSONDecodeError, KeyError, TypeError, AttributeError):
             raise HttpError(400, "invalid_request", "body must be JSON with messages") from None
         settings = self.state.settings
         stream = bool(request.get("stream"))
         prompt = count_tokens(messages)
+        scripted = simscript.answer(messages)
         completion = max(
             1, min(int(request.get("max_tokens") or 1 << 30), settings.completion_tokens)
         )
+        if not scripted.filler:
+            completion = scripted.tokens()
         entry = Logged(
             arrived,
             headers.get("x-request-id"),
@@ -289,9 +317,12 @@ class Simulator:
             prompt,
             completion,
             stream,
-            self._key_ok(headers),
+            self._key_ok(headers, api),
             model=str(request.get("model", "")),
             max_tokens=request.get("max_tokens"),
+            tools=_offered(request.get("tools")),
+            tool_calls=tuple(call.name for call in scripted.calls),
+            api=api,
         )
         self.state.log.append(entry)
         try:
@@ -300,6 +331,12 @@ class Simulator:
                 raise HttpError(401, "invalid_api_key", "invalid or expired API key")
             action = self.state.script.popleft() if self.state.script else Action()
             self._admit(entry, action)
+            if settings.context_tokens is not None and prompt > settings.context_tokens:
+                raise HttpError(
+                    400,
+                    "context_length_exceeded",
+                    f"prompt is too long: {prompt} tokens > {settings.context_tokens} maximum",
+                )
         except HttpError as exc:
             entry.status = exc.status
             raise
@@ -310,18 +347,70 @@ class Simulator:
             await asyncio.sleep(
                 action.latency_s if action.latency_s is not None else settings.latency_s
             )
-            answer = answer_words(completion)
-            if stream:
-                await self._stream(writer, request, entry, answer, action)
+            answer = answer_words(completion) if scripted.filler else _pieces(scripted.text)
+            if api is Api.ANTHROPIC:
+                await self._anthropic(writer, request, entry, answer, action, scripted)
+            elif stream:
+                await self._stream(writer, request, entry, answer, action, scripted)
             else:
-                reply = self._completion(request, entry, answer)
+                reply = self._completion(request, entry, answer, scripted)
                 await send_json(writer, 200, reply, {"x-model-version": settings.model_version})
         finally:
             state.inflight -= 1
 
-    def _key_ok(self, headers: dict[str, str]) -> bool:
+    async def _embeddings(
+        self, headers: dict[str, str], body: bytes, writer: asyncio.StreamWriter
+    ) -> None:
+        try:
+            request = orjson.loads(body)
+            raw = request["input"]
+            inputs = [raw] if isinstance(raw, str) else [str(text) for text in raw]
+        except (orjson.JSONDecodeError, KeyError, TypeError):
+            raise HttpError(400, "invalid_request", "body must be JSON with input") from None
+        tokens = sum(math.ceil(len(text) / 4) for text in inputs)
+        entry = Logged(
+            time.monotonic(),
+            headers.get("x-request-id"),
+            200,
+            tokens,
+            0,
+            False,
+            self._key_ok(headers),
+            model=str(request.get("model", "")),
+            api=Api.EMBEDDINGS,
+            inputs=len(inputs),
+        )
+        self.state.log.append(entry)
+        settings = self.state.settings
+        try:
+            if settings.require_key and not entry.key_ok:
+                raise HttpError(401, "invalid_api_key", "invalid or expired API key")
+            action = self.state.script.popleft() if self.state.script else Action()
+            self._admit(entry, action)
+        except HttpError as exc:
+            entry.status = exc.status
+            raise
+        await asyncio.sleep(
+            action.latency_s if action.latency_s is not None else settings.latency_s
+        )
+        dims = settings.embedding_dims
+        answer: dict[str, Any] = {
+            "object": "list",
+            "model": entry.model,
+            "data": [
+                {"object": "embedding", "index": i, "embedding": embedding_vector(text, dims)}
+                for i, text in enumerate(inputs)
+            ],
+        }
+        if not settings.omit_usage:
+            answer["usage"] = {"prompt_tokens": tokens, "total_tokens": tokens}
+        await send_json(writer, 200, answer)
+
+    def _key_ok(self, headers: dict[str, str], api: Api = Api.OPENAI) -> bool:
         auth = headers.get("authorization", "")
         key = auth[7:] if auth.lower().startswith("bearer ") else ""
+        if api is Api.ANTHROPIC:
+            key = headers.get("x-api-key", "")
         return self.state.keys.get(key, 0.0) > time.monotonic()
 
     def _admit(self, entry: Logged, action: Action) -> None:
@@ -336,7 +425,9 @@ class Simulator:
             )
         self._check_limits(entry)
         if settings.error_rate and self._rand.random() < settings.error_rate:
-            raise HttpError(503, "overloaded", "simulated random overload")
+            # Anthropic's word for it is 529 overloaded_error.
+            status = 529 if entry.api is Api.ANTHROPIC else 503
+            raise HttpError(status, "overloaded", "simulated random overload")
 
     def _check_limits(self, entry: Logged) -> None:
         settings = self.state.settings
@@ -359,20 +450,25 @@ class Simulator:
             )
 
     def _completion(
-        self, request: dict[str, Any], entry: Logged, answer: list[str]
+        self, request: dict[str, Any], entry: Logged, answer: list[str], scripted: SimAnswer
     ) -> dict[str, Any]:
+        message: dict[str, Any] = {"role": "assistant", "content": "".join(answer)}
+        if scripted.calls:
+            message["content"] = message["content"] or None
+            message["tool_calls"] = [
+                {
+                    "id": call.id,
+                    "type": "function",
+                    "function": {"name": call.name, "arguments": call.arguments},
+                }
+                for call in scripted.calls
+            ]
         body: dict[str, Any] = {
             "id": "chatcmpl-sim-" + uuid.uuid4().hex[:12],
             "object": "chat.completion",
             "created": int(time.time()),
             "model": str(request.get("model", "sim")),
-            "choices": [
-                {
-                    "index": 0,
-                    "finish_reason": "stop",
-                    "message": {"role": "assistant", "content": "".join(answer)},
-                }
-            ],
+            "choices": [{"index": 0, "finish_reason": scripted.finish, "message": message}],
         }
         if not self.state.settings.omit_usage:
             body["usage"] = _usage(entry)
@@ -385,6 +481,7 @@ class Simulator:
         entry: Logged,
         answer: list[str],
         action: Action,
+        scripted: SimAnswer,
     ) -> None:
         settings = self.state.settings
         writer.write(
@@ -408,7 +505,9 @@ class Simulator:
             if gap and i:
                 await asyncio.sleep(gap)
             await chunk(writer, event(model, {"content": word}))
-        await chunk(writer, event(model, {}, finish="stop"))
+        for delta in _call_deltas(scripted):
+            await chunk(writer, event(model, {"tool_calls": [delta]}))
+        await chunk(writer, event(model, {}, finish=scripted.finish))
         include = (request.get("stream_options") or {}).get("include_usage")
         if include and not settings.omit_usage:
             await chunk(
@@ -428,9 +527,104 @@ class Simulator:
         writer.write(b"0\r\n\r\n")
         await writer.drain()
 
+    async def _anthropic(
+        self,
+        writer: asyncio.StreamWriter,
+        request: dict[str, Any],
+        entry: Logged,
+        answer: list[str],
+        action: Action,
+        scripted: SimAnswer,
+    ) -> None:
+        settings = self.state.settings
+        model = str(request.get("model", "sim"))
+        usage = None if settings.omit_usage else _anthropic_usage(entry)
+        if not request.get("stream"):
+            body = simanthropic.message(model, "".join(answer), scripted, usage)
+            await send_json(writer, 200, body, {"x-model-version": settings.model_version})
+            return
+        writer.write(
+            head(
+                200,
+                {
+                    "content-type": "text/event-stream",
+                    "cache-control": "no-cache",
+                    "transfer-encoding": "chunked",
+                },
+            )
+        )
+        start = simanthropic.message(model, "", SimAnswer(""), None)
+        start |= {"content": [], "stop_reason": None}
+        start["usage"] = {"input_tokens": entry.prompt_tokens, "output_tokens": 1}
+        if settings.omit_usage:
+            del start["usage"]
+        await chunk(writer, simanthropic.sse("message_start", {"message": start}))
+        await asyncio.sleep(settings.first_token_s)
+        await chunk(writer, simanthropic.sse("ping", {}))
+        gap = 1 / settings.token_rate if settings.token_rate > 0 else 0.0
+        words = [word for word in answer if word]
+        stall = (action.stall_after, action.stall_s)
+        if not await simanthropic.stream_blocks(
+            writer, words, scripted, gap, stall, action.error_after
+        ):
+            writer.write(b"0\r\n\r\n")  # the error event ended the answer
+            await writer.drain()
+            return
+        out = None if settings.omit_usage else entry.completion_tokens
+        await chunk(writer, simanthropic.stop_delta(scripted, out))
+        await chunk(writer, simanthropic.sse("message_stop", {}))
+        writer.write(b"0\r\n\r\n")
+        await writer.drain()
+
+
+def _anthropic_usage(entry: Logged) -> dict[str, int]:
+    return {"input_tokens": entry.prompt_tokens, "output_tokens": entry.completion_tokens}
+
+
+def embedding_vector(text: str, dims: int) -> list[float]:
+    """The simulator's embedding of ``text``: deterministic, in [-1, 1), from its SHA-256."""
+    seed = hashlib.sha256(text.encode()).digest()
+    while len(seed) < 2 * dims:
+        seed += hashlib.sha256(seed).digest()
+    return [int.from_bytes(seed[2 * i : 2 * i + 2], "big") / 32768 - 1 for i in range(dims)]
+
 
 def answer_words(count: int) -> list[str]:
     return [("" if i == 0 else " ") + _WORDS[i % len(_WORDS)] for i in range(count)]
+
+
+def _pieces(text: str) -> list[str]:
+    """A scripted text as stream tokens: its words, each with the space before it."""
+    words = text.split(" ")
+    return [("" if i == 0 else " ") + word for i, word in enumerate(words)]
+
+
+def _call_deltas(scripted: SimAnswer) -> list[dict[str, Any]]:
+    """Tool calls as a stream sends them: id and name first, then arguments in pieces."""
+    deltas: list[dict[str, Any]] = []
+    for index, call in enumerate(scripted.calls):
+        deltas.append(
+            {
+                "index": index,
+                "id": call.id,
+                "type": "function",
+                "function": {"name": call.name, "arguments": ""},
+            }
+        )
+        for start in range(0, len(call.arguments), 8):
+            piece = call.arguments[start : start + 8]
+            deltas.append({"index": index, "function": {"arguments": piece}})
+    return deltas
+
+
+def _offered(tools: Any) -> tuple[str, ...]:
+    names: list[str] = []
+    for tool in tools if isinstance(tools, list) else ():
+        if isinstance(tool, dict):
+            function = tool.get("function")
+            name = function.get("name") if isinstance(function, dict) else tool.get("name")
+            names.append(str(name))
+    return tuple(names)
 
 
 def _usage(entry: Logged) -> dict[str, int]:

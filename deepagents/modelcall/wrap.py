@@ -14,8 +14,9 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from deepagents.config.models import FallbackConfig
+from deepagents.config.models import FallbackConfig, ModelKind
 from deepagents.contract.task import Task, utcnow
+from deepagents.contract.toolcalls import ToolDefinition
 from deepagents.modelcall.attempts import CallContext, ModelAttempts, Refused
 from deepagents.modelcall.calls import ModelCalls
 from deepagents.modelcall.errors import (
@@ -25,7 +26,8 @@ from deepagents.modelcall.errors import (
     ModelUnavailable,
     ResponseTooLarge,
 )
-from deepagents.modelcall.record import ModelReply, prompt_digest
+from deepagents.modelcall.providers.base import Completion
+from deepagents.modelcall.record import ModelReply, finish_reason, prompt_digest
 from deepagents.modelcall.usage import current_model_calls, current_usage
 
 
@@ -46,7 +48,9 @@ _ERRORS: dict[str, type[ModelCallError]] = {
     "response_too_large": ResponseTooLarge,
 }
 
-_RESERVED_PARAMS = frozenset({"model", "messages", "max_tokens", "stream", "stream_options"})
+_RESERVED_PARAMS = frozenset(
+    {"model", "messages", "max_tokens", "stream", "stream_options", "tools", "system"}
+)
 
 
 async def wrap_model_call(
@@ -54,6 +58,7 @@ async def wrap_model_call(
     messages: Sequence[dict[str, Any]] | None = None,
     *,
     prompt: str | None = None,
+    tools: Sequence[ToolDefinition] | None = None,
     calls: ModelCalls | None = None,
     task: Task | None = None,
     deadline: datetime | None = None,
@@ -66,7 +71,10 @@ async def wrap_model_call(
 ) -> ModelReply:
     """Call ``model`` (a name under ``models:``) with chat ``messages`` (or one ``prompt``).
 
-    ``task`` supplies the deadline, the tenant and the id the records are filed under.
+    ``tools`` are offered to the model: when it asks for some, ``reply.tool_calls`` holds
+    them (checked: offered names, JSON-object arguments) and ``reply.as_message()`` is the
+    assistant message to append before the tool results. ``task`` supplies the deadline,
+    the tenant and the id the records are filed under.
     Returns a ``ModelReply``: the text, which model answered, whether it is degraded, and
     one record per attempt (tokens, cost, latency split; the prompt only as a hash). Raises
     ``InputTooLong`` / ``ModelRequestRejected`` for requests no retry can fix, and
@@ -82,12 +90,14 @@ async def wrap_model_call(
         raise InvalidRequest(f"params may not set {sorted(_RESERVED_PARAMS & extra.keys())}")
     loop = asyncio.get_running_loop()
     first = calls.runtime(model)
+    if first.config.kind is not ModelKind.CHAT:
+        raise InvalidRequest(f"model {model!r} is an embedding model: use embed()")
     ctx = CallContext(
         calls=calls,
         requested=model,
         messages=chat,
         digest=prompt_digest(chat, calls.prompt_hash_key),
-        deadline=_deadline(
+        deadline=call_deadline(
             loop, first.config.timeouts.total_s, deadline or (task.deadline if task else None)
         ),
         loop=loop,
@@ -96,6 +106,7 @@ async def wrap_model_call(
         tenant=tenant or (task.tenant if task else None),
         agent=agent,
         params=extra,
+        tools=_tools(tools),
     )
     try:
         reply = await _answer(ctx, fallback)
@@ -115,7 +126,17 @@ def _messages(
     return [{"role": "user", "content": prompt}] if prompt is not None else list(messages or ())
 
 
-def _deadline(loop: asyncio.AbstractEventLoop, total_s: float, deadline: datetime | None) -> float:
+def _tools(tools: Sequence[ToolDefinition] | None) -> tuple[ToolDefinition, ...]:
+    offered = tuple(tools or ())
+    names = [tool.name for tool in offered]
+    if len(set(names)) != len(names):
+        raise InvalidRequest("tools: two tools share a name")
+    return offered
+
+
+def call_deadline(
+    loop: asyncio.AbstractEventLoop, total_s: float, deadline: datetime | None
+) -> float:
     """The call ends at the earlier of its total timeout and the task's deadline."""
     left = total_s
     if deadline is not None:
@@ -128,11 +149,11 @@ async def _answer(ctx: CallContext, fallback: Fallback | None) -> ModelReply:
     reasons: list[str] = []
     for name in (ctx.requested, *config.fallbacks):
         try:
-            text = await ModelAttempts(ctx, ctx.calls.runtime(name)).run()
+            done = await ModelAttempts(ctx, ctx.calls.runtime(name)).run()
         except Refused as refused:
             reasons.append(f"{name}:{refused.reason}")
             continue
-        return _reply(ctx, text, name, reasons)
+        return _reply(ctx, done, name, reasons)
     declared = fallback if fallback is not None else config.fallback
     first_reason = reasons[0].split(":", 1)[1]
     if declared is None:
@@ -150,11 +171,13 @@ async def _answer(ctx: CallContext, fallback: Fallback | None) -> ModelReply:
     )
 
 
-def _reply(ctx: CallContext, text: str, answered: str, reasons: list[str]) -> ModelReply:
+def _reply(ctx: CallContext, done: Completion, answered: str, reasons: list[str]) -> ModelReply:
     # An answer from further down the chain (a backup or a cheaper model) is degraded.
     degraded = answered != ctx.requested
     return ModelReply(
-        text=text,
+        text=done.text,
+        tool_calls=done.tool_calls,
+        finish_reason=finish_reason(done.finish_reason, has_tool_calls=bool(done.tool_calls)),
         model=answered,
         requested_model=ctx.requested,
         prompt_sha256=ctx.digest,

@@ -119,6 +119,7 @@ class Metrics:
             ("agent", "outcome"), buckets=HUMAN_WAIT_BUCKETS, registry=r,
         )  # fmt: skip
         self.model = ModelCallMetrics(r)
+        self.tool = ToolCallMetrics(r)
         self.rollout = RolloutMetrics(r)
         self.rollout_rerouted = self.rollout.rerouted
         self.steps = StepMetrics(r)
@@ -170,6 +171,22 @@ class ModelCallMetrics:
 
     def circuit_state(self, model: str, state: str) -> None:
         self.circuit.labels(model).set(CIRCUIT_STATES.get(state, 0))
+
+
+class ToolCallMetrics:
+    """Tool calls through ``wrap_tool_call`` (deepagents.tools), one count per call (its
+    retries inside), by agent, tool and outcome (ok, or the ErrorCode it ended with)."""
+
+    def __init__(self, registry: CollectorRegistry) -> None:
+        r = registry
+        self.calls = Counter(
+            "deepagents_tool_calls", "Tool calls by agent, tool and outcome",
+            ("agent", "tool", "outcome"), registry=r,
+        )  # fmt: skip
+        self.duration = FastHistogram(
+            "deepagents_tool_call_seconds", "Tool call latency, retries included",
+            ("agent", "tool"), buckets=MODEL_CALL_BUCKETS, registry=r,
+        )  # fmt: skip
 
 
 class RolloutMetrics:

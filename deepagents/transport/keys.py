@@ -134,6 +134,13 @@ class Keys:
     def remote_breaker_window(self, agent: str) -> str:
         return f"{self.prefix}:{{remote:{agent}}}:cb:win"
 
+    def tool_breaker(self, tool: str) -> str:
+        # The fleet's circuit breaker of one tool (deepagents.tools), by its server and name.
+        return f"{self.prefix}:{{tool:{tool}}}:cb"
+
+    def tool_breaker_window(self, tool: str) -> str:
+        return f"{self.prefix}:{{tool:{tool}}}:cb:win"
+
     def agent_reads(self, name: str) -> str:
         # What each instance reads (tiers and shards, ``config/placement.py``).
         return f"{self.prefix}:agent:{name}:reads"

@@ -89,6 +89,7 @@ class DeliveryHandler:
             stats=stats,
             metrics=metrics.steps if metrics is not None else None,
             outbox=outbox,
+            tracer=runner.tracer,
         )
         self.run = Run(
             runner=runner,

@@ -18,6 +18,7 @@ from deepagents.contract.context import active_context, bind_context
 from deepagents.contract.result import ErrorCode, Result, ResultStatus
 from deepagents.contract.task import utcnow
 from deepagents.modelcall.usage import current_usage, start_usage
+from deepagents.tools.ledger import current_tool_ledger, start_tool_ledger
 from deepagents.worker.asking import Asking, Asks
 from deepagents.worker.commit import Outcomes
 from deepagents.worker.delegation import Delegating, Delegations
@@ -215,6 +216,9 @@ class Run:
             return []
         usage, ctx = current_usage(), active_context()
         events = usage.audit_events(flight.envelope.task.task_id) if usage is not None else []
+        tools = current_tool_ledger()
+        if tools is not None:
+            events += tools.audit_events(flight.envelope.task.task_id)
         if isinstance(ctx, DeliverySteps):
             events += ctx.leftover_events()
         return events
@@ -227,6 +231,7 @@ class Run:
         ``degraded``: the agent's degraded_execute runs instead of execute (degrade)."""
         task = flight.envelope.task
         usage = start_usage()  # in this delivery's own task context: nothing to reset
+        tools = start_tool_ledger()  # its tool calls' audit events, likewise
         current_attempt.set(flight.envelope.attempt)
         execute = "degraded_execute" if degraded else "execute"
         ctx = self.steps.open(flight, self.lose) if self.steps is not None else None
@@ -246,6 +251,8 @@ class Run:
             result = usage.apply(result)
             if self.outbox and usage.attempts:
                 events += usage.audit_events(task.task_id)
+        if self.outbox and tools.calls:
+            events += tools.audit_events(task.task_id)
         if ctx is not None and self.outbox:
             events += ctx.leftover_events()
         return result

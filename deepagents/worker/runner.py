@@ -54,6 +54,7 @@ class AgentRunner:
         self.executor = executor  # sync steps (worker/steps.py) run in the same pool
         self._methods = {name: _Method(agent, name) for name in _METHODS}
         self._tracer: Tracer | None = tracing.tracer if tracing is not None else None
+        self.tracer = self._tracer  # steps (worker/steps.py) trace with it too
 
     async def _call(self, name: str, *args: Any) -> Any:
         method = self._methods[name]

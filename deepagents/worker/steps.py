@@ -24,6 +24,7 @@ from datetime import UTC, datetime
 from typing import Any, TypeVar
 
 import orjson
+from opentelemetry.trace import Tracer
 from pydantic import BaseModel
 
 from deepagents._internal.group_commit import GroupCommit
@@ -78,7 +79,9 @@ class StepBook:
         stats: WorkerStats,
         metrics: StepMetrics | None,
         outbox: bool,
+        tracer: Tracer | None = None,
     ) -> None:
+        self.tracer = tracer  # a span per step when tracing records
         self.bus, self.group, self.consumer, self.agent = bus, group, consumer, agent
         self.encoder, self.executor, self.stats = encoder, executor, stats
         self.metrics, self.outbox = metrics, outbox
@@ -192,6 +195,28 @@ class DeliverySteps(TaskContext):
         step_id = lane.next_id(check_name(name))
         records = await self.records()
         recorded = records.get(STEP + step_id)
+        book = self._book
+        if book.tracer is not None:
+            with book.tracer.start_as_current_span(
+                f"step {name}",
+                attributes={
+                    "deepagents.step.id": step_id,
+                    "deepagents.step.phase": self.current_phase,
+                    "deepagents.step.replayed": recorded is not None,
+                    "deepagents.agent": book.agent.name,
+                },
+            ):
+                return await self._run_step(step_id, fn, args, records, recorded)
+        return await self._run_step(step_id, fn, args, records, recorded)
+
+    async def _run_step(
+        self,
+        step_id: str,
+        fn: Callable[..., Any],
+        args: tuple[Any, ...],
+        records: dict[str, bytes],
+        recorded: bytes | None,
+    ) -> Any:
         book = self._book
         if recorded is not None:
             self.replayed += 1
@@ -326,6 +351,19 @@ class DeliverySteps(TaskContext):
 
     # records -------------------------------------------------------------------------------
 
+    async def load_records(self, kind: str) -> dict[str, bytes]:
+        prefix = _record_prefix(kind)
+        cut = len(prefix)
+        records = await self.records()
+        return {name[cut:]: value for name, value in records.items() if name.startswith(prefix)}
+
+    async def save_records(self, kind: str, fields: Sequence[tuple[str, bytes]]) -> None:
+        prefix = _record_prefix(kind)
+        named = [(prefix + name, value) for name, value in fields]
+        records = await self.records()
+        await self._write(named)
+        records.update(named)
+
     @property
     def restores(self) -> bool:
         return self._book.restores
@@ -399,6 +437,13 @@ class DeliverySteps(TaskContext):
         """Audit events no write carried (a resumed delivery that recorded nothing more)."""
         events, self._pending = self._pending, []
         return events
+
+
+def _record_prefix(kind: str) -> str:
+    """An adapter's records live under ``rec:<kind>:``, apart from steps and state."""
+    if not isinstance(kind, str) or not _PHASE.match(kind):
+        raise StepError(f"a record kind is a short label ([a-z][a-z0-9_.-]*): {kind!r}")
+    return f"rec:{kind}:"
 
 
 def _carry(recorded: bytes | None) -> None:

@@ -11,6 +11,7 @@ Side tasks, each supervised (if one dies, the worker stops rather than limp on):
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import math
 import time
@@ -18,6 +19,7 @@ from collections import defaultdict
 from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 
+from deepagents.agentkit.configured import agent_chain, use_agent_chain
 from deepagents.compose import RedisClient, Services, services_for
 from deepagents.config.models import ModelConfig
 from deepagents.config.placement import Placement, check_placement
@@ -30,6 +32,7 @@ from deepagents.modelcall.credentials import missing_credential
 from deepagents.store.base import Registry
 from deepagents.telemetry.core import Telemetry, process_telemetry
 from deepagents.telemetry.modelcalls import ModelCallRecorder
+from deepagents.tools.bootstrap import tool_calls_scope
 from deepagents.transport.base import MessageBus, RawEntry, StreamRef
 from deepagents.transport.keys import ShardKeys
 from deepagents.worker.asking import Asks, Escalate, wake_due
@@ -84,6 +87,8 @@ class Worker:
             round(config.delegation.sweep_s * 1000),
         )
         self.agent_settings: AgentSettings = config.agent_settings(agent.name)
+        # Its middleware chain (YAML, then code), built here so a bad one stops the start.
+        self.agent_chain = agent_chain(agent, agent.name, config)
         self.consumer = consumer or settings.consumer_name()
         self.keys = services.keys
         self.bus: MessageBus = services.bus
@@ -222,10 +227,16 @@ class Worker:
             self._turned_at = self._reached_at = time.monotonic()
             await self._check_health(runner, registry)  # healthy or not, known from the start
             # One model-call client for this loop; every task created inside inherits it.
-            async with model_calls_scope(
-                models, self.services.client, prefix=self.settings.prefix, on_record=on_record
+            # And one for tool calls: the fleet's breakers, the agent's MCP servers' sessions;
+            # and the agent's middleware chain, which run_tools picks up.
+            async with (
+                model_calls_scope(
+                    models, self.services.client, prefix=self.settings.prefix, on_record=on_record
+                ),
+                self._tool_calls(),
             ):
-                await self._supervise(handler, committer, registry)
+                with use_agent_chain(self.agent_chain):
+                    await self._supervise(handler, committer, registry)
         finally:
             self._executor.shutdown(wait=False, cancel_futures=True)
             if tally is not None:  # what landed since the last flush
@@ -237,6 +248,17 @@ class Worker:
                 "worker stopped",
                 extra={"action": "worker_stopped", "agent": self.name, "stats": self.stats},
             )
+
+    def _tool_calls(self) -> contextlib.AbstractAsyncContextManager[object]:
+        entry = self.config.agents.get(self.name)
+        metrics = self.telemetry.metrics
+        return tool_calls_scope(
+            self.services.client,
+            prefix=self.settings.prefix,
+            mcp_servers=entry.mcp_servers if entry is not None else None,
+            metrics=metrics.tool if metrics is not None else None,
+            tracing=self.telemetry.tracing,
+        )
 
     async def _supervise(
         self, handler: DeliveryHandler, committer: Committer, registry: Registry

@@ -30,23 +30,27 @@ def env(redis_url: str, prefix: str, tmp_path: Path) -> dict[str, str]:
     )
 
 
+def _worker(client: Redis, settings: Settings) -> Worker:
+    config = parse_config(CONFIG)
+    return Worker.from_client(ApprovalAgent(), client=client, config=config, settings=settings)
+
+
 @pytest.fixture
 async def waiting_task(
     client: Redis, settings: Settings, tmp_path: Path
 ) -> AsyncIterator[tuple[Orchestrator, TaskHandle]]:
+    """A task a worker parked; the worker is stopped then, so a task a reply queues again
+    stays queued until the test runs a worker (``_worker``)."""
     config = parse_config(CONFIG)
-    worker = Worker.from_client(ApprovalAgent(), client=client, config=config, settings=settings)
-    async with (
-        Orchestrator.from_client(client, config=config, settings=settings) as orch,
-        running(worker),
-    ):
-        payload = {"item": "the budget", "runs": str(tmp_path / "runs")}
-        handle = await orch.submit({"intent": "approve", "payload": payload})
+    async with Orchestrator.from_client(client, config=config, settings=settings) as orch:
+        async with running(_worker(client, settings)):
+            payload = {"item": "the budget", "runs": str(tmp_path / "runs")}
+            handle = await orch.submit({"intent": "approve", "payload": payload})
 
-        async def parked() -> bool:
-            return await orch.task_state(handle.task_id) == "waiting"
+            async def parked() -> bool:
+                return await orch.task_state(handle.task_id) == "waiting"
 
-        await eventually(parked, timeout=30, what="the task waits")
+            await eventually(parked, timeout=30, what="the task waits")
         yield orch, handle
 
 
@@ -56,9 +60,14 @@ async def _cli(*args: str, env: dict[str, str]) -> tuple[int, str, str]:
 
 
 async def test_the_open_question_is_listed_and_answered_once(
-    env: dict[str, str], waiting_task: tuple[Orchestrator, TaskHandle]
+    env: dict[str, str],
+    waiting_task: tuple[Orchestrator, TaskHandle],
+    client: Redis,
+    settings: Settings,
 ) -> None:
-    _, handle = waiting_task
+    """The second reply comes while the first one's entry is queued, no worker running to
+    take it: the reply itself is refused, not a later check of a running or done task."""
+    orch, handle = waiting_task
     code, out, _ = await _cli("tasks", "waiting", env=env)
     assert code == 0
     (row,) = table_rows(out, handle.task_id[:8])
@@ -69,7 +78,14 @@ async def test_the_open_question_is_listed_and_answered_once(
     code, out, err = await _cli("reply", handle.task_id, "--answer", '{"approved": true}', env=env)
     assert code == 0, err
     assert "queued again" in out
-    result = await handle.result(timeout=30)
+    assert await orch.task_state(handle.task_id) == "queued"
+    second = await asyncio.to_thread(
+        deepagents, "reply", handle.task_id, "--answer", '{"approved": false}', env=env
+    )
+    one_line_error(second, 1, "answered already")
+    assert await orch.task_state(handle.task_id) == "queued"
+    async with running(_worker(client, settings)):
+        result = await handle.result(timeout=30)
     assert result.output == {"approved": True, "note": ""}
     done = await asyncio.to_thread(
         deepagents, "reply", handle.task_id, "--answer", '{"approved": false}', env=env

@@ -133,14 +133,11 @@ async def test_kill_9_of_the_parent_s_worker_ends_with_one_result_and_ten_childr
     shown = delegation_procs.run("tasks", "show", handle.task_id, "--json")
     assert shown.returncode == 0, shown.stderr
     view = orjson.loads(shown.stdout)
-    assert view["state"] == "done" and view["status"] == "success"
+    assert view["state"] == "done" and view["result"]["status"] == "success"
     assert [c["task_id"] for c in view["children"]] == children
     assert {c["state"] for c in view["children"]} == {"done"}
     child = orjson.loads(delegation_procs.run("tasks", "show", children[0], "--json").stdout)
     assert (child["parent_id"], child["agent"]) == (handle.task_id, "helper")
-    missing = delegation_procs.run("tasks", "show", "no-such-task")
-    assert missing.returncode == 1
-    assert missing.stderr.strip() == "error: no task no-such-task (or it expired)"
 
 
 async def test_cancelling_a_parent_with_running_children_ends_each_cancelled_once(

@@ -1,13 +1,17 @@
 """A submit acknowledged to its caller survives a Redis ``kill -9`` (append-only file,
-``appendfsync always``): Redis is killed while submits are still under way, restarted on
-the same directory, and every acknowledged task has its stream entry, its task hash and
-its location record. Nothing of a submit is deferred past its acknowledgement (the
-location is written in the enqueue script, coalesced submits share one)."""
+``appendfsync always``): every acknowledged task has its stream entry, its task hash and
+its location record once Redis is restarted on the same directory.
+
+``test_a_submit_is_in_redis_when_its_enqueue_returns`` kills Redis at the moment of the
+acknowledgement (nothing of a submit may be left to a later turn of the loop);
+``test_acknowledged_submits_survive_redis_kill_9`` kills it under a load of concurrent
+submits, some of them on the wire."""
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+from typing import Any
 
 import pytest
 from redis.asyncio import Redis
@@ -24,6 +28,59 @@ pytestmark = pytest.mark.slow
 
 PRODUCERS = 16  # concurrent submits: coalesced into shared script calls
 ACKED_BEFORE_KILL = 1_000
+
+
+@pytest.mark.parametrize("kill_at", [1, 2], ids=["a-lone-submit", "a-coalesced-batch"])
+async def test_a_submit_is_in_redis_when_its_enqueue_returns(
+    durable: EmbeddedRedis,
+    prefix: str,
+    config: FileConfig,
+    monkeypatch: pytest.MonkeyPatch,
+    kill_at: int,
+) -> None:
+    """Redis is killed (SIGKILL) the moment the ``kill_at``-th enqueue round trip returns,
+    inside the awaited transport call, before the submit it answers resumes: with 16
+    concurrent submits, the first goes alone and the other 15 share the second. Every
+    submit acknowledged after that (each task of the batch that returned) is intact once
+    Redis is restarted, and the others were refused.
+
+    What this proves: when the enqueue script's reply reaches the submit, the entry, the
+    task hash and the location record are in the server's append-only file already; a
+    write the submit left to a later turn of the loop would meet a dead server. What it
+    cannot prove: that they reached the disk. A killed process's writes stay in the
+    kernel's page cache, so ``appendfsync no`` passes this test as well as ``always``;
+    surviving a power loss rests on ``appendfsync always`` (Redis syncs the file before it
+    replies), which the server here is configured with, not observed doing."""
+    client = connect(durable.url)
+    settings = Settings(redis_url=durable.url, prefix=prefix, outbox=True)
+    batches: list[int] = []  # tasks per enqueue round trip that returned
+    try:
+        async with Orchestrator.from_client(client, config=config, settings=settings) as orch:
+            enqueue_many = orch.bus.enqueue_many
+
+            async def enqueue_then_kill(*args: Any, **kwargs: Any) -> list[tuple[str, str]]:
+                replies = await enqueue_many(*args, **kwargs)
+                batches.append(len(replies))
+                if len(batches) == kill_at:
+                    assert durable.process is not None
+                    durable.process.kill()  # no await since the reply: the caller is not back
+                    durable.process.wait(10)
+                return replies
+
+            monkeypatch.setattr(orch.bus, "enqueue_many", enqueue_then_kill)
+            outcomes = await asyncio.gather(
+                *(orch.submit({"intent": "echo", "payload": {"i": i}}) for i in range(PRODUCERS)),
+                return_exceptions=True,
+            )
+            acked = [h for h in outcomes if isinstance(h, TaskHandle)]
+            refused = [e for e in outcomes if not isinstance(e, TaskHandle)]
+            assert all(isinstance(e, TransportError) for e in refused), refused
+            assert len(acked) == sum(batches) and batches[-1] == (1 if kill_at == 1 else 15)
+            durable.start()  # the same port and directory: it loads its append-only file
+            missing = [h.task_id for h in acked if not await _intact(client, orch, h)]
+        assert not missing, f"{len(missing)} of {len(acked)} acknowledged tasks lost: {missing}"
+    finally:
+        await client.aclose()
 
 
 async def test_acknowledged_submits_survive_redis_kill_9(

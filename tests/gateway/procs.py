@@ -130,7 +130,7 @@ class Gateway(Proc):
         return self
 
 
-def start_gateway(env: dict[str, str], *extra: str) -> Gateway:
+def start_gateway(env: dict[str, str], *extra: str, ready_s: float = 30.0) -> Gateway:
     port = free_port()
     args = [
         sys.executable,
@@ -146,7 +146,7 @@ def start_gateway(env: dict[str, str], *extra: str) -> Gateway:
     gw = Gateway(args=args, env=env, port=port)
     gw.start()
     try:
-        return gw.wait_ready()
+        return gw.wait_ready(ready_s)
     except BaseException:
         gw.stop()  # never leave a half-started gateway behind
         raise

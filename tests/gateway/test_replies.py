@@ -5,6 +5,7 @@ breaks the schema is 422 naming the field; a task that is not waiting is 409 not
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -16,7 +17,7 @@ import pytest
 from deepagents.gateway.auth import hash_key
 from deepagents.transport.keys import Keys
 from tests.gateway.conftest import Deployment, make_deployment
-from tests.gateway.procs import KEYS, auth, start_gateway, start_worker
+from tests.gateway.procs import KEYS, Proc, auth, start_gateway, start_worker
 from tests.support.asking import CONFIG
 from tests.support.wait import eventually_sync
 
@@ -34,13 +35,29 @@ def deployment(redis_url: str) -> Iterator[Deployment]:
 
 
 @pytest.fixture(scope="module")
-def http(deployment: Deployment) -> Iterator[httpx.Client]:
+def worker(deployment: Deployment) -> Iterator[Proc]:
+    with start_worker(deployment.env, "tests.support.asking:ApprovalAgent") as proc:
+        yield proc
+
+
+@pytest.fixture(scope="module")
+def http(deployment: Deployment, worker: Proc) -> Iterator[httpx.Client]:
     with (
         start_gateway(deployment.env) as gw,
-        start_worker(deployment.env, "tests.support.asking:ApprovalAgent"),
         httpx.Client(base_url=gw.url, timeout=30) as client,
     ):
         yield client
+
+
+@contextlib.contextmanager
+def stopped(worker: Proc) -> Iterator[None]:
+    """The worker process stopped for the block, started again after it: a task a reply
+    queues meanwhile stays queued, taken by nobody."""
+    worker.stop()
+    try:
+        yield
+    finally:
+        worker.start()
 
 
 def _ask(http: httpx.Client, runs: Path, tenant: str = "alpha", **payload: Any) -> str:
@@ -63,34 +80,51 @@ def _reply(http: httpx.Client, task_id: str, answer: Any, tenant: str = "alpha")
     return http.post(f"/v1/tasks/{task_id}/reply", json={"answer": answer}, headers=auth(tenant))
 
 
+def _state(http: httpx.Client, task_id: str) -> str:
+    return str(http.get(f"/v1/tasks/{task_id}", headers=auth()).json()["state"])
+
+
 def _result(http: httpx.Client, task_id: str) -> dict[str, Any]:
     view = http.get(f"/v1/tasks/{task_id}?wait=20", headers=auth()).json()
     assert view["state"] == "done", view
     return dict(view["result"])
 
 
-def test_a_reply_resumes_the_task_and_a_second_is_409(http: httpx.Client, tmp_path: Path) -> None:
+def test_a_reply_resumes_the_task_and_a_second_is_409(
+    http: httpx.Client, worker: Proc, tmp_path: Path
+) -> None:
+    """The second reply comes while the first one's entry is queued and the worker is
+    stopped: the reply itself is refused, not a later check of a running or done task."""
     task_id = _ask(http, tmp_path / "runs")
     listed = http.get("/v1/waiting", headers=auth()).json()["tasks"]
     assert [w["task_id"] for w in listed] == [task_id] and listed[0]["age_s"] >= 0
     assert http.get("/v1/waiting", headers=auth("beta")).json()["tasks"] == []
-    first = _reply(http, task_id, {"approved": True, "note": "first"})
-    assert first.status_code == 200, first.text
-    assert first.json()["state"] == "queued" and first.json()["ask"] == "1"
-    second = _reply(http, task_id, {"approved": False, "note": "second"})
-    assert second.status_code == 409 and second.json()["code"] == "already_replied"
-    assert second.headers["content-type"] == "application/problem+json"
+    with stopped(worker):
+        first = _reply(http, task_id, {"approved": True, "note": "first"})
+        assert first.status_code == 200, first.text
+        assert first.json()["state"] == "queued" and first.json()["ask"] == "1"
+        second = _reply(http, task_id, {"approved": False, "note": "second"})
+        assert second.status_code == 409 and second.json()["code"] == "already_replied"
+        assert second.headers["content-type"] == "application/problem+json"
+        assert _state(http, task_id) == "queued"
     assert _result(http, task_id)["output"] == {"approved": True, "note": "first"}
     lines = (tmp_path / "runs").read_text().splitlines()
     assert [line for line in lines if "answered" in line] == [f"{task_id} answered True"]
 
 
-def test_concurrent_replies_apply_one_answer(http: httpx.Client, tmp_path: Path) -> None:
+def test_concurrent_replies_apply_one_answer(
+    http: httpx.Client, worker: Proc, tmp_path: Path
+) -> None:
+    """The worker is stopped while the replies land: the seven refused find the task
+    queued by the first, not taken back by a worker."""
     task_id = _ask(http, tmp_path / "runs")
-    with ThreadPoolExecutor(8) as pool:
+    with stopped(worker), ThreadPoolExecutor(8) as pool:
         answers = [{"approved": True, "note": f"n{i}"} for i in range(8)]
-        codes = list(pool.map(lambda a: _reply(http, task_id, a).status_code, answers))
+        replies = list(pool.map(lambda a: _reply(http, task_id, a), answers))
+        assert _state(http, task_id) == "queued"
+    codes = [r.status_code for r in replies]
     assert sorted(codes) == [200] + [409] * 7
+    assert {r.json()["code"] for r in replies if r.status_code == 409} == {"already_replied"}
     output = _result(http, task_id)["output"]
     lines = (tmp_path / "runs").read_text().splitlines()
     assert len([line for line in lines if "answered" in line]) == 1

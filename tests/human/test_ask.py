@@ -4,8 +4,8 @@ reply racing the timeout."""
 
 from __future__ import annotations
 
-import asyncio
-from collections.abc import AsyncIterator
+import time
+from collections.abc import AsyncIterator, Callable
 from datetime import timedelta
 from pathlib import Path
 from typing import Any
@@ -16,6 +16,7 @@ from redis.asyncio import Redis
 
 from deepagents.compose import services_for
 from deepagents.config import FileConfig, Settings, parse_config
+from deepagents.config.placement import Placement
 from deepagents.contract.result import Result
 from deepagents.contract.task import utcnow
 from deepagents.errors import AlreadyReplied, InvalidReply, NotWaiting, ReplyTaskNotFound
@@ -42,14 +43,33 @@ async def orch(
         yield o
 
 
+NewWorker = Callable[..., Worker]
+
+
 @pytest.fixture
-async def worker(
+def new_worker(
     client: Redis, config: FileConfig, settings: Settings, orch: Orchestrator
-) -> AsyncIterator[Worker]:
-    w = Worker.from_client(
-        ApprovalAgent(), client=client, config=config, settings=settings, escalate=submitter(orch)
-    )
-    async with running(w):
+) -> NewWorker:
+    """A worker of the approver (``placement``: which tiers and shards it reads; all by
+    default), for a test to run while it needs one: stopped, nobody takes a task that a
+    reply or a timeout queued again."""
+
+    def make(placement: Placement | None = None) -> Worker:
+        return Worker.from_client(
+            ApprovalAgent(),
+            client=client,
+            config=config,
+            settings=settings,
+            placement=placement,
+            escalate=submitter(orch),
+        )
+
+    return make
+
+
+@pytest.fixture
+async def worker(new_worker: NewWorker) -> AsyncIterator[Worker]:
+    async with running(new_worker()) as w:
         yield w
 
 
@@ -74,14 +94,18 @@ def _runs(tmp_path: Path) -> list[str]:
 
 
 async def test_a_reply_resumes_the_task_once_with_the_answer(
-    orch: Orchestrator, worker: Worker, client: Redis, settings: Settings, tmp_path: Path
+    orch: Orchestrator, new_worker: NewWorker, client: Redis, settings: Settings, tmp_path: Path
 ) -> None:
+    """The second reply comes while the first one's entry is queued and no worker has taken
+    it (the worker that parked the task is stopped): the reply script itself must refuse it,
+    not a later check of a running or finished task."""
     metrics = orch.telemetry.metrics  # the process's: other tests count into it too
     assert metrics is not None
     waits = metrics.human_wait.labels("approver", "replied")
     replied_before = sum(waits.counts)
-    handle = await _submit(orch, tmp_path, item="invoice 7")
-    info = await _waiting(orch, handle)
+    async with running(new_worker()) as parker:
+        handle = await _submit(orch, tmp_path, item="invoice 7")
+        info = await _waiting(orch, handle)
     assert info["question"] == "approve invoice 7?"
     question = await orch.question(handle.task_id)
     assert question is not None and question.schema["required"] == ["approved"]
@@ -95,9 +119,12 @@ async def test_a_reply_resumes_the_task_once_with_the_answer(
         await orch.reply(handle.task_id, {"note": "no decision"})
     replied = await orch.reply(handle.task_id, {"approved": True, "note": "ok by me"})
     assert replied.ask == "1" and replied.waited_s >= 0
+    assert await orch.task_state(handle.task_id) == "queued"  # and nobody to take it
     with pytest.raises(AlreadyReplied):
         await orch.reply(handle.task_id, {"approved": False})
-    result = await handle.result(timeout=30)
+    assert await orch.task_state(handle.task_id) == "queued"
+    async with running(new_worker()) as resumer:
+        result = await handle.result(timeout=30)
     assert result.output == {"approved": True, "note": "ok by me"}
     with pytest.raises(AlreadyReplied):  # done now, and its question was answered
         await orch.reply(handle.task_id, {"approved": False})
@@ -112,7 +139,7 @@ async def test_a_reply_resumes_the_task_once_with_the_answer(
         "answered True",
     ]
     assert await orch.waiting() == []
-    assert worker.stats.parked == 1
+    assert (parker.stats.parked, resumer.stats.parked) == (1, 0)
     events = await _events(client, settings.prefix, handle.task_id)
     assert [e for e in events if e in ("waiting", "replied")] == ["waiting", "replied"]
     assert events[-1] == "succeeded" and events.count("succeeded") == 1  # one result
@@ -191,16 +218,17 @@ async def test_an_escalation_nobody_answers_fails_the_task(
 
 
 async def test_a_waiting_task_can_be_cancelled(
-    orch: Orchestrator, worker: Worker, tmp_path: Path
+    orch: Orchestrator, worker: Worker, client: Redis, tmp_path: Path
 ) -> None:
-    handle = await _submit(orch, tmp_path, timeout_s=0.5)
+    handle = await _submit(orch, tmp_path, timeout_s=600)
     await _waiting(orch, handle)
     assert await orch.cancel(handle.task_id) == "ok"
     result = await handle.result(timeout=10)
     assert _outcome(result)[:2] == ("failed", "cancelled")
     with pytest.raises(NotWaiting):
         await orch.reply(handle.task_id, {"approved": True})
-    await asyncio.sleep(1.0)  # past the wait's timeout: nothing wakes it
+    # Its wait's timer left with the cancel: the timeout has nothing to wake.
+    assert await _run_out(client, orch, [handle]) == 0
     assert _outcome(await handle.result(timeout=1))[:2] == ("failed", "cancelled")
     assert len(_runs(tmp_path)) == 2  # started and prepared, once
     assert await orch.waiting() == []
@@ -223,26 +251,68 @@ async def test_a_deadline_that_passes_while_waiting_ends_the_task(
 
 
 async def test_a_reply_racing_the_timeout_resumes_the_task_once(
-    orch: Orchestrator, worker: Worker, tmp_path: Path
+    orch: Orchestrator, new_worker: NewWorker, client: Redis, settings: Settings, tmp_path: Path
 ) -> None:
-    handles = [await _submit(orch, tmp_path, timeout_s=0.5, on_timeout="fail") for _ in range(20)]
-    for h in handles:
-        await _waiting(orch, h)
-    won = 0
-    for h in handles:  # replies land around the timeouts: each is one or the other, whole
-        await asyncio.sleep(0.02)
-        try:
-            await orch.reply(h.task_id, {"approved": True})
-            won += 1
-        except NotWaiting:
-            pass
-    results = [await h.result(timeout=30) for h in handles]
-    outcomes = sorted(_outcome(r)[:2] for r in results)
-    assert outcomes.count(("success", None)) == won
-    assert outcomes.count(("failed", "reply_timeout")) == len(handles) - won
+    """Both orders of the race, each made to happen (not left to timing): the reply script
+    and the wake script each run whole, so every race ends in one of these two orders.
+
+    - The reply first: it takes the wait's timer out with it, so when the time is up
+      nothing fires; the task resumes with the answer.
+    - The timeout first: the wake queues the task again, and a reply landing before any
+      worker takes it (state ``queued``) is refused; the task resumes to its policy.
+
+    No worker runs between the park and the end of the replies but one that reads tier p0
+    only: its delayed pump wakes the waits that ran out, into p2, where nobody reads. The
+    waits are made to run out now by moving their timers' due time, not by sleeping."""
+    async with running(new_worker()):
+        handles = [await _submit(orch, tmp_path, timeout_s=600) for _ in range(2 * RACERS)]
+        for h in handles:
+            await _waiting(orch, h)
+    replied_first, timed_out_first = handles[:RACERS], handles[RACERS:]
+    for h in replied_first:
+        await orch.reply(h.task_id, {"approved": True, "note": "in time"})
+    # Every wait that still has a timer is due now: the replied ones have none left.
+    assert await _run_out(client, orch, handles) == len(timed_out_first)
+    async with running(new_worker(Placement(("p0",), (0, 1)))):  # its pump, no reader of p2
+
+        async def woken() -> bool:
+            states = [await orch.task_state(h.task_id) for h in timed_out_first]
+            return states == ["queued"] * len(timed_out_first)
+
+        await eventually(woken, timeout=30, what="the timed-out waits queued again")
+        for h in timed_out_first:  # too late: the timeout won, its task not yet taken
+            with pytest.raises(NotWaiting) as late:
+                await orch.reply(h.task_id, {"approved": True, "note": "late"})
+            assert late.value.state == "queued"
+        assert [await orch.task_state(h.task_id) for h in replied_first] == ["queued"] * RACERS
+    async with running(new_worker()):
+        results = {h.task_id: _outcome(await h.result(timeout=30)) for h in handles}
+    won = [results[h.task_id] for h in replied_first]
+    lost = [results[h.task_id] for h in timed_out_first]
+    assert won == [("success", None, {"approved": True, "note": "in time"})] * RACERS
+    assert [outcome[:2] for outcome in lost] == [("failed", "reply_timeout")] * RACERS
+    assert len(won) > 0 and len(lost) > 0
     # every task started twice (asked, resumed) and never a third time
     starts = [line.split(" ")[0] for line in _runs(tmp_path) if line.endswith("start")]
     assert sorted(starts.count(h.task_id) for h in handles) == [2] * len(handles)
+    for h in handles:
+        events = await _events(client, settings.prefix, h.task_id)
+        ended = [e for e in events if e in ("replied", "wait_expired")]
+        assert ended == (["replied"] if h in replied_first else ["wait_expired"]), events
+
+
+RACERS = 4  # tasks on each side of the race
+
+
+async def _run_out(client: Redis, orch: Orchestrator, handles: list[TaskHandle]) -> int:
+    """Make the waits of these tasks that still have a timer due now (their member in the
+    shard's delayed set, ``w:<task id>``, rescored: XX never adds one); how many had one."""
+    now = int(time.time() * 1000)
+    changed = 0
+    for h in handles:
+        delayed = orch.keys.shard(h.agent, h.shard).delayed
+        changed += int(await client.zadd(delayed, {f"w:{h.task_id}": now}, xx=True, ch=True) or 0)
+    return changed
 
 
 async def test_the_exporter_counts_the_waiting_tasks(

@@ -36,6 +36,9 @@ def model_config(url: str, **overrides: Any) -> ModelConfig:
 
 MakeCalls = Callable[..., ModelCalls]
 
+# The hostile cases run against each provider: the same misbehaviour in each API's shapes.
+PROVIDERS = ("openai", "anthropic")
+
 
 @pytest.fixture
 async def make_calls(client: Redis, prefix: str) -> AsyncIterator[MakeCalls]:

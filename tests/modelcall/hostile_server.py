@@ -15,6 +15,9 @@ model of a test (``server.url("big200")`` → ``http://127.0.0.1:<port>/big200/v
 - ``hang<n>``: the first ``n`` requests get no answer at all (not even headers); the next
   are answered like ``perchar1``.
 - ``late<ms>``: answered like ``perchar1``, headers and body after ``ms`` milliseconds.
+
+A request to ``.../messages`` (the Anthropic provider) gets the same behaviour in the
+Messages API's shapes: its answer body, its usage fields and its stream events.
 """
 
 from __future__ import annotations
@@ -127,6 +130,7 @@ class HostileServer:
         body: bytes,
     ) -> bool:
         """Answer one request; False when the connection is to be dropped."""
+        anthropic = target.rstrip("/").endswith("/messages")
         match = _MODE.match(target)
         mode, number = (match.group(1), int(match.group(2) or 0)) if match else ("", 0)
         with self._lock:
@@ -144,6 +148,9 @@ class HostileServer:
             headers = [("content-type", "text/event-stream")]
             writer.write(conn.send(h11.Response(status_code=200, headers=headers)))
             event = b'data: {"choices": [{"delta": {"content": "t"}}]}\n\n'
+            if anthropic:
+                event = _ANTHROPIC_DELTA
+                writer.write(conn.send(h11.Data(data=_ANTHROPIC_START)))
             writer.write(conn.send(h11.Data(data=event * number)))
             await writer.drain()
             await reader.read()  # until the client gives up on the stalled stream
@@ -158,10 +165,11 @@ class HostileServer:
             await asyncio.sleep(number / 1000)
         request = orjson.loads(body)
         per_char = number if mode == "perchar" else 1
-        chars = sum(len(str(m.get("content") or "")) for m in request["messages"])
+        chars = sum(_chars(m.get("content")) for m in request["messages"])
         usage = {"prompt_tokens": chars * per_char, "completion_tokens": request["max_tokens"]}
         self._note(mode, usage["prompt_tokens"] + usage["completion_tokens"])
-        await _send(conn, writer, 200, "application/json", orjson.dumps(_completion(usage)))
+        answer = _message(usage) if anthropic else _completion(usage)
+        await _send(conn, writer, 200, "application/json", orjson.dumps(answer))
         return True
 
     async def _junk(self, conn: h11.Connection, writer: asyncio.StreamWriter, target: str) -> None:
@@ -180,6 +188,40 @@ class HostileServer:
     def _note(self, mode: str, tokens: int) -> None:
         with self._lock:
             self.arrivals.append(Arrival(time.monotonic(), mode, tokens))
+
+
+_ANTHROPIC_START = (
+    b'event: message_start\ndata: {"type": "message_start", "message": {"model": "hostile",'
+    b' "usage": {"input_tokens": 1, "output_tokens": 1}}}\n\n'
+    b'event: content_block_start\ndata: {"type": "content_block_start", "index": 0,'
+    b' "content_block": {"type": "text", "text": ""}}\n\n'
+)
+_ANTHROPIC_DELTA = (
+    b'event: content_block_delta\ndata: {"type": "content_block_delta", "index": 0,'
+    b' "delta": {"type": "text_delta", "text": "t"}}\n\n'
+)
+
+
+def _chars(content: Any) -> int:
+    """Characters of a message's text: a string (OpenAI) or text blocks (Anthropic)."""
+    if isinstance(content, list):
+        return sum(len(str(b.get("text", ""))) for b in content if isinstance(b, dict))
+    return len(str(content or ""))
+
+
+def _message(usage: dict[str, int]) -> dict[str, Any]:
+    """The Messages API's answer, with its usage fields."""
+    return {
+        "type": "message",
+        "role": "assistant",
+        "model": "hostile",
+        "content": [{"type": "text", "text": "ok"}],
+        "stop_reason": "end_turn",
+        "usage": {
+            "input_tokens": usage["prompt_tokens"],
+            "output_tokens": usage["completion_tokens"],
+        },
+    }
 
 
 def _completion(usage: dict[str, int]) -> dict[str, Any]:

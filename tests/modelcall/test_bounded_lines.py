@@ -7,7 +7,7 @@ from collections.abc import AsyncIterator
 import httpx
 import pytest
 
-from deepagents.modelcall.providers.openai import _bounded_lines
+from deepagents.modelcall.providers.http import bounded_lines as _bounded_lines
 from deepagents.modelcall.retrying import ErrorKind, ProviderError
 
 

@@ -20,7 +20,7 @@ from deepagents.modelcall import wrap_model_call
 from deepagents.store.models.budget import holds_key
 from deepagents.store.models.gates import Budget
 from deepagents.store.models.keys import ModelKeys
-from tests.modelcall.conftest import FAST, MakeCalls, model_config
+from tests.modelcall.conftest import FAST, PROVIDERS, MakeCalls, model_config
 from tests.modelcall.fleet import ROOT, run_fleet
 from tests.modelcall.hostile_server import HostileServer
 from tests.support.wait import eventually
@@ -252,14 +252,15 @@ async def test_the_hold_of_a_killed_process_expires(
     assert await client.zcard(holds) == 0
 
 
+@pytest.mark.parametrize("provider", PROVIDERS)
 async def test_a_retry_after_billed_partial_output_stays_within_the_budget(
-    server: HostileServer, make_calls: MakeCalls, client: Redis, prefix: str
+    server: HostileServer, make_calls: MakeCalls, client: Redis, prefix: str, provider: str
 ) -> None:
     # Each attempt streams 60 tokens (0.06 USD, billed) and stalls. The hold must cover them
     # and the retry's worst case (0.1 USD): 0.16 USD does not fit a budget of 0.15.
     model = model_config(
         server.url("stall60"),
-        **{**PRICES, "stream": True},
+        **{**PRICES, "stream": True, "provider": provider},
         limits={"daily_budget_usd": 0.15},
         timeouts={"total_s": 10, "first_token_s": 2, "per_token_s": 0.2},
     )

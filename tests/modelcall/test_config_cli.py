@@ -84,9 +84,52 @@ def test_sim_model_command_serves_on_loopback() -> None:
             proc.stderr.close()
 
 
+def test_the_simulator_process_speaks_tools_anthropic_and_embeddings() -> None:
+    proc = subprocess.Popen(
+        _cli("--port", "0", "--context-tokens", "60", "--embedding-dims", "4"),
+        cwd=ROOT,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+        text=True,
+    )
+    try:
+        assert proc.stdout is not None
+        match = re.search(r"(http://127\.0\.0\.1:\d+/v1)", proc.stdout.readline())
+        assert match
+        url = match.group(1)
+        ask = {"role": "user", "content": 'sim: call lookup {"q": "x"}'}
+        with httpx.Client(timeout=10) as http:
+            chat = http.post(f"{url}/chat/completions", json={"messages": [ask]}).json()
+            (call,) = chat["choices"][0]["message"]["tool_calls"]
+            assert call["function"] == {"name": "lookup", "arguments": '{"q": "x"}'}
+            claude = http.post(
+                f"{url}/messages", json={"model": "c", "max_tokens": 9, "messages": [ask]}
+            ).json()
+            assert claude["stop_reason"] == "tool_use"
+            assert claude["content"][0]["input"] == {"q": "x"}
+            vectors = http.post(f"{url}/embeddings", json={"input": ["a", "b"]}).json()
+            assert [len(item["embedding"]) for item in vectors["data"]] == [4, 4]
+            long = {"messages": [{"role": "user", "content": "word " * 100}]}
+            refused = http.post(f"{url}/chat/completions", json=long)
+            assert refused.status_code == 400
+            assert refused.json()["error"]["code"] == "context_length_exceeded"
+    finally:
+        proc.terminate()
+        proc.wait(timeout=10)
+        if proc.stdout:
+            proc.stdout.close()
+
+
 @pytest.mark.parametrize(
     "args",
-    [["--error-rate", "1.5"], ["--burst", "200:1"], ["--burst", "oops"], ["--port", "70000"]],
+    [
+        ["--error-rate", "1.5"],
+        ["--burst", "200:1"],
+        ["--burst", "oops"],
+        ["--port", "70000"],
+        ["--context-tokens", "0"],
+        ["--embedding-dims", "0"],
+    ],
 )
 def test_sim_model_bad_arguments(args: list[str]) -> None:
     done = subprocess.run(_cli(*args), cwd=ROOT, capture_output=True, text=True, timeout=60)

@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 
 from deepagents.modelcall import wrap_model_call
-from tests.modelcall.conftest import MakeCalls, model_config
+from tests.modelcall.conftest import PROVIDERS, MakeCalls, model_config
 from tests.modelcall.hostile_server import HostileServer
 
 
@@ -21,6 +21,7 @@ def server() -> Iterator[HostileServer]:
         yield running
 
 
+@pytest.mark.parametrize("provider", PROVIDERS)
 @pytest.mark.parametrize(
     ("timeouts", "hung"),
     [
@@ -29,22 +30,29 @@ def server() -> Iterator[HostileServer]:
     ],
 )
 async def test_a_hung_plain_attempt_leaves_time_for_a_retry(
-    server: HostileServer, make_calls: MakeCalls, timeouts: dict[str, Any], hung: int
+    server: HostileServer,
+    make_calls: MakeCalls,
+    timeouts: dict[str, Any],
+    hung: int,
+    provider: str,
 ) -> None:
-    calls = make_calls(
-        {"m": model_config(server.url(f"hang{hung}"), stream=False, timeouts=timeouts)}
+    model = model_config(
+        server.url(f"hang{hung}"), stream=False, timeouts=timeouts, provider=provider
     )
+    calls = make_calls({"m": model})
     reply = await wrap_model_call("m", prompt="q", calls=calls)
     assert not reply.degraded
+    finished = "end_turn" if provider == "anthropic" else "stop"
     assert [(a.outcome, a.detail) for a in reply.attempts] == [
         *[("transient", "attempt_timeout")] * hung,
-        ("ok", "stop"),
+        ("ok", finished),
     ]
     assert len(server.log("hang")) == hung + 1
 
 
+@pytest.mark.parametrize("provider", PROVIDERS)
 async def test_first_token_s_does_not_bound_a_plain_answer(
-    server: HostileServer, make_calls: MakeCalls
+    server: HostileServer, make_calls: MakeCalls, provider: str
 ) -> None:
     # Headers and body after 1.5 s, with first_token_s 0.5: a plain answer is accepted.
     calls = make_calls(
@@ -52,6 +60,7 @@ async def test_first_token_s_does_not_bound_a_plain_answer(
             "m": model_config(
                 server.url("late1500"),
                 stream=False,
+                provider=provider,
                 timeouts={"total_s": 10, "first_token_s": 0.5},
             )
         }

@@ -15,7 +15,7 @@ import orjson
 import pytest
 
 from deepagents.modelcall import ResponseTooLarge, wrap_model_call
-from tests.modelcall.conftest import FAST, MakeCalls, model_config
+from tests.modelcall.conftest import FAST, PROVIDERS, MakeCalls, model_config
 from tests.modelcall.fleet import ROOT
 from tests.modelcall.hostile_server import BIG, HostileServer
 
@@ -41,19 +41,30 @@ def _run(spec: dict[str, Any]) -> dict[str, Any]:
     return result
 
 
+@pytest.mark.parametrize("provider", PROVIDERS)
 @pytest.mark.parametrize(
     ("mode", "stream"), [("big200", False), ("big500", False), ("bigsse", True)]
 )
 async def test_an_oversized_answer_is_response_too_large(
-    server: HostileServer, redis_url: str, prefix: str, mode: str, stream: bool
+    server: HostileServer, redis_url: str, prefix: str, mode: str, stream: bool, provider: str
 ) -> None:
     spec = {
         "redis_url": redis_url,
         "prefix": prefix,
         "stream": stream,
         "models": {
-            "warm": {"base_url": server.url("perchar1"), **FAST, "stream": False},
-            "big": {"base_url": server.url(mode), **FAST, "max_response_bytes": CAP},
+            "warm": {
+                "base_url": server.url("perchar1"),
+                **FAST,
+                "stream": False,
+                "provider": provider,
+            },
+            "big": {
+                "base_url": server.url(mode),
+                **FAST,
+                "max_response_bytes": CAP,
+                "provider": provider,
+            },
         },
     }
     outcome = await asyncio.to_thread(_run, spec)
@@ -66,23 +77,30 @@ async def test_an_oversized_answer_is_response_too_large(
     assert peak / baseline <= 1 + 2 * CAP / baseline, (peak - baseline) / CAP
 
 
+@pytest.mark.parametrize("provider", PROVIDERS)
 async def test_an_announced_oversized_length_is_refused_before_reading(
-    server: HostileServer, make_calls: MakeCalls
+    server: HostileServer, make_calls: MakeCalls, provider: str
 ) -> None:
     # Headers announce 50 MB and no body follows: refused at the headers, not timed out.
     model = model_config(
-        server.url("biglen"), stream=False, max_response_bytes=CAP, timeouts={"total_s": 10}
+        server.url("biglen"),
+        stream=False,
+        max_response_bytes=CAP,
+        timeouts={"total_s": 10},
+        provider=provider,
     )
     calls = make_calls({"m": model})
     with pytest.raises(ResponseTooLarge):
         await wrap_model_call("m", prompt="q", calls=calls)
 
 
+@pytest.mark.parametrize("provider", PROVIDERS)
 async def test_retrying_an_oversized_answer_when_configured(
-    server: HostileServer, make_calls: MakeCalls
+    server: HostileServer, make_calls: MakeCalls, provider: str
 ) -> None:
     model = model_config(
         server.url("big200"),
+        provider=provider,
         stream=False,
         max_response_bytes=CAP,
         retry={"max_retries": 1, "response_too_large": True},

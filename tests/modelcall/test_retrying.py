@@ -12,7 +12,7 @@ import pytest
 
 from deepagents.config.models import RetryConfig
 from deepagents.contract.task import utcnow
-from deepagents.modelcall.providers.openai import map_httpx_error
+from deepagents.modelcall.providers.http import map_httpx_error
 from deepagents.modelcall.retrying import (
     ErrorKind,
     ProviderError,

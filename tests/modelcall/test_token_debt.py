@@ -14,7 +14,7 @@ from redis.asyncio import Redis
 
 from deepagents.modelcall import wrap_model_call
 from deepagents.store.models.admission import RateLimiter
-from tests.modelcall.conftest import FAST, MakeCalls, model_config
+from tests.modelcall.conftest import FAST, PROVIDERS, MakeCalls, model_config
 from tests.modelcall.fleet import run_fleet
 from tests.modelcall.hostile_server import HostileServer, max_window_tokens
 from tests.support.wait import eventually
@@ -29,10 +29,17 @@ def server() -> Iterator[HostileServer]:
 
 
 def _spec(
-    redis_url: str, prefix: str, url: str, prompt: str, calls: int, **limits: Any
+    redis_url: str,
+    prefix: str,
+    url: str,
+    prompt: str,
+    calls: int,
+    provider: str = "openai",
+    **limits: Any,
 ) -> dict[str, Any]:
     model = {
         "base_url": url,
+        "provider": provider,
         **FAST,
         "stream": False,
         "max_tokens": MAX_TOKENS,
@@ -65,14 +72,23 @@ async def test_under_estimated_prompts_stay_within_the_limit(
     assert max_window_tokens(arrivals, WINDOW_S) <= TPM + per_call
 
 
+@pytest.mark.parametrize("provider", PROVIDERS)
 async def test_usage_above_the_reservation_is_charged_as_debt(
-    server: HostileServer, client: Redis, redis_url: str, prefix: str
+    server: HostileServer, client: Redis, redis_url: str, prefix: str, provider: str
 ) -> None:
     # The server reports 3 tokens per character: more than any tokenizer (above the bound),
     # so only the debt can keep the window right. One call in flight at a time, fleet-wide.
     prompt = "a" * 100
     per_call = 300 + MAX_TOKENS
-    spec = _spec(redis_url, prefix, server.url("perchar3"), prompt, calls=6, fleet_concurrency=1)
+    spec = _spec(
+        redis_url,
+        prefix,
+        server.url("perchar3"),
+        prompt,
+        calls=6,
+        provider=provider,
+        fleet_concurrency=1,
+    )
     summaries = await run_fleet(client, spec, processes=2)
     results = [r for s in summaries for r in s["results"]]
     assert len(results) == 12 and all(r["ok"] for r in results), results

@@ -63,7 +63,9 @@ async def test_a_healthy_canary_is_promoted_in_steps_to_100(
                     return (await ops.state(NAME)).phase == "promoted"
 
                 await eventually(promoted, timeout=120, what="the promotion to 100%")
-                await asyncio.sleep(2)  # every orchestrator refreshed: new tasks to 1.3.0
+                await eventually(
+                    lambda: _routes_promoted(orch), timeout=30, what="routing by the promotion"
+                )
                 after = await orch.submit_many(
                     [Task(intent="canaried", payload={}) for _ in range(50)]
                 )
@@ -91,3 +93,11 @@ async def test_a_healthy_canary_is_promoted_in_steps_to_100(
             assert event["by"] == "controller:test"
     assert {r.agent_version for r in results[-50:]} == {"1.3.0"}
     assert len({r.task_id for r in results}) == len(results)
+
+
+async def _routes_promoted(orch: Orchestrator) -> bool:
+    """The orchestrator's routing snapshot (refreshed every second) has the promotion: its
+    new tasks go to 1.3.0."""
+    assert orch.versions is not None
+    snapshot = orch.versions.snapshots.get(NAME)
+    return snapshot is not None and snapshot.state.phase == "promoted"

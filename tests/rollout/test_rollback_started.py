@@ -16,6 +16,8 @@ from deepagents.config import Settings
 from deepagents.contract import Task
 from deepagents.orchestrator import Orchestrator
 from deepagents.orchestrator.rollout_ops import RolloutOps
+from deepagents.orchestrator.versions import split
+from deepagents.store.rollout_state import RolloutState
 from tests.rollout.agents import NAME, StableAgent
 from tests.rollout.conftest import live, processes, rollout_config, write_config
 from tests.support.replies import as_bytes
@@ -44,9 +46,8 @@ async def test_a_started_canary_task_is_finished_only_by_a_canary_worker(
         async with Orchestrator.from_client(
             client, config=config, settings=settings, agents=[StableAgent]
         ) as orch:
-            handles = await orch.submit_many(
-                [Task(intent="canaried", payload={}) for _ in range(60)]
-            )
+            tasks = [Task(intent="canaried", payload={}) for _ in range(60)]
+            handles = await orch.submit_many(tasks)
 
             async def canary_started() -> bool:
                 runs = await runs_by_task(client, prefix)
@@ -73,5 +74,9 @@ async def test_a_started_canary_task_is_finished_only_by_a_canary_worker(
         assert result.agent_version in runs[task_id]
         if task_id not in started:
             assert runs[task_id] == [result.agent_version]
-    moved = [t for t, r in by_id.items() if t not in started and r.agent_version == "1.2.0"]
-    assert moved  # the canary's unstarted tasks went to stable
+    # The canary's unstarted tasks went to stable: tasks its split sent to the canary (a
+    # task the split sent to stable in the first place proves nothing of the rollback).
+    initial = RolloutState.initial(NAME, config.rollouts[NAME])
+    for_canary = {t.task_id for t in tasks if split(initial, t) == "1.3.0"}
+    moved = [t for t in for_canary - started if by_id[t].agent_version == "1.2.0"]
+    assert moved, "the rollback moved none of the canary's unstarted tasks"

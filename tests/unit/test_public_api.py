@@ -61,6 +61,11 @@ ERROR_CODES = {
     "step_error",
     "state_too_large",
     "step_too_large",
+    "tool_error",
+    "tool_invalid_arguments",
+    "tool_protocol_error",
+    "tool_timeout",
+    "tool_unavailable",
     # exceptions
     "error",
     "config_error",
@@ -109,11 +114,15 @@ ERROR_CODES = {
     "too_many_in_flight",
     "internal_error",
     "unavailable",
+    # the agent toolkit's middleware
+    "guardrail_denied",
+    "limit_exceeded",
+    "loop_detected",
 }
 
 
 # Top-level modules of optional extras that a module may import at its top.
-OPTIONAL = {"grpc", "google"}
+OPTIONAL = {"grpc", "google", "mcp"}
 
 
 def _package_classes() -> Iterator[type]:

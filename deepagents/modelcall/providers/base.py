@@ -13,6 +13,8 @@ from typing import Any, Protocol
 
 import httpx
 
+from deepagents.contract.toolcalls import ToolCall, ToolDefinition
+
 
 @dataclass(frozen=True, slots=True)
 class AttemptSpec:
@@ -32,6 +34,8 @@ class AttemptSpec:
     extra: dict[str, Any] = field(default_factory=dict)  # temperature, stop, ... (no prompt)
     max_response_bytes: int = 4 * 1024 * 1024  # a larger body is response_too_large
     max_line_bytes: int = 256 * 1024  # so is a longer stream line
+    tools: Sequence[ToolDefinition] = ()  # offered to the model; calls must name one of them
+    max_tool_call_bytes: int = 65_536  # one call's arguments, as JSON text
 
 
 @dataclass(frozen=True, slots=True)
@@ -44,8 +48,12 @@ class Completion:
     connect_ms: float | None
     first_token_ms: float | None
     total_ms: float
-    finish_reason: str | None = None
+    finish_reason: str | None = None  # the provider's own word (stop, tool_calls, end_turn...)
+    tool_calls: tuple[ToolCall, ...] = ()  # validated: offered names, JSON-object arguments
+    vectors: tuple[tuple[float, ...], ...] = ()  # embeddings: one per input, in input order
 
 
 class Provider(Protocol):
+    path: str  # appended to the model's base_url: the endpoint of one completion
+
     async def complete(self, client: httpx.AsyncClient, spec: AttemptSpec) -> Completion: ...

@@ -1,0 +1,231 @@
+"""The console's pages as HTML, rendered on the server: every value escaped, no script, one
+stylesheet of the gateway's own (``static/console.css``)."""
+
+from __future__ import annotations
+
+import html
+from datetime import UTC, datetime
+from typing import Any
+
+import orjson
+
+from deepagents.gateway.console_forms import FormField, render_fields
+from deepagents.store.audit.task_events import TaskEvent
+from deepagents.store.rollout_state import RolloutState
+from deepagents.transport.base import Waiting, now_ms
+
+NAV = (("inbox", "/ui/inbox", "Inbox"), ("queues", "/ui/queues", "Queues"))
+# Columns of an audit event a timeline row shows, when the event has them.
+_TIMELINE = (
+    "attempt", "deliveries", "status", "error_code", "error", "reason", "model",
+    "latency_ms", "queue_ms", "tokens_used", "cost_usd",
+)  # fmt: skip
+
+
+def e(value: object) -> str:
+    return html.escape(str(value))
+
+
+def layout(title: str, body: str, *, tenant: str | None, csrf: str = "", refresh_s: int = 0) -> str:
+    nav = ""
+    if tenant is not None:
+        links = "".join(f'<a href="{href}">{label}</a>' for _, href, label in NAV)
+        nav = (
+            f'<nav>{links}<span class="tenant">tenant {e(tenant)}</span>'
+            f'<form method="post" action="/ui/logout"><input type="hidden" name="csrf" '
+            f'value="{e(csrf)}"><button type="submit">Sign out</button></form></nav>'
+        )
+    refresh = f'<meta http-equiv="refresh" content="{refresh_s}">' if refresh_s else ""
+    return (
+        '<!doctype html><html lang="en"><head><meta charset="utf-8">'
+        f"<title>{e(title)} · deepagents</title>{refresh}"
+        '<link rel="stylesheet" href="/ui/static/console.css"></head>'
+        f"<body><header><strong>deepagents</strong> console</header>{nav}"
+        f"<main><h1>{e(title)}</h1>{body}</main></body></html>"
+    )
+
+
+def sign_in(error: str = "") -> str:
+    shown = f'<p class="error" role="alert">{e(error)}</p>' if error else ""
+    body = (
+        f'{shown}<form method="post" action="/ui/login" class="card">'
+        '<label for="key">API key</label>'
+        '<input id="key" name="key" type="password" autocomplete="off" required>'
+        '<button type="submit">Sign in</button></form>'
+        "<p>The key your operator issued (<code>deepagents gateway --new-key TENANT</code>). "
+        "It is kept in a cookie this page's scripts cannot read, for this site only.</p>"
+    )
+    return layout("Sign in", body, tenant=None)
+
+
+def _when(ms: int) -> str:
+    return datetime.fromtimestamp(ms / 1000, UTC).strftime("%Y-%m-%d %H:%M:%S UTC")
+
+
+def _age(ms: int) -> str:
+    seconds = max(0, now_ms() - ms) // 1000
+    return f"{seconds} s" if seconds < 120 else f"{seconds // 60} min"
+
+
+def inbox(tenant: str, csrf: str, waiting: list[Waiting], newest_first: bool) -> str:
+    order = (
+        '<p>Order: <a href="/ui/inbox?order=oldest">oldest first</a> · '
+        '<a href="/ui/inbox?order=newest">newest first</a></p>'
+    )
+    if not waiting:
+        return layout(
+            "Inbox", order + "<p>No question is waiting for you.</p>", tenant=tenant, csrf=csrf
+        )
+    rows = "".join(
+        f'<tr data-task="{e(w.task_id)}"><td><a href="/ui/tasks/{e(w.task_id)}">{e(w.question)}</a>'
+        f"</td><td>{e(w.agent)}</td><td>{_age(w.asked_ms)}</td><td>{_when(w.due_ms)}</td>"
+        f"<td>{e(w.on_timeout)}</td><td><code>{e(w.task_id)}</code></td></tr>"
+        for w in waiting
+    )
+    table = (
+        "<table><thead><tr><th>question</th><th>agent</th><th>waiting</th><th>times out</th>"
+        f"<th>then</th><th>task</th></tr></thead><tbody>{rows}</tbody></table>"
+    )
+    shown = "newest" if newest_first else "oldest"
+    return layout(
+        "Inbox",
+        f"{order}<p>{len(waiting)} waiting, {shown} first.</p>{table}",
+        tenant=tenant,
+        csrf=csrf,
+    )
+
+
+def _row(event: TaskEvent) -> str:
+    data = event.data
+    raw = data.get("detail")
+    detail: dict[str, Any] = raw if isinstance(raw, dict) else {}
+    facts = [f"{k}={data[k]}" for k in _TIMELINE if k in data]
+    facts += [f"{k}={detail[k]}" for k in ("step", "phase", "ask", "question") if k in detail]
+    return (
+        f'<tr data-event="{e(event.type)}"><td>{e(data.get("ts", ""))}</td>'
+        f"<td>{e(event.type)}</td><td>{e(' '.join(map(str, facts)))}</td></tr>"
+    )
+
+
+def _trace_id(events: list[TaskEvent]) -> str | None:
+    for event in events:
+        if event.data.get("trace_id"):
+            return str(event.data["trace_id"])
+    return None
+
+
+def task_page(
+    *,
+    tenant: str,
+    csrf: str,
+    task_id: str,
+    info: dict[str, Any],
+    question: dict[str, Any] | None,
+    fields: list[FormField],
+    values: dict[str, str],
+    errors: dict[str, str],
+    notice: str,
+    events: list[TaskEvent],
+    result: dict[str, Any] | None,
+    events_recorded: bool,
+    dead_letter: str | None = None,
+) -> str:
+    state = str(info.get("state") or "unknown")
+    facts = [
+        ("state", state),
+        ("agent", info.get("agent")),
+        ("tier", info.get("tier") or info.get("submitted_tier")),
+        ("shard", info.get("shard")),
+        ("attempt", info.get("attempt")),
+        ("trace id", _trace_id(events)),
+    ]
+    dl = "".join(
+        f'<dt>{e(k)}</dt><dd data-fact="{e(k)}">{e(v)}</dd>'
+        for k, v in facts
+        if v not in (None, "")
+    )
+    parts = [f'<p class="notice" role="status">{e(notice)}</p>' if notice else ""]
+    parts.append(f'<dl class="card">{dl}</dl>')
+    if question is not None:
+        parts.append(
+            f'<section class="card question"><h2>Question</h2><p>{e(question["question"])}</p>'
+            f'<form method="post" action="/ui/tasks/{e(task_id)}/reply">'
+            f'<input type="hidden" name="csrf" value="{e(csrf)}">'
+            f'<input type="hidden" name="ask" value="{e(question["ask"])}">'
+            f"{render_fields(fields, values, errors)}"
+            '<button type="submit" name="action" value="respond">Send the answer</button>'
+            "</form></section>"
+        )
+    if state in ("queued", "waiting"):
+        parts.append(
+            f'<form method="post" action="/ui/tasks/{e(task_id)}/cancel" class="actions">'
+            f'<input type="hidden" name="csrf" value="{e(csrf)}">'
+            '<button type="submit" class="danger">Cancel the task</button></form>'
+        )
+    if dead_letter is not None:
+        parts.append(
+            f'<form method="post" action="/ui/tasks/{e(task_id)}/replay" class="actions">'
+            f'<input type="hidden" name="csrf" value="{e(csrf)}">'
+            f'<input type="hidden" name="entry" value="{e(dead_letter)}">'
+            '<button type="submit">Replay from the dead-letter stream</button></form>'
+        )
+    if result is not None:
+        parts.append(
+            '<section class="card"><h2>Result</h2><pre data-result>'
+            f"{e(orjson.dumps(result, option=orjson.OPT_INDENT_2).decode())}</pre></section>"
+        )
+    if events:
+        rows = "".join(_row(ev) for ev in events)
+        parts.append(
+            "<section><h2>Timeline</h2><table><thead><tr><th>time</th><th>event</th>"
+            f"<th>details</th></tr></thead><tbody>{rows}</tbody></table></section>"
+        )
+    elif not events_recorded:
+        parts.append(
+            "<p>This deployment records no audit events (DEEPAGENTS_OUTBOX is off): "
+            "no timeline.</p>"
+        )
+    refresh = 2 if state in ("queued", "running", "retrying") else 0
+    return layout(f"Task {task_id}", "".join(parts), tenant=tenant, csrf=csrf, refresh_s=refresh)
+
+
+def _rollouts(rollouts: list[RolloutState]) -> str:
+    if not rollouts:
+        return "<h2>Rollouts</h2><p>No rollout is running.</p>"
+    body = "".join(
+        f'<tr data-rollout="{e(r.agent)}"><td>{e(r.agent)}</td><td>{e(r.stable)}</td>'
+        f"<td>{e(r.canary or '')}</td><td>{r.weight:.0%}</td><td>{e(r.phase)}</td>"
+        f"<td>{e(r.reason)}</td></tr>"
+        for r in rollouts
+    )
+    return (
+        "<h2>Rollouts</h2><table><thead><tr><th>agent</th><th>stable</th><th>canary</th>"
+        f"<th>canary weight</th><th>phase</th><th>last decision</th></tr></thead>"
+        f"<tbody>{body}</tbody></table>"
+    )
+
+
+def queues(
+    tenant: str,
+    csrf: str,
+    rows: list[dict[str, Any]],
+    workers: dict[str, int],
+    rollouts: list[RolloutState],
+) -> str:
+    cols = (
+        "agent", "version", "tier", "shard", "length", "pending", "lag",
+        "oldest_pending_ms", "dead_letters", "delayed",
+    )  # fmt: skip
+    head = "".join(f"<th>{e(c.replace('_', ' '))}</th>" for c in cols) + "<th>live workers</th>"
+    body = "".join(
+        "<tr>"
+        + "".join(f"<td>{e(r.get(c, '') if r.get(c) is not None else '')}</td>" for c in cols)
+        + f"<td>{workers.get(str(r.get('agent')), 0)}</td></tr>"
+        for r in rows
+    )
+    table = f"<table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>"
+    return layout("Queues", table + _rollouts(rollouts), tenant=tenant, csrf=csrf, refresh_s=5)
+
+
+def message(title: str, text: str, *, tenant: str | None, csrf: str = "") -> str:
+    return layout(title, f'<p class="error" role="alert">{e(text)}</p>', tenant=tenant, csrf=csrf)

@@ -1,0 +1,362 @@
+"""The console at ``/ui`` (docs/console.md): sign-in with an API key, the inbox of waiting
+questions, a task's inspector with its answer form, the queues. Pages are HTML rendered on
+the server from Redis and the audit store; nothing is kept in the gateway's memory."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+from typing import Annotated, Any
+from urllib.parse import parse_qsl
+
+from fastapi import APIRouter, Depends
+from starlette.requests import Request
+from starlette.responses import FileResponse, HTMLResponse, RedirectResponse, Response
+
+from deepagents.contract.codec import decode_result
+from deepagents.errors import (
+    AlreadyReplied,
+    ErrorCode,
+    InvalidPayload,
+    InvalidReply,
+    NotWaiting,
+    ReplyTaskNotFound,
+)
+from deepagents.gateway import console_pages as pages
+from deepagents.gateway.auth import Principal
+from deepagents.gateway.console_forms import answer_from, fields_of, posted_values
+from deepagents.gateway.console_session import (
+    SECURITY_HEADERS,
+    SignedOut,
+    cleared_cookie_header,
+    cookie_header,
+    csrf_token,
+    form_allowed,
+    principal_of,
+    same_origin,
+)
+from deepagents.gateway.problems import Problem
+from deepagents.gateway.routes_events import events_log
+from deepagents.gateway.state import GatewayState, get_state
+from deepagents.orchestrator.admin import Admin, DeadLetterNotFound
+from deepagents.orchestrator.replies import question_of
+from deepagents.store.audit.task_events import OutboxCursor
+from deepagents.store.rollout_state import RolloutState
+
+router = APIRouter(prefix="/ui", include_in_schema=False)
+StateDep = Annotated[GatewayState, Depends(get_state)]
+STATIC = Path(__file__).parent / "static"
+MAX_FORM_BYTES = 64 * 1024
+INBOX_LIMIT = 500
+DEAD_LETTERS_SCANNED = 1000  # per agent, oldest first: a task dead longer ago needs the CLI
+
+
+def page(text: str, status: int = 200, headers: dict[str, str] | None = None) -> HTMLResponse:
+    return HTMLResponse(text, status_code=status, headers={**SECURITY_HEADERS, **(headers or {})})
+
+
+def to_sign_in() -> Response:
+    return RedirectResponse("/ui", status_code=303, headers=SECURITY_HEADERS)
+
+
+async def _form(request: Request) -> dict[str, str]:
+    body = await request.body()
+    if len(body) > MAX_FORM_BYTES:
+        raise Problem(ErrorCode.BODY_TOO_LARGE, f"a form holds at most {MAX_FORM_BYTES} bytes")
+    return dict(parse_qsl(body.decode("utf-8", "replace"), keep_blank_values=True))
+
+
+class Session:
+    """The signed-in tenant of one request, or ``SignedOut``."""
+
+    def __init__(self, request: Request, state: GatewayState) -> None:
+        principal, key = principal_of(request, state.auth)
+        self.principal: Principal = principal
+        self.key = key
+        self.csrf = csrf_token(key)
+
+    @property
+    def tenant(self) -> str:
+        return self.principal.tenant
+
+
+def _session(request: Request, state: GatewayState) -> Session | None:
+    try:
+        return Session(request, state)
+    except SignedOut:
+        return None
+
+
+@router.get("/static/console.css")
+async def stylesheet() -> Response:
+    return FileResponse(STATIC / "console.css", media_type="text/css", headers=SECURITY_HEADERS)
+
+
+@router.get("")
+async def home(request: Request, state: StateDep) -> Response:
+    if _session(request, state) is not None:
+        return RedirectResponse("/ui/inbox", status_code=303, headers=SECURITY_HEADERS)
+    return page(pages.sign_in())
+
+
+@router.post("/login")
+async def login(request: Request, state: StateDep) -> Response:
+    if not same_origin(request):
+        return page(pages.message("Refused", "a form from another site", tenant=None), 403)
+    key = (await _form(request)).get("key", "").strip()
+    try:
+        state.auth.authenticate(f"Bearer {key}")
+    except Problem:
+        return page(
+            pages.sign_in("That key is not valid; check the key your operator issued."), 401
+        )
+    return RedirectResponse(
+        "/ui/inbox",
+        status_code=303,
+        headers={**SECURITY_HEADERS, "Set-Cookie": cookie_header(request, key)},
+    )
+
+
+@router.post("/logout")
+async def logout(request: Request, state: StateDep) -> Response:
+    session = _session(request, state)
+    if session is not None and not form_allowed(
+        request, session.key, (await _form(request)).get("csrf")
+    ):
+        return page(pages.message("Refused", "a form from another site", tenant=None), 403)
+    return RedirectResponse(
+        "/ui",
+        status_code=303,
+        headers={**SECURITY_HEADERS, "Set-Cookie": cleared_cookie_header(request)},
+    )
+
+
+@router.get("/inbox")
+async def inbox(request: Request, state: StateDep, order: str = "oldest") -> Response:
+    session = _session(request, state)
+    if session is None:
+        return to_sign_in()
+    async with state.admission.admit(session.tenant, 1):
+        found = await state.orchestrator.waiting(limit=INBOX_LIMIT, tenant=session.tenant)
+        owners = await state.tasks.owners([w.task_id for w in found])
+    mine = [w for w, owner in zip(found, owners, strict=True) if owner == session.tenant]
+    newest = order == "newest"
+    if newest:
+        mine.reverse()
+    return page(pages.inbox(session.tenant, session.csrf, mine, newest))
+
+
+async def _owned(state: GatewayState, session: Session, task_id: str) -> dict[str, Any] | None:
+    """The task's record, or None when it does not exist *or is another tenant's*."""
+    if not task_id or len(task_id) > 64:
+        return None
+    owner = await state.tasks.owner(task_id)
+    if owner != session.tenant:
+        return None
+    info = await state.orchestrator.lookup(task_id)
+    return info if info is not None and info.get("state") else None
+
+
+def _not_found(session: Session, task_id: str) -> Response:
+    text = f"no task {task_id} for your tenant"
+    return page(pages.message("Not found", text, tenant=session.tenant, csrf=session.csrf), 404)
+
+
+async def _task_page(
+    state: GatewayState,
+    session: Session,
+    task_id: str,
+    info: dict[str, Any],
+    *,
+    values: dict[str, str] | None = None,
+    errors: dict[str, str] | None = None,
+    notice: str = "",
+    status: int = 200,
+) -> Response:
+    question = question_of(info)
+    log = events_log(state)
+    location = await state.tasks.location(task_id)
+    events = [] if location is None else await log.read(location, task_id, OutboxCursor())
+    raw = info.get("result")
+    shown = None
+    if question is not None:
+        shown = {"ask": question.ask, "question": question.question}
+    text = pages.task_page(
+        tenant=session.tenant,
+        csrf=session.csrf,
+        task_id=task_id,
+        info=info,
+        question=shown,
+        fields=fields_of(question.schema) if question is not None else [],
+        values=values or {},
+        errors=errors or {},
+        notice=notice,
+        events=events,
+        result=decode_result(raw).model_dump(mode="json") if raw else None,
+        events_recorded=log.recorded,
+        dead_letter=await _dead_letter(state, task_id, info),
+    )
+    return page(text, status)
+
+
+async def _dead_letter(state: GatewayState, task_id: str, info: dict[str, Any]) -> str | None:
+    """The id of the task's entry in its agent's dead-letter streams, when it is dead."""
+    if info.get("state") != "dead":
+        return None
+    admin = Admin(state.services.bus, state.tasks, state.config)
+    found = await admin.list_dead(str(info["agent"]), DEAD_LETTERS_SCANNED)
+    return next((d.entry_id for d in found if d.task_id == task_id), None)
+
+
+@router.get("/tasks/{task_id}")
+async def task(request: Request, state: StateDep, task_id: str) -> Response:
+    session = _session(request, state)
+    if session is None:
+        return to_sign_in()
+    async with state.admission.admit(session.tenant, 1):
+        info = await _owned(state, session, task_id)
+        if info is None:
+            return _not_found(session, task_id)
+        notice = {
+            "replied": "Your answer was taken; the task runs again.",
+            "cancelled": "Cancelled.",
+        }
+        return await _task_page(
+            state,
+            session,
+            task_id,
+            info,
+            notice=notice.get(request.query_params.get("done", ""), ""),
+        )
+
+
+async def _checked_form(request: Request, session: Session) -> dict[str, str] | None:
+    form = await _form(request)
+    return form if form_allowed(request, session.key, form.get("csrf")) else None
+
+
+def _refused(session: Session) -> Response:
+    text = "this form did not come from the console's own page; nothing was changed"
+    return page(pages.message("Refused", text, tenant=session.tenant, csrf=session.csrf), 403)
+
+
+@router.post("/tasks/{task_id}/reply")
+async def reply(request: Request, state: StateDep, task_id: str) -> Response:
+    session = _session(request, state)
+    if session is None:
+        return to_sign_in()
+    form = await _checked_form(request, session)
+    if form is None:
+        return _refused(session)
+    async with state.admission.admit(session.tenant, 1):
+        info = await _owned(state, session, task_id)
+        if info is None:
+            return _not_found(session, task_id)
+        question = question_of(info)
+        values = posted_values(form)
+        if question is None or question.ask != form.get("ask"):
+            return await _answered_elsewhere(state, session, task_id, info)
+        fields = fields_of(question.schema)
+        answer, errors = answer_from(fields, values)
+        if errors:
+            return await _task_page(
+                state, session, task_id, info, values=values, errors=errors, status=422
+            )
+        try:
+            await state.orchestrator.reply(task_id, answer)
+        except InvalidReply as exc:
+            field = exc.field if exc.field in {f.name for f in fields} else fields[0].name
+            errors = {field: exc.reason}
+            return await _task_page(
+                state, session, task_id, info, values=values, errors=errors, status=422
+            )
+        except (AlreadyReplied, NotWaiting, ReplyTaskNotFound):
+            return await _answered_elsewhere(state, session, task_id, info)
+    return RedirectResponse(
+        f"/ui/tasks/{task_id}?done=replied", status_code=303, headers=SECURITY_HEADERS
+    )
+
+
+async def _answered_elsewhere(
+    state: GatewayState, session: Session, task_id: str, info: dict[str, Any]
+) -> Response:
+    fresh = await state.orchestrator.lookup(task_id) or info
+    notice = (
+        "This question was answered already (elsewhere); the first answer stands and yours "
+        "was not applied."
+    )
+    return await _task_page(state, session, task_id, fresh, notice=notice, status=409)
+
+
+@router.post("/tasks/{task_id}/cancel")
+async def cancel(request: Request, state: StateDep, task_id: str) -> Response:
+    session = _session(request, state)
+    if session is None:
+        return to_sign_in()
+    if await _checked_form(request, session) is None:
+        return _refused(session)
+    async with state.admission.admit(session.tenant, 1):
+        info = await _owned(state, session, task_id)
+        if info is None:
+            return _not_found(session, task_id)
+        outcome = await state.orchestrator.cancel(task_id)
+    if outcome != "ok":
+        notice = f"Too late to cancel: the task is {outcome}."
+        fresh = await state.orchestrator.lookup(task_id) or info
+        return await _task_page(state, session, task_id, fresh, notice=notice, status=409)
+    return RedirectResponse(
+        f"/ui/tasks/{task_id}?done=cancelled", status_code=303, headers=SECURITY_HEADERS
+    )
+
+
+@router.post("/tasks/{task_id}/replay")
+async def replay(request: Request, state: StateDep, task_id: str) -> Response:
+    session = _session(request, state)
+    if session is None:
+        return to_sign_in()
+    form = await _checked_form(request, session)
+    if form is None:
+        return _refused(session)
+    async with state.admission.admit(session.tenant, 1):
+        info = await _owned(state, session, task_id)
+        if info is None:
+            return _not_found(session, task_id)
+        entry = await _dead_letter(state, task_id, info)
+        if entry is None or entry != form.get("entry"):
+            notice = "Not in the dead-letter stream (any more): nothing was replayed."
+            return await _task_page(state, session, task_id, info, notice=notice, status=409)
+        admin = Admin(state.services.bus, state.tasks, state.config)
+        try:
+            await admin.replay(entry, agent=str(info["agent"]))
+        except (DeadLetterNotFound, InvalidPayload) as exc:
+            return await _task_page(state, session, task_id, info, notice=str(exc), status=409)
+    return RedirectResponse(
+        f"/ui/tasks/{task_id}?done=replayed", status_code=303, headers=SECURITY_HEADERS
+    )
+
+
+@router.get("/queues")
+async def queues(request: Request, state: StateDep) -> Response:
+    session = _session(request, state)
+    if session is None:
+        return to_sign_in()
+    async with state.admission.admit(session.tenant, 1):
+        rows = await Admin(state.services.bus, state.tasks, state.config).status()
+        found = await state.registry.agents()
+        rollouts = await _rollouts(state)
+    now_ms = int(time.time() * 1000)
+    workers = {}
+    for name, info in found.items():
+        window = state.config.agent_settings(name).visibility_timeout_ms
+        seen = [int(ms) for ms in dict(info["instances"]).values()]  # type: ignore[call-overload]
+        workers[name] = sum(1 for ms in seen if now_ms - ms <= window)
+    return page(pages.queues(session.tenant, session.csrf, rows, workers, rollouts))
+
+
+async def _rollouts(state: GatewayState) -> list[RolloutState]:
+    """The live state of each configured rollout (weights move at run time: Redis has them)."""
+    store = state.services.rollouts
+    if store is None:
+        return []
+    found = [await store.get(agent) for agent in sorted(state.config.rollouts)]
+    return [r for r in found if r is not None]
