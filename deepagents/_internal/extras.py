@@ -17,6 +17,7 @@ EXTRAS: dict[str, tuple[str, ...]] = {
     "grpc": ("grpc", "google.protobuf"),
     "mcp": ("mcp",),
     "langgraph": ("langgraph", "langchain_core"),
+    "otlp": ("opentelemetry.exporter.otlp.proto.http",),
 }
 
 

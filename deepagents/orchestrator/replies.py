@@ -12,9 +12,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-import jsonschema
 import orjson
-from jsonschema.exceptions import best_match
 
 from deepagents.contract.events import audit_event, encode_events
 from deepagents.errors import (
@@ -135,6 +133,11 @@ class Replies:
 
 def _validate(answer: Any, schema_json: str) -> None:
     """Raise ``InvalidReply`` naming the first field (JSON path) that breaks the schema."""
+    # Imported on the first reply: a worker (which submits through an orchestrator) and the
+    # CLI start without the validator's schema machinery.
+    import jsonschema
+    from jsonschema.exceptions import best_match
+
     try:
         schema = orjson.loads(schema_json)
     except orjson.JSONDecodeError:

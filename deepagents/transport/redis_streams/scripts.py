@@ -6,6 +6,7 @@ in KEYS, so each runs in one hash slot on Redis Cluster.
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
 from importlib import resources
 
@@ -36,6 +37,7 @@ _NAMES = (
 )
 
 
+@functools.cache  # read once per process; a forked worker inherits them (compose.preload)
 def _source(name: str) -> str:
     return (
         resources.files("deepagents.transport.redis_streams")
@@ -66,6 +68,12 @@ class Scripts:
     park_children: AsyncScript
     child_ended: AsyncScript
     link_child: AsyncScript
+
+    @staticmethod
+    def preload() -> None:
+        """Read every script's source now (they are read once per process)."""
+        for name in _NAMES:
+            _source(name)
 
     @classmethod
     def register(cls, client: Redis) -> Scripts:
