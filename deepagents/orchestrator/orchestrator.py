@@ -606,7 +606,14 @@ class Orchestrator:
 
     async def submit_child(self, child: Task) -> None:
         """Submit a child task (its id derived from its parent's: a second submit finds it
-        there) and name its parent on its task hash."""
+        there) and name its parent on its task hash. A parent submitted through the gateway
+        has an owner (its tenant): the child gets the same, first, so that tenant reads it
+        by id (``GET /v1/tasks/{id}``) as it reads the parent."""
+        assert child.parent_id is not None
+        owner = await self.tasks.owner(child.parent_id)
+        if owner is not None:
+            pair = (self.tasks.owner_key(child.task_id), owner)
+            await self.bus.set_many([pair], self.location_ttl_s, what="a child's owner record")
         handle = await self.submit(child)
         await self.children.link(child, handle.agent, handle.shard)
 

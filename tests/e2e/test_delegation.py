@@ -100,7 +100,10 @@ async def test_kill_9_of_the_parent_s_worker_ends_with_one_result_and_ten_childr
     async with Orchestrator.from_client(
         client, config=config, settings=Settings(prefix=prefix)
     ) as orch:
-        handle = await orch.submit(Task(intent="fanout", payload=payload, tenant="acme"))
+        task = Task(intent="fanout", payload=payload, tenant="acme")
+        # as the gateway does: the submitting tenant owns the task (GET /v1/tasks/{id})
+        await client.set(orch.tasks.owner_key(task.task_id), "acme")
+        handle = await orch.submit(task)
         for ended in (1, 5):  # twice, while children run: kill the parent's worker
 
             async def running_children(ended: int = ended) -> bool:
@@ -112,6 +115,8 @@ async def test_kill_9_of_the_parent_s_worker_ends_with_one_result_and_ten_childr
             parent = delegation_procs.worker(PARENT)
         result = await handle.result(timeout=120)
         info = await orch.lookup(handle.task_id)
+        owners = {await orch.tasks.owner(c) for c in result.output["children"]}
+    assert owners == {"acme"}  # the tenant reads its children by id, as it reads the parent
     assert result.status is ResultStatus.SUCCESS, result.error
     children = result.output["children"]
     assert len(set(children)) == 10 and result.output["statuses"] == ["success"] * 10
