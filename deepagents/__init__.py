@@ -19,6 +19,7 @@ __version__ = "0.1.0"  # the one source of the version: pyproject.toml reads it
 _EXPORTS: dict[str, str] = {
     "AgentContract": "deepagents.contract",
     "DeepAgentsError": "deepagents.errors",
+    "Delegation": "deepagents.contract.context",
     "ErrorCode": "deepagents.contract",
     "InvalidInput": "deepagents.errors",
     "Orchestrator": "deepagents.orchestrator",
@@ -40,7 +41,7 @@ __lazy_modules__ = frozenset(_EXPORTS.values())
 if TYPE_CHECKING or sys.version_info >= (3, 15):
     from deepagents.config import Settings, load_config, load_settings
     from deepagents.contract import AgentContract, ErrorCode, Result, ResultStatus, Task
-    from deepagents.contract.context import TaskContext, current_context
+    from deepagents.contract.context import Delegation, TaskContext, current_context
     from deepagents.errors import DeepAgentsError, InvalidInput, RetryableError
     from deepagents.orchestrator import Orchestrator, TaskHandle
     from deepagents.worker import Worker
@@ -48,6 +49,7 @@ if TYPE_CHECKING or sys.version_info >= (3, 15):
 __all__ = [
     "AgentContract",
     "DeepAgentsError",
+    "Delegation",
     "ErrorCode",
     "InvalidInput",
     "Orchestrator",

@@ -246,7 +246,8 @@ def serve_process(plan: Plan, fork: Fork | None = None) -> int:
             # A remote agent's circuit breaker is shared by the fleet through Redis.
             remote = _remote_class(cls)
             agent = remote(redis=client, prefix=settings.prefix) if remote else cls()
-            # Unanswered questions with on_timeout="escalate" are submitted through it.
+            # Unanswered questions with on_timeout="escalate" are submitted through it, and
+            # child tasks (ctx.delegate), whose ends it carries to their parents.
             escalations = Orchestrator.from_client(
                 client, config=plan.config, settings=settings, telemetry=telemetry
             )
@@ -259,6 +260,7 @@ def serve_process(plan: Plan, fork: Fork | None = None) -> int:
                 telemetry=telemetry,
                 placement=plan.placement,
                 escalate=submitter(escalations),
+                parentage=escalations,
             )
             probes.worker = worker
             task = asyncio.ensure_future(worker.run())

@@ -259,6 +259,25 @@ class AsksConfig(_Strict):
     )
 
 
+class DelegationConfig(_Strict):
+    """Tasks that delegate to child tasks (``ctx.delegate``, docs/long-running.md)."""
+
+    max_depth: int = Field(
+        default=4,
+        ge=1,
+        le=64,
+        description="how deep children may nest (a task submitted from outside is depth 0); "
+        "a delegation past it fails with delegation_too_deep",
+    )
+    sweep_s: float = Field(
+        default=30.0,
+        gt=0,
+        le=86_400,
+        description="how often a parent's shard checks its unfinished children again, to "
+        "deliver an end a crash lost between the child's commit and the parent's wake-up",
+    )
+
+
 class FileConfig(_Strict):
     tiers: dict[str, TierConfig] = Field(default_factory=default_tiers)
     default_tier: str | None = None
@@ -269,6 +288,7 @@ class FileConfig(_Strict):
     gateway: GatewayConfig = Field(default_factory=GatewayConfig)
     rollouts: dict[str, RolloutConfig] = Field(default_factory=dict)
     asks: AsksConfig = Field(default_factory=AsksConfig)
+    delegation: DelegationConfig = Field(default_factory=DelegationConfig)
 
     @field_validator("tiers")
     @classmethod

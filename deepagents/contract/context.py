@@ -11,15 +11,29 @@ from __future__ import annotations
 from abc import ABC, abstractmethod
 from collections.abc import Awaitable, Callable, Sequence
 from contextvars import ContextVar
+from dataclasses import dataclass, field
+from datetime import datetime
 from typing import Any, Literal, TypeVar, overload
 
 from pydantic import BaseModel
 
+from deepagents.contract.result import Result
 from deepagents.errors import StepError
 
 T = TypeVar("T")
 M = TypeVar("M", bound=BaseModel)
 OnTimeout = Literal["fail", "default", "escalate"]
+
+
+@dataclass(frozen=True, slots=True)
+class Delegation:
+    """One child task to submit (``ctx.delegate_many``): its intent and payload; it inherits
+    the parent's tenant and trace, and the tighter of ``deadline`` and the parent's."""
+
+    intent: str
+    payload: dict[str, Any] = field(default_factory=dict)
+    deadline: datetime | None = None
+    priority: int | None = None
 
 
 class PhaseScope(ABC):
@@ -107,6 +121,26 @@ class TaskContext(ABC):
         default: M | None = None,
     ) -> M:
         """Park the task until a person answers ``question`` (validated by ``schema``)."""
+
+    async def delegate(
+        self,
+        intent: str,
+        payload: dict[str, Any] | None = None,
+        *,
+        deadline: datetime | None = None,
+        priority: int | None = None,
+    ) -> Result:
+        """Submit a child task and park (no slot held) until it ends; its ``Result``, a
+        failed one included. The child is submitted once however often this task runs."""
+        call = Delegation(intent, payload or {}, deadline, priority)
+        return (await self.delegate_many([call]))[0]
+
+    @abstractmethod
+    async def delegate_many(
+        self, calls: Sequence[Delegation], *, limit: int | None = None
+    ) -> list[Result]:
+        """Submit the children, at most ``limit`` in flight at once, and park until the
+        last ends; their ``Result``s in order. Each child's result is recorded as a step."""
 
     async def load_records(self, kind: str) -> dict[str, bytes]:
         """The fields this task recorded under ``kind`` (``save_records``), by name: what an

@@ -32,6 +32,7 @@ from deepagents.gateway.schemas import (
 from deepagents.gateway.state import GatewayState, get_principal, get_state
 from deepagents.gateway.submit import build_tasks, submit_problem, validate_body
 from deepagents.orchestrator import TaskHandle
+from deepagents.orchestrator.children import children_of
 from deepagents.store.tasks import Location
 
 bearer = HTTPBearer(auto_error=False, description="an API key issued per tenant")
@@ -291,6 +292,8 @@ def _view(task_id: str, info: dict[str, Any]) -> TaskView:
         tier=info.get("tier") or info.get("submitted_tier"),
         result=result,
         question=question_view(info),
+        parent_id=info.get("parent_id") or None,
+        children=children_of(info),
     )
 
 

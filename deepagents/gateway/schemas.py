@@ -91,6 +91,12 @@ class TaskView(BaseModel):
     tier: str | None = None
     result: ResultView | None = Field(default=None, description="set when state is done or dead")
     question: QuestionView | None = Field(default=None, description="set when state is waiting")
+    parent_id: str | None = Field(
+        default=None, description="the task that delegated this one (ctx.delegate)"
+    )
+    children: list[str] = Field(
+        default_factory=list, description="the child tasks this one delegated to, in order"
+    )
 
 
 class ReplyRequest(_Body):

@@ -45,6 +45,7 @@ from deepagents.errors import (
     TransportError,
     UnknownIntent,
 )
+from deepagents.orchestrator.children import Children, children_of
 from deepagents.orchestrator.coalesce import SubmitCoalescer
 from deepagents.orchestrator.handle import TaskHandle
 from deepagents.orchestrator.parts import PART_MIN, shard_parts
@@ -62,7 +63,7 @@ from deepagents.store.registry import AgentHealth
 from deepagents.store.tasks import IdempotencyClaim, Location
 from deepagents.telemetry.core import Telemetry, process_telemetry
 from deepagents.telemetry.tracing import extract, producer_span, traceparent_of
-from deepagents.transport.base import MessageBus, ReplyListener, Waiting
+from deepagents.transport.base import ChildEnded, MessageBus, ReplyListener, Waiting
 
 log = logging.getLogger("deepagents.orchestrator")
 
@@ -112,6 +113,7 @@ class Orchestrator:
             metrics=self.telemetry.metrics,
             max_answer_bytes=settings.max_payload_bytes,
         )
+        self.children = Children(self.bus, self.tasks, self.keys, outbox=settings.outbox)
 
     @classmethod
     def from_client(
@@ -589,15 +591,21 @@ class Orchestrator:
         return await self.answers.waiting(shards, limit, tenant)
 
     async def cancel(self, task_id: str) -> str:
-        """Cancel a task that has not started, or that waits for a reply. Returns 'ok',
-        'missing', or the state (running, done, dead) that made it too late."""
+        """Cancel a task that has not started, or that waits for a reply or for its
+        children. Returns 'ok', 'missing', or the state (running, done, dead) that made it
+        too late. A cancelled parent's unfinished children are cancelled too, running ones
+        included; a cancelled child's end goes to its parent."""
+        return await self._cancel(task_id, cascaded=False)
+
+    async def _cancel(self, task_id: str, *, cascaded: bool) -> str:
         loc = await self.tasks.location(task_id, what="cancel")
         if loc is None:
             return "missing"
         agent = loc.agent
+        why = "cancelled with its parent task" if cascaded else _CANCELLED
         result = Result.failed(
             ErrorCode.CANCELLED,
-            "cancelled before it started (or while it waited for a reply)",
+            why,
             task_id=task_id,
             agent=agent,
             finished_at=utcnow(),
@@ -607,9 +615,40 @@ class Orchestrator:
             events = encode_events(
                 [audit_event("failed", task_id, agent=agent, reason=ErrorCode.CANCELLED)]
             )
-        return await self.bus.cancel(
-            self.keys.shard(agent, loc.shard), task_id, encode_result(result), events
+        result_json = encode_result(result)
+        status = await self.bus.cancel(
+            self.keys.shard(agent, loc.shard), task_id, result_json, events, running=cascaded
         )
+        if status != "ok":
+            return status
+        info = await self.tasks.task_fields(loc, task_id)
+        for child in children_of(info):  # each one not ended yet ends cancelled, once
+            await self._cancel(child, cascaded=True)
+        parent = info.get("parent_id")
+        if parent and not cascaded:  # a child cancelled alone: its parent hears of it
+            await self.children.ended(parent, task_id, result_json, self.config.tier_names)
+        return status
+
+    # delegation (worker/delegation.py's Parentage) ------------------------------------------
+
+    async def submit_child(self, child: Task) -> None:
+        """Submit a child task (its id derived from its parent's: a second submit finds it
+        there) and name its parent on its task hash. A parent submitted through the gateway
+        has an owner (its tenant): the child gets the same, first, so that tenant reads it
+        by id (``GET /v1/tasks/{id}``) as it reads the parent."""
+        assert child.parent_id is not None
+        owner = await self.tasks.owner(child.parent_id)
+        if owner is not None:
+            pair = (self.tasks.owner_key(child.task_id), owner)
+            await self.bus.set_many([pair], self.location_ttl_s, what="a child's owner record")
+        handle = await self.submit(child)
+        await self.children.link(child, handle.agent, handle.shard)
+
+    async def child_result(self, task_id: str) -> Result | None:
+        return await self.get_result(task_id)
+
+    async def child_ended(self, parent_id: str, child_id: str, result_json: bytes) -> ChildEnded:
+        return await self.children.ended(parent_id, child_id, result_json, self.config.tier_names)
 
     async def lookup(self, task_id: str) -> dict[str, Any] | None:
         """The task hash (state, owner, attempt, result, …) found through its location key."""
@@ -641,6 +680,9 @@ class Orchestrator:
         self._arrived[task_id] = data
         while len(self._arrived) > _ARRIVED_MAX:
             self._arrived.popitem(last=False)
+
+
+_CANCELLED = "cancelled before it started (or while it waited for a reply)"
 
 
 def _validated(raw: Task | Mapping[str, Any]) -> Task:
@@ -685,6 +727,8 @@ def _submitted_events(task: Task, route: Route, ts: str) -> bytes:
         event["tenant"] = task.tenant
     if task.traceparent is not None:
         event["traceparent"] = task.traceparent
+    if task.parent_id is not None:  # a child task: its audit trail names its parent
+        event["parent_id"] = task.parent_id
     event["payload"] = task.payload
     return orjson.dumps([event])
 

@@ -55,6 +55,9 @@ POLICIES = ("fail", "default", "escalate")
 # Submits one task (the escalation) and gives its id: the worker's process wires an
 # orchestrator's submit.
 Escalate = Callable[[Task], Awaitable[str]]
+# Checks the children a parent awaits and sends again the ends a crash lost
+# (``Delegations.sweep``): (shard, tiers, parent id, awaited child ids) -> how many.
+Sweep = Callable[[ShardKeys, Sequence[str], str, Sequence[str]], Awaitable[int]]
 
 
 class Parked(DeepAgentsError):
@@ -205,10 +208,12 @@ async def wake_due(
     *,
     outbox: bool,
     metrics: Metrics | None,
+    sweep: Sweep | None = None,
 ) -> int:
     """The delayed pump found these waits due: re-enqueue each task whose wait ran out (its
     ``ask`` then applies the policy). A reply or cancel that came first leaves nothing to
-    do (``gone``). How many woke."""
+    do (``gone``). A parent waiting for its children is not woken by its sweep interval:
+    its children are checked (``sweep``). How many woke."""
     woke = 0
     for task_id in waits:
         events = [audit_event("wait_expired", task_id, agent=keys.agent)] if outbox else []
@@ -220,6 +225,12 @@ async def wake_due(
             # One task's damaged records (say a key of the wrong type) must not stop the
             # waits behind it; its member stays, and is tried again at the next turn.
             log.error("waking task %s failed: %s", task_id, exc, extra={"action": "wake_failed"})
+            continue
+        if woken.status == "sweep" and sweep is not None:
+            try:
+                await sweep(keys, tiers, task_id, woken.children)
+            except TransportError as exc:  # the wait came back later: swept again then
+                log.warning("sweeping task %s's children failed: %s", task_id, exc)
             continue
         if woken.status != "ok":
             continue

@@ -31,14 +31,16 @@ from deepagents._internal.group_commit import GroupCommit
 from deepagents._internal.ids import uuid7_str
 from deepagents.config.schema import AgentSettings
 from deepagents.contract.agent import AgentContract
-from deepagents.contract.context import M, OnTimeout, PhaseScope, TaskContext
+from deepagents.contract.context import Delegation, M, OnTimeout, PhaseScope, TaskContext
 from deepagents.contract.events import encode_events
+from deepagents.contract.result import Result
 from deepagents.errors import StepError
 from deepagents.modelcall.usage import UsageLedger, current_usage, usage_scope
 from deepagents.store.claims import ClaimStore
 from deepagents.telemetry.metrics import StepMetrics
 from deepagents.transport.base import MessageBus, StepRecord, StreamRef
 from deepagents.worker.asking import current_asking
+from deepagents.worker.delegation import current_delegating
 from deepagents.worker.encode import Encoder
 from deepagents.worker.flight import InFlight
 from deepagents.worker.stats import WorkerStats
@@ -335,6 +337,17 @@ class DeliverySteps(TaskContext):
         return await current_asking().ask(
             question, schema=schema, timeout_s=timeout_s, on_timeout=on_timeout, default=default
         )
+
+    async def delegate_many(
+        self, calls: Sequence[Delegation], *, limit: int | None = None
+    ) -> list[Result]:
+        # One step id per child, counted in the lane as steps are: a later run derives the
+        # same child ids (worker/delegation.py) and finds their recorded results.
+        if _step_key.get() is not None:
+            raise StepError("delegate inside a step's fn: delegate from the task's own code")
+        lane = current_lane.get() or self._root_lane()
+        step_ids = [lane.next_id("delegate") for _ in calls]
+        return await current_delegating().delegate_many(step_ids, calls, limit)
 
     # records -------------------------------------------------------------------------------
 

@@ -31,6 +31,9 @@ _NAMES = (
     "wake",
     "record_steps",
     "tenant_waiting",
+    "park_children",
+    "child_ended",
+    "link_child",
 )
 
 
@@ -62,6 +65,9 @@ class Scripts:
     wake: AsyncScript
     record_steps: AsyncScript
     tenant_waiting: AsyncScript
+    park_children: AsyncScript
+    child_ended: AsyncScript
+    link_child: AsyncScript
 
     @staticmethod
     def preload() -> None:

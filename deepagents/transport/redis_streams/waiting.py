@@ -119,11 +119,12 @@ class RedisWaiting:
         self, keys: ShardKeys, tiers: Sequence[str], task_id: str, events_json: bytes
     ) -> Woken:
         with redis_errors(f"wake a waiting task of {keys.delayed}"):
-            status, asked = await self.scripts.wake(
+            status, asked, *children = await self.scripts.wake(
                 keys=_task_keys(keys, task_id, tiers),
                 args=[task_id, now_ms(), events_json, *tiers],
             )
-        return Woken(_s(status), int(asked or 0))
+        awaited = tuple(_s(children[0]).split()) if children else ()
+        return Woken(_s(status), int(asked or 0), awaited)
 
     async def ask_record(self, keys: ShardKeys, task_id: str, ask: str) -> AskRecord:
         with redis_errors("read an answer"):
