@@ -130,3 +130,28 @@ def test_a_metric_missing_from_its_page_fails_the_check() -> None:
     text = page("metrics.md")
     row = next(line for line in text.splitlines() if "`deepagents_dead_letters`" in line)
     assert missing_metrics(text.replace(row, "")) == ["deepagents_dead_letters"]
+
+
+DOCS = pages.ROOT / "docs"
+LINK = re.compile(r"\]\(([^)#\s]+)(?:#[^)]*)?\)")
+
+
+def test_the_index_links_every_page() -> None:
+    index = (DOCS / "index.md").read_text()
+    linked = {(DOCS / target).resolve() for target in LINK.findall(index)}
+    pages_ = [
+        p
+        for p in DOCS.rglob("*")
+        if p.suffix in (".md", ".json", ".proto") and p.name != "index.md"
+    ]
+    assert pages_
+    assert sorted(str(p.relative_to(DOCS)) for p in pages_ if p.resolve() not in linked) == []
+
+
+@pytest.mark.parametrize(
+    "name", ["index.md", "quickstart.md", *(f"reference/{n}" for n in sorted(pages.PAGES))]
+)
+def test_relative_links_resolve(name: str) -> None:
+    path = DOCS / name
+    targets = [t for t in LINK.findall(path.read_text()) if "://" not in t]
+    assert [t for t in targets if not (path.parent / t).exists()] == []
