@@ -149,7 +149,13 @@ def test_the_index_links_every_page() -> None:
 
 
 @pytest.mark.parametrize(
-    "name", ["index.md", "quickstart.md", *(f"reference/{n}" for n in sorted(pages.PAGES))]
+    "name",
+    [
+        "index.md",
+        "quickstart.md",
+        *(f"howto/{p.name}" for p in sorted((DOCS / "howto").glob("*.md"))),
+        *(f"reference/{n}" for n in sorted(pages.PAGES)),
+    ],
 )
 def test_relative_links_resolve(name: str) -> None:
     path = DOCS / name
