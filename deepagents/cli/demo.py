@@ -62,7 +62,7 @@ def register(sub: Any) -> None:
     p.add_argument("--rate", type=float, default=600.0, help="offered load, tasks/s (default 600)")
     p.add_argument("--duration", type=float, default=None, help="stop submitting after S seconds")
     p.add_argument("--workers", type=int, default=1, help="worker processes per agent type")
-    p.add_argument("--seed", type=int, default=7)
+    p.add_argument("--seed", type=int, default=7, help="seed of the workload's random choices")
     p.add_argument(
         "--pipelines",
         type=int,

@@ -22,11 +22,11 @@ def register(sub: Any) -> None:
     p = sub.add_parser("dlq", help="inspect, replay or purge dead letters")
     dsub = p.add_subparsers(dest="dlq_command", required=True, metavar="ACTION")
     lst = dsub.add_parser("list", help="list dead letters")
-    lst.add_argument("--limit", type=int, default=50)
+    lst.add_argument("--limit", type=int, default=50, help="at most this many (default 50)")
     show = dsub.add_parser("show", help="show one dead letter")
-    show.add_argument("entry_id")
+    show.add_argument("entry_id", help="a dead letter's id, as dlq list prints it")
     replay = dsub.add_parser("replay", help="put a dead letter back on its stream")
-    replay.add_argument("entry_id")
+    replay.add_argument("entry_id", help="a dead letter's id, as dlq list prints it")
     replay.add_argument("--payload", help="replace the task's payload (a JSON object)")
     replay.add_argument("--task", help="replace the whole task (JSON), for undecodable entries")
     purge = dsub.add_parser("purge", help="delete dead letters")
@@ -34,7 +34,7 @@ def register(sub: Any) -> None:
     purge.add_argument("--yes", action="store_true", help="needed to delete all of them")
     for parser in (lst, show, replay, purge):
         parser.add_argument("--agent", help="only this agent type")
-        parser.add_argument("--json", action="store_true")
+        parser.add_argument("--json", action="store_true", help="machine-readable output")
     p.set_defaults(func=main)
 
 

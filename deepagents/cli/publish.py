@@ -16,11 +16,17 @@ from deepagents.orchestrator import Orchestrator
 
 def register(sub: Any) -> None:
     p = sub.add_parser("publish", help="submit one task")
-    p.add_argument("--intent", required=True)
+    p.add_argument("--intent", required=True, help="what the task asks for; routes it to an agent")
     p.add_argument("--payload", default="{}", help="a JSON object")
-    p.add_argument("--tenant")
-    p.add_argument("--priority", type=int)
-    p.add_argument("--idempotency-key")
+    p.add_argument("--tenant", help="the tenant the task belongs to")
+    p.add_argument(
+        "--priority",
+        type=int,
+        help="tier hint 0-9: 0 is the first tier (p0), past the last the last",
+    )
+    p.add_argument(
+        "--idempotency-key", help="a repeat with this key returns the first task, not a new one"
+    )
     p.add_argument(
         "--wait", type=float, metavar="SECONDS", help="wait for the result, print it as JSON"
     )

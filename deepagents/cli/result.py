@@ -17,7 +17,7 @@ from deepagents.orchestrator import Orchestrator, TaskHandle
 
 def register(sub: Any) -> None:
     p = sub.add_parser("result", help="a task's result by id, as JSON")
-    p.add_argument("task_id")
+    p.add_argument("task_id", help="the id submit or publish returned")
     p.add_argument(
         "--wait",
         type=float,

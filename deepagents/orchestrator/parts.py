@@ -15,8 +15,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 # Each part is a round trip more (about 2.8% more producer instructions per task for four
-# parts of 125, against about 9% more tasks/s: docs/benchmarks.md, "Session 29"), so a
-# part carries at least this many tasks, and a batch makes a few parts at most.
+# parts of 125, against about 9% more tasks/s: docs/dev/benchmarks-history.md, "Session
+# 29"), so a part carries at least this many tasks, and a batch makes a few parts at most.
 PART_MIN = 64
 PARTS_MAX = 4
 
