@@ -8,6 +8,8 @@ the audit outbox on, tenants alpha and beta."""
 from __future__ import annotations
 
 import os
+import shutil
+import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -31,7 +33,20 @@ ARGS = [
     "--disable-component-update",
     "--disable-sync",
 ]
-SHOTS = Path(__file__).resolve().parents[2] / "docs" / "console"
+# The tests take the docs' screenshots, but replace docs/console/*.png only when asked
+# (DEEPAGENTS_TEST_SCREENSHOTS=1 ./scripts/test tests/console): a plain run leaves the
+# checkout as it found it, and its shots go to a directory removed at the end.
+_DOCS_SHOTS = Path(__file__).resolve().parents[2] / "docs" / "console"
+_KEEP = bool(os.environ.get("DEEPAGENTS_TEST_SCREENSHOTS"))
+SHOTS = _DOCS_SHOTS if _KEEP else Path(tempfile.gettempdir()) / f"deepagents-shots-{os.getpid()}"
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _screenshot_dir() -> Iterator[None]:
+    SHOTS.mkdir(parents=True, exist_ok=True)
+    yield
+    if not _KEEP:
+        shutil.rmtree(SHOTS, ignore_errors=True)
 
 
 def _missing(reason: str) -> None:
