@@ -13,6 +13,7 @@ from deepagents.errors import (
     DeepAgentsError,
     ErrorCode,
     InvalidInput,
+    InvalidResult,
     RetryableError,
     StepError,
 )
@@ -50,8 +51,8 @@ def decide(
         return Decision("fail", ErrorCode.INVALID_INPUT, message)
     retryable = exc.retryable if isinstance(exc, DeepAgentsError) else True
     code = exc.code if isinstance(exc, DeepAgentsError) else ErrorCode.AGENT_ERROR
-    if isinstance(exc, StepError) and exc.dead_letter:  # would fail the same way each time
-        return Decision("dead_letter", code, message)
+    if isinstance(exc, InvalidResult) or (isinstance(exc, StepError) and exc.dead_letter):
+        return Decision("dead_letter", code, message)  # would fail the same way each time
     if not retryable:
         return Decision("fail", code, message)
     if isinstance(exc, RetryableError) and not exc.counted:

@@ -17,6 +17,7 @@ from deepagents.contract.agent import current_attempt
 from deepagents.contract.context import active_context, bind_context
 from deepagents.contract.result import ErrorCode, Result, ResultStatus
 from deepagents.contract.task import utcnow
+from deepagents.errors import InvalidResult
 from deepagents.modelcall.usage import current_usage, start_usage
 from deepagents.tools.ledger import current_tool_ledger, start_tool_ledger
 from deepagents.worker.asking import Asking, Asks
@@ -182,9 +183,29 @@ class Run:
             return
         events += asking.events
         kind = "succeeded" if result.status is not ResultStatus.FAILED else "failed"
-        self.outcomes.commit(flight, result, started, queue_ms, kind, events)
+        await self._commit(flight, result, started, queue_ms, kind, events)
+
+    async def _commit(
+        self,
+        flight: InFlight,
+        result: Result,
+        started: float,
+        queue_ms: int,
+        kind: str,
+        events: list[dict[str, Any]],
+    ) -> None:
+        """Hand the result to the group commit. One that breaks the contract (its output is
+        not JSON) is handed nowhere: the task is dead-lettered instead."""
+        try:
+            self.outcomes.commit(flight, result, started, queue_ms, kind, events)
+        except InvalidResult as exc:
+            message = f"{type(exc).__name__}: {exc}"
+            await self.outcomes.dead_letter(
+                flight, ErrorCode.INVALID_RESULT, message, started, queue_ms
+            )
+            return
         if self.overdue.answers is not None:  # an agent degrade may answer from a cache
-            await self.overdue.remember(task, result)
+            await self.overdue.remember(flight.envelope.task, result)
 
     async def _park(self, flight: InFlight, asking: Asking, events: list[dict[str, Any]]) -> None:
         """Park the task, the delivery's own audit events (its model calls, a resume that
