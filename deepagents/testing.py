@@ -43,8 +43,12 @@ class AgentHarness:
         config: FileConfig | None = None,
     ) -> None:
         self.agent = agent()
-        entry = AgentEntry(settings={**FAST, **(settings or {})})
         base = config or FileConfig()
+        # The config's own settings for the agent (its retry rules, ...) over the fast ones.
+        given = base.agents.get(agent.name) or AgentEntry()
+        entry = given.model_copy(
+            update={"settings": {**FAST, **given.settings, **(settings or {})}}
+        )
         self.config = base.model_copy(update={"agents": {**base.agents, agent.name: entry}})
         self.settings = Settings(prefix="harness", consumer="harness")
         self.services: Services = memory_services(self.settings)

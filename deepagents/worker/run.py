@@ -25,7 +25,7 @@ from deepagents.worker.commit import Outcomes
 from deepagents.worker.encode import Encoder
 from deepagents.worker.flight import BEGUN, HANDED, LOST, RUNNING, SETTLED, InFlight
 from deepagents.worker.overdue import Overdue, Verdict
-from deepagents.worker.retry import decide
+from deepagents.worker.retry import ErrorRules, decide
 from deepagents.worker.runner import AgentRunner
 from deepagents.worker.settle import Settler
 from deepagents.worker.stats import WorkerStats
@@ -58,6 +58,7 @@ class Run:
         self.outcomes, self.encoder, self.settler = outcomes, encoder, settler
         self.stats, self.outbox, self.overdue = stats, outbox, overdue
         self._max_wait = {name: tier.max_wait_ms for name, tier in config.tiers.items()}
+        self.error_rules = ErrorRules.for_agent(agent_settings, runner.agent)
 
     # starting -----------------------------------------------------------------------------
 
@@ -164,6 +165,7 @@ class Run:
                 max_deliveries=self.agent_settings.max_deliveries,
                 policy=self.agent_settings.retry,
                 time_left_ms=_time_left_ms(flight),
+                rules=self.error_rules,
             )
             if decision.action in ("retry", "wait"):
                 counted = decision.action == "retry"
