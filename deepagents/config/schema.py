@@ -99,6 +99,18 @@ class AgentSettings(_Strict):
     heartbeat_ms: int | None = Field(
         default=None, ge=10, description="default: a third of the visibility timeout"
     )
+    liveness_ms: int = Field(
+        default=750,
+        ge=50,
+        le=60_000,
+        description="how often a worker writes its registry heartbeat (liveness, not its tasks')",
+    )
+    dead_after_ms: int = Field(
+        default=2_250,
+        ge=100,
+        description="a worker whose registry heartbeat has not moved this long is dead: "
+        "its pending entries are reclaimed at once, not after the visibility timeout",
+    )
     consumer_idle_ms: int = Field(
         default=3_600_000,
         ge=1_000,
@@ -132,6 +144,14 @@ class AgentSettings(_Strict):
     always_retry: tuple[ExceptionName, ...] = Field(
         default=(), max_length=100, description="exception types retried up to max_deliveries"
     )
+
+    @model_validator(mode="after")
+    def _a_few_missed_beats(self) -> AgentSettings:
+        if self.dead_after_ms < 2 * self.liveness_ms:
+            raise ValueError(
+                "dead_after_ms must be at least twice liveness_ms (a few missed beats)"
+            )
+        return self
 
     @model_validator(mode="after")
     def _one_verdict_per_type(self) -> AgentSettings:

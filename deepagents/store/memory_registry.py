@@ -44,6 +44,10 @@ class MemoryRegistry:
             known.beats[instance] = _ms()
             known.versions[instance] = agent.version
 
+    async def last_beats(self, agent: str) -> dict[str, int]:
+        known = self._agents.get(agent)
+        return dict(known.beats) if known is not None else {}
+
     async def deregister(self, agent: AgentContract, instance: str) -> None:
         known = self._agents.get(agent.name)
         if known is not None:

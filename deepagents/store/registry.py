@@ -102,6 +102,11 @@ class AgentRegistry:
             pipe.hset(self.keys.agent_versions(agent.name), instance, agent.version)
             await pipe.execute()
 
+    async def last_beats(self, agent: str) -> dict[str, int]:
+        with redis_errors("read heartbeats"):
+            raw = await self.client.hgetall(self.keys.agent_instances(agent))
+        return await self._beats(agent, raw)
+
     async def deregister(self, agent: AgentContract, instance: str) -> None:
         # Best effort on the way out: a stale instance entry ages out by its timestamp.
         with contextlib.suppress(Exception):
