@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 
 from deepagents.config.placement import Placement
 from deepagents.contract.agent import AgentContract
-from deepagents.store.registry import DETAIL_CHARS, FORGET_MS, AgentHealth
+from deepagents.store.registry import DETAIL_CHARS, FORGET_MS, AgentHealth, DeadInstance
 
 
 def _ms() -> int:
@@ -94,7 +94,12 @@ class MemoryRegistry:
             fresh = [i for i, ms in known.beats.items() if now - ms <= stale_ms]
             healthy = [i for i in fresh if known.checks.get(i, False)]
             why = next((known.details[i] for i in fresh if known.details.get(i)), "")
-            out[name] = AgentHealth(name, len(known.beats), len(fresh), len(healthy), why)
+            dead = tuple(
+                DeadInstance(i, ms) for i, ms in sorted(known.beats.items()) if i not in fresh
+            )
+            out[name] = AgentHealth(
+                name, len(known.beats), len(fresh), len(healthy), why, None, dead
+            )
         return out
 
     def live_versions(self, agent: str, stale_ms: int) -> dict[str, int]:
