@@ -25,7 +25,8 @@ help::
     │   │   ├── StepTooLarge
     │   │   └── StateIncompatible  a checkpoint no migration makes valid (dead-lettered)
     │   ├── RemoteProtocolError a remote agent answered outside the wire protocol
-    │   └── DelegationTooDeep  a child past delegation.max_depth (not retried)
+    │   ├── DelegationTooDeep  a child past delegation.max_depth (not retried)
+    │   └── InvalidResult  the agent broke the contract (wrong type, output not JSON): dead-lettered
     ├── ResultTimeout          a handle's result did not arrive in time
     └── ReplyError             a reply to a task's question was refused (orch.reply)
         ├── ReplyTaskNotFound  no such task
@@ -66,6 +67,9 @@ class ErrorCode(StrEnum):
     STEP_ERROR = "step_error"  # a step or checkpoint the runtime cannot record (not JSON, ...)
     STATE_TOO_LARGE = "state_too_large"  # a checkpoint over the agent's max_state_bytes
     STEP_TOO_LARGE = "step_too_large"  # a step result too large for Redis, and no database
+    # The agent broke its contract (a method returned the wrong type, output not JSON):
+    # a bug, never retried; the task is dead-lettered on its first delivery
+    INVALID_RESULT = "invalid_result"
     # Tool calls (deepagents.tools): a tool's own failure, a tool or its server that cannot
     # be reached, arguments its schema refuses, an answer that breaks the protocol, its cap
     TOOL_ERROR = "tool_error"
@@ -356,6 +360,20 @@ class RemoteProtocolError(TaskError):
     """A remote agent's response broke the wire protocol (not retried: it would again)."""
 
     code = ErrorCode.REMOTE_PROTOCOL_ERROR
+
+
+class InvalidResult(TaskError):
+    """The agent broke its contract: a method returned the wrong type, or its output is not
+    JSON. A bug, so it would break the same way on every delivery: the task is dead-lettered
+    on its first delivery with the cause (``docs/retries.md``)."""
+
+    code = ErrorCode.INVALID_RESULT
+
+    @classmethod
+    def caused_by(cls, what: str, cause: BaseException) -> InvalidResult:
+        """``what`` went wrong, with the cause's type and message (never a payload value:
+        callers pass causes whose messages name types and fields only)."""
+        return cls(f"{what} ({type(cause).__name__}: {cause})")
 
 
 class ResultTimeout(DeepAgentsError):

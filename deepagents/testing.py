@@ -7,7 +7,8 @@ backoff, deadlines, dead letters after ``max_deliveries``) with no Redis and no 
 
 Unlike an eager mode that calls the agent directly, a failure that may pass is retried
 as it would be in production, and a task that keeps failing ends in the dead letters
-(``h.dead_letters()``). A task that asks a person (``ctx.ask``) waits as in production:
+(``h.dead_letters()``); an agent that breaks its contract makes ``h.run`` raise
+``InvalidResult`` at once. A task that asks a person (``ctx.ask``) waits as in production:
 answer it with ``h.reply(task_id, answer)`` (``h.waiting()`` lists the open questions)."""
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ from deepagents.compose import Services, memory_services
 from deepagents.config import FileConfig, Settings
 from deepagents.config.schema import AgentEntry
 from deepagents.contract import AgentContract, Result, Task
+from deepagents.errors import ErrorCode, InvalidResult
 from deepagents.orchestrator import Orchestrator, Replied, TaskHandle, submitter
 from deepagents.store.tasks import DeadLetterEntry
 from deepagents.transport.base import Waiting
@@ -41,8 +43,12 @@ class AgentHarness:
         config: FileConfig | None = None,
     ) -> None:
         self.agent = agent()
-        entry = AgentEntry(settings={**FAST, **(settings or {})})
         base = config or FileConfig()
+        # The config's own settings for the agent (its retry rules, ...) over the fast ones.
+        given = base.agents.get(agent.name) or AgentEntry()
+        entry = given.model_copy(
+            update={"settings": {**FAST, **given.settings, **(settings or {})}}
+        )
         self.config = base.model_copy(update={"agents": {**base.agents, agent.name: entry}})
         self.settings = Settings(prefix="harness", consumer="harness")
         self.services: Services = memory_services(self.settings)
@@ -76,9 +82,16 @@ class AgentHarness:
         await self.services.aclose()
 
     async def run(self, task: Task, *, timeout: float = 30.0) -> Result:
-        """Submit the task and wait for its result, as an upstream service does."""
+        """Submit the task and wait for its result, as an upstream service does. An agent
+        that broke its contract (a method returned the wrong type, output not JSON) is a
+        bug, not a result: ``InvalidResult`` is raised with its cause, from its first run."""
         handle = await self.orchestrator.submit(task)
-        return await handle.result(timeout=timeout)
+        result = await handle.result(timeout=timeout)
+        if result.error is not None and result.error.code == ErrorCode.DEAD_LETTERED:
+            for dead in await self.dead_letters():
+                if dead.task_id == result.task_id and dead.reason == ErrorCode.INVALID_RESULT:
+                    raise InvalidResult(dead.error.removeprefix("InvalidResult: "))
+        return result
 
     async def submit(self, task: Task) -> TaskHandle:
         """Submit without waiting: for a task that will wait for a reply."""

@@ -43,9 +43,13 @@ SCENARIOS = {
         rf"PostgreSQL up: (?P<up_per_s>{NUMBER}), down: (?P<down_per_s>{NUMBER})",
     ),
     "kill9_exporter": Scenario(
-        "tests/telemetry/test_processes.py::test_kill_9_shows_as_falling_health_and_growing_oldest_pending",
-        rf"age over heartbeats after (?P<age_over_beats_s>{NUMBER}) s, "
-        rf"ratio 0.5 after (?P<ratio_fell_s>{NUMBER}) s",
+        "tests/telemetry/test_processes.py::test_kill_9_leaves_the_health_ratio_and_shows_dead_since",
+        rf"one live instance seen by the exporter after (?P<live_one_s>{NUMBER}) s",
+    ),
+    # Issue 38: kill -9 mid-task at the default settings, to the task's result on the peer.
+    "kill9_resume": Scenario(
+        "tests/e2e/test_dead_worker.py",
+        rf"resumed and finished (?P<resumed_s>{NUMBER}) s after kill -9",
     ),
     "model_deadline": Scenario(
         "tests/modelcall/test_call.py::test_attempts_are_bounded_by_the_time_left",

@@ -10,6 +10,7 @@ import asyncio
 import sys
 import time
 from dataclasses import asdict
+from datetime import UTC, datetime
 from typing import Any
 
 import httpx
@@ -128,18 +129,27 @@ def render_health(health: dict[str, dict[str, Any]]) -> Table:
     """One row per agent type; ``circuit`` is a remote agent's fleet-wide breaker, and
     ``why`` the reason an instance's last health check failed (its service down)."""
     table = Table(title="agents")
-    for col in ("agent", "instances", "healthy", "health", "circuit", "why"):
+    for col in ("agent", "live", "healthy", "health", "circuit", "why"):
         table.add_column(col, justify="left" if col in ("agent", "why") else "right")
     for name, h in health.items():
         table.add_row(
             name,
-            str(h["instances"]),
+            str(h["fresh"]),
             str(h["healthy"]),
             f"{h['ratio']:.0%}",
             h.get("circuit") or "-",
-            h.get("detail") or "",
+            "; ".join([*_dead(h.get("dead") or ()), *([h["detail"]] if h.get("detail") else [])]),
         )
     return table
+
+
+def _dead(dead: Any) -> list[str]:
+    """``<instance> dead since <UTC time>``: a heartbeat lapsed, until it is forgotten."""
+    out = []
+    for d in dead:
+        since = datetime.fromtimestamp(d["since_ms"] / 1000, UTC).strftime("%H:%M:%SZ")
+        out.append(f"{d['instance']} dead since {since}")
+    return out
 
 
 def render_tiers(tiers: dict[str, dict[str, float | None]]) -> Table:
@@ -159,7 +169,7 @@ async def _health(
 ) -> dict[str, dict[str, Any]]:
     out: dict[str, dict[str, Any]] = {}
     for name in admin.agents:
-        stale_ms = config.agent_settings(name).visibility_timeout_ms
+        stale_ms = config.agent_settings(name).dead_after_ms
         h = (await registry.health([name], stale_ms=stale_ms))[name]
         out[name] = {**asdict(h), "ratio": h.ratio}
     return out

@@ -4,9 +4,18 @@ from __future__ import annotations
 
 import re
 from enum import StrEnum
-from typing import Any
+from typing import Annotated, Any
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    StringConstraints,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
+from pydantic_core import PydanticCustomError
 
 from deepagents.config.gateway import GatewayConfig
 from deepagents.config.middleware import (
@@ -63,6 +72,15 @@ class RetryPolicy(_Strict):
         return self
 
 
+# A Python class's name, bare or dotted with its module: names are matched, never imported.
+ExceptionName = Annotated[
+    str,
+    StringConstraints(
+        pattern=r"^[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*$", max_length=200
+    ),
+]
+
+
 class AgentSettings(_Strict):
     """Per agent type; ``defaults`` in the file, overridden per agent."""
 
@@ -80,6 +98,18 @@ class AgentSettings(_Strict):
     )
     heartbeat_ms: int | None = Field(
         default=None, ge=10, description="default: a third of the visibility timeout"
+    )
+    liveness_ms: int = Field(
+        default=750,
+        ge=50,
+        le=60_000,
+        description="how often a worker writes its registry heartbeat (liveness, not its tasks')",
+    )
+    dead_after_ms: int = Field(
+        default=2_250,
+        ge=100,
+        description="a worker whose registry heartbeat has not moved this long is dead: "
+        "its pending entries are reclaimed at once, not after the visibility timeout",
     )
     consumer_idle_ms: int = Field(
         default=3_600_000,
@@ -106,6 +136,31 @@ class AgentSettings(_Strict):
         le=16 << 20,
         description="a step record above this goes to PostgreSQL (a claim check in Redis)",
     )
+    # Exception types by name ("KeyError", or "package.module.Class" to be exact): a
+    # failure of one is never retried, or always retried (docs/retries.md).
+    non_retryable: tuple[ExceptionName, ...] = Field(
+        default=(), max_length=100, description="exception types that end the task at once"
+    )
+    always_retry: tuple[ExceptionName, ...] = Field(
+        default=(), max_length=100, description="exception types retried up to max_deliveries"
+    )
+
+    @model_validator(mode="after")
+    def _a_few_missed_beats(self) -> AgentSettings:
+        if self.dead_after_ms < 2 * self.liveness_ms:
+            raise ValueError(
+                "dead_after_ms must be at least twice liveness_ms (a few missed beats)"
+            )
+        return self
+
+    @model_validator(mode="after")
+    def _one_verdict_per_type(self) -> AgentSettings:
+        both = sorted(set(self.non_retryable) & set(self.always_retry))
+        if both:
+            raise ValueError(
+                f"non_retryable: {', '.join(both)} also listed in always_retry (choose one)"
+            )
+        return self
 
 
 class RemoteTLS(_Strict):
@@ -240,6 +295,19 @@ class AgentEntry(_Strict):
         return value
 
 
+def _settings_error(agent: str, exc: ValidationError) -> PydanticCustomError:
+    """An agent's settings refused, as one line naming the field (``agents.<name>.settings.
+    non_retryable[1]: ...``); a custom error, so pydantic adds no "Value error," to it."""
+    first = exc.errors(include_url=False)[0]
+    where = f"agents.{agent}.settings"
+    for part in first["loc"]:
+        where += f"[{part}]" if isinstance(part, int) else f".{part}"
+    reason = first["msg"].removeprefix("Value error, ")
+    return PydanticCustomError(
+        "agent_settings", "{where}: {reason}", {"where": where, "reason": reason}
+    )
+
+
 class Strategy(_Strict):
     """A routing rule: when ``match`` holds, the task goes to ``tier``."""
 
@@ -334,8 +402,8 @@ class FileConfig(_Strict):
                     raise ValueError(f"{where}: unknown model {model!r}")
             try:
                 AgentSettings.model_validate({**self.defaults.model_dump(), **entry.settings})
-            except ValueError as exc:
-                raise ValueError(f"agents.{name}.settings: {exc}") from exc
+            except ValidationError as exc:
+                raise _settings_error(name, exc) from exc
         return self
 
     def versioned(self, agent: str) -> bool:

@@ -39,6 +39,11 @@ class AgentContract(ABC):
     # The state a long-running agent checkpoints (``ctx.state``, ``ctx.checkpoint()``):
     # a pydantic model of JSON values, with defaults for a task's first delivery.
     state_model: ClassVar[type[BaseModel] | None] = None
+    # Exception types (subclasses included) that end the task at once, and ones retried up
+    # to max_deliveries whatever they are; the YAML's settings add to these by name
+    # (``docs/retries.md``). The most specific class of a failure decides.
+    non_retryable: ClassVar[tuple[type[BaseException], ...]] = ()
+    always_retry: ClassVar[tuple[type[BaseException], ...]] = ()
 
     def can_handle(self, task: Task) -> bool | Awaitable[bool]:
         return task.intent in self.intents

@@ -9,9 +9,11 @@ events without the agent passing anything back.
 from __future__ import annotations
 
 import contextlib
+import time
 from collections.abc import Iterator
 from contextvars import ContextVar
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
 from deepagents.contract.events import audit_event
@@ -70,10 +72,17 @@ class UsageLedger:
         return round(self.carried_cost_usd + sum(a.cost_usd for a in self.attempts), 6)
 
     def audit_events(self, task_id: str | None) -> list[dict[str, Any]]:
-        return [
-            audit_event("model_call", task_id, requested_model=req, **a.as_event_fields())
-            for req, a in zip(self.requested, self.attempts, strict=True)
-        ]
+        """One ``model_call`` event per attempt, each at the time its attempt started (its
+        monotonic start put on the wall clock), not the time the events are flushed: a
+        task's calls keep their order and their place between its steps."""
+        to_wall = time.time() - time.monotonic()  # the event loop's clock is monotonic
+        events = []
+        for req, a in zip(self.requested, self.attempts, strict=True):
+            event = audit_event("model_call", task_id, requested_model=req, **a.as_event_fields())
+            if a.started_at:  # 0: a refusal recorded without a start
+                event["ts"] = datetime.fromtimestamp(a.started_at + to_wall, UTC).isoformat()
+            events.append(event)
+        return events
 
     def apply(self, result: Result) -> Result:
         """``result`` with this task's model tokens and cost, and degraded if any answer was."""

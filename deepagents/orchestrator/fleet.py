@@ -100,10 +100,11 @@ class FleetSampler:
     async def _health(self) -> None:
         m = self.metrics
         for agent in self.admin.agents:
-            # An instance is fresh while its heartbeat (every third of the visibility
-            # timeout) is younger than the timeout itself: three beats missed.
-            stale_ms = self.config.agent_settings(agent).visibility_timeout_ms
+            # An instance is live while its registry heartbeat (every liveness_ms) is
+            # younger than dead_after_ms: the verdict the workers reclaim on.
+            stale_ms = self.config.agent_settings(agent).dead_after_ms
             health = (await self.registry.health([agent], stale_ms=stale_ms))[agent]
             m.instances.labels(agent).set(health.instances)
+            m.live_instances.labels(agent).set(health.fresh)
             m.instances_healthy.labels(agent).set(health.healthy)
             m.health_ratio.labels(agent).set(health.ratio)

@@ -70,6 +70,10 @@ class Registry(Protocol):
 
     async def beat(self, agent: AgentContract, instance: str) -> None: ...
 
+    async def last_beats(self, agent: str) -> dict[str, int]:
+        """Each registered instance's last heartbeat (ms since the epoch, its own clock)."""
+        ...
+
     async def deregister(self, agent: AgentContract, instance: str) -> None: ...
 
     async def record_health(

@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 
 from deepagents.config.placement import Placement
 from deepagents.contract.agent import AgentContract
-from deepagents.store.registry import DETAIL_CHARS, FORGET_MS, AgentHealth
+from deepagents.store.registry import DETAIL_CHARS, FORGET_MS, AgentHealth, DeadInstance
 
 
 def _ms() -> int:
@@ -43,6 +43,10 @@ class MemoryRegistry:
         if known is not None:
             known.beats[instance] = _ms()
             known.versions[instance] = agent.version
+
+    async def last_beats(self, agent: str) -> dict[str, int]:
+        known = self._agents.get(agent)
+        return dict(known.beats) if known is not None else {}
 
     async def deregister(self, agent: AgentContract, instance: str) -> None:
         known = self._agents.get(agent.name)
@@ -90,7 +94,12 @@ class MemoryRegistry:
             fresh = [i for i, ms in known.beats.items() if now - ms <= stale_ms]
             healthy = [i for i in fresh if known.checks.get(i, False)]
             why = next((known.details[i] for i in fresh if known.details.get(i)), "")
-            out[name] = AgentHealth(name, len(known.beats), len(fresh), len(healthy), why)
+            dead = tuple(
+                DeadInstance(i, ms) for i, ms in sorted(known.beats.items()) if i not in fresh
+            )
+            out[name] = AgentHealth(
+                name, len(known.beats), len(fresh), len(healthy), why, None, dead
+            )
         return out
 
     def live_versions(self, agent: str, stale_ms: int) -> dict[str, int]:

@@ -45,12 +45,21 @@ DETAIL_CHARS = 300
 
 
 @dataclass(frozen=True, slots=True)
+class DeadInstance:
+    """An instance whose heartbeat lapsed, until the registry forgets it (``FORGET_MS``)."""
+
+    instance: str
+    since_ms: int  # its last heartbeat: dead since then
+
+
+@dataclass(frozen=True, slots=True)
 class AgentHealth:
-    """One agent type as its instances last reported: fresh = heartbeat within ``stale_ms``;
-    healthy = fresh and its last ``health_check()`` passed. ``detail``: why a fresh instance's
-    last check failed (a remote service down: its error); ``circuit``: the state of the
-    fleet's circuit breaker of a remote agent's service (None: it has none, or never
-    opened)."""
+    """One agent type as its instances last reported: fresh (live) = heartbeat within
+    ``stale_ms``; healthy = fresh and its last ``health_check()`` passed; ``dead``: the
+    instances whose heartbeat lapsed, not yet forgotten. ``instances`` counts both.
+    ``detail``: why a fresh instance's last check failed (a remote service down: its error);
+    ``circuit``: the state of the fleet's circuit breaker of a remote agent's service (None:
+    it has none, or never opened)."""
 
     agent: str
     instances: int
@@ -58,10 +67,13 @@ class AgentHealth:
     healthy: int
     detail: str = ""
     circuit: str | None = None
+    dead: tuple[DeadInstance, ...] = ()
 
     @property
     def ratio(self) -> float:
-        return self.healthy / self.instances if self.instances else 0.0
+        """Healthy among the live instances: a dead one (killed, out of memory) leaves the
+        ratio when its heartbeat lapses; an agent with none live is at 0."""
+        return self.healthy / self.fresh if self.fresh else 0.0
 
     @property
     def ok(self) -> bool:
@@ -101,6 +113,11 @@ class AgentRegistry:
             # without a version (its version would get no tasks under a rollout).
             pipe.hset(self.keys.agent_versions(agent.name), instance, agent.version)
             await pipe.execute()
+
+    async def last_beats(self, agent: str) -> dict[str, int]:
+        with redis_errors("read heartbeats"):
+            raw = await self.client.hgetall(self.keys.agent_instances(agent))
+        return await self._beats(agent, raw)
 
     async def deregister(self, agent: AgentContract, instance: str) -> None:
         # Best effort on the way out: a stale instance entry ages out by its timestamp.
@@ -186,6 +203,7 @@ class AgentRegistry:
             fresh = [inst for inst, ms in live.items() if now - ms <= stale_ms]
             healthy = [inst for inst in fresh if checks.get(inst, "0").startswith("1|")]
             why = next((_reason(checks[i]) for i in fresh if _reason(checks.get(i, ""))), "")
+            dead = [DeadInstance(i, ms) for i, ms in sorted(live.items()) if i not in fresh]
             out[name] = AgentHealth(
                 name,
                 len(live),
@@ -193,6 +211,7 @@ class AgentRegistry:
                 len(healthy),
                 why,
                 _text(circuit) if circuit is not None else None,
+                tuple(dead),
             )
         return out
 

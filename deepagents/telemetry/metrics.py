@@ -378,8 +378,12 @@ class FleetMetrics:
             registry=r,
         )  # fmt: skip
         self.health_ratio = Gauge(
-            "deepagents_agent_health_ratio", "Healthy instances / registered instances", agent,
-            registry=r,
+            "deepagents_agent_health_ratio",
+            "Healthy instances / live instances (0 with none live)", agent, registry=r,
+        )  # fmt: skip
+        self.live_instances = Gauge(
+            "deepagents_agent_live_instances",
+            "Instances whose registry heartbeat is within dead_after_ms", agent, registry=r,
         )  # fmt: skip
         self.model_budget = Gauge(
             "deepagents_model_daily_budget_usd", "A model's configured daily budget, USD",

@@ -373,6 +373,12 @@ class MessageBus(Protocol):
         self, stream: StreamRef, group: str, consumer: str, min_idle_ms: int
     ) -> list[str]: ...
 
+    async def expose(self, stream: StreamRef, group: str, dead: str, idle_ms: int) -> int:
+        """The entries a dead consumer holds become claimable at once (``claim_stale`` with
+        ``min_idle_ms`` up to ``idle_ms`` takes them): their idle time set to ``idle_ms``,
+        their owner and delivery count unchanged. How many there were."""
+        ...
+
     async def promote_due(
         self, keys: ShardKeys, tiers: Sequence[str], limit: int = 500
     ) -> Promoted: ...

@@ -326,10 +326,14 @@ class Outcomes:
             self.tally.add("dead_lettered", time.monotonic() - started)
         if status == "ok" and self._tm is not None:
             self._observe(flight.stream.tier, "dead_lettered", started, queue_ms)
+        # A broken contract's cause names types and fields, never a payload value; other
+        # errors may quote what the agent raised, so the line gives their code only.
+        cause = f" ({error})" if reason == ErrorCode.INVALID_RESULT else ""
         log.warning(
-            "dead-lettered %s: %s",
+            "dead-lettered %s: %s%s",
             flight.envelope.task.task_id,
             reason,
+            cause,
             extra={"action": "dead_lettered", "task_id": flight.envelope.task.task_id},
         )
 

@@ -19,6 +19,7 @@ from deepagents.contract.agent import AgentContract
 from deepagents.contract.codec import Envelope
 from deepagents.contract.events import audit_event
 from deepagents.contract.result import NO_METRICS, Result
+from deepagents.errors import InvalidResult
 from deepagents.transport.base import StreamRef
 from deepagents.worker.flight import InFlight
 
@@ -67,7 +68,10 @@ class Encoder:
             body["output"] = result.output
         if result.error is not None:
             body["error"] = {"code": result.error.code, "message": result.error.message}
-        return orjson.dumps(body, default=to_jsonable_python)
+        try:
+            return orjson.dumps(body, default=to_jsonable_python)
+        except orjson.JSONEncodeError as exc:  # names the type, never the value
+            raise InvalidResult.caused_by("the result is not JSON", exc) from None
 
     def event(self, kind: str, flight: InFlight, **fields: Any) -> dict[str, Any]:
         return audit_event(kind, flight.envelope.task.task_id, **self._event_base(flight), **fields)

@@ -8,11 +8,13 @@ from dataclasses import dataclass
 
 from pydantic import ValidationError
 
-from deepagents.config.schema import RetryPolicy
+from deepagents.config.schema import AgentSettings, RetryPolicy
+from deepagents.contract.agent import AgentContract
 from deepagents.errors import (
     DeepAgentsError,
     ErrorCode,
     InvalidInput,
+    InvalidResult,
     RetryableError,
     StepError,
 )
@@ -25,6 +27,45 @@ def backoff_ms(policy: RetryPolicy, attempt: int, rng: random.Random | None = No
         return int(ceiling)
     half = ceiling / 2
     return int(half + (rng or random).uniform(0, half))
+
+
+@dataclass(frozen=True, slots=True)
+class ErrorRules:
+    """Which exception types are never retried and which always are, by name: bare
+    (``KeyError``) or with its module (``billing.errors.Declined``). The YAML names them;
+    an agent class's types are named here the same way (``for_agent``)."""
+
+    never: frozenset[str] = frozenset()
+    always: frozenset[str] = frozenset()
+
+    @classmethod
+    def for_agent(
+        cls, settings: AgentSettings, agent: type[AgentContract] | AgentContract
+    ) -> ErrorRules:
+        return cls(
+            never=frozenset(settings.non_retryable) | _names(agent.non_retryable),
+            always=frozenset(settings.always_retry) | _names(agent.always_retry),
+        )
+
+    def retryable(self, exc: BaseException) -> bool | None:
+        """True or False when a rule names the failure's class or a base of it (the most
+        specific one decides); None when none does (the defaults apply)."""
+        if not (self.never or self.always):
+            return None
+        for klass in type(exc).__mro__:
+            names = (klass.__name__, f"{klass.__module__}.{klass.__qualname__}")
+            if any(name in self.never for name in names):
+                return False
+            if any(name in self.always for name in names):
+                return True
+        return None
+
+
+NO_RULES = ErrorRules()
+
+
+def _names(types: tuple[type[BaseException], ...]) -> frozenset[str]:
+    return frozenset(f"{t.__module__}.{t.__qualname__}" for t in types)
 
 
 @dataclass(frozen=True, slots=True)
@@ -43,15 +84,20 @@ def decide(
     policy: RetryPolicy,
     time_left_ms: float | None,
     rng: random.Random | None = None,
+    rules: ErrorRules = NO_RULES,
 ) -> Decision:
-    """What to do with a task whose contract raised ``exc`` on its ``deliveries``-th run."""
+    """What to do with a task whose contract raised ``exc`` on its ``deliveries``-th run.
+    The agent's ``rules`` come after the runtime's own verdicts (invalid input, a broken
+    contract) and before each exception's default (``docs/retries.md``)."""
     message = f"{type(exc).__name__}: {exc}"[:2000]
     if isinstance(exc, InvalidInput | ValidationError):
         return Decision("fail", ErrorCode.INVALID_INPUT, message)
-    retryable = exc.retryable if isinstance(exc, DeepAgentsError) else True
     code = exc.code if isinstance(exc, DeepAgentsError) else ErrorCode.AGENT_ERROR
-    if isinstance(exc, StepError) and exc.dead_letter:  # would fail the same way each time
-        return Decision("dead_letter", code, message)
+    if isinstance(exc, InvalidResult) or (isinstance(exc, StepError) and exc.dead_letter):
+        return Decision("dead_letter", code, message)  # would fail the same way each time
+    retryable = rules.retryable(exc)
+    if retryable is None:
+        retryable = exc.retryable if isinstance(exc, DeepAgentsError) else True
     if not retryable:
         return Decision("fail", code, message)
     if isinstance(exc, RetryableError) and not exc.counted:

@@ -17,6 +17,7 @@ from deepagents.contract.agent import current_attempt
 from deepagents.contract.context import active_context, bind_context
 from deepagents.contract.result import ErrorCode, Result, ResultStatus
 from deepagents.contract.task import utcnow
+from deepagents.errors import InvalidResult
 from deepagents.modelcall.usage import current_usage, start_usage
 from deepagents.tools.ledger import current_tool_ledger, start_tool_ledger
 from deepagents.worker.asking import Asking, Asks
@@ -25,7 +26,7 @@ from deepagents.worker.delegation import Delegating, Delegations
 from deepagents.worker.encode import Encoder
 from deepagents.worker.flight import BEGUN, HANDED, LOST, RUNNING, SETTLED, InFlight
 from deepagents.worker.overdue import Overdue, Verdict
-from deepagents.worker.retry import decide
+from deepagents.worker.retry import ErrorRules, decide
 from deepagents.worker.runner import AgentRunner
 from deepagents.worker.settle import Settler
 from deepagents.worker.stats import WorkerStats
@@ -60,6 +61,7 @@ class Run:
         self.outcomes, self.encoder, self.settler = outcomes, encoder, settler
         self.stats, self.outbox, self.overdue = stats, outbox, overdue
         self._max_wait = {name: tier.max_wait_ms for name, tier in config.tiers.items()}
+        self.error_rules = ErrorRules.for_agent(agent_settings, runner.agent)
 
     # starting -----------------------------------------------------------------------------
 
@@ -167,6 +169,7 @@ class Run:
                 max_deliveries=self.agent_settings.max_deliveries,
                 policy=self.agent_settings.retry,
                 time_left_ms=_time_left_ms(flight),
+                rules=self.error_rules,
             )
             if decision.action in ("retry", "wait"):
                 counted = decision.action == "retry"
@@ -186,9 +189,29 @@ class Run:
             return
         events += asking.events
         kind = "succeeded" if result.status is not ResultStatus.FAILED else "failed"
-        self.outcomes.commit(flight, result, started, queue_ms, kind, events)
+        await self._commit(flight, result, started, queue_ms, kind, events)
+
+    async def _commit(
+        self,
+        flight: InFlight,
+        result: Result,
+        started: float,
+        queue_ms: int,
+        kind: str,
+        events: list[dict[str, Any]],
+    ) -> None:
+        """Hand the result to the group commit. One that breaks the contract (its output is
+        not JSON) is handed nowhere: the task is dead-lettered instead."""
+        try:
+            self.outcomes.commit(flight, result, started, queue_ms, kind, events)
+        except InvalidResult as exc:
+            message = f"{type(exc).__name__}: {exc}"
+            await self.outcomes.dead_letter(
+                flight, ErrorCode.INVALID_RESULT, message, started, queue_ms
+            )
+            return
         if self.overdue.answers is not None:  # an agent degrade may answer from a cache
-            await self.overdue.remember(task, result)
+            await self.overdue.remember(flight.envelope.task, result)
 
     async def _park(
         self,

@@ -15,11 +15,13 @@ from concurrent.futures import Executor
 from typing import Any
 
 from opentelemetry.trace import SpanKind, Tracer
+from pydantic import ValidationError
 
 from deepagents.contract.agent import AgentContract
 from deepagents.contract.context import active_context
 from deepagents.contract.result import ErrorCode, Result, ResultMetrics
 from deepagents.contract.task import Task
+from deepagents.errors import InvalidResult
 from deepagents.telemetry.logs import current_task_id
 from deepagents.telemetry.tracing import Tracing, attached, extract
 
@@ -127,7 +129,9 @@ class AgentRunner:
         else:
             result = await self._step(execute_name, context)
         if not isinstance(result, Result):
-            raise TypeError(f"{execute_name}() must return a Result, not {type(result).__name__}")
+            raise InvalidResult(
+                f"{execute_name}() must return a Result, not {type(result).__name__}"
+            )
         post = methods["post_process"]
         processed = (
             post.fn(result) if direct and post.plain else await self._step("post_process", result)
@@ -135,11 +139,24 @@ class AgentRunner:
         if isinstance(processed, Result):
             return processed
         if isinstance(processed, dict):
-            merged = {**result.metrics.model_dump(), **processed}
-            return result.model_copy(update={"metrics": ResultMetrics.model_validate(merged)})
-        raise TypeError(
+            return result.model_copy(update={"metrics": _merged(result.metrics, processed)})
+        raise InvalidResult(
             f"post_process() must return a Result or a dict, not {type(processed).__name__}"
         )
 
     async def health_check(self) -> bool:
         return bool(await self._call("health_check"))
+
+
+def _merged(metrics: ResultMetrics, extra: dict[str, Any]) -> ResultMetrics:
+    """post_process's metrics over the result's. Metrics that do not validate break the
+    contract; the message names the fields, never their values (they may be payload)."""
+    try:
+        return ResultMetrics.model_validate({**metrics.model_dump(), **extra})
+    except ValidationError as exc:
+        fields = "; ".join(
+            f"{'.'.join(map(str, e['loc']))}: {e['msg']}" for e in exc.errors(include_input=False)
+        )
+        raise InvalidResult(
+            f"post_process() returned metrics that do not validate: {fields}"
+        ) from None

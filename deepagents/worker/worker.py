@@ -40,6 +40,7 @@ from deepagents.worker.committer import Committer
 from deepagents.worker.delegation import Delegations, Parentage
 from deepagents.worker.delivery import DeliveryHandler
 from deepagents.worker.flight import InFlight
+from deepagents.worker.liveness import Liveness
 from deepagents.worker.pools import TierPool
 from deepagents.worker.runner import AgentRunner
 from deepagents.worker.stats import WorkerStats
@@ -112,6 +113,8 @@ class Worker:
             for shard in self.placement.shards
         ]
         self.inflight: dict[tuple[str, str], InFlight] = {}
+        # Streams holding a dead peer's entries, made claimable: reclaim there now.
+        self._reclaim_now: set[str] = set()
         self._handler: DeliveryHandler | None = None
         self._tally: VersionTally | None = None
         self._stopping = False
@@ -270,7 +273,8 @@ class Worker:
             for ref in self.streams
         ]
         side += [
-            asyncio.create_task(self._heartbeat(registry), name="heartbeat"),
+            asyncio.create_task(self._heartbeat(), name="heartbeat"),
+            asyncio.create_task(self._liveness(registry).run(self._stopped), name="liveness"),
             asyncio.create_task(self._delayed_pump(), name="delayed-pump"),
             asyncio.create_task(self._health_loop(handler.runner, registry), name="health"),
         ]
@@ -345,9 +349,9 @@ class Worker:
                         ref, self.name, self.consumer, n, after
                     )
                     after = entries[-1].entry_id if entries else None
-                elif time.monotonic() >= next_reclaim:
+                elif (start := self._reclaim_from(ref, next_reclaim, cursor)) is not None:
                     claimed = await self.bus.claim_stale(
-                        ref, self.name, self.consumer, vis, n, cursor
+                        ref, self.name, self.consumer, vis, n, start
                     )
                     cursor = claimed.cursor
                     if cursor == "0-0":  # a full pass over the PEL: rest until the next one
@@ -382,6 +386,15 @@ class Worker:
                     # task's handler then starts about 40 µs sooner, of some 430 from
                     # submit (docs/benchmarks.md, "Light-load latency").
                     await asyncio.sleep(0)
+
+    def _reclaim_from(self, ref: StreamRef, next_reclaim: float, cursor: str) -> str | None:
+        """Where a reclaim pass of the stream goes on from, or None when none is due. A
+        dead peer's entries just made claimable (``_liveness``) start a pass now, from the
+        start."""
+        if ref.name in self._reclaim_now:
+            self._reclaim_now.discard(ref.name)
+            return "0-0"
+        return cursor if time.monotonic() >= next_reclaim else None
 
     def _not_in_flight(self, ref: StreamRef, entries: list[RawEntry]) -> list[RawEntry]:
         """Reclaimed entries less those this worker runs already. XAUTOCLAIM takes every
@@ -434,7 +447,32 @@ class Worker:
         except TransportError as again:
             await backoff.wait(f"re-create the group of {ref.name}", again)
 
-    async def _heartbeat(self, registry: Registry) -> None:
+    def _liveness(self, registry: Registry) -> Liveness:
+        """Its registry heartbeat, and its dead peers' entries reclaimed (liveness.py)."""
+        settings = self.agent_settings
+
+        def reached() -> None:
+            self._reached_at = time.monotonic()
+
+        return Liveness(
+            agent=self.agent,
+            consumer=self.consumer,
+            bus=self.bus,
+            registry=registry,
+            streams=self.streams,
+            visibility_timeout_ms=settings.visibility_timeout_ms,
+            liveness_ms=settings.liveness_ms,
+            dead_after_ms=settings.dead_after_ms,
+            wake=lambda ref: self._reclaim_now.add(ref.name),
+            reached=reached,
+        )
+
+    def _stopped(self) -> bool:
+        return self._stopping
+
+    async def _heartbeat(self) -> None:
+        """Its in-flight entries' idle times reset, so none is reclaimed from a live worker
+        (its liveness in the registry is ``_liveness``'s)."""
         while not self._stopping:
             await asyncio.sleep(self._beat_s)
             self._turned_at = time.monotonic()
@@ -445,8 +483,6 @@ class Worker:
                 for ref, ids in by_stream.items():
                     for entry_id in await self.bus.touch(ref, self.name, self.consumer, ids):
                         self._lost(ref, entry_id)
-                await registry.beat(self.agent, self.consumer)
-                self._reached_at = time.monotonic()
             except TransportError as exc:
                 log.warning("heartbeat failed: %s", exc, extra={"action": "heartbeat_failed"})
 

@@ -223,6 +223,27 @@ async def test_entries_handed_back_at_shutdown_are_claimable_at_once_and_not_cou
     assert await backend.bus.deliveries(backend.ref(), ["t0"]) == [1]
 
 
+async def test_a_dead_consumer_s_entries_are_exposed_to_a_reclaim_at_once(
+    backend: Backend,
+) -> None:
+    """Its owner and delivery count unchanged until a live consumer claims them; another
+    consumer's entries are left as they are."""
+    ids = [await _submit(backend, f"t{n}") for n in range(4)]
+    await _take(backend, "dead", 3)
+    await _take(backend, "alive", 1)
+    assert await _begin(backend, "dead", ids[0], "t0", fresh=True) == "ok"
+    early = await backend.bus.claim_stale(backend.ref(), AGENT, "c2", 30_000, 10, "0-0")
+    assert early.entries == []
+    assert await backend.bus.expose(backend.ref(), AGENT, "dead", 30_000) == 3
+    assert await backend.bus.deliveries(backend.ref(), ["t0"]) == [1]
+    claimed = await backend.bus.claim_stale(backend.ref(), AGENT, "c2", 30_000, 10, "0-0")
+    assert [e.entry_id for e in claimed.entries] == ids[:3]
+    assert await backend.bus.expose(backend.ref(), AGENT, "dead", 30_000) == 0
+    assert await backend.bus.touch(backend.ref(), AGENT, "dead", ids[:1]) == ids[:1]
+    assert await _begin(backend, "c2", ids[0], "t0", fresh=False) == "ok"
+    assert await backend.bus.deliveries(backend.ref(), ["t0"]) == [2]
+
+
 async def test_one_bad_entry_does_not_sink_its_batch(backend: Backend) -> None:
     ids = [await _submit(backend, f"t{n}") for n in range(3)]
     bad = await _submit(backend, "bogus", b"not json")

@@ -36,6 +36,7 @@ FLEET_METRICS = {
     "deepagents_delayed_tasks",
     "deepagents_audit_outbox_backlog",
     "deepagents_agent_health_ratio",
+    "deepagents_agent_live_instances",
 }
 
 

@@ -19,8 +19,10 @@ from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 from prometheus_client import generate_latest
 from redis.asyncio import Redis
+from rich.console import Console
 
 from deepagents import Task
+from deepagents.cli.status import render_health
 from deepagents.config import Settings, load_config
 from deepagents.modelcall.simulator import SimulatorThread
 from deepagents.orchestrator import Orchestrator
@@ -174,7 +176,7 @@ async def _ready(spans: dict[str, dict[str, Any]], names: set[str]) -> dict[str,
 
 
 @pytest.mark.parametrize("vis_ms", [3000])
-async def test_kill_9_shows_as_falling_health_and_growing_oldest_pending(
+async def test_kill_9_leaves_the_health_ratio_and_shows_dead_since(
     redis_url: str, prefix: str, client: Redis, tmp_path: Path, vis_ms: int
 ) -> None:
     config_path = write_config(tmp_path, vis=vis_ms)
@@ -188,14 +190,13 @@ async def test_kill_9_shows_as_falling_health_and_growing_oldest_pending(
 
 
 def _fleet(text: str) -> tuple[float, float] | None:
-    """(health ratio, oldest pending age) of the lab agent; None before the first sample."""
+    """(health ratio, live instances) of the lab agent; None before the first sample."""
     got = samples(text)
-    if "deepagents_agent_health_ratio" not in got:
+    if "deepagents_agent_live_instances" not in got:
         return None
     ratio = next(v for lab, v in got["deepagents_agent_health_ratio"] if lab["agent"] == "lab")
-    oldest = max(v for lab, v in got["deepagents_stream_oldest_pending_age_seconds"]
-                 if lab["agent"] == "lab")  # fmt: skip
-    return ratio, oldest
+    live = next(v for lab, v in got["deepagents_agent_live_instances"] if lab["agent"] == "lab")
+    return ratio, live
 
 
 async def _kill_scenario(
@@ -227,35 +228,29 @@ async def _kill_scenario(
 
     async def steady() -> tuple[float, float] | None:
         sample = _fleet(try_scrape(port))
-        return sample if sample is not None and sample[0] == 1.0 else None
+        return sample if sample == (1.0, 2.0) else None
 
-    sample = await eventually(steady, what="exporter sees two healthy workers")
-    assert sample is not None  # eventually returns only a truthy value
-    _, oldest_alive = sample
-    # Heartbeats (every third of the visibility timeout) keep pending entries young.
-    assert oldest_alive < vis_ms / 1000
+    await eventually(steady, what="exporter sees two healthy live workers")
     victim.send_signal(signal.SIGKILL)
     victim.wait(10)
     killed = time.monotonic()
     seen: list[tuple[float, float, float]] = []
 
-    async def degraded() -> bool:
+    async def one_live() -> bool:
         sample = _fleet(try_scrape(port))
         if sample is not None:
             seen.append((time.monotonic() - killed, *sample))
-        return bool(seen) and seen[-1][1] < 1.0
+        return bool(seen) and seen[-1][2] == 1.0
 
-    await eventually(degraded, timeout=30, interval=0.02, what="health ratio below 1")
-    fell_after = seen[-1][0]
-    # Fresh = heartbeat within the visibility timeout: the exporter shows the loss once the
-    # victim's last heartbeat is older than that (how soon: loadtests/bench_from_tests.py).
-    assert seen[-1][1] == 0.5
-    # The victim's entries stopped being touched: once the oldest pending age is past what
-    # heartbeats allow, it grows sample after sample, until the health ratio fell.
-    beat_s = vis_ms / 3000
-    grew = [t for t, _, age in seen if age > beat_s + 2 * interval]
-    assert grew, seen
-    ages = [age for t, _, age in seen if t >= grew[0]]
-    assert ages == sorted(ages), seen
-    assert ages[-1] > ages[0], seen
-    print(f"kill -9: age over heartbeats after {grew[0]:.2f} s, ratio 0.5 after {fell_after:.2f} s")
+    await eventually(one_live, timeout=30, interval=0.02, what="one live instance")
+    # Live = registry heartbeat within dead_after_ms: the dead one leaves the ratio, which
+    # counts the healthy survivor only and never pages (tests/telemetry/rules/).
+    assert all(ratio == 1.0 for _, ratio, _ in seen), seen
+    frame = orjson.loads(procs.run("status", "--watch", "--json", "--iterations", "1").stdout)
+    lab = frame["health"]["lab"]
+    assert (lab["fresh"], lab["healthy"], lab["ratio"]) == (1, 1, 1.0)
+    assert [d["instance"] for d in lab["dead"]] == ["victim"]
+    table = Console(width=200, record=True)
+    table.print(render_health(frame["health"]))
+    assert "victim dead since" in table.export_text()
+    print(f"kill -9: one live instance seen by the exporter after {seen[-1][0]:.2f} s")

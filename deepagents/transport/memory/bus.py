@@ -434,6 +434,15 @@ class MemoryBus(MemoryWaiting, MemoryChildren):
             del held.seen_ms[name]
         return removed
 
+    async def expose(self, stream: StreamRef, group: str, dead: str, idle_ms: int) -> int:
+        found, held = self._group(stream, group)
+        at, n = now_ms(), 0
+        for entry_id, pending in held.pel.items():
+            if pending.consumer == dead and entry_id in found.entries:
+                pending.delivered_ms = min(pending.delivered_ms, at - idle_ms)
+                n += 1
+        return n
+
     # delayed and dead letters -------------------------------------------------------------
 
     async def promote_due(

@@ -47,6 +47,9 @@ def _s(value: bytes | str) -> str:
 # A move stops after this many rounds even if entries keep arriving (an orchestrator
 # still routing to the source); the controller sweeps again on its next tick.
 _MOVE_ROUNDS = 1_000
+# The most entries of one dead consumer one expose call makes claimable (a stream's share
+# of one worker's in-flight tasks is far below; the next liveness check does the rest).
+EXPOSE_MOST = 10_000
 
 
 def _task_id_of(fields: dict[bytes, bytes]) -> str:
@@ -549,6 +552,13 @@ class RedisStreamBus(RedisWaiting, RedisChildren):
                 keys=[stream.name], args=[group, min_idle_ms, consumer]
             )
         return [_s(name) for name in removed]
+
+    async def expose(self, stream: StreamRef, group: str, dead: str, idle_ms: int) -> int:
+        with redis_errors(f"expose {dead}'s entries on {stream.name}"):
+            n = await self.scripts.expose(
+                keys=[stream.name], args=[group, dead, idle_ms, EXPOSE_MOST]
+            )
+        return int(n)
 
     async def promote_due(
         self, keys: ShardKeys, tiers: Sequence[str], limit: int = 500

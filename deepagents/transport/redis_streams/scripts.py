@@ -23,6 +23,7 @@ _NAMES = (
     "touch",
     "hand_back",
     "prune_consumers",
+    "expose",
     "replay",
     "cancel",
     "move",
@@ -57,6 +58,7 @@ class Scripts:
     touch: AsyncScript
     hand_back: AsyncScript
     prune_consumers: AsyncScript
+    expose: AsyncScript
     replay: AsyncScript
     cancel: AsyncScript
     move: AsyncScript
