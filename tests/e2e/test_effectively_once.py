@@ -137,8 +137,10 @@ async def test_long_task_on_live_worker_is_not_reclaimed(
 ) -> None:
     """3x the visibility timeout: the heartbeat keeps it; without it, a peer steals it.
     In the control the worker running it neither beats nor reclaims (its own reclaim pass
-    would also keep its entry: XAUTOCLAIM resets the idle time of what it takes), and the
-    peer starts once the run has."""
+    would also keep its entry: XAUTOCLAIM resets the idle time of what it takes), the peer
+    starts once the run has, and the run lasts until the peer has taken it (60 s, the
+    peer's cut to 0.1 s): however slowly the peer starts, the entry is still there to steal
+    (with a 3 s run, a peer that took longer than that to start found nothing to reclaim)."""
     if heartbeat:
         procs.worker("tests.agents:LabAgent")
         procs.worker("tests.agents:LabAgent")
@@ -150,14 +152,15 @@ async def test_long_task_on_live_worker_is_not_reclaimed(
         extra = "grace_period_s: 5\n  heartbeat_ms: 60000\n  reclaim_interval_ms: 600000"
         silent.write_text(Path(str(config_path)).read_text().replace("grace_period_s: 5", extra))
         procs.worker("tests.agents:LabAgent", env={"DEEPAGENTS_CONFIG": str(silent)})
-    handle = await orch.submit(Task(intent="lab", payload={"sleep": 3.0}))
+    handle = await orch.submit(Task(intent="lab", payload={"sleep": 3.0 if heartbeat else 60.0}))
     if not heartbeat:
 
         async def started() -> bool:
             return len(await runs(client, prefix)) >= 1
 
         await eventually(started, timeout=30, what="the first run")
-        procs.worker("tests.agents:LabAgent")  # the peer, with the ordinary config
+        # the peer, with the ordinary config
+        procs.worker("tests.agents:LabAgent", env={"LAB_SLEEP_CAP": "0.1"})
     result = await handle.result(timeout=60)
     executions = [t for t, _ in await runs(client, prefix)]
     committed = await committed_events(client, prefix, "lab", 2)
