@@ -28,7 +28,13 @@ from deepagents.contract.task import Task, utcnow
 from deepagents.errors import ConfigError
 from deepagents.remote import wire
 from deepagents.remote.circuit import FleetCircuit
-from deepagents.remote.errors import ServiceDown, ServiceUnhealthy, protocol_error, status_error
+from deepagents.remote.errors import (
+    ServiceDown,
+    ServiceUnhealthy,
+    ServiceUnreachable,
+    protocol_error,
+    status_error,
+)
 from deepagents.remote.http_wire import Answer, HttpWire, why
 from deepagents.store.breaker import BreakerState
 from deepagents.store.models import RedisClient
@@ -231,9 +237,9 @@ class RemoteAgent(AgentContract):
         try:
             answer = await self._send(task, step, extra, model, timeout, by_deadline, left_ms)
         except Exception as exc:
-            await self._circuit.record(permit, step, exc)
+            await self._circuit.record(permit, task, step, exc)  # may raise CircuitOpen
             raise
-        await self._circuit.record(permit, step, None)
+        await self._circuit.record(permit, task, step, None)
         return answer
 
     async def _send(
@@ -273,7 +279,7 @@ class RemoteAgent(AgentContract):
                 raise TimeoutError(f"{step}: the task's deadline passed during the call") from exc
             raise ServiceDown(f"{step}: no answer within {timeout:g} s") from exc
         except (aiohttp.ClientError, OSError) as exc:
-            raise ServiceDown(f"{step}: {why(exc)}") from exc
+            raise ServiceUnreachable(f"{step}: {why(exc)}") from exc
         if answer.status != 200:
             raise status_error(step, answer.status, answer.retry_after, answer.body)
         content_type = answer.content_type
