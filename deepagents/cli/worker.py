@@ -137,10 +137,7 @@ def main(args: argparse.Namespace) -> int:
         async with redis_client(
             url, max_connections=readers + 32, cluster=settings.redis_cluster
         ) as client:
-            # A remote agent's circuit breaker is shared by the fleet through Redis.
-            agent = (
-                cls(redis=client, prefix=settings.prefix) if issubclass(cls, RemoteAgent) else cls()
-            )
+            agent = await _new_agent(cls, client, settings.prefix)
             # Unanswered questions with on_timeout="escalate" are submitted through it.
             escalations = Orchestrator.from_client(
                 client, config=runtime.config, settings=settings, telemetry=telemetry
@@ -186,6 +183,16 @@ def main(args: argparse.Namespace) -> int:
         if server is not None:
             stop_server(server)
     return 0
+
+
+async def _new_agent(cls: type[AgentContract], client: Any, prefix: str) -> AgentContract:
+    """The agent; a remote one with the fleet's circuit breaker (shared through Redis), and
+    the version its service reports, learnt before the worker registers it."""
+    if not issubclass(cls, RemoteAgent):
+        return cls()
+    agent = cls(redis=client, prefix=prefix)
+    await agent.introduce()
+    return agent
 
 
 def _agent_class(args: argparse.Namespace, config: Any) -> type[AgentContract]:

@@ -11,6 +11,7 @@ circuit breaker (``circuit.py``).
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
 import ssl
 from contextvars import ContextVar
@@ -169,6 +170,12 @@ class RemoteAgent(AgentContract):
             raise ServiceUnhealthy(f"remote service: {where}, {health.status}")
         return True
 
+    async def introduce(self) -> None:
+        """Learn what the service says of itself before the worker registers it: its
+        version (and methods). One not answering yet is "0" until a health check hears it."""
+        with contextlib.suppress(ServiceUnhealthy):
+            await self._health()
+
     async def _health(self) -> wire.HealthResponse:
         """The service's health answer (kept: what it implements), or ``ServiceUnhealthy``
         saying why there is none."""
@@ -191,6 +198,9 @@ class RemoteAgent(AgentContract):
                 raise ServiceUnhealthy(
                     f"remote service: GET /v1/health: HTTP {answer.status}, {health.status}"
                 )
+        if health.version:  # gRPC sends none as ""
+            # On the class: one per agent type, whose instances all call this one service.
+            type(self).version = health.version
         # No list (or an empty one, which is how gRPC sends none): all four.
         methods = frozenset(health.methods or ()) | {"execute"}
         self._methods = methods if health.methods else _ALL_METHODS
