@@ -46,6 +46,7 @@ if TYPE_CHECKING:
 R = TypeVar("R", bound=BaseModel)
 _JSON = "application/json"
 _ALL_METHODS = frozenset(wire.STEPS)
+INTRODUCE_S = 5.0  # the longest a worker's start waits for the service's health answer
 # The request envelope of the task this delivery runs: post_process is given no task.
 _envelope: ContextVar[dict[str, Any]] = ContextVar("deepagents_remote_envelope")
 
@@ -172,9 +173,11 @@ class RemoteAgent(AgentContract):
 
     async def introduce(self) -> None:
         """Learn what the service says of itself before the worker registers it: its
-        version (and methods). One not answering yet is "0" until a health check hears it."""
-        with contextlib.suppress(ServiceUnhealthy):
-            await self._health()
+        version (and methods). One not answering yet is "0" until a health check hears it;
+        one that does not answer within INTRODUCE_S does not hold the worker's start."""
+        with contextlib.suppress(ServiceUnhealthy, TimeoutError):
+            async with asyncio.timeout(INTRODUCE_S):
+                await self._health()
 
     async def _health(self) -> wire.HealthResponse:
         """The service's health answer (kept: what it implements), or ``ServiceUnhealthy``
