@@ -7,6 +7,7 @@
 # A target per role, not one image with every extra: a role's image holds only the packages
 # it runs (a worker has no web framework, no PostgreSQL driver), and each target carries its
 # role's HEALTHCHECK. The three share every layer up to the install of their wheels.
+# Each installs [otlp] too, so DEEPAGENTS_OTLP_ENDPOINT works in every role.
 
 FROM python:3.11-slim AS build
 WORKDIR /src
@@ -15,7 +16,7 @@ COPY deepagents ./deepagents
 COPY agents ./agents
 # Wheels of the project and of every dependency of every role; the roles install from here
 # without reaching an index, so all three get the same versions.
-RUN pip wheel --no-cache-dir --wheel-dir /wheels ".[gateway,audit]"
+RUN pip wheel --no-cache-dir --wheel-dir /wheels ".[gateway,audit,otlp]"
 
 FROM python:3.11-slim AS base
 ENV PYTHONDONTWRITEBYTECODE=1 \
@@ -31,7 +32,7 @@ COPY config/deepagents.yaml ./config/deepagents.yaml
 
 FROM base AS worker
 RUN --mount=type=bind,from=build,source=/wheels,target=/wheels \
-    pip install --no-index --find-links=/wheels deepagents-middleware
+    pip install --no-index --find-links=/wheels "deepagents-middleware[otlp]"
 USER 10001:10001
 # /metrics and /healthz on every address of the container: Prometheus scrapes from another.
 ENV DEEPAGENTS_METRICS_PORT=9100 \
@@ -45,7 +46,7 @@ CMD ["deepagents", "worker", "agents.echo:EchoAgent"]
 
 FROM base AS gateway
 RUN --mount=type=bind,from=build,source=/wheels,target=/wheels \
-    pip install --no-index --find-links=/wheels "deepagents-middleware[gateway]"
+    pip install --no-index --find-links=/wheels "deepagents-middleware[gateway,otlp]"
 USER 10001:10001
 EXPOSE 8000
 HEALTHCHECK --interval=10s --timeout=5s --start-period=10s --retries=3 \
@@ -54,7 +55,7 @@ CMD ["deepagents", "gateway", "--host", "0.0.0.0", "--port", "8000"]
 
 FROM base AS audit
 RUN --mount=type=bind,from=build,source=/wheels,target=/wheels \
-    pip install --no-index --find-links=/wheels "deepagents-middleware[audit]"
+    pip install --no-index --find-links=/wheels "deepagents-middleware[audit,otlp]"
 USER 10001:10001
 # The audit writer serves nothing: alive while its process runs.
 HEALTHCHECK --interval=30s --timeout=5s --retries=3 \

@@ -32,6 +32,7 @@ from deepagents.transport.keys import Keys
 from deepagents.transport.memory import MemoryBus, State
 from deepagents.transport.redis_streams.bus import RedisStreamBus
 from deepagents.transport.redis_streams.pool import check_reachable, connect
+from deepagents.transport.redis_streams.scripts import Scripts
 
 # The connection pools' client, for the layers that still speak Redis themselves (the
 # model-call gates, the gateway's admission): see the exceptions in pyproject's contracts.
@@ -63,6 +64,16 @@ class Services:
             await self.claims.aclose()
         if self.owns_client and self.client is not None:
             await self.client.aclose()
+
+
+def preload(url: str, *, cluster: bool = False) -> None:
+    """Load now, in a process about to fork workers, what building the Redis services would
+    load in each of them: the scripts' sources, and the Redis library's per-process caches
+    (its response callbacks, its version for the client's name), filled by building a client
+    and a connection object. Nothing is connected."""
+    Scripts.preload()
+    if not cluster:
+        open_client(url, max_connections=1).connection_pool.make_connection()  # type: ignore[no-untyped-call]
 
 
 def services_for(client: RedisClient, settings: Settings) -> Services:

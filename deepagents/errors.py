@@ -24,7 +24,8 @@ help::
     │   │   ├── StateTooLarge
     │   │   ├── StepTooLarge
     │   │   └── StateIncompatible  a checkpoint no migration makes valid (dead-lettered)
-    │   └── RemoteProtocolError a remote agent answered outside the wire protocol
+    │   ├── RemoteProtocolError a remote agent answered outside the wire protocol
+    │   └── DelegationTooDeep  a child past delegation.max_depth (not retried)
     ├── ResultTimeout          a handle's result did not arrive in time
     └── ReplyError             a reply to a task's question was refused (orch.reply)
         ├── ReplyTaskNotFound  no such task
@@ -88,6 +89,7 @@ class ErrorCode(StrEnum):
     ALREADY_REPLIED = "already_replied"
     INVALID_REPLY = "invalid_reply"
     REPLY_TIMEOUT = "reply_timeout"
+    DELEGATION_TOO_DEEP = "delegation_too_deep"  # a child past delegation.max_depth
     NOT_FOUND = "not_found"
     AUDIT_STORE_ERROR = "audit_store_error"
     AUDIT_UNAVAILABLE = "audit_unavailable"
@@ -428,3 +430,9 @@ class LimitExceeded(AgentStopped):
     """The task made more model calls or tool calls than its limits allow."""
 
     code = ErrorCode.LIMIT_EXCEEDED
+
+
+class DelegationTooDeep(TaskError):
+    """A delegation past ``delegation.max_depth`` levels of children: not retried."""
+
+    code = ErrorCode.DELEGATION_TOO_DEEP

@@ -55,6 +55,7 @@ class AgentHarness:
             config=self.config,
             settings=self.settings,
             escalate=submitter(self.orchestrator),
+            parentage=self.orchestrator,
         )
         self._running: asyncio.Task[None] | None = None
 

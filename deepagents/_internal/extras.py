@@ -16,6 +16,8 @@ EXTRAS: dict[str, tuple[str, ...]] = {
     "audit": ("asyncpg",),
     "grpc": ("grpc", "google.protobuf"),
     "mcp": ("mcp",),
+    "langgraph": ("langgraph", "langchain_core"),
+    "otlp": ("opentelemetry.exporter.otlp.proto.http",),
 }
 
 

@@ -161,7 +161,7 @@ def events_table(rows: list[dict[str, Any]], title: str, *, with_task: bool = Fa
     for r in rows:
         agent = f"{r['agent']}@{r['agent_version']}" if r["agent_version"] else r["agent"]
         detail = " ".join(str(x) for x in (r["error_code"], r["reason"] or r["error"]) if x)
-        detail = detail or _step_detail(r) or ask_detail(r)
+        detail = detail or _step_detail(r) or ask_detail(r) or delegation_detail(r)
         cells = [f"{r['ts']:%H:%M:%S.%f}"[:-3], r["type"], *([r["task_id"]] if with_task else []),
                  agent, r["tier"], r["attempt"], r["status"], detail,
                  _num(r["latency_ms"], "{:.1f}"), _num(r["tokens_used"], "{:,}"),
@@ -201,6 +201,22 @@ def ask_detail(row: dict[str, Any]) -> str:
         return "nobody answered in time"
     if row["type"] == "escalated":
         return f"question {ask} escalated to {extra.get('escalation_task_id', '')}"
+    return ""
+
+
+def delegation_detail(row: dict[str, Any]) -> str:
+    """A parent parked for its children (waiting_children), a child's end recorded on it
+    (child_ended), and a child's submit naming its parent (submitted)."""
+    extra = row.get("detail")
+    if not isinstance(extra, dict):
+        return ""
+    if row["type"] == "waiting_children":
+        children = extra.get("children") or []
+        return f"waits for {extra.get('mode', '')} of {len(children)}: {' '.join(children)}"
+    if row["type"] == "child_ended":
+        return f"child {extra.get('child_id', '')} ended {extra.get('status', '')}"
+    if row["type"] == "submitted" and extra.get("parent_id"):
+        return f"child of {extra['parent_id']}"
     return ""
 
 

@@ -9,15 +9,16 @@ import sys
 from collections.abc import Coroutine
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, TypeVar
-
-from rich.console import Console
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from deepagents._internal.redis_server import EmbeddedRedis
 from deepagents.compose import redis_client as redis_client  # the commands open clients here
 from deepagents.config import FileConfig, Settings, load_settings, load_settings_config
 from deepagents.errors import ConfigError, DeepAgentsError
 from deepagents.orchestrator.routing import agent_specs
+
+if TYPE_CHECKING:
+    from rich.console import Console
 
 T = TypeVar("T")
 
@@ -89,6 +90,8 @@ def embedded_redis_if_needed(settings: Settings) -> Any:
 def console() -> Console:
     """Rich output for a command: off a terminal (a pipe, a file) tables never wrap, since
     a wrapped table cannot be read back or grepped."""
+    from rich.console import Console  # here: a worker's start never pays for rich
+
     return Console() if sys.stdout.isatty() else Console(width=UNWRAPPED_WIDTH)
 
 

@@ -10,33 +10,36 @@ import argparse
 import importlib
 import sys
 from collections.abc import Sequence
+from typing import Any
 
-from deepagents.cli.common import report
-from deepagents.errors import DeepAgentsError
-from deepagents.telemetry.logs import configure_logging
+# Each command and its one-line help, for ``deepagents --help``. A command's module (its
+# arguments and its imports) is loaded only when that command runs or asks for its help:
+# the help of one command must not wait for every command's dependencies.
+# tests/cli/test_startup_imports.py keeps these lines equal to the modules' own.
+COMMANDS: dict[str, str] = {
+    "demo": "run the whole system locally on a mixed workload",
+    "worker": "run a worker for one agent type",
+    "publish": "submit one task",
+    "status": "per-stream backlog, pending, consumers, dead letters",
+    "dlq": "inspect, replay or purge dead letters",
+    "gateway": "serve the HTTP gateway (FastAPI on uvicorn)",
+    "db": "manage the audit database (PostgreSQL)",
+    "audit": "query the audit log (PostgreSQL)",
+    "audit-writer": "drain the audit outbox streams into PostgreSQL",
+    "sim-model": "run the model simulator (OpenAI and Anthropic APIs, loopback only; not a model)",
+    "exporter": "serve fleet-level stream and health gauges sampled from Redis",
+    "agent-check": "check a remote agent service against the protocol (docs/remote-agents.md)",
+    "rollout": "show or change an agent's canary rollout",
+    "rollout-controller": "promote or roll back canaries from their error rate and p95",
+    "reply": "answer the question a waiting task asks",
+    "tasks": "open questions (waiting); one task's record or events",
+    "result": "a task's result by id, as JSON",
+    "dev-redis": "run a throwaway local Redis until interrupted",
+}
 
-COMMANDS = (
-    "demo",
-    "worker",
-    "publish",
-    "status",
-    "dlq",
-    "gateway",
-    "db",
-    "audit",
-    "audit-writer",
-    "sim-model",
-    "exporter",
-    "agent-check",
-    "rollout",
-    "rollout-controller",
-    "reply",
-    "tasks",
-    "result",
-)
 
-
-def build_parser() -> argparse.ArgumentParser:
+def build_parser(command: str | None = None) -> argparse.ArgumentParser:
+    """The parser, with the full arguments of ``command`` only (every command when None)."""
     parser = argparse.ArgumentParser(
         prog="deepagents",
         description="Schedule work for AI agents over sharded, priority-tiered Redis Streams.",
@@ -51,14 +54,40 @@ def build_parser() -> argparse.ArgumentParser:
         help="log deepagents at DEBUG level (other libraries: $DEEPAGENTS_DEBUG_LOGGERS)",
     )
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
-    for name in COMMANDS:
-        importlib.import_module(f"deepagents.cli.{name.replace('-', '_')}").register(sub)
+    for name, summary in COMMANDS.items():
+        if command is None or name == command:
+            command_module(name).register(sub)
+        else:
+            sub.add_parser(name, help=summary)
     return parser
 
 
+def command_module(name: str) -> Any:
+    return importlib.import_module(f"deepagents.cli.{name.replace('-', '_')}")
+
+
+def chosen_command(argv: Sequence[str]) -> str:
+    """The command ``argv`` names ("" when none): its first word that is not an option
+    (``--config``'s value skipped). Errors are left to the full parser."""
+    words = iter(argv)
+    for word in words:
+        if word == "--config":
+            next(words, None)
+        elif word in ("-h", "--help"):
+            return ""
+        elif not word.startswith("-"):
+            return word if word in COMMANDS else ""
+    return ""
+
+
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = build_parser()
-    args = parser.parse_args(argv)
+    _without_httpx_cli()
+    argv = sys.argv[1:] if argv is None else list(argv)
+    args = build_parser(chosen_command(argv) or "").parse_args(argv)
+    from deepagents.cli.common import report
+    from deepagents.errors import DeepAgentsError
+    from deepagents.telemetry.logs import configure_logging
+
     # JSON lines unless stderr is a terminal (DEEPAGENTS_LOG_FORMAT overrides).
     fmt, debug_loggers = _log_settings()
     configure_logging("DEBUG" if args.verbose else "INFO", fmt, debug_loggers=debug_loggers)
@@ -68,6 +97,15 @@ def main(argv: Sequence[str] | None = None) -> int:
         return report(exc)
     except KeyboardInterrupt:
         return 130
+
+
+def _without_httpx_cli() -> None:
+    """Keep httpx from importing its own command line (click, pygments, rich) in this
+    process: about 70% of ``import httpx``, never used by deepagents. httpx falls back to a
+    stub ``httpx.main`` when that import fails (its optional ``[cli]`` extra); the
+    ``deepagents`` process never runs httpx's command line."""
+    if "httpx" not in sys.modules:
+        sys.modules.setdefault("httpx._main", None)  # type: ignore[arg-type]
 
 
 def _log_settings() -> tuple[str, list[str]]:

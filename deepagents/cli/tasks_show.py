@@ -1,5 +1,6 @@
 """``deepagents tasks show TASK_ID``: one task's record in Redis (state, agent, tier, shard,
-attempt, the question it waits on, its result)."""
+attempt, the question it waits on, its result; for a task that delegated, each child with
+its state; for a child, its ``parent_id``)."""
 
 from __future__ import annotations
 
@@ -13,6 +14,7 @@ from deepagents.cli.common import console, load_runtime, redis_client, require_r
 from deepagents.cli.task_lookup import checked_task_id, task_record
 from deepagents.contract.codec import decode_result
 from deepagents.orchestrator import Orchestrator
+from deepagents.orchestrator.children import children_of
 
 # Fields of the task hash not worth a line of their own (the result is shown decoded).
 _HIDDEN = frozenset({"result", "task", "payload"})
@@ -42,7 +44,14 @@ def main(args: argparse.Namespace) -> int:
                 client, config=runtime.config, settings=runtime.settings
             ) as orch,
         ):
-            return view(task_id, await task_record(orch, task_id))
+            info = await task_record(orch, task_id)
+            shown = view(task_id, info)
+            kids = children_of(info)
+            if kids:  # ctx.delegate: each child with its state now
+                shown["children"] = [
+                    {"task_id": kid, "state": await orch.task_state(kid)} for kid in kids
+                ]
+            return shown
 
     shown = run(read())
     if args.json:

@@ -4,28 +4,44 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-from typing import Any
+import importlib
+import logging
+import os
+import socket
+import sys
+import time
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, cast
 
+from deepagents import compose
 from deepagents._internal.extras import require_extra
 from deepagents._internal.heap import freeze_startup_heap
 from deepagents.cli.common import (
     load_runtime,
     redis_client,
+    report,
     require_redis_url,
     run,
 )
 from deepagents.cli.signals import on_stop
-from deepagents.config.placement import parse_placement
-from deepagents.config.schema import FileConfig
+from deepagents.cli.supervisor import Fork, Supervisor
+from deepagents.config import FileConfig, Settings
+from deepagents.config.placement import Placement, parse_placement
 from deepagents.contract.agent import AgentContract
 from deepagents.contract.loading import load_agent_class
-from deepagents.errors import ConfigError
+from deepagents.errors import ConfigError, DeepAgentsError
 from deepagents.orchestrator import Orchestrator, submitter
-from deepagents.remote import RemoteAgent, remote_agent_class
 from deepagents.telemetry.core import configure
 from deepagents.telemetry.serve import serve_metrics, stop_server
 from deepagents.worker import Worker
 from deepagents.worker.probes import WorkerProbes
+
+if TYPE_CHECKING:
+    from deepagents.remote import RemoteAgent
+
+log = logging.getLogger("deepagents.cli")
+ORPHAN_CHECK_S = 1.0  # how often a forked worker checks that its supervisor still runs
+FIRST_TASK_WATCH_S = 5.0  # a forked worker logs its first task if done within this
 
 
 def register(sub: Any) -> None:
@@ -84,7 +100,21 @@ def register(sub: Any) -> None:
         help="address /metrics listens on (default: $DEEPAGENTS_METRICS_HOST, else "
         "127.0.0.1; 0.0.0.0 for a scraper on another host)",
     )
+    p.add_argument(
+        "--processes",
+        type=_processes,
+        metavar="N",
+        help="run N worker processes forked from one supervisor, which replaces a dead one "
+        "at once; each has its own consumer (CONSUMER-SLOT, default host-pid-SLOT) and "
+        "serves /metrics on PORT+SLOT (default: one process, no supervisor)",
+    )
     p.set_defaults(func=main)
+
+
+def _processes(text: str) -> int:
+    if not text.isdigit() or not 1 <= int(text) <= 256:
+        raise argparse.ArgumentTypeError(f"{text!r} must be a number of processes, 1 to 256")
+    return int(text)
 
 
 def parse_concurrency(text: str, tiers: tuple[str, ...]) -> dict[str, int]:
@@ -106,7 +136,37 @@ def _require_mcp(config: FileConfig, agent: str) -> None:
         require_extra("mcp", f"agents.{agent}.mcp_servers")
 
 
+@dataclass(frozen=True, slots=True)
+class Plan:
+    """All a worker process needs, read and checked before any process starts."""
+
+    args: argparse.Namespace
+    config: FileConfig
+    settings: Settings
+    agent: type[AgentContract]
+    concurrency: dict[str, int]
+    placement: Placement
+    url: str
+
+
 def main(args: argparse.Namespace) -> int:
+    plan = _plan(args)
+    if args.processes is None:
+        return serve_process(plan)
+    _preload(plan)
+    freeze_startup_heap()  # before the forks: the children share these pages, untouched
+    return Supervisor(args.processes, lambda fork: _serve_child(plan, fork)).run()
+
+
+def _serve_child(plan: Plan, fork: Fork) -> int:
+    """A forked worker; its error is one line, as ``deepagents`` reports any."""
+    try:
+        return serve_process(_child_plan(plan, fork), fork)
+    except DeepAgentsError as exc:
+        return report(exc)
+
+
+def _plan(args: argparse.Namespace) -> Plan:
     runtime = load_runtime(args.config)
     cls = _agent_class(args, runtime.config)
     concurrency = parse_concurrency(args.concurrency, runtime.config.tier_names)
@@ -124,40 +184,89 @@ def main(args: argparse.Namespace) -> int:
                 "--with-audit-writer needs DEEPAGENTS_DATABASE_URL", file="environment"
             )
         settings = settings.model_copy(update={"outbox": True})
+    if settings.otlp_endpoint:  # said once, before any process starts
+        require_extra("otlp", "DEEPAGENTS_OTLP_ENDPOINT")
     if args.metrics_port is not None:
         settings = settings.model_copy(update={"metrics_port": args.metrics_port})
     if args.metrics_host is not None:
         settings = settings.model_copy(update={"metrics_host": args.metrics_host})
+    return Plan(args, runtime.config, settings, cls, concurrency, placement, url)
+
+
+def _preload(plan: Plan) -> None:
+    """Import now what a worker imports only as it starts, so no forked child pays for it."""
+    modules = ["uvloop"]
+    if plan.args.with_audit_writer:
+        modules.append("deepagents.store.audit.writer")
+    if plan.settings.otlp_endpoint:
+        modules.append("opentelemetry.exporter.otlp.proto.http.trace_exporter")
+    for module in modules:
+        try:
+            importlib.import_module(module)
+        except ImportError:
+            continue  # absent (uvloop off Linux, a missing extra): the child reports it
+    compose.preload(plan.url, cluster=plan.settings.redis_cluster)
+    if plan.config.models or plan.settings.sim_model_url:
+        from deepagents.modelcall.calls import preload
+
+        preload()
+
+
+def _child_plan(plan: Plan, fork: Fork) -> Plan:
+    """A forked worker's own consumer name (its slot's: a replacement re-reads at once what
+    the dead one left pending) and its own /metrics port."""
+    base = plan.settings.consumer or f"{socket.gethostname()}-{fork.supervisor}"
+    update: dict[str, Any] = {"consumer": f"{base}-{fork.slot}"}
+    if plan.settings.metrics_port is not None:
+        update["metrics_port"] = plan.settings.metrics_port + fork.slot
+    return Plan(
+        plan.args,
+        plan.config,
+        plan.settings.model_copy(update=update),
+        plan.agent,
+        plan.concurrency,
+        plan.placement,
+        plan.url,
+    )
+
+
+def serve_process(plan: Plan, fork: Fork | None = None) -> int:
+    """Run one worker in this process until it is stopped; ``fork`` when forked by the
+    supervisor."""
+    args, settings, cls = plan.args, plan.settings, plan.agent
     telemetry = configure(settings, service=f"deepagents-worker-{cls.name}")
     probes = WorkerProbes()
     server = serve_metrics(telemetry, settings.metrics_port, settings.metrics_host, probes.probes())
 
     async def serve() -> None:
-        readers = len(placement.tiers) * len(placement.shards)
+        readers = len(plan.placement.tiers) * len(plan.placement.shards)
         async with redis_client(
-            url, max_connections=readers + 32, cluster=settings.redis_cluster
+            plan.url, max_connections=readers + 32, cluster=settings.redis_cluster
         ) as client:
             agent = await _new_agent(cls, client, settings.prefix)
-            # Unanswered questions with on_timeout="escalate" are submitted through it.
+            # Unanswered questions with on_timeout="escalate" are submitted through it, and
+            # child tasks (ctx.delegate), whose ends it carries to their parents.
             escalations = Orchestrator.from_client(
-                client, config=runtime.config, settings=settings, telemetry=telemetry
+                client, config=plan.config, settings=settings, telemetry=telemetry
             )
             worker = Worker.from_client(
                 agent,
                 client=client,
-                config=runtime.config,
+                config=plan.config,
                 settings=settings,
-                concurrency=concurrency,
+                concurrency=plan.concurrency,
                 telemetry=telemetry,
-                placement=placement,
+                placement=plan.placement,
                 escalate=submitter(escalations),
+                parentage=escalations,
             )
             probes.worker = worker
             task = asyncio.ensure_future(worker.run())
             writer = (
-                _audit_writer(client, runtime.config, settings) if args.with_audit_writer else None
+                _audit_writer(client, plan.config, settings) if args.with_audit_writer else None
             )
             drain = asyncio.ensure_future(writer.run()) if writer is not None else None
+            watch = asyncio.ensure_future(_forked(worker, fork)) if fork is not None else None
 
             def stop() -> None:
                 worker.stop()
@@ -168,14 +277,17 @@ def main(args: argparse.Namespace) -> int:
                 try:
                     await task
                 finally:
+                    if watch is not None:
+                        watch.cancel()
                     if writer is not None and drain is not None:
                         writer.stop()  # it acks only what PostgreSQL committed; the rest waits
                         await drain
-                    if isinstance(agent, RemoteAgent):
+                    if _remote_class(cls) is not None:
                         # its connections, and the breaker outcomes it has not sent yet
-                        await agent.aclose()
+                        await cast("RemoteAgent", agent).aclose()
 
-    freeze_startup_heap()
+    if fork is None:
+        freeze_startup_heap()
     try:
         run(serve())
     finally:
@@ -185,17 +297,37 @@ def main(args: argparse.Namespace) -> int:
     return 0
 
 
-async def _new_agent(cls: type[AgentContract], client: Any, prefix: str) -> AgentContract:
-    """The agent; a remote one with the fleet's circuit breaker (shared through Redis), and
-    the version its service reports, learnt before the worker registers it."""
-    if not issubclass(cls, RemoteAgent):
-        return cls()
-    agent = cls(redis=client, prefix=prefix)
-    await agent.introduce()
-    return agent
+async def _forked(worker: Worker, fork: Fork) -> None:
+    """A forked worker's log of its start (from the fork to ready, and to its first task
+    done if one comes within FIRST_TASK_WATCH_S), and its end when the supervisor is gone
+    (killed with -9: nobody would stop this process then)."""
+    await worker.ready.wait()
+    where = {"slot": fork.slot, "pid": os.getpid(), "consumer": worker.consumer}
+    log.info(
+        "worker process ready",
+        extra={"action": "child_ready", **where, "ready_ms": _ms(fork)},
+    )
+    # Polled for a few seconds only, rather than an event on the worker's commit path.
+    watch_until = time.monotonic() + FIRST_TASK_WATCH_S
+    while not worker.stats.committed and time.monotonic() < watch_until:  # noqa: ASYNC110
+        await asyncio.sleep(0.001)
+    if worker.stats.committed:
+        log.info(
+            "worker process ran its first task",
+            extra={"action": "child_first_task", **where, "first_task_ms": _ms(fork)},
+        )
+    # Linux would signal a parent's death (PR_SET_PDEATHSIG), other systems not: polled.
+    while os.getppid() == fork.supervisor:  # noqa: ASYNC110
+        await asyncio.sleep(ORPHAN_CHECK_S)
+    log.warning("worker supervisor is gone: stopping", extra={"action": "orphaned", **where})
+    worker.stop()
 
 
-def _agent_class(args: argparse.Namespace, config: Any) -> type[AgentContract]:
+def _ms(fork: Fork) -> float:
+    return round(fork.since_fork_ms(), 1)
+
+
+def _agent_class(args: argparse.Namespace, config: FileConfig) -> type[AgentContract]:
     if (args.agent is None) == (args.remote is None):
         raise ConfigError("worker: give either MODULE:CLASS or --remote NAME")
     if args.agent is not None:
@@ -203,7 +335,29 @@ def _agent_class(args: argparse.Namespace, config: Any) -> type[AgentContract]:
     entry = config.agents.get(args.remote)
     if entry is None or entry.remote is None:
         raise ConfigError(f"--remote {args.remote}: no agents.{args.remote}.remote in the config")
+    from deepagents.remote import remote_agent_class  # aiohttp: only for a remote agent
+
     return remote_agent_class(args.remote, entry)
+
+
+async def _new_agent(cls: type[AgentContract], client: Any, prefix: str) -> AgentContract:
+    """The agent; a remote one with the fleet's circuit breaker (shared through Redis), and
+    the version its service reports, learnt before the worker registers it."""
+    remote = _remote_class(cls)
+    if remote is None:
+        return cls()
+    agent = remote(redis=client, prefix=prefix)
+    await agent.introduce()
+    return agent
+
+
+def _remote_class(cls: type[AgentContract]) -> type[RemoteAgent] | None:
+    """``cls`` as a remote agent's class, or None. A class can derive from ``RemoteAgent``
+    only once its module is loaded, so it is not imported (nor aiohttp) to find out."""
+    module = sys.modules.get("deepagents.remote.agent")
+    if module is not None and issubclass(cls, module.RemoteAgent):
+        return cast("type[RemoteAgent]", cls)
+    return None
 
 
 def _audit_writer(client: Any, config: Any, settings: Any) -> Any:

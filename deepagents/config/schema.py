@@ -146,6 +146,12 @@ class RemoteConfig(_Strict):
     timeout_s: float = Field(default=30.0, gt=0, le=3600, description="per call, at most")
     max_connections: int = Field(default=100, ge=1, le=10_000)
     max_response_bytes: int = Field(default=1_048_576, ge=1024, le=1 << 30)
+    max_retry_after_s: float = Field(
+        default=300.0,
+        gt=0,
+        le=86_400,
+        description="the longest a service's Retry-After may delay a task's next attempt",
+    )
     headers_from_env: dict[str, str] = Field(
         default_factory=dict, description="header name -> environment variable holding its value"
     )
@@ -253,6 +259,25 @@ class AsksConfig(_Strict):
     )
 
 
+class DelegationConfig(_Strict):
+    """Tasks that delegate to child tasks (``ctx.delegate``, docs/long-running.md)."""
+
+    max_depth: int = Field(
+        default=4,
+        ge=1,
+        le=64,
+        description="how deep children may nest (a task submitted from outside is depth 0); "
+        "a delegation past it fails with delegation_too_deep",
+    )
+    sweep_s: float = Field(
+        default=30.0,
+        gt=0,
+        le=86_400,
+        description="how often a parent's shard checks its unfinished children again, to "
+        "deliver an end a crash lost between the child's commit and the parent's wake-up",
+    )
+
+
 class FileConfig(_Strict):
     tiers: dict[str, TierConfig] = Field(default_factory=default_tiers)
     default_tier: str | None = None
@@ -263,6 +288,7 @@ class FileConfig(_Strict):
     gateway: GatewayConfig = Field(default_factory=GatewayConfig)
     rollouts: dict[str, RolloutConfig] = Field(default_factory=dict)
     asks: AsksConfig = Field(default_factory=AsksConfig)
+    delegation: DelegationConfig = Field(default_factory=DelegationConfig)
 
     @field_validator("tiers")
     @classmethod

@@ -31,6 +31,15 @@ class DecodeError(DeepAgentsError, ValueError):
     code = ErrorCode.DECODE_ERROR
 
 
+class DamagedRecord(DecodeError):
+    """A stored record that cannot be read back (a task's result, its location record,
+    its question): damaged in Redis. ``record`` names which, for the metric."""
+
+    def __init__(self, record: str, message: str) -> None:
+        self.record = record
+        super().__init__(message)
+
+
 class TooLarge(DecodeError):
     """A stream entry whose task is over the size limit: never parsed."""
 
@@ -157,7 +166,13 @@ def encode_result(result: Result) -> bytes:
 
 
 def decode_result(raw: bytes | str) -> Result:
-    return Result.model_validate(orjson.loads(raw))
+    """A stored Result; ``DamagedRecord`` when it is not one."""
+    try:
+        return Result.model_validate(orjson.loads(raw))
+    except orjson.JSONDecodeError:
+        raise DamagedRecord("result", "the stored result is damaged (not JSON)") from None
+    except ValidationError as exc:
+        raise DamagedRecord("result", f"the stored result is damaged ({_where(exc)})") from None
 
 
 def _where(exc: ValidationError, limit: int = 5) -> str:

@@ -9,17 +9,31 @@ The interface lives here, in the pure contract layer; the worker implements it
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from contextvars import ContextVar
+from dataclasses import dataclass, field
+from datetime import datetime
 from typing import Any, Literal, TypeVar, overload
 
 from pydantic import BaseModel
 
+from deepagents.contract.result import Result
 from deepagents.errors import StepError
 
 T = TypeVar("T")
 M = TypeVar("M", bound=BaseModel)
 OnTimeout = Literal["fail", "default", "escalate"]
+
+
+@dataclass(frozen=True, slots=True)
+class Delegation:
+    """One child task to submit (``ctx.delegate_many``): its intent and payload; it inherits
+    the parent's tenant and trace, and the tighter of ``deadline`` and the parent's."""
+
+    intent: str
+    payload: dict[str, Any] = field(default_factory=dict)
+    deadline: datetime | None = None
+    priority: int | None = None
 
 
 class PhaseScope(ABC):
@@ -107,6 +121,36 @@ class TaskContext(ABC):
         default: M | None = None,
     ) -> M:
         """Park the task until a person answers ``question`` (validated by ``schema``)."""
+
+    async def delegate(
+        self,
+        intent: str,
+        payload: dict[str, Any] | None = None,
+        *,
+        deadline: datetime | None = None,
+        priority: int | None = None,
+    ) -> Result:
+        """Submit a child task and park (no slot held) until it ends; its ``Result``, a
+        failed one included. The child is submitted once however often this task runs."""
+        call = Delegation(intent, payload or {}, deadline, priority)
+        return (await self.delegate_many([call]))[0]
+
+    @abstractmethod
+    async def delegate_many(
+        self, calls: Sequence[Delegation], *, limit: int | None = None
+    ) -> list[Result]:
+        """Submit the children, at most ``limit`` in flight at once, and park until the
+        last ends; their ``Result``s in order. Each child's result is recorded as a step."""
+
+    async def load_records(self, kind: str) -> dict[str, bytes]:
+        """The fields this task recorded under ``kind`` (``save_records``), by name: what an
+        adapter keeps beside the steps (the LangGraph checkpoint saver's, ``lg``)."""
+        raise StepError(f"{type(self).__name__} keeps no records")
+
+    async def save_records(self, kind: str, fields: Sequence[tuple[str, bytes]]) -> None:
+        """Record ``fields`` under ``kind``: owner-checked like a step, and sent with the
+        other deliveries' records (one round trip per batch). Lands before it returns."""
+        raise StepError(f"{type(self).__name__} keeps no records")
 
 
 _current: ContextVar[TaskContext | None] = ContextVar("deepagents_task_context", default=None)

@@ -38,6 +38,9 @@ EVENT_TYPES = frozenset(
         "step_completed",
         "resumed",
         "tool_call",  # one call through wrap_tool_call: tool, server, arguments hash, outcome
+        # delegation: a parent parked for its children; a child's end recorded on it
+        "waiting_children",
+        "child_ended",
     }
 )
 

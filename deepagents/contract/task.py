@@ -57,6 +57,12 @@ class Task(BaseModel):
     tenant: str | None = Field(default=None, min_length=1, max_length=128)
     idempotency_key: str | None = Field(default=None, min_length=1, max_length=256)
     traceparent: str | None = Field(default=None, max_length=256)
+    # A child task (``ctx.delegate``): its parent's id, and how many parents are above it
+    # (None: a task submitted from outside, depth 0; left out of the JSON then).
+    parent_id: str | None = Field(
+        default=None, min_length=1, max_length=64, pattern=TASK_ID_PATTERN
+    )
+    depth: int | None = Field(default=None, ge=1, le=64)
     schema_version: int = SCHEMA_VERSION
     created_at: PydanticAwareDatetime = Field(default_factory=utcnow)
 

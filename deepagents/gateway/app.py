@@ -23,6 +23,7 @@ from deepagents.compose import open_services
 from deepagents.config.load import load_settings, load_settings_config
 from deepagents.config.schema import FileConfig
 from deepagents.config.settings import Settings
+from deepagents.contract.codec import DamagedRecord
 from deepagents.errors import ConfigError, DeepAgentsError, ErrorCode
 from deepagents.gateway.apidoc import build_openapi
 from deepagents.gateway.auth import Authenticator, MetricsGuard
@@ -198,6 +199,14 @@ async def exception_response(request: Request, exc: Exception) -> Response:
         else:
             problem = Problem(ErrorCode.NOT_FOUND, f"no endpoint {request.url.path}; see /docs")
         return problem_response(problem, request)
+    if isinstance(exc, DamagedRecord):
+        # Retrying will not mend it: 410, not 503; the operator learns of it by the metric.
+        log.warning("damaged %s record on %s: %s", exc.record, request.url.path, exc)
+        state = getattr(request.app.state, "gateway", None)
+        if state is not None:
+            state.metrics.damaged_records.labels(exc.record).inc()
+        detail = f"{exc}; the task cannot be read or answered (the operator was told)"
+        return problem_response(Problem(ErrorCode.DECODE_ERROR, detail), request)
     if isinstance(exc, DeepAgentsError):
         log.warning("dependency failed: %s", exc)
         return problem_response(

@@ -19,12 +19,15 @@ from __future__ import annotations
 
 import threading
 import time
-from typing import Any
+from collections.abc import Callable
+from typing import Any, TypeVar
 
 from deepagents.config.gateway import BodyLimits
 from deepagents.errors import ErrorCode
 from deepagents.gateway.body import parse_json
 from deepagents.gateway.problems import Problem
+
+T = TypeVar("T")
 
 
 class ParseBudget:
@@ -40,6 +43,16 @@ class ParseBudget:
         start = time.perf_counter()
         try:
             return parse_json(body, limits)
+        finally:
+            self._spend(tenant, time.perf_counter() - start, limits)
+
+    def run(self, tenant: str, work: Callable[[], T], limits: BodyLimits) -> T:
+        """Other body work (a reply's check against its question's schema) on the same
+        budget: 429 while the tenant is in debt, then the time it took is taken."""
+        self.check(tenant, limits)
+        start = time.perf_counter()
+        try:
+            return work()
         finally:
             self._spend(tenant, time.perf_counter() - start, limits)
 

@@ -9,6 +9,7 @@ import hmac
 
 from starlette.requests import Request
 
+from deepagents.errors import DeepAgentsError
 from deepagents.gateway.auth import Authenticator, Principal
 from deepagents.gateway.problems import Problem
 
@@ -31,7 +32,7 @@ SECURITY_HEADERS = {
 }
 
 
-class SignedOut(Exception):
+class SignedOut(DeepAgentsError):
     """No valid session: the page sends the browser to the sign-in form."""
 
 

@@ -61,6 +61,13 @@ class GatewayMetrics:
             ["code"],
             registry=self.registry,
         )
+        self.damaged_records = Counter(
+            "deepagents_gateway_damaged_records",
+            "Reads that met a damaged record in Redis (410 decode_error), by record: "
+            "result, location, question",
+            ["record"],
+            registry=self.registry,
+        )
         self.config_reloads = Counter(
             "deepagents_gateway_config_reloads",
             "Config file reloads (SIGHUP) by outcome: ok, or failed (the running config stays)",

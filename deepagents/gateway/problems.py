@@ -50,6 +50,7 @@ CODES: dict[ErrorCode, tuple[int, str]] = {
     ErrorCode.INVALID_REPLY: (422, "The answer does not match the question's schema"),
     ErrorCode.RATE_LIMITED: (429, "Too many requests for this tenant"),
     ErrorCode.TOO_MANY_IN_FLIGHT: (429, "Too many requests in flight for this tenant"),
+    ErrorCode.DECODE_ERROR: (410, "The task's stored record is damaged"),
     ErrorCode.INTERNAL_ERROR: (500, "Internal error"),
     ErrorCode.OVERLOADED: (503, "The target queue is over its backlog limit"),
     ErrorCode.UNAVAILABLE: (503, "A dependency of the gateway is unavailable"),

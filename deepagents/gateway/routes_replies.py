@@ -4,6 +4,8 @@ tenant's task is answered 404, as an unknown one."""
 
 from __future__ import annotations
 
+import asyncio
+from collections.abc import Callable
 from typing import Annotated
 
 from fastapi import APIRouter, Depends, Query
@@ -33,7 +35,9 @@ from deepagents.gateway.routes_tasks import (
     bearer,
 )
 from deepagents.gateway.schemas import Replied, ReplyRequest, WaitingList
+from deepagents.gateway.state import GatewayState
 from deepagents.gateway.submit import validate_body
+from deepagents.orchestrator.replies import CheckRunner
 
 router = APIRouter(prefix="/v1", dependencies=[Depends(bearer)], tags=["replies"])
 
@@ -62,7 +66,9 @@ async def reply(
         body = validate_body(ReplyRequest, await _read_json(request, state, principal.tenant))
         await _owned(state, task_id, principal.tenant)
         try:
-            done = await state.orchestrator.reply(task_id, body.answer)
+            done = await state.orchestrator.reply(
+                task_id, body.answer, _on_budget(state, principal.tenant)
+            )
         except ReplyTaskNotFound as exc:
             raise Problem(ErrorCode.NOT_FOUND, f"no task {task_id} for your tenant") from exc
         except NotWaiting as exc:
@@ -79,6 +85,20 @@ async def reply(
         except PayloadTooLarge as exc:
             raise Problem(ErrorCode.PAYLOAD_TOO_LARGE, str(exc)) from exc
     return _json(Replied(task_id=task_id, ask=done.ask, waited_s=round(done.waited_s, 3)))
+
+
+def _on_budget(state: GatewayState, tenant: str) -> CheckRunner:
+    """Run a reply's schema check in the parse thread, on the tenant's parse budget: the
+    event loop serves other tenants meanwhile, and a tenant whose checks cost time is
+    answered 429 as one whose bodies do."""
+    limits = state.config.gateway.body
+
+    async def run(check: Callable[[], None]) -> None:
+        state.parse_budget.check(tenant, limits)
+        loop = asyncio.get_running_loop()
+        await loop.run_in_executor(state.parser, state.parse_budget.run, tenant, check, limits)
+
+    return run
 
 
 @router.get(

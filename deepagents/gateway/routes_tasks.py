@@ -32,6 +32,8 @@ from deepagents.gateway.schemas import (
 from deepagents.gateway.state import GatewayState, get_principal, get_state
 from deepagents.gateway.submit import build_tasks, submit_problem, validate_body
 from deepagents.orchestrator import TaskHandle
+from deepagents.orchestrator.children import children_of
+from deepagents.store.tasks import Location
 
 bearer = HTTPBearer(auto_error=False, description="an API key issued per tenant")
 router = APIRouter(prefix="/v1", dependencies=[Depends(bearer)], tags=["tasks"])
@@ -168,11 +170,23 @@ async def _submit(state: GatewayState, tasks: list[Task], tenant: str) -> list[T
         raise submit_problem(exc, [h.task_id for h in accepted]) from exc
     for handle in handles:
         state.metrics.submitted.labels(tenant, handle.agent).inc()
-    # A duplicate (idempotency key) returns the first task's id; its records were written then.
-    pairs = zip(tasks, handles, strict=True)
-    await state.tasks.forget_submitted(
-        [t.task_id for t, h in pairs if h.duplicate and h.task_id != t.task_id]
-    )
+    # A duplicate (idempotency key) returns the first task's id. Its owner and location
+    # records are written again (NX): the submit that made the task may have failed after
+    # its enqueue landed (a cancelled request, Redis gone mid-reply) and removed them. The
+    # records admission wrote for this submit's own id go.
+    moved = [
+        (t.task_id, h)
+        for t, h in zip(tasks, handles, strict=True)
+        if h.duplicate and h.task_id != t.task_id
+    ]
+    if moved:
+        records = [state.tasks.owner_record(h.task_id, tenant) for _, h in moved]
+        records += [
+            state.tasks.location_record(h.task_id, Location(h.agent, h.shard, h.tier or ""))
+            for _, h in moved
+        ]
+        await state.tasks.adopt(records, state.owner_ttl_s)
+        await state.tasks.forget_submitted([mine for mine, _ in moved])
     return handles
 
 
@@ -278,6 +292,8 @@ def _view(task_id: str, info: dict[str, Any]) -> TaskView:
         tier=info.get("tier") or info.get("submitted_tier"),
         result=result,
         question=question_view(info),
+        parent_id=info.get("parent_id") or None,
+        children=children_of(info),
     )
 
 

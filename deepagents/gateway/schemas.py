@@ -23,7 +23,10 @@ class SubmitRequest(_Body):
     deadline: AwareDatetime | None = Field(
         default=None, description="RFC 3339 with a zone, e.g. 2030-01-01T00:00:00Z"
     )
-    priority: int | None = Field(default=None, ge=0, le=9, description="tier hint: 0 = most urgent")
+    # strict: `true` is not 1, nor "1" or 1.0 (issue 39)
+    priority: int | None = Field(
+        default=None, ge=0, le=9, strict=True, description="tier hint: 0 = most urgent"
+    )
     idempotency_key: str | None = Field(
         default=None,
         min_length=1,
@@ -88,6 +91,12 @@ class TaskView(BaseModel):
     tier: str | None = None
     result: ResultView | None = Field(default=None, description="set when state is done or dead")
     question: QuestionView | None = Field(default=None, description="set when state is waiting")
+    parent_id: str | None = Field(
+        default=None, description="the task that delegated this one (ctx.delegate)"
+    )
+    children: list[str] = Field(
+        default_factory=list, description="the child tasks this one delegated to, in order"
+    )
 
 
 class ReplyRequest(_Body):

@@ -12,13 +12,15 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import AsyncIterator, Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from deepagents.config.models import ModelConfig
 from deepagents.errors import ConfigError
-from deepagents.modelcall.calls import ModelCalls
 from deepagents.modelcall.usage import use_model_calls
 from deepagents.store.models import RedisClient
+
+if TYPE_CHECKING:
+    from deepagents.modelcall.calls import ModelCalls
 
 # The model the ResearchAgent asks for, when the demo runs against the simulator and the
 # configuration names none.
@@ -38,6 +40,9 @@ async def model_calls_scope(
     if redis is None:
         # The gates (breaker, budgets, quotas) and credential locks are shared in Redis.
         raise ConfigError("model calls need Redis: in-memory services have none")
+    # Imported only with models configured: the HTTP client (httpx) is the calls' cost.
+    from deepagents.modelcall.calls import ModelCalls
+
     async with ModelCalls(models, redis, prefix=prefix, **options) as calls:
         with use_model_calls(calls):
             yield calls

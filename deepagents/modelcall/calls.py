@@ -9,7 +9,9 @@ client is given, so it is not closed here.
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
+import ssl
 from collections.abc import Callable, Coroutine, Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -35,6 +37,19 @@ log = logging.getLogger("deepagents.modelcall")
 
 RecordHook = Callable[[AttemptRecord], None]
 MAX_BACKGROUND = 1000
+
+
+@functools.cache
+def tls_context() -> ssl.SSLContext:
+    """The trusted CAs (httpx's defaults), loaded once per process: loading them costs tens
+    of milliseconds, which a worker forked by the supervisor then inherits instead."""
+    return httpx.create_ssl_context()
+
+
+def preload() -> None:
+    """Load now what the first client loads (the TLS context, the transport's modules), for
+    a process about to fork workers. No connection is opened; the transport is dropped."""
+    httpx.AsyncHTTPTransport(verify=tls_context())
 
 
 @dataclass
@@ -170,6 +185,7 @@ class ModelCalls:
                     max_connections=self._pool_size(), max_keepalive_connections=self._pool_size()
                 ),
                 timeout=httpx.Timeout(30.0),
+                verify=tls_context(),
                 follow_redirects=False,  # a redirect could carry the key to another host
             )
             self.clients_created += 1

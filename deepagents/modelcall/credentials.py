@@ -19,9 +19,6 @@ import uuid
 from collections.abc import Callable
 from typing import Any, Protocol
 
-import hvac
-import hvac.exceptions
-
 from deepagents.config.models import ModelConfig, VaultConfig
 from deepagents.modelcall.errors import CredentialError
 from deepagents.store.models import RedisClient
@@ -75,6 +72,11 @@ class VaultSource:
         self.description = f"vault:{config.mount}/{config.path}#{config.field}"
         self.version: int | None = None
         self._clock = clock
+        # Imported only when a model's key is in Vault: other processes start without it.
+        import hvac
+        import hvac.exceptions
+
+        self._vault_error: type[Exception] = hvac.exceptions.VaultError
         self._client = hvac.Client(url=str(config.url), token=token, timeout=config.timeout_s)
         self._lock = threading.Lock()
         self._checked_at: float | None = None
@@ -97,7 +99,7 @@ class VaultSource:
                     raise_on_deleted_version=True,
                 )
             # requests' errors (hvac's transport) are OSErrors: refused, reset, timed out.
-            except (hvac.exceptions.VaultError, OSError) as exc:
+            except (self._vault_error, OSError) as exc:
                 # The message names the path and the error class; never the token.
                 raise CredentialError(
                     f"Vault read of {self.description} failed: {type(exc).__name__}"

@@ -41,13 +41,21 @@ from deepagents.errors import (
     Overloaded,
     PayloadTooLarge,
     ResultTimeout,
+    SubmitError,
     TransportError,
     UnknownIntent,
 )
+from deepagents.orchestrator.children import Children, children_of
 from deepagents.orchestrator.coalesce import SubmitCoalescer
 from deepagents.orchestrator.handle import TaskHandle
 from deepagents.orchestrator.parts import PART_MIN, shard_parts
-from deepagents.orchestrator.replies import Question, Replied, Replies, question_of
+from deepagents.orchestrator.replies import (
+    CheckRunner,
+    Question,
+    Replied,
+    Replies,
+    question_of,
+)
 from deepagents.orchestrator.routing import Route, Router, agent_specs
 from deepagents.orchestrator.versions import version_routing
 from deepagents.store.base import Registry, TaskRecords
@@ -55,7 +63,7 @@ from deepagents.store.registry import AgentHealth
 from deepagents.store.tasks import IdempotencyClaim, Location
 from deepagents.telemetry.core import Telemetry, process_telemetry
 from deepagents.telemetry.tracing import extract, producer_span, traceparent_of
-from deepagents.transport.base import MessageBus, ReplyListener, Waiting
+from deepagents.transport.base import ChildEnded, MessageBus, ReplyListener, Waiting
 
 log = logging.getLogger("deepagents.orchestrator")
 
@@ -105,6 +113,7 @@ class Orchestrator:
             metrics=self.telemetry.metrics,
             max_answer_bytes=settings.max_payload_bytes,
         )
+        self.children = Children(self.bus, self.tasks, self.keys, outbox=settings.outbox)
 
     @classmethod
     def from_client(
@@ -271,7 +280,20 @@ class Orchestrator:
         recorded: Collection[str] = (),
     ) -> list[TaskHandle]:
         prepared = [self._prepare(t, spans) for t in tasks]
-        prepared = await self._apply_idempotency(prepared)
+        prepared, claimed = await self._apply_idempotency(prepared)
+        try:
+            return await self._enqueue_prepared(prepared, recorded)
+        except SubmitError as exc:
+            # Refused: what was refused was not enqueued, so its fresh claims go, and a
+            # retry with the key makes the task anew. Any other error leaves them: the
+            # enqueue may have landed, and a retry binds the key to that very task.
+            kept = {h.task_id for h in getattr(exc, "accepted", [])}
+            await self.tasks.release_idempotency([c for c in claimed if c.task_id not in kept])
+            raise
+
+    async def _enqueue_prepared(
+        self, prepared: list[tuple[Task, Route, bytes, bool]], recorded: Collection[str]
+    ) -> list[TaskHandle]:
         ts = utcnow().isoformat()  # one submit call, one time of submission
         parts = None
         # With replicas, one WAIT confirms the whole batch: it stays one round trip.
@@ -410,13 +432,14 @@ class Orchestrator:
 
     async def _apply_idempotency(
         self, prepared: list[tuple[Task, Route, bytes, bool]]
-    ) -> list[tuple[Task, Route, bytes, bool]]:
+    ) -> tuple[list[tuple[Task, Route, bytes, bool]], list[IdempotencyClaim]]:
         """Claim each idempotency key for its task (SET NX), or find the task that has it.
         A key holds ``<task id> <fingerprint>``: reusing it for a different task raises
-        ``IdempotencyConflict`` and nothing of the batch is enqueued."""
+        ``IdempotencyConflict`` and nothing of the batch is enqueued (the keys this call
+        claimed are released). Returns the tasks and the claims this call made."""
         keyed = [i for i, (t, _, _, _) in enumerate(prepared) if t.idempotency_key]
         if not keyed:
-            return prepared
+            return prepared, []
         prints = [_fingerprint(prepared[i][0]) for i in keyed]
         claims = [
             IdempotencyClaim(t.idempotency_key or "", t.tenant, t.task_id, mine)
@@ -424,6 +447,9 @@ class Orchestrator:
         ]
         holders = await self.tasks.claim_idempotency(claims, self.settings.idempotency_ttl_s)
         out = list(prepared)
+        mine_claimed = [
+            c for c, h in zip(claims, holders, strict=True) if h is None or h[0] == c.task_id
+        ]
         for i, mine, holder in zip(keyed, prints, holders, strict=True):
             task = prepared[i][0]
             if holder is None or holder[0] == task.task_id:  # ours (None: expired meanwhile)
@@ -431,6 +457,7 @@ class Orchestrator:
             owner, fingerprint = holder
             # Keys written before fingerprints existed hold the task id alone: no check.
             if fingerprint and fingerprint != mine:
+                await self.tasks.release_idempotency(mine_claimed)
                 raise IdempotencyConflict(
                     f"idempotency key {task.idempotency_key!r} belongs to task {owner}, "
                     "submitted with a different intent, payload or priority; resend that "
@@ -441,7 +468,7 @@ class Orchestrator:
             # as enqueueing, the enqueue script sees the task and adds nothing.
             first = task.model_copy(update={"task_id": owner})
             out[i] = (first, self.router.route(first), encode_task(first), True)
-        return out
+        return out, mine_claimed
 
     def _locations(
         self, prepared: list[tuple[Task, Route, bytes, bool]], recorded: Collection[str]
@@ -534,12 +561,14 @@ class Orchestrator:
 
     # human replies ------------------------------------------------------------------------
 
-    async def reply(self, task_id: str, answer: Any) -> Replied:
+    async def reply(
+        self, task_id: str, answer: Any, run_check: CheckRunner | None = None
+    ) -> Replied:
         """Answer the question a waiting task asks (``ctx.ask``): validated against the
         question's JSON Schema, stored, and the task re-enqueued on its tier, at most once.
         Raises ``ReplyTaskNotFound``, ``NotWaiting``, ``AlreadyReplied`` or ``InvalidReply``
         (which names the field), and changes nothing then."""
-        return await self.answers.reply(task_id, answer, self.config.tier_names)
+        return await self.answers.reply(task_id, answer, self.config.tier_names, run_check)
 
     async def question(self, task_id: str) -> Question | None:
         """What a waiting task asks (its question, answer schema, age, when the wait runs
@@ -562,15 +591,21 @@ class Orchestrator:
         return await self.answers.waiting(shards, limit, tenant)
 
     async def cancel(self, task_id: str) -> str:
-        """Cancel a task that has not started, or that waits for a reply. Returns 'ok',
-        'missing', or the state (running, done, dead) that made it too late."""
+        """Cancel a task that has not started, or that waits for a reply or for its
+        children. Returns 'ok', 'missing', or the state (running, done, dead) that made it
+        too late. A cancelled parent's unfinished children are cancelled too, running ones
+        included; a cancelled child's end goes to its parent."""
+        return await self._cancel(task_id, cascaded=False)
+
+    async def _cancel(self, task_id: str, *, cascaded: bool) -> str:
         loc = await self.tasks.location(task_id, what="cancel")
         if loc is None:
             return "missing"
         agent = loc.agent
+        why = "cancelled with its parent task" if cascaded else _CANCELLED
         result = Result.failed(
             ErrorCode.CANCELLED,
-            "cancelled before it started (or while it waited for a reply)",
+            why,
             task_id=task_id,
             agent=agent,
             finished_at=utcnow(),
@@ -580,9 +615,40 @@ class Orchestrator:
             events = encode_events(
                 [audit_event("failed", task_id, agent=agent, reason=ErrorCode.CANCELLED)]
             )
-        return await self.bus.cancel(
-            self.keys.shard(agent, loc.shard), task_id, encode_result(result), events
+        result_json = encode_result(result)
+        status = await self.bus.cancel(
+            self.keys.shard(agent, loc.shard), task_id, result_json, events, running=cascaded
         )
+        if status != "ok":
+            return status
+        info = await self.tasks.task_fields(loc, task_id)
+        for child in children_of(info):  # each one not ended yet ends cancelled, once
+            await self._cancel(child, cascaded=True)
+        parent = info.get("parent_id")
+        if parent and not cascaded:  # a child cancelled alone: its parent hears of it
+            await self.children.ended(parent, task_id, result_json, self.config.tier_names)
+        return status
+
+    # delegation (worker/delegation.py's Parentage) ------------------------------------------
+
+    async def submit_child(self, child: Task) -> None:
+        """Submit a child task (its id derived from its parent's: a second submit finds it
+        there) and name its parent on its task hash. A parent submitted through the gateway
+        has an owner (its tenant): the child gets the same, first, so that tenant reads it
+        by id (``GET /v1/tasks/{id}``) as it reads the parent."""
+        assert child.parent_id is not None
+        owner = await self.tasks.owner(child.parent_id)
+        if owner is not None:
+            pair = (self.tasks.owner_key(child.task_id), owner)
+            await self.bus.set_many([pair], self.location_ttl_s, what="a child's owner record")
+        handle = await self.submit(child)
+        await self.children.link(child, handle.agent, handle.shard)
+
+    async def child_result(self, task_id: str) -> Result | None:
+        return await self.get_result(task_id)
+
+    async def child_ended(self, parent_id: str, child_id: str, result_json: bytes) -> ChildEnded:
+        return await self.children.ended(parent_id, child_id, result_json, self.config.tier_names)
 
     async def lookup(self, task_id: str) -> dict[str, Any] | None:
         """The task hash (state, owner, attempt, result, …) found through its location key."""
@@ -614,6 +680,9 @@ class Orchestrator:
         self._arrived[task_id] = data
         while len(self._arrived) > _ARRIVED_MAX:
             self._arrived.popitem(last=False)
+
+
+_CANCELLED = "cancelled before it started (or while it waited for a reply)"
 
 
 def _validated(raw: Task | Mapping[str, Any]) -> Task:
@@ -658,6 +727,8 @@ def _submitted_events(task: Task, route: Route, ts: str) -> bytes:
         event["tenant"] = task.tenant
     if task.traceparent is not None:
         event["traceparent"] = task.traceparent
+    if task.parent_id is not None:  # a child task: its audit trail names its parent
+        event["parent_id"] = task.parent_id
     event["payload"] = task.payload
     return orjson.dumps([event])
 

@@ -8,14 +8,14 @@ second reply, or one racing the wait's timeout or a cancel, changes nothing and 
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Awaitable, Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-import jsonschema
 import orjson
-from jsonschema.exceptions import best_match
 
+from deepagents.contract.answer_schema import UnsafePattern, first_error
+from deepagents.contract.codec import DamagedRecord
 from deepagents.contract.events import audit_event, encode_events
 from deepagents.errors import (
     AlreadyReplied,
@@ -28,6 +28,9 @@ from deepagents.store.base import TaskRecords
 from deepagents.telemetry.metrics import Metrics
 from deepagents.transport.base import MessageBus, Waiting, now_ms
 from deepagents.transport.keys import Keys
+
+# Runs a reply's schema check, a blocking call, where and on whose budget its caller says.
+CheckRunner = Callable[[Callable[[], None]], Awaitable[None]]
 
 
 @dataclass(frozen=True, slots=True)
@@ -54,17 +57,28 @@ def question_of(info: dict[str, Any]) -> Question | None:
     if info.get("state") != "waiting":
         return None
     try:
-        schema = orjson.loads(info.get("ask_schema") or "{}")
-    except orjson.JSONDecodeError:
-        schema = {}
+        asked_ms, due_ms = int(info.get("asked_ms") or 0), int(info.get("wait_due_ms") or 0)
+    except ValueError:
+        raise DamagedRecord("question", "the task's question record is damaged") from None
     return Question(
         ask=str(info.get("ask", "")),
         question=str(info.get("question", "")),
-        schema=schema if isinstance(schema, dict) else {},
-        asked_ms=int(info.get("asked_ms") or 0),
-        due_ms=int(info.get("wait_due_ms") or 0),
+        schema=answer_schema(info.get("ask_schema") or "{}"),
+        asked_ms=asked_ms,
+        due_ms=due_ms,
         on_timeout=str(info.get("on_timeout", "")),
     )
+
+
+def answer_schema(schema_json: str) -> dict[str, Any]:
+    """A question's stored answer schema; ``DamagedRecord`` unless a JSON object."""
+    try:
+        schema = orjson.loads(schema_json)
+    except orjson.JSONDecodeError:
+        schema = None
+    if not isinstance(schema, dict):
+        raise DamagedRecord("question", "the question's answer schema is damaged (not an object)")
+    return schema
 
 
 class Replies:
@@ -81,7 +95,11 @@ class Replies:
         self.bus, self.tasks, self.keys = bus, tasks, keys
         self.outbox, self.metrics, self.max_answer_bytes = outbox, metrics, max_answer_bytes
 
-    async def reply(self, task_id: str, answer: Any, tiers: Sequence[str]) -> Replied:
+    async def reply(
+        self, task_id: str, answer: Any, tiers: Sequence[str], run_check: CheckRunner | None = None
+    ) -> Replied:
+        """``run_check`` runs the schema check (the gateway: in its parse thread, on the
+        tenant's parse budget); inline without it."""
         loc = await self.tasks.location(task_id, what="reply")
         info = {} if loc is None else await self.tasks.task_fields(loc, task_id)
         if loc is None or not info:
@@ -92,7 +110,11 @@ class Replies:
         keys = self.keys.shard(loc.agent, loc.shard, info.get("lane", ""))
         if info.get("state") == "waiting":  # else the script says why it cannot take it
             asked = await self.bus.asked(keys, task_id)
-            _validate(answer, asked.get("ask_schema") or "{}")
+            schema_json = asked.get("ask_schema") or "{}"
+            if run_check is None:
+                _validate(answer, schema_json)
+            else:
+                await run_check(lambda: _validate(answer, schema_json))
         answer_json = orjson.dumps(answer)
         if len(answer_json) > self.max_answer_bytes:
             raise PayloadTooLarge(
@@ -135,24 +157,10 @@ class Replies:
 
 def _validate(answer: Any, schema_json: str) -> None:
     """Raise ``InvalidReply`` naming the first field (JSON path) that breaks the schema."""
+    schema = answer_schema(schema_json)
     try:
-        schema = orjson.loads(schema_json)
-    except orjson.JSONDecodeError:
-        schema = {}
-    validator_cls = jsonschema.validators.validator_for(
-        schema, default=jsonschema.Draft202012Validator
-    )
-    error = best_match(validator_cls(schema).iter_errors(answer))
-    if error is None:
-        return
-    path = list(error.absolute_path)
-    if error.validator == "required" and isinstance(error.validator_value, list):
-        # A missing property is named by itself, not by the object that lacks it.
-        missing = [
-            p
-            for p in error.validator_value
-            if isinstance(error.instance, dict) and p not in error.instance
-        ]
-        path += missing[:1]
-    field = ".".join(str(p) for p in path) or "answer"
-    raise InvalidReply(field, error.message)
+        bad = first_error(answer, schema)
+    except UnsafePattern as exc:  # stored before the check at ask, or damaged
+        raise InvalidReply("answer", f"the question's schema cannot be checked: {exc}") from None
+    if bad is not None:
+        raise InvalidReply(bad.field, bad.reason)

@@ -26,13 +26,16 @@ from deepagents.config.schema import AgentEntry, RemoteConfig
 from deepagents.contract.agent import AgentContract, current_attempt
 from deepagents.contract.result import ErrorInfo, Result, ResultMetrics, ResultStatus
 from deepagents.contract.task import Task, utcnow
-from deepagents.errors import ConfigError
+from deepagents.errors import ConfigError, RetryableError
 from deepagents.remote import wire
+from deepagents.remote.answers import BadAnswer, SecretMask, parse_answer
 from deepagents.remote.circuit import FleetCircuit
 from deepagents.remote.errors import (
     ServiceDown,
     ServiceUnhealthy,
     ServiceUnreachable,
+    hide_addresses,
+    mask_secrets,
     protocol_error,
     status_error,
 )
@@ -87,6 +90,9 @@ class RemoteAgent(AgentContract):
         )
         self._grpc = _grpc_wire(config)
         self._timeout = config.timeout_s
+        self._max_retry_after_s = config.max_retry_after_s
+        # What the worker sends that a service must not hand back to a tenant.
+        self._mask = SecretMask(v for v in _headers(config).values() if v != _JSON)
         # Calls wait here, not in the connection pool, so the worker's deadline bounds the
         # wait and the pool never holds a long queue.
         self._slots = asyncio.Semaphore(config.max_connections)
@@ -186,7 +192,8 @@ class RemoteAgent(AgentContract):
             try:
                 raw = await self._grpc.call("health", {}, {}, self._timeout, False)
             except Exception as exc:
-                raise ServiceUnhealthy(f"remote service: Health rpc: {exc}") from exc
+                why_not = hide_addresses(str(exc))
+                raise ServiceUnhealthy(f"remote service: Health rpc: {why_not}") from exc
             health = wire.HealthResponse.model_validate_json(raw)
         else:
             try:
@@ -244,16 +251,25 @@ class RemoteAgent(AgentContract):
             left_ms = max(0, int(left * 1000))
             if left <= timeout:
                 timeout, by_deadline = max(left, 0.001), True
-        if self._circuit is None:
-            return await self._send(task, step, extra, model, timeout, by_deadline, left_ms)
-        permit = await self._circuit.permit(task, step, timeout)
         try:
-            answer = await self._send(task, step, extra, model, timeout, by_deadline, left_ms)
-        except Exception as exc:
-            await self._circuit.record(permit, task, step, exc)  # may raise CircuitOpen
+            if self._circuit is None:
+                return await self._send(task, step, extra, model, timeout, by_deadline, left_ms)
+            permit = await self._circuit.permit(task, step, timeout)
+            try:
+                answer = await self._send(task, step, extra, model, timeout, by_deadline, left_ms)
+            except Exception as exc:
+                await self._circuit.record(permit, task, step, exc)  # may raise CircuitOpen
+                raise
+            await self._circuit.record(permit, task, step, None)
+            return answer
+        except RetryableError as exc:
+            # A service's Retry-After is a floor on the next attempt: never past the
+            # configured maximum, nor past the task's deadline (the retry would be late).
+            cap = self._max_retry_after_s
+            if left_ms is not None:
+                cap = min(cap, left_ms / 1000)
+            exc.retry_after_s = min(exc.retry_after_s, cap)
             raise
-        await self._circuit.record(permit, task, step, None)
-        return answer
 
     async def _send(
         self,
@@ -276,9 +292,9 @@ class RemoteAgent(AgentContract):
         if self._grpc is not None:
             async with self._slots:
                 raw = await self._grpc.call(step, document, headers, timeout, by_deadline)
-            return _validated(step, model, raw)
+            return _validated(step, model, raw, self._mask)
         raw = await self._post(step, orjson.dumps(document), headers, timeout, by_deadline)
-        return _validated(step, model, raw)
+        return _validated(step, model, raw, self._mask)
 
     async def _post(
         self, step: str, body: bytes, headers: dict[str, str], timeout: float, by_deadline: bool
@@ -294,22 +310,31 @@ class RemoteAgent(AgentContract):
         except (aiohttp.ClientError, OSError) as exc:
             raise ServiceUnreachable(f"{step}: {why(exc)}") from exc
         if answer.status != 200:
-            raise status_error(step, answer.status, answer.retry_after, answer.body)
+            raise status_error(
+                step, answer.status, answer.retry_after, answer.body, self._mask.text
+            )
         content_type = answer.content_type
         if content_type.split(";")[0].strip().lower() != _JSON:
-            raise protocol_error(step, f"content type {content_type!r}, not {_JSON}", answer.body)
+            wrong = f"content type {content_type[:100]!r}, not {_JSON}"
+            raise protocol_error(step, wrong, answer.body, self._mask.text)
         return answer.body
 
 
-def _validated(step: str, model: type[R], raw: bytes) -> R:
+def _validated(step: str, model: type[R], raw: bytes, mask: SecretMask) -> R:
+    """The answer as ``model``: parsed strictly (``answers.py``), the worker's secrets
+    masked in its strings, then validated; ``RemoteProtocolError`` otherwise."""
     try:
-        return model.model_validate_json(raw)
+        doc = mask.tree(parse_answer(raw))
+    except BadAnswer as exc:
+        raise protocol_error(step, f"response refused: {exc}", raw, mask.text) from None
+    try:
+        return model.model_validate(doc)
     except ValidationError as exc:
         where = "; ".join(
             f"{'.'.join(map(str, e['loc'])) or 'body'}: {e['type']}" for e in exc.errors()[:3]
         )
         why = f"response does not match the schema ({where})"
-        raise protocol_error(step, why, raw) from exc
+        raise protocol_error(step, why, raw, mask.text) from exc
 
 
 def _grpc_wire(config: RemoteConfig) -> GrpcWire | None:
@@ -330,7 +355,9 @@ def _agent_metrics(metrics: ResultMetrics) -> dict[str, float]:
 def _result(answer: wire.WireResult) -> Result:
     error = None
     if answer.error is not None:
-        error = ErrorInfo(code=answer.error.code, message=answer.error.message[:2000])
+        # A service's free text: secret-looking values masked, as in its problem bodies.
+        message = mask_secrets(answer.error.message[:2000])
+        error = ErrorInfo(code=answer.error.code, message=message)
     elif answer.status == "failed":
         error = ErrorInfo(code="agent_error", message="the remote agent gave no error")
     return Result(

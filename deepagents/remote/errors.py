@@ -6,6 +6,7 @@ import email.utils
 import math
 import re
 import time
+from collections.abc import Callable
 
 import orjson
 
@@ -19,6 +20,8 @@ from deepagents.errors import (
 )
 
 SNIPPET_BYTES = 128
+# Masks the worker's own secrets (its configured header values) in a service's text.
+Mask = Callable[[str], str]
 REDACTED = "[REDACTED]"
 # What a service's stray error text most often leaks: "password=…", "token: …", a bearer
 # token or an API key. The audit writer's redactor sees only keys, so the text is masked here.
@@ -27,6 +30,23 @@ _SECRETS = re.compile(
     r"(?:bearer\s+)?[^\s\"',;&}]+"
     r"|\bBearer\s+[A-Za-z0-9._~+/-]+=*|\bsk-[A-Za-z0-9_-]{8,}|\bAKIA[0-9A-Z]{16}\b"
 )
+
+# Where the service lives: URLs, ("host", port) tuples, [v6]:port, host:port and bare IPv4.
+# Tenants read a task's error and anyone reads /health?full=true: the deployment's inner
+# addresses are not theirs to learn (issue 39). Operators have the URL in the config.
+_ADDRESS = re.compile(
+    r"\b[a-z][a-z0-9+.-]*://[^\s'\"]+"
+    r"|\(\s*'[^']*'\s*,\s*\d+\s*\)"
+    r"|\[[0-9A-Fa-f:.]+\](?::\d+)?"
+    r"|\b(?:ipv[46]:)?(?:[A-Za-z0-9-]+\.)*[A-Za-z0-9-]+:\d{1,5}\b"
+    r"|\b\d{1,3}(?:\.\d{1,3}){3}\b"
+)
+SERVICE = "<service>"
+
+
+def hide_addresses(text: str) -> str:
+    """``text`` with the service's URLs, hosts and ports replaced by ``<service>``."""
+    return _ADDRESS.sub(SERVICE, text)
 
 
 class RemoteRejected(TaskError):
@@ -53,47 +73,64 @@ class ServiceUnhealthy(DeepAgentsError):
     code = ErrorCode.UNAVAILABLE
 
 
-def snippet(body: bytes) -> str:
+def mask_secrets(text: str) -> str:
+    """``text`` with secret-looking values masked (what a service's stray text leaks)."""
+    return _SECRETS.sub(lambda m: (m.group(1) or "") + REDACTED, text)
+
+
+def snippet(body: bytes, mask: Mask = str) -> str:
     """The body's first bytes, printable only, secret-looking values masked."""
-    text = body[:SNIPPET_BYTES].decode("utf-8", "replace")
-    text = _SECRETS.sub(lambda m: (m.group(1) or "") + REDACTED, text)
-    shown = "".join(c if c.isprintable() else "\ufffd" for c in text)
+    # Masked before the cut, so that a secret across the cut leaves none of itself.
+    text = mask(mask_secrets(body[: SNIPPET_BYTES * 4].decode("utf-8", "replace")))
+    shown = "".join(c if c.isprintable() else "\ufffd" for c in text[:SNIPPET_BYTES])
     return shown + ("…" if len(body) > SNIPPET_BYTES else "")
 
 
-def protocol_error(step: str, why: str, body: bytes = b"") -> RemoteProtocolError:
-    head = f"; body starts {snippet(body)!r}" if body else ""
+def protocol_error(step: str, why: str, body: bytes = b"", mask: Mask = str) -> RemoteProtocolError:
+    head = f"; body starts {snippet(body, mask)!r}" if body else ""
     return RemoteProtocolError(f"{step}: {why}{head}")
 
 
 def retry_after_s(value: str | None, now: float | None = None) -> float:
-    """``Retry-After`` as seconds from now: delta-seconds or an HTTP date; 0 when absent."""
+    """``Retry-After`` as seconds from now: delta-seconds or an HTTP date; 0 when absent
+    or unreadable. Uncapped: the agent caps it (``max_retry_after_s``, the deadline)."""
     if not value:
         return 0.0
     value = value.strip()
-    if value.isdigit():
-        return float(value)
+    if value.isascii() and value.isdigit():
+        return float(value) if len(value) <= 12 else math.inf
     try:
         when = email.utils.parsedate_to_datetime(value).timestamp()
-    except (TypeError, ValueError):
+    except (TypeError, ValueError, OverflowError, IndexError):
         return 0.0
     return max(0.0, math.ceil(when - (now if now is not None else time.time())))
 
 
-def _detail(body: bytes) -> str:
+def _detail(body: bytes, mask: Mask) -> str:
     try:
         doc = orjson.loads(body)
     except orjson.JSONDecodeError:
-        return snippet(body)
+        return snippet(body, mask)
     if isinstance(doc, dict):
-        return str(doc.get("detail") or doc.get("title") or "")[:500]
-    return snippet(body)
+        detail = doc.get("detail") or doc.get("title") or ""
+        error = doc.get("error")
+        if not detail and isinstance(error, dict):  # {"error": {"message": …}}, also seen
+            detail = error.get("message") or ""
+        return mask(mask_secrets(str(detail)[:500]))
+    return snippet(body, mask)
 
 
-def status_error(step: str, code: int, retry_after: str | None, body: bytes) -> Exception:
-    """A non-2xx answer: 4xx is final, 429/503 wait their Retry-After, 5xx is retried."""
+def status_error(
+    step: str,
+    code: int,
+    retry_after: str | None,
+    body: bytes,
+    mask: Mask = str,
+) -> Exception:
+    """A non-2xx answer: 4xx is final, 429/503 wait their Retry-After, 5xx is retried.
+    ``mask`` hides the worker's own secrets in what the body says."""
     what = f"{step}: HTTP {code}"
-    detail = _detail(body)
+    detail = _detail(body, mask)
     message = f"{what}: {detail}" if detail else what
     if code in (429, 503):
         wait = retry_after_s(retry_after)
@@ -107,4 +144,4 @@ def status_error(step: str, code: int, retry_after: str | None, body: bytes) -> 
         return ServiceUnreachable(message)
     if code >= 500:
         return ServiceDown(message)
-    return protocol_error(step, f"unexpected HTTP {code}", body)
+    return protocol_error(step, f"unexpected HTTP {code}", body, mask)

@@ -30,6 +30,8 @@ from deepagents.remote.errors import (
     RemoteRejected,
     ServiceDown,
     ServiceUnreachable,
+    hide_addresses,
+    mask_secrets,
     protocol_error,
     retry_after_s,
 )
@@ -135,7 +137,7 @@ class GrpcWire:
 
 
 def _error(step: str, exc: grpc.aio.AioRpcError, timeout: float) -> Exception:
-    code, detail = exc.code(), exc.details() or ""
+    code, detail = exc.code(), hide_addresses(mask_secrets(exc.details() or ""))
     what = f"{step}: gRPC {code.name}" + (f": {detail[:500]}" if detail else "")
     if code is grpc.StatusCode.DEADLINE_EXCEEDED:
         return ServiceDown(f"{step}: no answer within {timeout:g} s")

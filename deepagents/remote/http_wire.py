@@ -24,7 +24,7 @@ from dataclasses import dataclass
 
 import aiohttp
 
-from deepagents.remote.errors import protocol_error
+from deepagents.remote.errors import hide_addresses, protocol_error
 
 
 @dataclass(frozen=True)
@@ -120,11 +120,12 @@ class HttpWire:
 
 def why(exc: BaseException) -> str:
     """A transport failure in words that do not depend on the HTTP client's class names
-    (operators grep for them, and the health reason shows them)."""
+    (operators grep for them, and the health reason shows them), without the service's
+    address (tenants read task errors; anyone reads the full health check)."""
     if isinstance(exc, aiohttp.ClientConnectorError | ConnectionRefusedError):
-        return f"ConnectError: {exc}"
+        return hide_addresses(f"ConnectError: {exc}")
     if isinstance(exc, aiohttp.ServerDisconnectedError):
         return "Disconnected: the service closed the connection before answering"
     if isinstance(exc, TimeoutError | asyncio.TimeoutError):
         return "Timeout: no answer in time"
-    return f"{type(exc).__name__}: {exc}"
+    return hide_addresses(f"{type(exc).__name__}: {exc}")

@@ -55,6 +55,18 @@ class MemoryTaskStore:
             out.append((owner, fingerprint))
         return out
 
+    async def release_idempotency(self, claims: Sequence[IdempotencyClaim]) -> None:
+        for claim in claims:
+            key = self.keys.idempotency(claim.key, claim.tenant)
+            if self.state.string(key) == f"{claim.task_id} {claim.fingerprint}":
+                self.state.strings.pop(key, None)
+
+    async def adopt(self, records: Sequence[tuple[str, str]], ttl_s: int) -> None:
+        for key, value in records:
+            if self.state.string(key) is None:
+                self.state.strings[key] = value
+                self.state.expire(key, ttl_s)
+
     def owner_key(self, task_id: str) -> str:
         return self.keys.owner(task_id)
 

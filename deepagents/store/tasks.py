@@ -8,6 +8,7 @@ stream (begin, commit, cancel, …) stay with the bus: they are one step of the 
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 from typing import Any, NamedTuple
@@ -15,6 +16,7 @@ from typing import Any, NamedTuple
 import orjson
 from redis.asyncio import Redis, RedisCluster
 
+from deepagents.contract.codec import DamagedRecord
 from deepagents.transport.keys import Keys, ShardKeys
 from deepagents.transport.redis_streams.errors import redis_errors
 
@@ -35,9 +37,13 @@ def encode_location(location: Location) -> str:
 
 
 def decode_location(raw: bytes | str) -> Location:
-    text = raw.decode() if isinstance(raw, bytes) else raw
-    agent, shard, tier = text.split("|")
-    return Location(agent, int(shard), tier)
+    """A location record; ``DamagedRecord`` when it is not ``agent|shard|tier``."""
+    try:
+        text = raw.decode() if isinstance(raw, bytes) else raw
+        agent, shard, tier = text.split("|")
+        return Location(agent, int(shard), tier)
+    except ValueError:  # UnicodeDecodeError too
+        raise DamagedRecord("location", "the task's location record is damaged") from None
 
 
 class IdempotencyClaim(NamedTuple):
@@ -64,6 +70,15 @@ class DeadLetterEntry:
         return asdict(self)
 
 
+# Releases an idempotency claim only while it still names the task that claimed it.
+_RELEASE_IF_MINE = """
+if redis.call('GET', KEYS[1]) == ARGV[1] then
+  return redis.call('DEL', KEYS[1])
+end
+return 0
+"""
+
+
 class TaskStore:
     """Uses the client it is given and never closes it."""
 
@@ -71,6 +86,7 @@ class TaskStore:
         # redis-py types replies for str clients; ours speaks bytes (decode_responses=False).
         self.client: Any = client
         self.keys = keys
+        self._release_if_mine = client.register_script(_RELEASE_IF_MINE)
 
     # location -----------------------------------------------------------------------------
 
@@ -91,7 +107,8 @@ class TaskStore:
         key = self.keys.shard(location.agent, location.shard).task(task_id)
         with redis_errors("lookup"):
             raw = await self.client.hgetall(key)
-        return {k.decode(): v.decode() for k, v in raw.items()}
+        # Undecodable bytes read as U+FFFD: the field's own reader then finds it damaged.
+        return {k.decode(errors="replace"): v.decode(errors="replace") for k, v in raw.items()}
 
     async def terminal_result(self, agent: str, shard: int, task_id: str) -> bytes | None:
         """The task's result as stored, once the task is terminal; None before."""
@@ -136,6 +153,25 @@ class TaskStore:
             out.append((owner, fingerprint))
         return out
 
+    async def release_idempotency(self, claims: Sequence[IdempotencyClaim]) -> None:
+        """Delete each claim that still holds its own task (compare and delete: a claim a
+        later submit took over stays): its submit was refused, nothing was enqueued, and a
+        retry with the key must make the task anew."""
+        if not claims:
+            return
+        # Side by side rather than in a pipeline: a script in a cluster pipeline is not
+        # portable across redis-py versions, and this runs only when a submit is refused.
+        with redis_errors("release idempotency keys"):
+            await asyncio.gather(
+                *(
+                    self._release_if_mine(
+                        keys=[self.keys.idempotency(c.key, c.tenant)],
+                        args=[f"{c.task_id} {c.fingerprint}"],
+                    )
+                    for c in claims
+                )
+            )
+
     # gateway owner records ----------------------------------------------------------------
 
     def owner_key(self, task_id: str) -> str:
@@ -159,6 +195,19 @@ class TaskStore:
                 pipe.get(self.owner_key(task_id))
             raw = await pipe.execute()
         return [None if r is None else bytes(r).decode() for r in raw]
+
+    async def adopt(self, records: Sequence[tuple[str, str]], ttl_s: int) -> None:
+        """Write owner and location records (``owner_record``, ``location_record``) unless
+        they exist (SET NX): the gateway's, for the tasks a tenant's idempotency keys led
+        to (keys are scoped per tenant, so the tasks are its own), whatever became of the
+        records of the submit that made them."""
+        if not records:
+            return
+        with redis_errors("write task records"):
+            pipe = self.client.pipeline(transaction=False)
+            for key, value in records:
+                pipe.set(key, value, nx=True, ex=ttl_s)
+            await pipe.execute()
 
     async def forget_submitted(self, task_ids: Sequence[str]) -> None:
         """Remove the owner and location records of tasks that were not enqueued after all."""

@@ -28,6 +28,9 @@ SAFE_EXTRA = frozenset(
         "action", "agent", "consumer", "tier", "shard", "stream", "model", "outcome",
         "attempt", "status", "entry", "reason", "code", "task_id", "tenant", "count",
         "elapsed_ms", "port", "queue_ms",
+        # the worker supervisor's processes (cli/supervisor.py)
+        "slot", "pid", "exit_code", "replacing", "lived_s", "delay_s", "ready_ms",
+        "first_task_ms",
     }
 )  # fmt: skip
 SECRET_WORDS = ("secret", "token", "password", "api_key", "apikey", "authorization", "prompt")

@@ -103,7 +103,7 @@ class Metrics:
         self.decode_errors = Counter(
             "deepagents_decode_errors",
             "Malformed members moved aside (dead-lettered or skipped) instead of read, by agent "
-            "and structure: stream, delayed (set), registry (hash)",
+            "and structure: stream, delayed (set), registry (hash), waiting (index)",
             ("agent", "structure"), registry=r,
         )  # fmt: skip
         self.overdue = Counter(

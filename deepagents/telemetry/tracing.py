@@ -34,6 +34,7 @@ from opentelemetry.sdk.trace.export import (
 from opentelemetry.trace import Span, SpanKind, Tracer
 from opentelemetry.trace.propagation.tracecontext import TraceContextTextMapPropagator
 
+from deepagents._internal.extras import require_extra
 from deepagents.config.settings import Settings
 
 log = logging.getLogger("deepagents.telemetry")
@@ -169,7 +170,9 @@ def setup_tracing(settings: Settings, service: str) -> Tracing:
 
 
 def _otlp_exporter(endpoint: str) -> SpanExporter:
-    # Imported only when configured: the OTLP stack (protobuf) costs start-up time.
+    # Imported only when configured: the OTLP stack (protobuf) costs start-up time, and it is
+    # an extra.
+    require_extra("otlp", "DEEPAGENTS_OTLP_ENDPOINT")
     from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
 
     return OTLPSpanExporter(endpoint=endpoint)

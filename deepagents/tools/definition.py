@@ -17,8 +17,6 @@ from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, overload
 
-import jsonschema
-from jsonschema.exceptions import best_match
 from pydantic import BaseModel, ValidationError, create_model
 
 from deepagents.config.models import BreakerConfig
@@ -115,7 +113,12 @@ class Tool(ABC):
         """Run the call once; return its JSON result or raise a ``ToolCallError``."""
 
 
+# jsonschema is imported where a schema is first used, not with this module: the worker
+# imports the toolkit at start, and tests/cli/test_startup_imports.py keeps jsonschema out of
+# a worker that has no tool with a JSON Schema.
 def schema_validator(schema: Mapping[str, Any]) -> Any:
+    import jsonschema
+
     validator_cls = jsonschema.validators.validator_for(
         schema, default=jsonschema.Draft202012Validator
     )
@@ -125,6 +128,8 @@ def schema_validator(schema: Mapping[str, Any]) -> Any:
 def validate_schema(validator: Any, arguments: Any, tool: str) -> None:
     if validator.is_valid(arguments):
         return
+    from jsonschema.exceptions import best_match
+
     error = best_match(validator.iter_errors(arguments))
     if error is not None:
         where = ".".join(str(p) for p in error.absolute_path) or "arguments"
@@ -140,6 +145,8 @@ def checked_schema(schema: Any, tool: str) -> dict[str, Any]:
         raise ToolProtocolError(str(error)) from None
     if not isinstance(schema, dict) or schema.get("type", "object") != "object":
         raise ToolProtocolError(f"the input schema of {tool} is not an object schema")
+    import jsonschema
+
     safe = _without_unsafe(schema)
     validator_cls = jsonschema.validators.validator_for(
         safe, default=jsonschema.Draft202012Validator

@@ -9,6 +9,7 @@ from __future__ import annotations
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from enum import StrEnum
 from typing import NamedTuple, Protocol
 
 from deepagents.transport.keys import ShardKeys
@@ -146,6 +147,48 @@ class Park:
     events_json: bytes = b""
 
 
+class WaitMode(StrEnum):
+    """When a parent waiting for its children is woken."""
+
+    ALL = "all"  # when the last child it awaits has ended
+    ANY = "any"  # when one has (a fan-out with a limit submits the next ones)
+
+
+class ParkStatus(StrEnum):
+    """What ``park_children`` did."""
+
+    OK = "ok"  # waiting, holding no entry
+    READY = "ready"  # a child it awaits had ended: re-enqueued at once
+    DUP = "dup"  # the task was already done
+    LOST = "lost"  # another consumer owns the entry
+
+
+class ChildEnded(StrEnum):
+    """What ``child_ended`` did with a child's end on its parent's slot."""
+
+    WOKE = "woke"  # recorded, and the parent re-enqueued (it waited for this one)
+    RECORDED = "recorded"  # recorded; the parent is not woken yet (or is running)
+    DUP = "dup"  # recorded before: nothing changed
+    ENDED = "ended"  # the parent is over (done, cancelled, dead): nothing recorded
+    MISSING = "missing"  # no such parent (expired)
+
+
+@dataclass(frozen=True, slots=True)
+class ChildWait:
+    """A delivery that delegated to child tasks: the parent waits for ``awaiting``."""
+
+    entry_id: str
+    task_id: str
+    task_json: bytes
+    tier: str
+    mode: WaitMode
+    children: tuple[str, ...]  # every child delegated so far (listed on the task)
+    awaiting: tuple[str, ...]  # the unfinished ones it waits for
+    sweep_ms: int  # how often the delayed pump checks the children (from the park on)
+    deadline_ms: int  # the task's own deadline (0: none): the wait ends there
+    events_json: bytes = b""
+
+
 class Answered(NamedTuple):
     """What the reply script did: ok (stored and re-enqueued) | missing | not_waiting |
     already_replied; ``state`` is the task's state then, ``asked_ms`` when it asked."""
@@ -157,10 +200,12 @@ class Answered(NamedTuple):
 
 class Woken(NamedTuple):
     """What the wake script did: ok (timed out, re-enqueued) | gone (a reply or a cancel
-    took the wait out first) | stale (the task is not waiting)."""
+    took the wait out first) | stale (the task is not waiting) | sweep (a wait for child
+    tasks: ``children`` are the ones it awaits, to check; the wait moved on)."""
 
     status: str
     asked_ms: int = 0
+    children: tuple[str, ...] = ()
 
 
 class AskRecord(NamedTuple):
@@ -337,8 +382,17 @@ class MessageBus(Protocol):
     ) -> tuple[str, str]: ...
 
     async def cancel(
-        self, keys: ShardKeys, task_id: str, result_json: bytes, events_json: bytes
-    ) -> str: ...
+        self,
+        keys: ShardKeys,
+        task_id: str,
+        result_json: bytes,
+        events_json: bytes,
+        *,
+        running: bool = False,
+    ) -> str:
+        """Answer a queued, retrying or waiting task (``running``: a running one too) with
+        ``result_json``: ok, or the state that prevented it ('missing')."""
+        ...
 
     async def move_unstarted(
         self, source: StreamRef, target: StreamRef, group: str, *, limit: int = 500
@@ -367,6 +421,39 @@ class MessageBus(Protocol):
     ) -> Woken: ...
 
     async def ask_record(self, keys: ShardKeys, task_id: str, ask: str) -> AskRecord: ...
+
+    # waiting for child tasks (worker/delegation.py) ------------------------------------------
+
+    async def park_children(
+        self, stream: StreamRef, group: str, consumer: str, item: ChildWait
+    ) -> ParkStatus:
+        """Owner-checked: ack the entry and make the task wait for ``item.awaiting``, or
+        re-enqueue it on its tier at once when one it awaits (mode any) or all of them
+        (mode all) ended already."""
+        ...
+
+    async def child_ended(
+        self,
+        keys: ShardKeys,
+        tiers: Sequence[str],
+        parent_id: str,
+        child_id: str,
+        result_json: bytes,
+        events_json: bytes,
+    ) -> ChildEnded:
+        """On the parent's shard: record the child's result once, and wake the parent
+        when it waited for this child and its wait is over."""
+        ...
+
+    async def child_results(
+        self, keys: ShardKeys, task_id: str, child_ids: Sequence[str]
+    ) -> dict[str, bytes]:
+        """The recorded results (JSON) of those of the task's children that ended."""
+        ...
+
+    async def link_child(self, keys: ShardKeys, child_id: str, parent_id: str, depth: int) -> bool:
+        """Name the parent on the child's task hash while it exists (for listings)."""
+        ...
 
     async def waiting(
         self, keys: ShardKeys, limit: int, tenant: str | None = None

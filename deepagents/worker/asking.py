@@ -31,6 +31,7 @@ from typing import Any, TypeVar
 import orjson
 from pydantic import BaseModel, ValidationError
 
+from deepagents.contract.answer_schema import UnsafePattern, check_patterns
 from deepagents.contract.events import audit_event, encode_events
 from deepagents.contract.task import Task, utcnow
 from deepagents.errors import (
@@ -54,6 +55,9 @@ POLICIES = ("fail", "default", "escalate")
 # Submits one task (the escalation) and gives its id: the worker's process wires an
 # orchestrator's submit.
 Escalate = Callable[[Task], Awaitable[str]]
+# Checks the children a parent awaits and sends again the ends a crash lost
+# (``Delegations.sweep``): (shard, tiers, parent id, awaited child ids) -> how many.
+Sweep = Callable[[ShardKeys, Sequence[str], str, Sequence[str]], Awaitable[int]]
 
 
 class Parked(DeepAgentsError):
@@ -138,7 +142,7 @@ class Asking:
         self.request = AskRequest(
             name,
             question,
-            orjson.dumps(schema.model_json_schema()),
+            orjson.dumps(_answer_schema(schema)),
             on_timeout,
             b"" if default is None else default.model_dump_json().encode(),
             due,
@@ -204,10 +208,12 @@ async def wake_due(
     *,
     outbox: bool,
     metrics: Metrics | None,
+    sweep: Sweep | None = None,
 ) -> int:
     """The delayed pump found these waits due: re-enqueue each task whose wait ran out (its
     ``ask`` then applies the policy). A reply or cancel that came first leaves nothing to
-    do (``gone``). How many woke."""
+    do (``gone``). A parent waiting for its children is not woken by its sweep interval:
+    its children are checked (``sweep``). How many woke."""
     woke = 0
     for task_id in waits:
         events = [audit_event("wait_expired", task_id, agent=keys.agent)] if outbox else []
@@ -219,6 +225,12 @@ async def wake_due(
             # One task's damaged records (say a key of the wrong type) must not stop the
             # waits behind it; its member stays, and is tried again at the next turn.
             log.error("waking task %s failed: %s", task_id, exc, extra={"action": "wake_failed"})
+            continue
+        if woken.status == "sweep" and sweep is not None:
+            try:
+                await sweep(keys, tiers, task_id, woken.children)
+            except TransportError as exc:  # the wait came back later: swept again then
+                log.warning("sweeping task %s's children failed: %s", task_id, exc)
             continue
         if woken.status != "ok":
             continue
@@ -269,6 +281,17 @@ def _check(question: str, timeout_s: float, on_timeout: str, default: BaseModel 
         raise ConfigError('on_timeout="default" needs a default')
     if not question:
         raise ConfigError("ask() needs a question")
+
+
+def _answer_schema(model: type[BaseModel]) -> dict[str, Any]:
+    """The question's JSON Schema; a pattern the reply check's engine (RE2, linear time)
+    refuses is this ask's error, not the person's who answers."""
+    schema = model.model_json_schema()
+    try:
+        check_patterns(schema, model.__name__)
+    except UnsafePattern as exc:
+        raise ConfigError(f"ask(schema={model.__name__}): {exc}") from None
+    return schema
 
 
 def _validated(schema: type[M], answer_json: bytes, name: str) -> M:

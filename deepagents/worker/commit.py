@@ -4,6 +4,7 @@ silently: an entry that is not a task is dead-lettered too."""
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import time
 from collections.abc import Sequence
@@ -18,6 +19,7 @@ from deepagents.contract.task import utcnow
 from deepagents.errors import TransportError
 from deepagents.telemetry.metrics import Metrics, TierMetrics
 from deepagents.transport.base import (
+    ChildWait,
     CommitItem,
     DeadLetter,
     MessageBus,
@@ -29,6 +31,7 @@ from deepagents.transport.base import (
 )
 from deepagents.worker.asking import Asking
 from deepagents.worker.committer import Committer
+from deepagents.worker.delegation import Delegating, Parentage, notify_parent
 from deepagents.worker.encode import Encoder
 from deepagents.worker.flight import RESOLVING, InFlight
 from deepagents.worker.settle import Settler
@@ -81,6 +84,10 @@ class Outcomes:
         )
         # Under a rollout: landed outcomes counted for this worker's version (worker.py).
         self.tally: VersionTally | None = None
+        # Children's ends go to their parents after their commits land (delegation.py).
+        self.parentage: Parentage | None = None
+        self._children: dict[tuple[str, str], bytes] = {}  # (stream, entry) -> result
+        self._notifying: set[asyncio.Task[None]] = set()
 
     # a result, through the group commit ---------------------------------------------------
 
@@ -105,6 +112,8 @@ class Outcomes:
         env = flight.envelope
         item = CommitItem(flight.entry_id, env.task.task_id, result_json, env.reply, events_json)
         outcome = _STATUS_TEXT[result.status]
+        if env.task.parent_id is not None and self.parentage is not None:
+            self._children[(flight.stream.name, flight.entry_id)] = result_json
         self.committer.put(flight.stream, item, (flight, outcome, started, queue_ms))
         self.settler.hand_over(flight)
 
@@ -124,6 +133,8 @@ class Outcomes:
         waits: list[float] = []
         runs: list[float] = []
         for (flight, outcome, started, queue_ms), status in zip(tokens, statuses, strict=True):
+            if self._children:
+                self._child_committed(flight, status)
             if status == "ok":
                 completed[outcome] = completed.get(outcome, 0) + 1
                 if self.tally is not None:
@@ -153,6 +164,23 @@ class Outcomes:
             stats.by_status[outcome] += n
             if m is not None:
                 m.completed[outcome].inc(n)
+
+    def _child_committed(self, flight: InFlight, status: str | None) -> None:
+        result_json = self._children.pop((flight.stream.name, flight.entry_id), None)
+        if result_json is not None and status == "ok":
+            self._notify(flight, result_json)
+
+    def _notify(self, flight: InFlight, result_json: bytes) -> None:
+        """The child's outcome landed: its end goes to its parent, off the commit's path."""
+        assert self.parentage is not None
+        task = asyncio.create_task(notify_parent(self.parentage, flight.envelope.task, result_json))
+        self._notifying.add(task)
+        task.add_done_callback(self._notifying.discard)
+
+    async def notified(self) -> None:
+        """Wait for the ends in the air (shutdown): what is cut short, the sweep sends."""
+        if self._notifying:
+            await asyncio.wait(list(self._notifying), timeout=5)
 
     # a retry, a degrade, a dead letter ----------------------------------------------------
 
@@ -231,6 +259,45 @@ class Outcomes:
         if status == "ok" and self._tm is not None:
             self._tm[flight.stream.tier].completed["parked"].inc()
 
+    async def park_children(
+        self,
+        flight: InFlight,
+        delegating: Delegating,
+        events: list[dict[str, Any]],
+        sweep_ms: int,
+    ) -> None:
+        """The run delegated: the task waits for its children, holding no entry."""
+        request, env = delegating.request, flight.envelope
+        assert request is not None
+        if self.outbox:
+            events = [
+                *events,
+                self.encoder.event(
+                    "waiting_children",
+                    flight,
+                    children=list(request.awaiting),
+                    mode=request.mode.value,
+                ),
+            ]
+        deadline = env.task.deadline
+        item = ChildWait(
+            entry_id=flight.entry_id,
+            task_id=env.task.task_id,
+            task_json=encode_task(env.task),
+            tier=flight.stream.tier,
+            mode=request.mode,
+            children=request.children,
+            awaiting=request.awaiting,
+            sweep_ms=sweep_ms,
+            deadline_ms=0 if deadline is None else int(deadline.timestamp() * 1000),
+            events_json=encode_events(events),
+        )
+        flight.move(RESOLVING)
+        status = await self.bus.park_children(flight.stream, self.group, self.consumer, item)
+        self._count("ok" if status in ("ok", "ready") else status, "parked")
+        if status in ("ok", "ready") and self._tm is not None:
+            self._tm[flight.stream.tier].completed["parked"].inc()
+
     async def dead_letter(
         self, flight: InFlight, reason: ErrorCode, error: str, started: float, queue_ms: int
     ) -> None:
@@ -253,6 +320,8 @@ class Outcomes:
         flight.move(RESOLVING)
         status = await self.bus.dead_letter(flight.stream, self.group, self.consumer, item)
         self._count(status, "dead_lettered")
+        if status == "ok" and flight.envelope.task.parent_id and self.parentage is not None:
+            self._notify(flight, result_json)
         if status == "ok" and self.tally is not None:
             self.tally.add("dead_lettered", time.monotonic() - started)
         if status == "ok" and self._tm is not None:

@@ -16,6 +16,7 @@ from deepagents.transport.base import MessageBus, RawEntry, StreamRef
 from deepagents.worker.asking import Asks
 from deepagents.worker.begin import Begin
 from deepagents.worker.commit import Outcomes
+from deepagents.worker.delegation import Delegations
 from deepagents.worker.encode import Encoder
 from deepagents.worker.flight import InFlight
 from deepagents.worker.overdue import Overdue
@@ -50,6 +51,7 @@ class DeliveryHandler:
         asks: Asks | None = None,
         claims: ClaimStore | None = None,
         result_ttl_s: int = 86_400,
+        delegations: Delegations | None = None,
     ) -> None:
         group = agent.name
         self.runner = runner
@@ -72,6 +74,8 @@ class DeliveryHandler:
             outbox=outbox,
         )
         self.committer = self.outcomes.committer
+        if delegations is not None:  # a child's end goes to its parent after its commit
+            self.outcomes.parentage = delegations.parentage
         self.steps = StepBook(
             bus=bus,
             group=group,
@@ -108,6 +112,7 @@ class DeliveryHandler:
             ),
             asks=asks,
             steps=self.steps,
+            delegations=delegations,
         )
         self.begin = Begin(
             bus=bus,
@@ -152,3 +157,4 @@ class DeliveryHandler:
             self.run.abandon(flight)
         if leftover:
             await self.outcomes.hand_back(leftover)
+        await self.outcomes.notified()  # children's ends in the air reach their parents

@@ -21,6 +21,7 @@ from deepagents.modelcall.usage import current_usage, start_usage
 from deepagents.tools.ledger import current_tool_ledger, start_tool_ledger
 from deepagents.worker.asking import Asking, Asks
 from deepagents.worker.commit import Outcomes
+from deepagents.worker.delegation import Delegating, Delegations
 from deepagents.worker.encode import Encoder
 from deepagents.worker.flight import BEGUN, HANDED, LOST, RUNNING, SETTLED, InFlight
 from deepagents.worker.overdue import Overdue, Verdict
@@ -50,8 +51,10 @@ class Run:
         overdue: Overdue,
         asks: Asks | None = None,
         steps: StepBook | None = None,
+        delegations: Delegations | None = None,
     ) -> None:
         self.asks = asks or Asks(outcomes.bus)
+        self.delegations = delegations or Delegations(outcomes.bus, None, 1, 30_000)
         self.runner, self.agent_settings, self.config = runner, agent_settings, config
         self.steps = steps
         self.outcomes, self.encoder, self.settler = outcomes, encoder, settler
@@ -149,13 +152,14 @@ class Run:
                 return
             degraded = verdict is Verdict.RUN_DEGRADED
         asking = self.asks.open(ref.keys, task)
+        delegating = self.delegations.open(ref.keys, task)
         try:
             result = await self._run_metered(flight, events, degraded)
         except TimeoutError:
             result = Result.failed(ErrorCode.DEADLINE_EXCEEDED, "deadline passed while running")
         except Exception as exc:
-            if asking.request is not None:  # it asked a question: park (worker/asking.py)
-                await self._park(flight, asking, [*events, *self._unsent(flight)])
+            if asking.request is not None or delegating.request is not None:
+                await self._park(flight, asking, delegating, [*events, *self._unsent(flight)])
                 return
             decision = decide(
                 exc,
@@ -177,8 +181,8 @@ class Run:
                 )
                 return
             result = Result.failed(decision.code, decision.reason)
-        if asking.request is not None:  # the agent caught the Parked and returned: park
-            await self._park(flight, asking, events)
+        if asking.request is not None or delegating.request is not None:
+            await self._park(flight, asking, delegating, events)  # it caught the Parked
             return
         events += asking.events
         kind = "succeeded" if result.status is not ResultStatus.FAILED else "failed"
@@ -186,9 +190,21 @@ class Run:
         if self.overdue.answers is not None:  # an agent degrade may answer from a cache
             await self.overdue.remember(task, result)
 
-    async def _park(self, flight: InFlight, asking: Asking, events: list[dict[str, Any]]) -> None:
-        """Park the task, the delivery's own audit events (its model calls, a resume that
-        recorded no step) sent with its ``waiting`` event rather than dropped."""
+    async def _park(
+        self,
+        flight: InFlight,
+        asking: Asking,
+        delegating: Delegating,
+        events: list[dict[str, Any]],
+    ) -> None:
+        """Park the task for a person's reply (worker/asking.py) or for its children
+        (worker/delegation.py), the delivery's own audit events (its model calls, a resume
+        that recorded no step) sent with its ``waiting`` event rather than dropped."""
+        if asking.request is None:
+            await self.outcomes.park_children(
+                flight, delegating, events if self.outbox else [], self.delegations.sweep_ms
+            )
+            return
         if self.outbox:
             asking.events[:0] = events
         await self.outcomes.park(flight, asking)

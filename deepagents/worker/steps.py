@@ -17,7 +17,7 @@ import inspect
 import logging
 import re
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from concurrent.futures import Executor
 from contextvars import ContextVar
 from datetime import UTC, datetime
@@ -31,14 +31,16 @@ from deepagents._internal.group_commit import GroupCommit
 from deepagents._internal.ids import uuid7_str
 from deepagents.config.schema import AgentSettings
 from deepagents.contract.agent import AgentContract
-from deepagents.contract.context import M, OnTimeout, PhaseScope, TaskContext
+from deepagents.contract.context import Delegation, M, OnTimeout, PhaseScope, TaskContext
 from deepagents.contract.events import encode_events
+from deepagents.contract.result import Result
 from deepagents.errors import StepError
 from deepagents.modelcall.usage import UsageLedger, current_usage, usage_scope
 from deepagents.store.claims import ClaimStore
 from deepagents.telemetry.metrics import StepMetrics
 from deepagents.transport.base import MessageBus, StepRecord, StreamRef
 from deepagents.worker.asking import current_asking
+from deepagents.worker.delegation import current_delegating
 from deepagents.worker.encode import Encoder
 from deepagents.worker.flight import InFlight
 from deepagents.worker.stats import WorkerStats
@@ -336,7 +338,31 @@ class DeliverySteps(TaskContext):
             question, schema=schema, timeout_s=timeout_s, on_timeout=on_timeout, default=default
         )
 
+    async def delegate_many(
+        self, calls: Sequence[Delegation], *, limit: int | None = None
+    ) -> list[Result]:
+        # One step id per child, counted in the lane as steps are: a later run derives the
+        # same child ids (worker/delegation.py) and finds their recorded results.
+        if _step_key.get() is not None:
+            raise StepError("delegate inside a step's fn: delegate from the task's own code")
+        lane = current_lane.get() or self._root_lane()
+        step_ids = [lane.next_id("delegate") for _ in calls]
+        return await current_delegating().delegate_many(step_ids, calls, limit)
+
     # records -------------------------------------------------------------------------------
+
+    async def load_records(self, kind: str) -> dict[str, bytes]:
+        prefix = _record_prefix(kind)
+        cut = len(prefix)
+        records = await self.records()
+        return {name[cut:]: value for name, value in records.items() if name.startswith(prefix)}
+
+    async def save_records(self, kind: str, fields: Sequence[tuple[str, bytes]]) -> None:
+        prefix = _record_prefix(kind)
+        named = [(prefix + name, value) for name, value in fields]
+        records = await self.records()
+        await self._write(named)
+        records.update(named)
 
     @property
     def restores(self) -> bool:
@@ -411,6 +437,13 @@ class DeliverySteps(TaskContext):
         """Audit events no write carried (a resumed delivery that recorded nothing more)."""
         events, self._pending = self._pending, []
         return events
+
+
+def _record_prefix(kind: str) -> str:
+    """An adapter's records live under ``rec:<kind>:``, apart from steps and state."""
+    if not isinstance(kind, str) or not _PHASE.match(kind):
+        raise StepError(f"a record kind is a short label ([a-z][a-z0-9_.-]*): {kind!r}")
+    return f"rec:{kind}:"
 
 
 def _carry(recorded: bytes | None) -> None:

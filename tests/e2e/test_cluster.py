@@ -20,7 +20,7 @@ from redis.crc import key_slot
 from agents.echo import EchoAgent
 from deepagents.config import FileConfig, Settings
 from deepagents.contract import ResultStatus, Task
-from deepagents.errors import RedisNotSafe
+from deepagents.errors import IdempotencyConflict, RedisNotSafe
 from deepagents.orchestrator import Orchestrator
 from deepagents.transport.keys import Keys
 from deepagents.transport.redis_streams import connect
@@ -168,3 +168,20 @@ async def test_scripts_are_loaded_again_after_a_flush(
         await asyncio.wait_for(running, 30)
     assert worker.stats.committed == 100
     assert worker.stats.duplicates == 0
+
+
+async def test_a_refused_batch_releases_its_idempotency_keys_on_a_cluster(
+    client: Redis, orch: Orchestrator, prefix: str
+) -> None:
+    """Issue 39: the compare-and-delete release runs on a cluster client too (each key in
+    a slot of its own)."""
+    await orch.submit(Task(intent="echo", payload={"v": 1}, tenant="t", idempotency_key="k1"))
+    batch = [
+        Task(intent="echo", payload={"v": 2}, tenant="t", idempotency_key="k2"),
+        Task(intent="echo", payload={"v": 3}, tenant="t", idempotency_key="k1"),
+    ]
+    with pytest.raises(IdempotencyConflict):
+        await orch.submit_many(batch)
+    keys = Keys(prefix)
+    assert not await client.exists(keys.idempotency("k2", "t"))
+    assert await client.exists(keys.idempotency("k1", "t"))

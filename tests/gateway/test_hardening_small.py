@@ -89,3 +89,16 @@ def test_a_reload_applies_the_metrics_keys_and_header_caps(own: Deployment) -> N
         # On a connection opened after the reload: the new cap.
         r = httpx.get(gw.url + "/health", headers={"X-F": "f" * 3000})
         assert r.status_code == 431 and r.json()["code"] == "headers_too_large"
+
+
+@pytest.mark.parametrize("priority", [True, False, "1", 1.0])
+def test_a_priority_that_is_not_an_integer_is_refused(gateway: Gateway, priority: object) -> None:
+    """Issue 39: ``priority: true`` was taken as 1."""
+    body = {"intent": "echo", "payload": {}, "priority": priority}
+    r = httpx.post(gateway.url + "/v1/tasks", json=body, headers=auth(), timeout=30)
+    assert r.status_code == 422, r.text
+    assert r.json()["code"] == "validation_error" and r.json()["errors"][0]["field"] == "priority"
+    ok = httpx.post(
+        gateway.url + "/v1/tasks", json={**body, "priority": 1}, headers=auth(), timeout=30
+    )
+    assert ok.status_code == 202, ok.text

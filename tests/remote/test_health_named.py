@@ -60,6 +60,8 @@ def test_a_remote_service_down_is_named_by_the_full_health_check_until_it_is_bac
         (agent,) = eventually_sync(lambda: named(gateway), timeout=60, what="risk-node named")
         assert agent["instances"] == 1 and agent["healthy"] == 0, agent
         assert agent["detail"].startswith("remote service: GET /v1/health: ConnectError"), agent
+        # Anyone reads this page: the service's address is not theirs to learn (issue 39).
+        assert str(port) not in agent["detail"] and "127.0.0.1" not in agent["detail"], agent
 
         node_agent(port=port)  # the service comes up
         eventually_sync(lambda: not named(gateway), timeout=60, what="risk-node healthy again")

@@ -9,7 +9,7 @@ import asyncio
 from pathlib import Path
 from typing import Any
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, ConfigDict, Field
 
 from deepagents import AgentContract, Result
 from deepagents.contract.context import TaskContext
@@ -26,6 +26,7 @@ agents:
   echo: {class: "agents.echo:EchoAgent"}
   escalations: {class: "tests.support.asking:EscalationAgent"}
   mixed: {class: "tests.support.asking:MixedAgent"}
+  patterned: {class: "tests.support.asking:PatternAgent"}
 asks: {escalation_intent: escalation}
 """
 
@@ -94,3 +95,31 @@ class MixedAgent(AgentContract):
             return Result(output={"approved": decision.approved})
         await asyncio.sleep(float(payload.get("sleep_ms", 0)) / 1000)
         return Result(output={"n": payload.get("n")})
+
+
+class Note(BaseModel):
+    """An answer schema whose pattern backtracks exponentially under Python's ``re``
+    (issue 39): ``"a" * 26 + "!"`` took 4.8 s of the gateway's event loop."""
+
+    note: str = Field(pattern=r"^(\w+\s?)*$")
+
+
+class Repeated(BaseModel):
+    """A pattern with a backreference, which no linear-time engine matches: refused at ask."""
+
+    model_config = ConfigDict(regex_engine="python-re")
+    word: str = Field(pattern=r"^(\w+) \1$")
+
+
+class PatternAgent(AgentContract):
+    """Asks for a ``Note`` (intent ``note``) or a ``Repeated`` (intent ``repeated``)."""
+
+    name = "patterned"
+    version = "1.0.0"
+    intents = ("note", "repeated")
+
+    async def execute(self, context: dict[str, Any]) -> Result:
+        ctx: TaskContext = context["ctx"]
+        model: type[BaseModel] = Note if context["task"].intent == "note" else Repeated
+        answer = await ctx.ask("say it", schema=model, timeout_s=600)
+        return Result(output=answer.model_dump())

@@ -18,6 +18,7 @@ REPO = Path(__file__).resolve().parents[2]
 
 PUBLIC_NAMES = {
     "AgentContract",
+    "Delegation",
     "DeepAgentsError",
     "ErrorCode",
     "InvalidInput",
@@ -55,6 +56,7 @@ ERROR_CODES = {
     "already_replied",
     "invalid_reply",
     "reply_timeout",
+    "delegation_too_deep",
     "circuit_open",
     "step_error",
     "state_too_large",

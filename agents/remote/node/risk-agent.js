@@ -246,6 +246,30 @@ function fault(req, res) {
   }
 }
 
+// payload.hostile (with the hooks on): this one task's execute answers a hostile value, so
+// one service serves hostile and good tasks side by side (issue 39's probes).
+const HOSTILE = {
+  nan: () => [200, {}, '{"result":{"status":"success","output":{},"metrics":{"score":NaN}}}'],
+  infinity: () => [200, {}, '{"result":{"status":"success","output":{},"metrics":{"score":-Infinity}}}'],
+  overflow: () => [200, {}, '{"result":{"status":"success","output":{"x":1e400}}}'],
+  wide_int: () => [200, {}, '{"result":{"status":"success","output":{"n":123456789012345678901234567890}}}'],
+  retry_forever: () => [503, { 'retry-after': '999999999' }, '{"title":"come back later"}'],
+  retry_9999: () => [429, { 'retry-after': 'Fri, 31 Dec 9999 23:59:59 GMT' }, '{"title":"later"}'],
+  echo_detail: (auth) => [403, {}, JSON.stringify({ detail: `denied for ${auth}` })],
+  echo_message: (auth) => [200, {}, JSON.stringify({
+    result: { status: 'failed', error: { code: 'denied', message: `bad credentials ${auth}` } } })],
+  echo_output: (auth) => [200, {}, JSON.stringify({ result: { status: 'success', output: { seen: auth } } })],
+};
+
+function hostile(kind, req, res) {
+  const make = HOSTILE[kind];
+  if (!make) return problem(res, 400, 'unknown hostile kind', kind);
+  const [status, headers, body] = make(req.headers.authorization || '');
+  const type = status === 200 ? 'application/json' : 'application/problem+json';
+  res.writeHead(status, { 'content-type': type, ...headers });
+  return res.end(body);
+}
+
 // HTTP ---------------------------------------------------------------------------------------
 
 function json(res, status, body) {
@@ -287,6 +311,10 @@ function handle(req, res, raw) {
     const line = { step, task: body.task.id, attempt: body.attempt, key: body.idempotency_key,
       time_left_ms: body.time_left_ms, at_ms: Date.now(), body };
     fs.appendFileSync(LOG, JSON.stringify(line) + '\n');
+  }
+  const payload = body.task.payload || {};
+  if (HOOKS && step === 'execute' && typeof payload.hostile === 'string') {
+    return hostile(payload.hostile, req, res);
   }
   if (step === 'execute' && FAULT && fault(body, res)) return undefined;
   try {

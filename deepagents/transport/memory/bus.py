@@ -31,14 +31,16 @@ from deepagents.transport.base import (
     now_ms,
 )
 from deepagents.transport.keys import ShardKeys
+from deepagents.transport.memory.children import CHILD_WAIT_FIELDS, MemoryChildren
 from deepagents.transport.memory.replies import MemoryReplies, MemoryReplyListener
 from deepagents.transport.memory.state import Fields, Group, State, Stream, parse_id
 from deepagents.transport.memory.waiting import WAIT_FIELDS, MemoryWaiting, drop_wait
 
 _b = str.encode
+_CANCELLABLE = ("queued", "retrying", "waiting")
 
 
-class MemoryBus(MemoryWaiting):
+class MemoryBus(MemoryWaiting, MemoryChildren):
     """Everything lives in ``state``; hand the same state to a ``MemoryTaskStore`` to read
     the task records the bus writes."""
 
@@ -486,17 +488,24 @@ class MemoryBus(MemoryWaiting):
         return "ok", entry_id
 
     async def cancel(
-        self, keys: ShardKeys, task_id: str, result_json: bytes, events_json: bytes
+        self,
+        keys: ShardKeys,
+        task_id: str,
+        result_json: bytes,
+        events_json: bytes,
+        *,
+        running: bool = False,
     ) -> str:
         key = keys.task(task_id)
         task = self.state.hash(key)
         if task is None or "state" not in task:
             return "missing"
-        if task["state"] not in ("queued", "retrying", "waiting"):
+        allowed = ("queued", "retrying", "waiting", "running") if running else _CANCELLABLE
+        if task["state"] not in allowed:
             return task["state"]
         if task["state"] == "waiting":
             drop_wait(self.state, keys, task_id)
-            for name in WAIT_FIELDS:
+            for name in (*WAIT_FIELDS, *CHILD_WAIT_FIELDS):
                 task.pop(name, None)
         task.update(
             state="done", result=result_json.decode(), finished_ms=str(now_ms()), cancelled="1"

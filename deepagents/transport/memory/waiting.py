@@ -130,12 +130,36 @@ class MemoryWaiting:
         task = self.state.hash(keys.task(task_id))
         if task is None or task.get("state") != "waiting":
             return Woken("stale")
+        if "awaiting" in task:  # a wait for child tasks (as wake.lua)
+            return self._sweep(keys, tiers, task_id, task, delayed)
         steps = self.state.hash_for_write(keys.steps(task_id))
         field = f"ask:{task.get('ask', '')}:timeouts"
         steps[field] = str(int(steps.get(field, "0")) + 1)
         asked = self._resume(keys, tiers, task_id, task)
         self._outbox(keys, events_json)
         return Woken("ok", asked)
+
+    def _sweep(
+        self,
+        keys: ShardKeys,
+        tiers: Sequence[str],
+        task_id: str,
+        task: dict[str, str],
+        delayed: dict[bytes, int],
+    ) -> Woken:
+        """Before its deadline: move the wait on by its sweep interval and name the children
+        it awaits; after it, re-enqueue it (that delivery fails it ``deadline_exceeded``)."""
+        now, deadline = now_ms(), int(task.get("wait_due_ms") or 0)
+        if deadline == 0 or now < deadline:
+            due = now + int(task.get("sweep_ms") or 30_000)
+            delayed[wait_member(task_id).encode()] = min(due, deadline) if deadline else due
+            return Woken("sweep", 0, tuple(task["awaiting"].split()))
+        record = task.pop("wait_task", "")
+        for name in ("awaiting", "wait_mode", "sweep_ms"):
+            task.pop(name, None)
+        self.state.strings[keys.question(task_id)] = record + "\n{}"
+        self._resume(keys, tiers, task_id, task)
+        return Woken("ok")
 
     async def ask_record(self, keys: ShardKeys, task_id: str, ask: str) -> AskRecord:
         steps = self.state.hash(keys.steps(task_id)) or {}

@@ -28,6 +28,7 @@ from deepagents.transport.base import (
     now_ms,
 )
 from deepagents.transport.keys import ShardKeys
+from deepagents.transport.redis_streams.children import RedisChildren
 from deepagents.transport.redis_streams.errors import redis_errors
 from deepagents.transport.redis_streams.lanes import Lanes
 from deepagents.transport.redis_streams.pool import check_server
@@ -83,7 +84,7 @@ def _read_entries(reply: dict[Any, Any] | list[Any] | None) -> list[RawEntry]:
     return _entries(next(iter(reply.values())) if isinstance(reply, dict) else reply[0][1])
 
 
-class RedisStreamBus(RedisWaiting):
+class RedisStreamBus(RedisWaiting, RedisChildren):
     """Uses the client it is given and never closes it; the worker's stream commands (read,
     reclaim, begin, commit) go over connections of its own (``Lanes``), which ``aclose()``
     closes."""
@@ -606,7 +607,13 @@ class RedisStreamBus(RedisWaiting):
         return None
 
     async def cancel(
-        self, keys: ShardKeys, task_id: str, result_json: bytes, events_json: bytes
+        self,
+        keys: ShardKeys,
+        task_id: str,
+        result_json: bytes,
+        events_json: bytes,
+        *,
+        running: bool = False,
     ) -> str:
         with redis_errors("cancel"):
             status = await self.scripts.cancel(
@@ -618,7 +625,14 @@ class RedisStreamBus(RedisWaiting):
                     keys.waiting,
                     keys.question(task_id),
                 ],
-                args=[result_json, now_ms(), self.result_ttl_s, events_json, task_id],
+                args=[
+                    result_json,
+                    now_ms(),
+                    self.result_ttl_s,
+                    events_json,
+                    task_id,
+                    "1" if running else "",
+                ],
             )
         return _s(status)
 

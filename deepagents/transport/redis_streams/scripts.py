@@ -6,6 +6,7 @@ in KEYS, so each runs in one hash slot on Redis Cluster.
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
 from importlib import resources
 
@@ -30,9 +31,13 @@ _NAMES = (
     "wake",
     "record_steps",
     "tenant_waiting",
+    "park_children",
+    "child_ended",
+    "link_child",
 )
 
 
+@functools.cache  # read once per process; a forked worker inherits them (compose.preload)
 def _source(name: str) -> str:
     return (
         resources.files("deepagents.transport.redis_streams")
@@ -60,6 +65,15 @@ class Scripts:
     wake: AsyncScript
     record_steps: AsyncScript
     tenant_waiting: AsyncScript
+    park_children: AsyncScript
+    child_ended: AsyncScript
+    link_child: AsyncScript
+
+    @staticmethod
+    def preload() -> None:
+        """Read every script's source now (they are read once per process)."""
+        for name in _NAMES:
+            _source(name)
 
     @classmethod
     def register(cls, client: Redis) -> Scripts:

@@ -4,9 +4,11 @@ reads of questions and answers. Each change is one script on the shard's slot
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Sequence
 from typing import Any
 
+from deepagents.telemetry import process_telemetry
 from deepagents.transport.base import (
     Answered,
     AskRecord,
@@ -23,11 +25,26 @@ from deepagents.transport.redis_streams.scripts import Scripts
 
 _LISTED = (b"ask", b"wait_due_ms", b"on_timeout")
 
+log = logging.getLogger(__name__)
+
 
 def _s(value: bytes | str | None) -> str:
     if value is None:
         return ""
     return value.decode() if isinstance(value, bytes) else value
+
+
+def _readable(keys: ShardKeys, ids: Sequence[tuple[Any, float]]) -> list[tuple[Any, float]]:
+    out = []
+    for task_id, asked in ids:
+        try:
+            out.append((_s(task_id), asked))
+        except UnicodeDecodeError:
+            metrics = process_telemetry().metrics
+            if metrics is not None:
+                metrics.decode_errors.labels(keys.agent, "waiting").inc()
+            log.warning("skipped a damaged member of %s (not UTF-8)", keys.waiting)
+    return out
 
 
 def _task_keys(keys: ShardKeys, task_id: str, tiers: Sequence[str]) -> list[str]:
@@ -102,11 +119,12 @@ class RedisWaiting:
         self, keys: ShardKeys, tiers: Sequence[str], task_id: str, events_json: bytes
     ) -> Woken:
         with redis_errors(f"wake a waiting task of {keys.delayed}"):
-            status, asked = await self.scripts.wake(
+            status, asked, *children = await self.scripts.wake(
                 keys=_task_keys(keys, task_id, tiers),
                 args=[task_id, now_ms(), events_json, *tiers],
             )
-        return Woken(_s(status), int(asked or 0))
+        awaited = tuple(_s(children[0]).split()) if children else ()
+        return Woken(_s(status), int(asked or 0), awaited)
 
     async def ask_record(self, keys: ShardKeys, task_id: str, ask: str) -> AskRecord:
         with redis_errors("read an answer"):
@@ -132,7 +150,9 @@ class RedisWaiting:
         return await self._listed(keys, list(zip(flat[::2], map(float, flat[1::2]), strict=True)))
 
     async def _listed(self, keys: ShardKeys, ids: Sequence[tuple[Any, float]]) -> list[Waiting]:
-        """The open questions of these (task id, asked at) pairs, in their order."""
+        """The open questions of these (task id, asked at) pairs, in their order. A member
+        that is no task id (not UTF-8: damaged) is left out and counted, never read."""
+        ids = _readable(keys, ids)
         with redis_errors("list waiting tasks"):
             pipe = self.client.pipeline(transaction=False)
             for task_id, _ in ids:

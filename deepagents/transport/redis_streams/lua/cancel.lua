@@ -4,16 +4,22 @@
 -- KEYS[1] task hash, KEYS[2] outbox stream, KEYS[3] its step records (a retrying or
 -- waiting task may have some; they expire with the result), KEYS[4] delayed set,
 -- KEYS[5] waiting index, KEYS[6] the question's record
--- ARGV[1] result json, [2] now ms, [3] ttl s, [4] events json, [5] task id
+-- ARGV[1] result json, [2] now ms, [3] ttl s, [4] events json, [5] task id, [6] '1': a
+-- running task too (a delegated child whose parent was cancelled: its worker's step
+-- records and commit then find it done and count a duplicate, so it ends once, cancelled)
 -- Returns 'ok', or the state that prevented it (running, done, dead, …; 'missing').
 local h = redis.call('HMGET', KEYS[1], 'state', 'reply')
 if not h[1] then return 'missing' end
-if h[1] ~= 'queued' and h[1] ~= 'retrying' and h[1] ~= 'waiting' then return h[1] end
+local running = h[1] == 'running' and ARGV[6] == '1'
+if h[1] ~= 'queued' and h[1] ~= 'retrying' and h[1] ~= 'waiting' and not running then
+  return h[1]
+end
 if h[1] == 'waiting' then
   redis.call('ZREM', KEYS[4], 'w:' .. ARGV[5])
   redis.call('ZREM', KEYS[5], ARGV[5])
   redis.call('DEL', KEYS[6])
-  redis.call('HDEL', KEYS[1], 'on_timeout', 'asked_ms', 'wait_due_ms')
+  redis.call('HDEL', KEYS[1], 'on_timeout', 'asked_ms', 'wait_due_ms', 'awaiting', 'wait_mode',
+             'wait_task', 'sweep_ms')
 end
 redis.call('HSET', KEYS[1], 'state', 'done', 'result', ARGV[1], 'finished_ms', ARGV[2],
            'cancelled', '1')

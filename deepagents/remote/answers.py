@@ -1,0 +1,98 @@
+"""A remote service's answer, read as strictly as the gateway reads a tenant's body.
+
+What a service returns becomes a task's result, which every later read encodes again
+(orjson, 64-bit integers, finite numbers only). Issue 39: ``NaN``, ``Infinity`` or
+``1e400`` in an answer's ``metrics`` were stored as null and every read of the task then
+answered 500; an integer wider than 64 bits failed the commit with a traceback. Both are
+refused here, as a protocol error of that task.
+
+Secrets the worker sends (its configured headers, ``Authorization`` first) are masked in
+every string of the answer: a service that echoes them in an error message, a problem's
+detail or an output would otherwise hand them to the tenant reading the task.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Iterable
+from typing import Any, NoReturn
+
+from deepagents.errors import DeepAgentsError, ErrorCode
+from deepagents.remote.errors import REDACTED
+
+_INT_MIN, _INT_MAX = -(2**63), 2**64 - 1  # what orjson encodes
+# A header value shorter than this is not masked: it would mask ordinary words.
+_MIN_SECRET = 8
+
+
+class BadAnswer(DeepAgentsError, ValueError):
+    """The answer is not JSON this worker can keep: the reason, for a protocol error."""
+
+    code = ErrorCode.REMOTE_PROTOCOL_ERROR
+
+
+def parse_answer(raw: bytes) -> Any:
+    """The answer's JSON; ``BadAnswer`` for invalid JSON, a non-finite number or an
+    integer outside 64 bits."""
+    try:
+        return json.loads(
+            raw, parse_constant=_no_constant, parse_int=_int, parse_float=_finite_float
+        )
+    except BadAnswer:
+        raise
+    except RecursionError:
+        raise BadAnswer("the answer is nested too deeply") from None
+    except (ValueError, UnicodeDecodeError) as exc:
+        raise BadAnswer(f"not JSON ({str(exc)[:100]})") from None
+
+
+def _no_constant(name: str) -> NoReturn:
+    raise BadAnswer(f"{name} is not a JSON number; send finite numbers only")
+
+
+def _int(text: str) -> int:
+    if len(text.lstrip("-")) > 20:
+        raise BadAnswer(f"integer {text[:24]}… is outside 64 bits")
+    value = int(text)
+    if not _INT_MIN <= value <= _INT_MAX:
+        raise BadAnswer(f"integer {text} is outside 64 bits")
+    return value
+
+
+def _finite_float(text: str) -> float:
+    value = float(text)
+    if not math.isfinite(value):
+        raise BadAnswer(f"number {text[:24]} is out of range (not finite as a double)")
+    return value
+
+
+class SecretMask:
+    """Replaces each of a set of secret values wherever it occurs in a string."""
+
+    def __init__(self, secrets: Iterable[str]) -> None:
+        found: set[str] = set()
+        for secret in secrets:
+            found.add(secret)
+            # "Bearer abc…": the token alone is as secret as the header's whole value.
+            found.update(part for part in secret.split() if len(part) >= _MIN_SECRET)
+        # Longest first: a value that holds another is masked whole.
+        self.secrets = sorted((s for s in found if len(s) >= _MIN_SECRET), key=len, reverse=True)
+
+    def text(self, value: str) -> str:
+        for secret in self.secrets:
+            if secret in value:
+                value = value.replace(secret, REDACTED)
+        return value
+
+    def tree(self, value: Any) -> Any:
+        """``value`` (parsed JSON) with every string masked, keys included."""
+        if not self.secrets:
+            return value
+        if isinstance(value, str):
+            return self.text(value)
+        if isinstance(value, list):
+            return [self.tree(v) for v in value]
+        if isinstance(value, dict):
+            return {self.text(k): self.tree(v) for k, v in value.items()}
+        return value
