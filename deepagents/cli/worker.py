@@ -243,9 +243,7 @@ def serve_process(plan: Plan, fork: Fork | None = None) -> int:
         async with redis_client(
             plan.url, max_connections=readers + 32, cluster=settings.redis_cluster
         ) as client:
-            # A remote agent's circuit breaker is shared by the fleet through Redis.
-            remote = _remote_class(cls)
-            agent = remote(redis=client, prefix=settings.prefix) if remote else cls()
+            agent = await _new_agent(cls, client, settings.prefix)
             # Unanswered questions with on_timeout="escalate" are submitted through it, and
             # child tasks (ctx.delegate), whose ends it carries to their parents.
             escalations = Orchestrator.from_client(
@@ -284,7 +282,7 @@ def serve_process(plan: Plan, fork: Fork | None = None) -> int:
                     if writer is not None and drain is not None:
                         writer.stop()  # it acks only what PostgreSQL committed; the rest waits
                         await drain
-                    if remote:
+                    if _remote_class(cls) is not None:
                         # its connections, and the breaker outcomes it has not sent yet
                         await cast("RemoteAgent", agent).aclose()
 
@@ -340,6 +338,17 @@ def _agent_class(args: argparse.Namespace, config: FileConfig) -> type[AgentCont
     from deepagents.remote import remote_agent_class  # aiohttp: only for a remote agent
 
     return remote_agent_class(args.remote, entry)
+
+
+async def _new_agent(cls: type[AgentContract], client: Any, prefix: str) -> AgentContract:
+    """The agent; a remote one with the fleet's circuit breaker (shared through Redis), and
+    the version its service reports, learnt before the worker registers it."""
+    remote = _remote_class(cls)
+    if remote is None:
+        return cls()
+    agent = remote(redis=client, prefix=prefix)
+    await agent.introduce()
+    return agent
 
 
 def _remote_class(cls: type[AgentContract]) -> type[RemoteAgent] | None:

@@ -58,6 +58,12 @@ class BreakerConfig(_Strict):
     min_calls: int = Field(default=5, ge=1, description="no verdict on fewer attempts")
     failure_rate: float = Field(default=0.5, gt=0, le=1)
     cooldown_s: float = Field(default=10.0, gt=0, description="open -> half-open after this")
+    down_after: int = Field(
+        default=5,
+        ge=0,
+        description="this many distinct tasks in a row finding the service down (refused or "
+        "reset connections, 502/503/504), with no success between, open it at once (0: off)",
+    )
     state_cache_s: float = Field(
         default=0.2, ge=0, description="a worker trusts a 'closed' it read this long (0: never)"
     )

@@ -37,11 +37,12 @@ from deepagents.modelcall.pricing import (
 )
 from deepagents.modelcall.providers.base import AttemptSpec, Completion
 from deepagents.modelcall.record import AttemptRecord
-from deepagents.modelcall.retrying import Decision, ErrorKind, ProviderError, retrying
+from deepagents.modelcall.retrying import Decision, ErrorKind, ProviderError, retrying, unreachable
 from deepagents.store.models.admission import RateLimiter, Reservation
 from deepagents.store.models.budget import Hold
 from deepagents.store.models.credentials import Credential
 from deepagents.store.models.gates import Permit
+from deepagents.telemetry.logs import current_task_id
 
 log = logging.getLogger("deepagents.modelcall")
 
@@ -448,9 +449,13 @@ class ModelAttempts:
         )
         # Only failures that say the model is unwell feed the breaker; a probe is always
         # resolved, since any answer from the server ends the half-open state.
+        # A failure counts once per task in the window (one poison task does not open it for
+        # the others; outside a task each counts); one that finds no server feeds the streak.
         unwell = error.kind is ErrorKind.TRANSIENT
         if unwell or permit.probe:
-            await self.rt.breaker.record(not unwell, probe=permit.probe)
+            await self.rt.breaker.record(
+                not unwell, probe=permit.probe, down=unreachable(error), task=current_task_id.get()
+            )
         if error.kind is ErrorKind.AUTH:
             await self._refresh(error, credential)
 

@@ -104,6 +104,23 @@ def _error_code(body: Any) -> str:
     return str(nested or error.get("code") or error.get("type") or "")
 
 
+# What says the server is not there at all (httpx's names for a refused, reset or dropped
+# connection), as 502, 503 and 504 say it of a gateway in front of it: the breaker's streak.
+_UNREACHABLE_NAMES = frozenset(
+    {"ConnectError", "ReadError", "WriteError", "CloseError", "NetworkError", "RemoteProtocolError"}
+)
+_GATEWAY_DOWN = frozenset({502, 503, 504})
+
+
+def unreachable(error: ProviderError) -> bool:
+    """The attempt found no server: it feeds the breaker's streak (``store.breaker``)."""
+    if error.kind is not ErrorKind.TRANSIENT:
+        return False
+    if error.status is not None:
+        return error.status in _GATEWAY_DOWN
+    return error.detail in _UNREACHABLE_NAMES
+
+
 def classify(status: int, body: Any) -> ErrorKind:
     """The class of an HTTP error answer, from its status and its JSON body's error code."""
     code = _error_code(body).lower()

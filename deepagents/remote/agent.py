@@ -11,6 +11,7 @@ circuit breaker (``circuit.py``).
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
 import ssl
 from contextvars import ContextVar
@@ -32,6 +33,7 @@ from deepagents.remote.circuit import FleetCircuit
 from deepagents.remote.errors import (
     ServiceDown,
     ServiceUnhealthy,
+    ServiceUnreachable,
     hide_addresses,
     mask_secrets,
     protocol_error,
@@ -47,6 +49,7 @@ if TYPE_CHECKING:
 R = TypeVar("R", bound=BaseModel)
 _JSON = "application/json"
 _ALL_METHODS = frozenset(wire.STEPS)
+INTRODUCE_S = 5.0  # the longest a worker's start waits for the service's health answer
 # The request envelope of the task this delivery runs: post_process is given no task.
 _envelope: ContextVar[dict[str, Any]] = ContextVar("deepagents_remote_envelope")
 
@@ -174,6 +177,14 @@ class RemoteAgent(AgentContract):
             raise ServiceUnhealthy(f"remote service: {where}, {health.status}")
         return True
 
+    async def introduce(self) -> None:
+        """Learn what the service says of itself before the worker registers it: its
+        version (and methods). One not answering yet is "0" until a health check hears it;
+        one that does not answer within INTRODUCE_S does not hold the worker's start."""
+        with contextlib.suppress(ServiceUnhealthy, TimeoutError):
+            async with asyncio.timeout(INTRODUCE_S):
+                await self._health()
+
     async def _health(self) -> wire.HealthResponse:
         """The service's health answer (kept: what it implements), or ``ServiceUnhealthy``
         saying why there is none."""
@@ -197,6 +208,9 @@ class RemoteAgent(AgentContract):
                 raise ServiceUnhealthy(
                     f"remote service: GET /v1/health: HTTP {answer.status}, {health.status}"
                 )
+        if health.version:  # gRPC sends none as ""
+            # On the class: one per agent type, whose instances all call this one service.
+            type(self).version = health.version
         # No list (or an empty one, which is how gRPC sends none): all four.
         methods = frozenset(health.methods or ()) | {"execute"}
         self._methods = methods if health.methods else _ALL_METHODS
@@ -244,9 +258,9 @@ class RemoteAgent(AgentContract):
             try:
                 answer = await self._send(task, step, extra, model, timeout, by_deadline, left_ms)
             except Exception as exc:
-                await self._circuit.record(permit, step, exc)
+                await self._circuit.record(permit, task, step, exc)  # may raise CircuitOpen
                 raise
-            await self._circuit.record(permit, step, None)
+            await self._circuit.record(permit, task, step, None)
             return answer
         except RetryableError as exc:
             # A service's Retry-After is a floor on the next attempt: never past the
@@ -294,7 +308,7 @@ class RemoteAgent(AgentContract):
                 raise TimeoutError(f"{step}: the task's deadline passed during the call") from exc
             raise ServiceDown(f"{step}: no answer within {timeout:g} s") from exc
         except (aiohttp.ClientError, OSError) as exc:
-            raise ServiceDown(f"{step}: {why(exc)}") from exc
+            raise ServiceUnreachable(f"{step}: {why(exc)}") from exc
         if answer.status != 200:
             raise status_error(
                 step, answer.status, answer.retry_after, answer.body, self._mask.text

@@ -130,7 +130,7 @@ class Checker:
         answer = self._answer("health", response, wire.HealthResponse)
         if answer.status != "ok":
             raise _Broken(f"health: status {answer.status!r}")
-        return "ok"
+        return f"ok, version {answer.version}" if answer.version else 'ok (no version: "0")'
 
     def schema(self) -> str:
         self._steps(_envelope(self.intent, self.payload, None))

@@ -19,7 +19,7 @@ from typing import Any
 from deepagents.config.schema import RemoteBreakerConfig
 from deepagents.contract.task import Task, utcnow
 from deepagents.errors import CircuitOpen, RetryableError
-from deepagents.remote.errors import ServiceDown
+from deepagents.remote.errors import ServiceDown, ServiceUnreachable
 from deepagents.store.breaker import BreakerState, CircuitBreaker, Keyed, Permit
 from deepagents.store.models import RedisClient
 from deepagents.transport.keys import Keys
@@ -66,17 +66,28 @@ class FleetCircuit:
         why = f"{what}, and the task has waited max_wait_s ({self._config.max_wait_s:g} s)"
         return ServiceDown(why, retry_after_s=wait)
 
-    async def record(self, permit: Permit, step: str, error: BaseException | None) -> None:
+    async def record(
+        self, permit: Permit, task: Task, step: str, error: BaseException | None
+    ) -> None:
         """One call's outcome. Only a service that did not answer, or answered 5xx, is
         unwell; any other answer (a 4xx, a 429, a malformed body) shows it is up. The window
         counts one outcome per attempt, as the model-call breaker counts one per call: the
         step that failed, or else ``execute``'s answer (the trivial steps' successes would
-        dilute a service whose work fails)."""
+        dilute a service whose work fails); and a failure once per task.
+
+        A service not there at all (``ServiceUnreachable``) whose circuit is open once this
+        failure is counted (it tripped it, or another worker did) raises the refusal the
+        open circuit gives: the task waits, its delivery not counted."""
         unwell = isinstance(error, ServiceDown)
         if permit.probe and isinstance(error, TimeoutError):
             unwell = True  # the task's deadline ended the trial: no answer, so no all-clear
         if unwell or permit.probe:
-            await self._breaker.record(not unwell, probe=permit.probe)
+            down = isinstance(error, ServiceUnreachable)
+            state = await self._breaker.record(
+                not unwell, probe=permit.probe, down=down, task=task.task_id
+            )
+            if down and state is not BreakerState.CLOSED:
+                raise self._refusal(task, step, self._config.cooldown_s) from error
         elif step == "execute" and error is None and self._breaker.note_success():
             # A success in a closed circuit only feeds the window: the answer need not wait.
             self._after(self._breaker.flush())

@@ -60,6 +60,12 @@ class ServiceDown(RetryableError):
     circuit breaker (a 429 is not: the service is up and pacing its callers)."""
 
 
+class ServiceUnreachable(ServiceDown):
+    """No service there at all: the connection was refused or reset, or a gateway in front
+    answered 502, 503 or 504. It feeds the breaker's streak (``store.breaker``), and a task
+    it fails while the circuit opens waits instead of spending a delivery."""
+
+
 class ServiceUnhealthy(DeepAgentsError):
     """The service's ``/v1/health`` failed, or its circuit is open: the worker records the
     instance unhealthy in the registry, with this message as the reason."""
@@ -128,12 +134,14 @@ def status_error(
     message = f"{what}: {detail}" if detail else what
     if code in (429, 503):
         wait = retry_after_s(retry_after)
-        kind = RetryableError if code == 429 else ServiceDown
+        kind = RetryableError if code == 429 else ServiceUnreachable
         return kind(message, retry_after_s=wait)
     if code in (400, 422):
         return InvalidInput(message)
     if 400 <= code < 500:
         return RemoteRejected(message)
+    if code in (502, 504):
+        return ServiceUnreachable(message)
     if code >= 500:
         return ServiceDown(message)
     return protocol_error(step, f"unexpected HTTP {code}", body, mask)

@@ -29,6 +29,7 @@ from deepagents.errors import InvalidInput, RetryableError
 from deepagents.remote.errors import (
     RemoteRejected,
     ServiceDown,
+    ServiceUnreachable,
     hide_addresses,
     mask_secrets,
     protocol_error,
@@ -148,6 +149,8 @@ def _error(step: str, exc: grpc.aio.AioRpcError, timeout: float) -> Exception:
         trailers = dict(exc.trailing_metadata() or ())
         wait = retry_after_s(str(trailers.get("retry-after", "")))
         return RetryableError(what, retry_after_s=wait)
+    if code is grpc.StatusCode.UNAVAILABLE:  # gRPC's refused, reset or 503
+        return ServiceUnreachable(what)
     if code in _DOWN:
         return ServiceDown(what)
     return RemoteRejected(what)

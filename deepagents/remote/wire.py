@@ -88,6 +88,15 @@ Method = Literal["can_handle", "prepare_context", "execute", "post_process"]
 class HealthResponse(_Response):
     status: Literal["ok", "unhealthy"]
     detail: str | None = None
+    version: str | None = Field(
+        default=None,
+        max_length=64,
+        pattern=r"^[A-Za-z0-9][A-Za-z0-9._+-]*$",
+        description=(
+            "The version of the agent the service runs: the worker labels the results, "
+            'audit events and registry entry of its tasks with it (absent: "0").'
+        ),
+    )
     methods: list[Method] | None = Field(
         default=None,
         description=(

@@ -1,11 +1,16 @@
 """The fleet's circuit breaker, kept in Redis: one per model (``store.models.gates``) and one
 per remote agent service (``deepagents.remote``), the same logic behind both.
 
-Closed, it counts attempts in a sliding window of buckets; past ``failure_rate`` over at
-least ``min_calls`` it opens for every worker at once. After ``cooldown_s`` it is half-open:
-the next ``allow`` is the single probe (held for ``probe_ttl_s``, so a probe whose worker died
-is given to another), and the probe's outcome closes or re-opens it. Each step is one Lua
-script on the keys' hash slot, timed by Redis ``TIME`` so workers with skewed clocks agree.
+Closed, it opens for every worker at once in either of two ways. A service that is down
+(refused or reset connections, 502/503/504: ``down``) to ``down_after`` distinct tasks in a
+row, with no answer between, trips it at once, whatever successes the window holds. And over
+a sliding window of buckets, when the tasks that failed (each counted once, however often it
+failed) reach ``failure_rate`` of the tasks that failed plus the calls that succeeded, over
+at least ``min_calls``: so one task failing again and again does not open it for the others.
+After ``cooldown_s`` it is half-open: the next ``allow`` is the single probe (held for
+``probe_ttl_s``, so a probe whose worker died is given to another), and the probe's outcome
+closes or re-opens it. Each step is one Lua script on the keys' hash slot, timed by Redis
+``TIME`` so workers with skewed clocks agree.
 """
 
 from __future__ import annotations
@@ -59,50 +64,88 @@ return {1, 1}
 """
 )
 
-# KEYS: state hash, window hash ("o:<bucket>" / "f:<bucket>" counts). ARGV: successes,
-# failures, probe (1/0), window_ms, bucket_ms, min_calls, failure_rate. Returns the state.
+# KEYS: state hash ("streak", "gen", "sweep" beside the state), window hash ("o:<bucket>"
+# successes, "f:<bucket>" tasks that failed, "t:<task>" = "<bucket>:<gen>" of its last
+# failure). ARGV: successes, failures, probe (1/0), window_ms, bucket_ms, min_calls,
+# failure_rate, down (1/0), task ("": none given), down_after. Returns the state.
 _RECORD = (
     _NOW_MS
     + """
 local state = redis.call('HGET', KEYS[1], 'state') or 'closed'
 local oks, fails = tonumber(ARGV[1]), tonumber(ARGV[2])
+local function trip()
+  redis.call('HSET', KEYS[1], 'state', 'open', 'opened_at', now, 'streak', 0)
+  redis.call('HDEL', KEYS[1], 'sweep')
+  redis.call('DEL', KEYS[2])
+  return 'open'
+end
 if state == 'half_open' then
   if ARGV[3] ~= '1' then return state end
   redis.call('HDEL', KEYS[1], 'probe_until')
   if fails == 0 then
-    redis.call('HSET', KEYS[1], 'state', 'closed')
+    redis.call('HSET', KEYS[1], 'state', 'closed', 'streak', 0)
     redis.call('DEL', KEYS[2])
     return 'closed'
   end
-  redis.call('HSET', KEYS[1], 'state', 'open', 'opened_at', now)
-  return 'open'
+  return trip()
 end
 if state == 'open' then return state end
 local window, size = tonumber(ARGV[4]), tonumber(ARGV[5])
 local bucket = math.floor(now / size)
-if oks > 0 then redis.call('HINCRBY', KEYS[2], 'o:' .. bucket, oks) end
-if fails > 0 then redis.call('HINCRBY', KEYS[2], 'f:' .. bucket, fails) end
-redis.call('PEXPIRE', KEYS[2], window * 2)
-if fails == 0 then return 'closed' end
 local cutoff = bucket - math.ceil(window / size)
-local flat = redis.call('HGETALL', KEYS[2])
-local ok_sum, fail_sum = 0, 0
-for i = 1, #flat, 2 do
-  local b = tonumber(string.sub(flat[i], 3))
-  if b <= cutoff then
-    redis.call('HDEL', KEYS[2], flat[i])
-  elseif string.sub(flat[i], 1, 1) == 'o' then
-    ok_sum = ok_sum + tonumber(flat[i + 1])
-  else
-    fail_sum = fail_sum + tonumber(flat[i + 1])
+redis.call('PEXPIRE', KEYS[2], window * 2)
+if oks > 0 then
+  redis.call('HINCRBY', KEYS[2], 'o:' .. bucket, oks)
+  -- any answer ends a streak: the next one starts a new generation
+  if tonumber(redis.call('HGET', KEYS[1], 'streak') or '0') > 0 then
+    redis.call('HINCRBY', KEYS[1], 'gen', 1)
+    redis.call('HSET', KEYS[1], 'streak', 0)
   end
 end
-local total = ok_sum + fail_sum
-if total >= tonumber(ARGV[6]) and fail_sum / total >= tonumber(ARGV[7]) then
-  redis.call('HSET', KEYS[1], 'state', 'open', 'opened_at', now)
-  redis.call('DEL', KEYS[2])
-  return 'open'
+if fails == 0 then return 'closed' end
+local gen = redis.call('HGET', KEYS[1], 'gen') or '0'
+local new_task, in_streak = true, false
+if ARGV[9] ~= '' then
+  local seen = redis.call('HGET', KEYS[2], 't:' .. ARGV[9])
+  if seen then
+    local sep = string.find(seen, ':', 1, true)
+    new_task = tonumber(string.sub(seen, 1, sep - 1)) <= cutoff
+    in_streak = string.sub(seen, sep + 1) == gen
+  end
+  redis.call('HSET', KEYS[2], 't:' .. ARGV[9], bucket .. ':' .. gen)
 end
+if new_task then redis.call('HINCRBY', KEYS[2], 'f:' .. bucket, 1) end
+local down_after = tonumber(ARGV[10])
+if ARGV[8] == '1' and down_after > 0 and not in_streak then
+  if redis.call('HINCRBY', KEYS[1], 'streak', 1) >= down_after then return trip() end
+end
+-- a few fields per failure are looked at, and those past the window dropped
+local scan = redis.call('HSCAN', KEYS[2], redis.call('HGET', KEYS[1], 'sweep') or '0', 'COUNT', 16)
+redis.call('HSET', KEYS[1], 'sweep', scan[1])
+local flat = scan[2]
+for i = 1, #flat, 2 do
+  local name, value = flat[i], flat[i + 1]
+  local b
+  if string.sub(name, 1, 2) == 't:' then
+    b = tonumber(string.sub(value, 1, string.find(value, ':', 1, true) - 1))
+  else
+    b = tonumber(string.sub(name, 3))
+  end
+  if b and b <= cutoff then redis.call('HDEL', KEYS[2], name) end
+end
+local names = {}
+for b = cutoff + 1, bucket do
+  names[#names + 1] = 'o:' .. b
+  names[#names + 1] = 'f:' .. b
+end
+local counts = redis.call('HMGET', KEYS[2], unpack(names))
+local ok_sum, fail_sum = 0, 0
+for i = 1, #counts, 2 do
+  ok_sum = ok_sum + tonumber(counts[i] or '0')
+  fail_sum = fail_sum + tonumber(counts[i + 1] or '0')
+end
+local total = ok_sum + fail_sum
+if total >= tonumber(ARGV[6]) and fail_sum / total >= tonumber(ARGV[7]) then return trip() end
 return 'closed'
 """
 )
@@ -169,11 +212,17 @@ class CircuitBreaker:
         if self._pending_ok:
             await self._send(oks=0, fails=0, probe=False)
 
-    async def record(self, ok: bool, *, probe: bool) -> BreakerState:
-        """Record an attempt now (failures and probes), with the successes pending."""
-        return await self._send(oks=int(ok), fails=int(not ok), probe=probe)
+    async def record(
+        self, ok: bool, *, probe: bool, down: bool = False, task: str | None = None
+    ) -> BreakerState:
+        """Record an attempt now (failures and probes), with the successes pending. ``down``:
+        the failure says the service is not there at all (it feeds the streak); ``task``:
+        whose call it was (a failure counts once per task in the window; None: each counts)."""
+        return await self._send(oks=int(ok), fails=int(not ok), probe=probe, down=down, task=task)
 
-    async def _send(self, *, oks: int, fails: int, probe: bool) -> BreakerState:
+    async def _send(
+        self, *, oks: int, fails: int, probe: bool, down: bool = False, task: str | None = None
+    ) -> BreakerState:
         oks, self._pending_ok = oks + self._pending_ok, 0
         self._flushed_at = time.monotonic()
         state = await self._record(
@@ -186,6 +235,9 @@ class CircuitBreaker:
                 self._bucket_ms,
                 self._config.min_calls,
                 self._config.failure_rate,
+                int(down),
+                task or "",
+                self._config.down_after,
             ],
         )
         result = BreakerState(_text(state))

@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any
 
 from deepagents.store.breaker import CircuitBreaker, Keyed, Permit
 from deepagents.store.models import RedisClient
+from deepagents.telemetry.logs import current_task_id
 from deepagents.telemetry.metrics import ToolCallMetrics
 from deepagents.telemetry.tracing import Tracing
 from deepagents.tools.definition import Tool
@@ -42,7 +43,8 @@ class ToolBreaker:
     async def record(self, permit: Permit, error: ToolCallError | None) -> None:
         unwell = isinstance(error, UNWELL)
         if unwell or permit.probe:
-            await self._breaker.record(not unwell, probe=permit.probe)
+            # a failure counts once per task in the window (one poison task opens it for none)
+            await self._breaker.record(not unwell, probe=permit.probe, task=current_task_id.get())
         elif self._breaker.note_success():
             self._owner.later(self._breaker.flush())
 

@@ -60,14 +60,19 @@ async def second_client(redis_url: str) -> AsyncIterator[Redis]:
 async def test_one_workers_failures_open_the_circuit_for_every_worker_and_one_probe_closes_it(
     node_agent: StartNode, client: Redis, second_client: Redis, prefix: str
 ) -> None:
-    service = node_agent("status500:3")  # each task's first three executes answer 500
+    service = node_agent("status500:1")  # each task's first execute answers 500
     cls = agent_class(service.url)
     one, two = cls(redis=client, prefix=prefix), cls(redis=second_client, prefix=prefix)
     task = Task(intent="risk_check", payload=ORDER)
     try:
-        for _ in range(3):
+        # Three tasks fail: the window counts a failure once per task, so three are needed.
+        for failing in (
+            task,
+            Task(intent="risk_check", payload=ORDER),
+            Task(intent="risk_check", payload=ORDER),
+        ):
             with pytest.raises(ServiceDown, match="HTTP 500"):
-                await attempt(one, task)
+                await attempt(one, failing)
         state = await client.hget(Keys(prefix).remote_breaker("risk-node"), "state")
         assert state == b"open"
         calls = len(service.calls())
@@ -91,13 +96,13 @@ async def test_one_workers_failures_open_the_circuit_for_every_worker_and_one_pr
         with pytest.raises(CircuitOpen):  # while that trial runs, nobody else calls
             await attempt(one, task)
         # A trial the task's deadline cut short heard no answer: open for another cool-down.
-        await circuit.record(probe, "execute", TimeoutError("the task's deadline passed"))
+        await circuit.record(probe, task, "execute", TimeoutError("the task's deadline passed"))
         assert await circuit.state() is BreakerState.OPEN
         probe = await eventually(trial, timeout=10, what="the circuit half-open again")
         assert probe is not None and probe.probe
-        await circuit.record(probe, "can_handle", None)  # the trial answered
+        await circuit.record(probe, task, "can_handle", None)  # the trial answered
         assert await circuit.state() is BreakerState.CLOSED
-        result = await attempt(one, task)  # the fourth execute: answered
+        result = await attempt(one, task)  # its second execute: answered
         assert result.output["margin"] == "288036.00"
     finally:
         await one.aclose()
@@ -115,9 +120,12 @@ async def test_a_service_that_does_not_answer_opens_it_and_health_says_why(
     try:
         with pytest.raises(Exception, match="GET /v1/health: ConnectError"):
             await agent.health_check()
-        for _ in range(3):
+        for _ in range(2):
             with pytest.raises(ServiceDown, match="ConnectError"):
                 await attempt(agent, Task(intent="risk_check", payload=ORDER))
+        # The third opens it: that task waits, its delivery not counted, as if refused.
+        with pytest.raises(CircuitOpen, match="circuit of risk-node's service is open"):
+            await attempt(agent, Task(intent="risk_check", payload=ORDER))
         with pytest.raises(Exception, match="circuit breaker is open"):
             await agent.health_check()
     finally:

@@ -62,9 +62,12 @@ async def test_a_grpc_service_down_is_retried_opens_the_circuit_and_is_unhealthy
     try:
         assert await agent.health_check()
         _stop(grpc_agent)
-        for _ in range(3):
+        for _ in range(2):
             with pytest.raises(ServiceDown, match="UNAVAILABLE"):
                 await agent.can_handle(Task(intent="risk_check", payload=ORDER))
+        # The third opens it: that task waits, its delivery not counted, as if refused.
+        with pytest.raises(CircuitOpen):
+            await agent.can_handle(Task(intent="risk_check", payload=ORDER))
         with pytest.raises(CircuitOpen):
             await agent.can_handle(Task(intent="risk_check", payload=ORDER))
         with pytest.raises(ServiceUnhealthy):

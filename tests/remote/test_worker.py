@@ -193,3 +193,23 @@ async def test_the_response_limit_is_configurable(node_agent: StartNode, fleet: 
         result = await run_one(orch)
     assert result.status is ResultStatus.SUCCESS, result.error
     assert len(result.output) == 10485760
+
+
+async def test_results_and_audit_carry_the_version_the_service_reports(
+    node_agent: StartNode,
+    fleet: Fleet,
+    client: Redis,
+    prefix: str,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The version is the service's, from its health answer, not "0": on the result, its
+    audit event and the worker's registry entry."""
+    monkeypatch.setenv("RISK_AGENT_VERSION", "2.3.1-rc.1")  # the service's environment
+    service = node_agent()
+    async with fleet(service) as (orch, _):
+        result = await run_one(orch)
+        versions = await client.hgetall(f"{prefix}:agent:risk-node:versions")
+    assert result.agent_version == "2.3.1-rc.1", result
+    (event,) = (await committed_events(client, prefix, "risk-node", 2))[str(result.task_id)]
+    assert event["agent_version"] == "2.3.1-rc.1"
+    assert set(versions.values()) == {b"2.3.1-rc.1"}, versions

@@ -17,6 +17,8 @@ const path = require('node:path');
 // post_process is sent back the result execute gave, however large the service made it.
 const MAX_BODY = Number(process.env.RISK_AGENT_MAX_BODY || 64 * 1024 * 1024);
 const MAX_MARGIN_SHARE = { m: 30n, s: 2 }; // 0.30
+// What its health answer reports: the worker labels results and audit events with it.
+const VERSION = process.env.RISK_AGENT_VERSION || '1.0.0';
 
 // decimals: {m: BigInt mantissa, s: scale}, value = m / 10^s ------------------------------
 
@@ -171,7 +173,8 @@ const HOOKS = process.env.RISK_AGENT_TEST_HOOKS === '1';
 // sets a cookie: a client must follow neither), nonce (a fresh random number in
 // every output: not idempotent), noop (success with an empty output, no work: for the
 // drain benchmark), hold:MS (the real answer, after MS ms: every worker has calls in flight
-// at any moment, for the crash test).
+// at any moment, for the crash test), poison:SYMBOL (every call of an order for SYMBOL
+// answers 500, the others are served: one bad task among healthy traffic).
 const FAULT = HOOKS ? (process.env.RISK_AGENT_FAULT || '') : '';
 const LOG = HOOKS ? process.env.RISK_AGENT_LOG : undefined;
 // RISK_AGENT_METHODS=execute[,…]: a service that implements only these contract methods
@@ -186,6 +189,12 @@ function fault(req, res) {
   if (kind === 'noop') {
     res.writeHead(200, { 'content-type': 'application/json' });
     res.end('{"result":{"status":"success","output":{}}}');
+    return true;
+  }
+  if (kind === 'poison') {
+    if (!req.task.payload || req.task.payload.symbol !== arg) return false;
+    res.writeHead(500, { 'content-type': 'application/problem+json' });
+    res.end('{"title":"poisoned"}');
     return true;
   }
   const calls = (seen.get(req.task.id) || 0) + 1;
@@ -275,7 +284,8 @@ function problem(res, status, title, detail) {
 
 function handle(req, res, raw) {
   if (req.method === 'GET' && req.url === '/v1/health') {
-    return json(res, 200, METHODS ? { status: 'ok', methods: METHODS } : { status: 'ok' });
+    const health = { status: 'ok', version: VERSION };
+    return json(res, 200, METHODS ? { ...health, methods: METHODS } : health);
   }
   if (HOOKS && req.method === 'GET' && req.url === '/_stats') return json(res, 200, stats);
   if (HOOKS && req.headers.cookie) stats.cookies += 1;

@@ -19,7 +19,7 @@ import grpc
 from google.protobuf import json_format
 from google.protobuf.message import Message
 
-from agents.remote.python.risk_service import STEPS
+from agents.remote.python.risk_service import STEPS, VERSION
 from deepagents import InvalidInput
 from deepagents.remote.grpc_wire import SERVICE
 from deepagents.remote.grpc_wire import STEPS as RPCS
@@ -32,7 +32,7 @@ def _handler(
 ) -> Callable[[Message, Any], Any]:
     async def handle(request: Message, context: grpc.aio.ServicerContext) -> Message:
         if step == "health":
-            return response(status="ok", methods=methods)
+            return response(status="ok", methods=methods, version=VERSION)
         if methods and step not in methods:  # as a service that has no such rpc answers
             await context.abort(grpc.StatusCode.UNIMPLEMENTED, f"no {step} here")
         if noop and step == "execute":

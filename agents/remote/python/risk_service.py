@@ -18,6 +18,7 @@ from deepagents import InvalidInput, Result, Task
 
 MAX_BODY = 1 << 20
 AGENT = RiskAgent()
+VERSION = AGENT.version  # what its health answer reports: the in-process agent's own
 
 
 def _task(body: dict[str, Any]) -> Task:
@@ -79,7 +80,7 @@ class Handler(BaseHTTPRequestHandler):
 
     def do_GET(self) -> None:
         if self.path == "/v1/health":
-            self._send(200, {"status": "ok"})
+            self._send(200, {"status": "ok", "version": VERSION})
         else:
             self._problem(404, "not found", self.path)
 

@@ -138,14 +138,16 @@ class HealthRequest(_message.Message):
     def __init__(self) -> None: ...
 
 class HealthResponse(_message.Message):
-    __slots__ = ("status", "detail", "methods")
+    __slots__ = ("status", "detail", "methods", "version")
     STATUS_FIELD_NUMBER: _ClassVar[int]
     DETAIL_FIELD_NUMBER: _ClassVar[int]
     METHODS_FIELD_NUMBER: _ClassVar[int]
+    VERSION_FIELD_NUMBER: _ClassVar[int]
     status: str
     detail: str
     methods: _containers.RepeatedScalarFieldContainer[str]
-    def __init__(self, status: _Optional[str] = ..., detail: _Optional[str] = ..., methods: _Optional[_Iterable[str]] = ...) -> None: ...
+    version: str
+    def __init__(self, status: _Optional[str] = ..., detail: _Optional[str] = ..., methods: _Optional[_Iterable[str]] = ..., version: _Optional[str] = ...) -> None: ...
 
 class Problem(_message.Message):
     __slots__ = ("type", "title", "status", "detail")
