@@ -57,7 +57,7 @@ def test_api_conforms_to_its_schema(
     for result in schema.get_all_operations():
         assert isinstance(result, Ok), result.err()
         operations.append(result.ok())
-    assert len(operations) == 9
+    assert len(operations) == 10
     for operation in operations:
 
         @SETTINGS
