@@ -10,12 +10,10 @@ delivery not counted), until its deadline and at most ``max_wait_s`` after it wa
 
 from __future__ import annotations
 
-import asyncio
 import random
-from collections.abc import Coroutine
 from datetime import timedelta
-from typing import Any
 
+from deepagents._internal.background import Background
 from deepagents.config.schema import RemoteBreakerConfig
 from deepagents.contract.task import Task, utcnow
 from deepagents.errors import CircuitOpen, RetryableError
@@ -37,7 +35,7 @@ class FleetCircuit:
         self._breaker = CircuitBreaker(redis, where, config)
         self._config = config
         self._agent = agent
-        self._background: set[asyncio.Task[Any]] = set()
+        self._background = Background()
 
     async def permit(self, task: Task, step: str, call_timeout_s: float) -> Permit:
         """Leave to call, or raise the error the refused task goes on with. A probe is held
@@ -90,23 +88,12 @@ class FleetCircuit:
                 raise self._refusal(task, step, self._config.cooldown_s) from error
         elif step == "execute" and error is None and self._breaker.note_success():
             # A success in a closed circuit only feeds the window: the answer need not wait.
-            self._after(self._breaker.flush())
+            self._background.send(self._breaker.flush())
 
     async def state(self) -> BreakerState:
         return await self._breaker.state()
 
-    def _after(self, work: Coroutine[Any, Any, None]) -> None:
-        task = asyncio.ensure_future(work)
-        self._background.add(task)
-        task.add_done_callback(self._settled)
-
-    def _settled(self, task: asyncio.Task[Any]) -> None:
-        self._background.discard(task)
-        if not task.cancelled():
-            task.exception()  # a lost flush costs the window a few successes, nothing more
-
     async def aclose(self) -> None:
         """Send the successes not sent yet, after the flushes in the air."""
-        if self._background:
-            await asyncio.gather(*self._background, return_exceptions=True)
+        await self._background.drain()
         await self._breaker.flush()

@@ -6,12 +6,12 @@ breaker, metric or span."""
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
-from collections.abc import Coroutine, Iterator
+from collections.abc import Iterator
 from contextvars import ContextVar
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
+from deepagents._internal.background import Background
 from deepagents.store.breaker import CircuitBreaker, Keyed, Permit
 from deepagents.store.models import RedisClient
 from deepagents.telemetry.logs import current_task_id
@@ -46,7 +46,7 @@ class ToolBreaker:
             # a failure counts once per task in the window (one poison task opens it for none)
             await self._breaker.record(not unwell, probe=permit.probe, task=current_task_id.get())
         elif self._breaker.note_success():
-            self._owner.later(self._breaker.flush())
+            self._owner.background.send(self._breaker.flush())
 
     async def flush(self) -> None:
         await self._breaker.flush()
@@ -68,7 +68,7 @@ class ToolCalls:
         self.hash_key = hash_key
         self.mcp = mcp
         self._breakers: dict[str, ToolBreaker] = {}
-        self._background: set[asyncio.Task[Any]] = set()
+        self.background = Background()  # the breakers' flushes of held successes
 
     def breaker(self, tool: Tool) -> ToolBreaker | None:
         if self.redis is None:
@@ -81,20 +81,9 @@ class ToolCalls:
             found = self._breakers[ident] = ToolBreaker(breaker, self)
         return found
 
-    def later(self, work: Coroutine[Any, Any, None]) -> None:
-        task = asyncio.ensure_future(work)
-        self._background.add(task)
-        task.add_done_callback(self._settled)
-
-    def _settled(self, task: asyncio.Task[Any]) -> None:
-        self._background.discard(task)
-        if not task.cancelled():
-            task.exception()  # a lost flush costs the window a few successes, nothing more
-
     async def aclose(self) -> None:
         """Send the successes not sent yet; close the MCP sessions."""
-        if self._background:
-            await asyncio.gather(*self._background, return_exceptions=True)
+        await self.background.drain()
         for breaker in self._breakers.values():
             with contextlib.suppress(Exception):
                 await breaker.flush()
