@@ -355,5 +355,6 @@ async def cancel_task(task_id: TaskId, state: StateDep, principal: PrincipalDep)
         raise Problem(ErrorCode.NOT_FOUND, f"no task {task_id} for your tenant")
     raise Problem(
         ErrorCode.TOO_LATE,
-        f"the task is {outcome}; only a queued task, or one waiting for a reply, can be cancelled",
+        f"the task is {outcome}; only a queued or scheduled task, or one waiting for a "
+        "reply, can be cancelled",
     )

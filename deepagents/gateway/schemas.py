@@ -31,6 +31,7 @@ class SubmitRequest(_Body):
     delay_s: float | None = Field(
         default=None,
         gt=0,
+        strict=True,
         allow_inf_nan=False,
         description="run no earlier than this many seconds from now (instead of not_before)",
     )
