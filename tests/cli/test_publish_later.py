@@ -27,7 +27,8 @@ async def _keys(client: Redis, prefix: str) -> list[bytes]:
 
 async def _state(client: Redis, prefix: str, line: dict[str, object]) -> str:
     key = f"{prefix}:{{{line['agent']}:{line['shard']}}}:t:{line['task_id']}"
-    return (await client.hget(key, "state") or b"").decode()
+    state = await client.hget(key, "state")
+    return state.decode() if isinstance(state, bytes) else str(state)
 
 
 @pytest.mark.parametrize("when", ["--delay=3600", "--not-before={soon}"])
