@@ -17,6 +17,7 @@ from deepagents.config.middleware import (
 )
 from deepagents.config.models import BreakerConfig, ModelsSection
 from deepagents.config.rollouts import RolloutConfig
+from deepagents.config.slots import CronSlots, IntervalSlots, Slots, check_cron
 from deepagents.contract.task import AGENT_NAME_RE, INTENT_RE
 
 TIER_NAME_PATTERN = r"^[a-z0-9][a-z0-9_-]{0,15}$"
@@ -303,14 +304,37 @@ class ScheduleConfig(_Strict):
     payload: dict[str, Any] = Field(default_factory=dict)
     tenant: str | None = Field(default=None, min_length=1, max_length=128)
     priority: int | None = Field(default=None, ge=0, le=9)
-    every_s: float = Field(
-        ge=1, le=31 * 86_400, description="slots at whole multiples of this since the epoch"
+    every_s: float | None = Field(
+        default=None,
+        ge=1,
+        le=31 * 86_400,
+        description="slots at whole multiples of this since the epoch (or cron)",
     )
+    cron: str | None = Field(
+        default=None,
+        max_length=200,
+        description="slots at the times this names in timezone (five fields; the [cron] extra)",
+    )
+    timezone: str = Field(default="UTC", max_length=64, description="an IANA zone, for cron")
     catch_up: CatchUp = CatchUp.LAST
     catch_up_window_s: float = Field(
         default=3600, gt=0, le=7 * 86_400, description="catch_up all: how far back"
     )
     overlap: Overlap = Overlap.ALLOW
+
+    @model_validator(mode="after")
+    def _one_rhythm(self) -> ScheduleConfig:
+        if (self.every_s is None) == (self.cron is None):
+            raise ValueError("give every_s or cron, one of them")
+        if self.cron is not None:
+            check_cron(self.cron, self.timezone)
+        return self
+
+    def slots(self) -> Slots:
+        if self.cron is not None:
+            return CronSlots(self.cron, self.timezone)
+        assert self.every_s is not None  # _one_rhythm
+        return IntervalSlots(int(self.every_s * 1000))
 
 
 class FileConfig(_Strict):

@@ -27,6 +27,7 @@ log = logging.getLogger("deepagents.schedules")
 
 # At most this many slots fired per schedule per tick: a long catch-up goes on next tick.
 _PER_TICK = 500
+_COUNTED = 100_000
 
 
 class Lease(Protocol):
@@ -83,27 +84,25 @@ class Due:
 def due_slots(config: ScheduleConfig, last: int | None, now_ms: int) -> Due:
     """The slots after ``last`` up to ``now_ms``, by the catch-up policy. Without a ``last``
     (a new schedule) only the slot due now fires. A catch-up longer than ``_PER_TICK`` slots
-    fires its oldest now and goes on at the next tick."""
-    every = int(config.every_s * 1000)
-    newest = now_ms // every * every
+    fires its oldest now and goes on at the next tick; skip and last count at most
+    ``_COUNTED`` passed slots (a cron schedule counts them one by one)."""
+    slots = config.slots()
+    newest = slots.latest(now_ms)
     if last is None:
         return Due([newest], 0, newest)
-    first = last + every
-    if first > newest:
+    if newest <= last:
         return Due([], 0, None)
-    missed = (newest - first) // every  # all pending slots but the newest
-    if missed == 0:
-        return Due([newest], 0, newest)
-    if config.catch_up is CatchUp.SKIP:
-        return Due([], missed + 1, newest)
-    if config.catch_up is CatchUp.LAST:
-        return Due([newest], missed, newest)
+    if config.catch_up is not CatchUp.ALL:
+        pending = len(slots.after(last, newest, _COUNTED))
+        if pending == 1:
+            return Due([newest], 0, newest)
+        if config.catch_up is CatchUp.SKIP:
+            return Due([], pending, newest)
+        return Due([newest], pending - 1, newest)
     oldest = now_ms - int(config.catch_up_window_s * 1000)
-    start = first
-    if oldest > first:  # the first slot at or after the window's start
-        start = first + -(-(oldest - first) // every) * every
-    fire = list(range(start, newest + 1, every))[:_PER_TICK]
-    return Due(fire, (start - first) // every, fire[-1])
+    passed = slots.after(last, oldest - 1, _COUNTED) if oldest > last else []
+    fire = slots.after(max(last, oldest - 1), newest, _PER_TICK)
+    return Due(fire, len(passed), fire[-1])
 
 
 class Scheduler:
