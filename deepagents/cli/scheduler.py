@@ -43,6 +43,16 @@ def _positive(text: str) -> float:
     return value
 
 
+def _check_intents(orch: Orchestrator) -> None:
+    """A schedule whose intent no agent serves would be refused at every slot: say so now."""
+    for name, schedule in sorted(orch.config.schedules.items()):
+        if schedule.intent not in orch.router.by_intent:
+            raise ConfigError(
+                f"schedules.{name}: no agent serves intent {schedule.intent!r} "
+                f"(known: {orch.router.known_intents()})"
+            )
+
+
 def main(args: argparse.Namespace) -> int:
     runtime = load_runtime(args.config)
     url = require_redis_url(runtime.settings)
@@ -58,6 +68,7 @@ def main(args: argparse.Namespace) -> int:
                 client, config=runtime.config, settings=runtime.settings
             ) as orch,
         ):
+            _check_intents(orch)
             lease = RedisLease(
                 client, orch.keys.schedules_lease, owner, int(lease_ttl * 1000), what="schedules"
             )

@@ -90,3 +90,18 @@ async def test_the_leader_killed_mid_run_no_slot_fires_twice_or_is_lost(
 
 async def _at_least(client: Redis, prefix: str, n: int) -> bool:
     return len(await _fired(client, prefix)) >= n
+
+
+def test_a_schedule_no_agent_serves_is_refused_in_one_line(
+    redis_url: str, prefix: str, tmp_path: Path
+) -> None:
+    path = tmp_path / "bad.yaml"
+    path.write_text(E2E_CONFIG + "schedules:\n  lost: {intent: nobody, every_s: 1}\n")
+    procs = worker_procs(redis_url, prefix, path)
+    try:
+        done = procs.run("scheduler")
+    finally:
+        procs.close()
+    lines = done.stderr.strip().splitlines()
+    assert done.returncode == 2 and len(lines) == 1, done.stderr
+    assert "schedules.lost: no agent serves intent 'nobody'" in lines[0]
