@@ -11,6 +11,7 @@ help::
     │   ├── InvalidPayload
     │   ├── PayloadTooLarge
     │   ├── DeadlinePassed
+    │   ├── NotBeforeTooFar    a not_before further out than DEEPAGENTS_MAX_SCHEDULE_AHEAD_S
     │   ├── IdempotencyConflict an idempotency key reused with a different task
     │   └── Overloaded         backlog over its limit; back off and retry (retryable)
     ├── TransportError         the message bus failed (retryable unless stated)
@@ -127,6 +128,7 @@ class ErrorCode(StrEnum):
     UNKNOWN_INTENT = "unknown_intent"
     INVALID_PAYLOAD = "invalid_payload"
     DEADLINE_PASSED = "deadline_passed"
+    NOT_BEFORE_TOO_FAR = "not_before_too_far"
     BATCH_TOO_LARGE = "batch_too_large"
     RATE_LIMITED = "rate_limited"
     TOO_MANY_IN_FLIGHT = "too_many_in_flight"
@@ -204,6 +206,12 @@ class DeadlinePassed(SubmitError):
     """The task's deadline is already in the past."""
 
     code = ErrorCode.DEADLINE_EXCEEDED
+
+
+class NotBeforeTooFar(SubmitError):
+    """The task's ``not_before`` is further out than DEEPAGENTS_MAX_SCHEDULE_AHEAD_S."""
+
+    code = ErrorCode.NOT_BEFORE_TOO_FAR
 
 
 class IdempotencyConflict(SubmitError):

@@ -18,6 +18,7 @@ EXTRAS: dict[str, tuple[str, ...]] = {
     "mcp": ("mcp",),
     "langgraph": ("langgraph", "langchain_core"),
     "otlp": ("opentelemetry.exporter.otlp.proto.http",),
+    "cron": ("croniter",),
 }
 
 

@@ -31,6 +31,7 @@ COMMANDS: dict[str, str] = {
     "agent-check": "check a remote agent service against the protocol (docs/remote-agents.md)",
     "rollout": "show or change an agent's canary rollout",
     "rollout-controller": "promote or roll back canaries from their error rate and p95",
+    "scheduler": "fire the config's recurring schedules (one leader per fleet)",
     "reply": "answer the question a waiting task asks",
     "tasks": "open questions (waiting); one task's record or events",
     "result": "a task's result by id, as JSON",

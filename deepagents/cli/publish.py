@@ -1,9 +1,12 @@
-"""``deepagents publish --intent I --payload JSON [--wait S]``: submit one task."""
+"""``deepagents publish --intent I --payload JSON [--wait S] [--not-before T | --delay S]``:
+submit one task, to run now or later."""
 
 from __future__ import annotations
 
 import argparse
+import math
 import sys
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import orjson
@@ -27,6 +30,15 @@ def register(sub: Any) -> None:
     p.add_argument(
         "--idempotency-key", help="a repeat with this key returns the first task, not a new one"
     )
+    when = p.add_mutually_exclusive_group()
+    when.add_argument(
+        "--not-before",
+        metavar="TIME",
+        help="run no earlier than this (ISO 8601 with a zone, e.g. 2030-01-01T09:00:00Z)",
+    )
+    when.add_argument(
+        "--delay", type=float, metavar="SECONDS", help="run no earlier than this from now"
+    )
     p.add_argument(
         "--wait", type=float, metavar="SECONDS", help="wait for the result, print it as JSON"
     )
@@ -43,9 +55,35 @@ def parse_payload(text: str) -> dict[str, Any]:
     return value
 
 
+def parse_not_before(text: str) -> datetime:
+    try:
+        value = datetime.fromisoformat(text)
+    except ValueError:
+        raise ConfigError(
+            f"--not-before {text!r} is not an ISO 8601 time (e.g. 2030-01-01T09:00:00Z)"
+        ) from None
+    if value.tzinfo is None:
+        raise ConfigError(f"--not-before {text!r} has no zone; add one (Z, +02:00)")
+    return value
+
+
+def _when(args: argparse.Namespace) -> datetime | None:
+    if args.not_before is not None:
+        return parse_not_before(args.not_before)
+    if args.delay is None:
+        return None
+    if not (args.delay > 0 and math.isfinite(args.delay)):
+        raise ConfigError(f"--delay must be a positive number of seconds, not {args.delay:g}")
+    try:
+        return datetime.now(UTC) + timedelta(seconds=args.delay)
+    except OverflowError:
+        raise ConfigError(f"--delay {args.delay:g} s is past any date") from None
+
+
 def main(args: argparse.Namespace) -> int:
     if args.wait is not None and not args.wait > 0:  # checked before anything is enqueued
         raise ConfigError(f"--wait must be a positive number of seconds, not {args.wait:g}")
+    not_before = _when(args)
     runtime = load_runtime(args.config)
     payload = parse_payload(args.payload)
     url = require_redis_url(runtime.settings)
@@ -53,6 +91,8 @@ def main(args: argparse.Namespace) -> int:
     for field in ("tenant", "priority", "idempotency_key"):
         if getattr(args, field) is not None:
             task[field] = getattr(args, field)
+    if not_before is not None:
+        task["not_before"] = not_before
 
     async def submit() -> int:
         async with (

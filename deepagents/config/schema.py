@@ -26,6 +26,7 @@ from deepagents.config.middleware import (
 )
 from deepagents.config.models import BreakerConfig, ModelsSection
 from deepagents.config.rollouts import RolloutConfig
+from deepagents.config.slots import CronSlots, IntervalSlots, Slots, check_cron
 from deepagents.contract.task import AGENT_NAME_RE, INTENT_RE
 
 TIER_NAME_PATTERN = r"^[a-z0-9][a-z0-9_-]{0,15}$"
@@ -346,6 +347,64 @@ class DelegationConfig(_Strict):
     )
 
 
+SCHEDULE_NAME_PATTERN = r"^[A-Za-z0-9_-]{1,32}$"
+
+
+class CatchUp(StrEnum):
+    """What a leader does with the slots that passed while no scheduler led."""
+
+    SKIP = "skip"  # none of them: the next slot fires on time
+    LAST = "last"  # the newest one only
+    ALL = "all"  # every one within catch_up_window_s, oldest first
+
+
+class Overlap(StrEnum):
+    """What a slot does while the task of the slot before it has not ended."""
+
+    ALLOW = "allow"  # fire anyway
+    SKIP = "skip"  # not fired (counted as skipped)
+
+
+class ScheduleConfig(_Strict):
+    """A recurring task (docs/scheduling.md): one task per slot of ``every_s``."""
+
+    intent: str = Field(pattern=INTENT_RE.pattern)
+    payload: dict[str, Any] = Field(default_factory=dict)
+    tenant: str | None = Field(default=None, min_length=1, max_length=128)
+    priority: int | None = Field(default=None, ge=0, le=9)
+    every_s: float | None = Field(
+        default=None,
+        ge=1,
+        le=31 * 86_400,
+        description="slots at whole multiples of this since the epoch (or cron)",
+    )
+    cron: str | None = Field(
+        default=None,
+        max_length=200,
+        description="slots at the times this names in timezone (five fields; the [cron] extra)",
+    )
+    timezone: str = Field(default="UTC", max_length=64, description="an IANA zone, for cron")
+    catch_up: CatchUp = CatchUp.LAST
+    catch_up_window_s: float = Field(
+        default=3600, gt=0, le=7 * 86_400, description="catch_up all: how far back"
+    )
+    overlap: Overlap = Overlap.ALLOW
+
+    @model_validator(mode="after")
+    def _one_rhythm(self) -> ScheduleConfig:
+        if (self.every_s is None) == (self.cron is None):
+            raise ValueError("give every_s or cron, one of them")
+        if self.cron is not None:
+            check_cron(self.cron, self.timezone)
+        return self
+
+    def slots(self) -> Slots:
+        if self.cron is not None:
+            return CronSlots(self.cron, self.timezone)
+        assert self.every_s is not None  # _one_rhythm
+        return IntervalSlots(int(self.every_s * 1000))
+
+
 class FileConfig(_Strict):
     tiers: dict[str, TierConfig] = Field(default_factory=default_tiers)
     default_tier: str | None = None
@@ -357,6 +416,17 @@ class FileConfig(_Strict):
     rollouts: dict[str, RolloutConfig] = Field(default_factory=dict)
     asks: AsksConfig = Field(default_factory=AsksConfig)
     delegation: DelegationConfig = Field(default_factory=DelegationConfig)
+    schedules: dict[str, ScheduleConfig] = Field(default_factory=dict)
+
+    @field_validator("schedules")
+    @classmethod
+    def _schedule_names(cls, schedules: dict[str, ScheduleConfig]) -> dict[str, ScheduleConfig]:
+        for name in schedules:
+            if not re.match(SCHEDULE_NAME_PATTERN, name):
+                raise ValueError(
+                    f"schedule name {name!r} must be 1-32 of A-Z a-z 0-9 _ - (it names its tasks)"
+                )
+        return schedules
 
     @field_validator("tiers")
     @classmethod

@@ -48,6 +48,13 @@ class Settings(BaseSettings):
     max_payload_bytes: int = Field(default=1_048_576, ge=1024)
     result_ttl_s: int = Field(default=86_400, ge=1)
     idempotency_ttl_s: int = Field(default=86_400, ge=1)
+    # At most a week: a task's location record outlives its submit by result_ttl_s + 7 days.
+    max_schedule_ahead_s: int = Field(
+        default=86_400,
+        ge=0,
+        le=7 * 86_400,
+        description="how far ahead a task's not_before may be (0: tasks run now only)",
+    )
     min_replicas: int = Field(
         default=0,
         ge=0,

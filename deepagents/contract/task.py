@@ -53,6 +53,8 @@ class Task(BaseModel):
     intent: str = Field(pattern=INTENT_RE.pattern)
     payload: dict[str, Any] = Field(default_factory=dict)
     deadline: AwareDatetime | None = None
+    # Run no earlier than this: the task waits in its shard's delayed set (state scheduled).
+    not_before: AwareDatetime | None = None
     priority: int | None = Field(default=None, ge=0, le=9, description="tier hint: 0 = p0")
     tenant: str | None = Field(default=None, min_length=1, max_length=128)
     idempotency_key: str | None = Field(default=None, min_length=1, max_length=256)

@@ -46,6 +46,7 @@ CODES: dict[ErrorCode, tuple[int, str]] = {
     ErrorCode.UNKNOWN_INTENT: (422, "No agent serves this intent"),
     ErrorCode.INVALID_PAYLOAD: (422, "The payload does not match what the agent accepts"),
     ErrorCode.DEADLINE_PASSED: (422, "The deadline is already in the past"),
+    ErrorCode.NOT_BEFORE_TOO_FAR: (422, "The task is scheduled too far ahead"),
     ErrorCode.BATCH_TOO_LARGE: (422, "The batch holds too many tasks"),
     ErrorCode.INVALID_REPLY: (422, "The answer does not match the question's schema"),
     ErrorCode.RATE_LIMITED: (429, "Too many requests for this tenant"),

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+from datetime import UTC, datetime
 from typing import Annotated, Any, Literal
 
 import orjson
@@ -58,6 +59,7 @@ _BODY = (
     ErrorCode.UNKNOWN_INTENT,
     ErrorCode.INVALID_PAYLOAD,
     ErrorCode.DEADLINE_PASSED,
+    ErrorCode.NOT_BEFORE_TOO_FAR,
     ErrorCode.PAYLOAD_TOO_LARGE,
     ErrorCode.OVERLOADED,
     ErrorCode.BATCH_TOO_LARGE,
@@ -283,7 +285,7 @@ def _view(task_id: str, info: dict[str, Any]) -> TaskView:
     raw = info.get("result")
     result = ResultView.model_validate(result_document(decode_result(raw))) if raw else None
     state = info.get("state") or "unknown"
-    if state not in ("queued", "running", "retrying", "waiting", "done", "dead"):
+    if state not in ("queued", "scheduled", "running", "retrying", "waiting", "done", "dead"):
         state = "unknown"
     return TaskView(
         task_id=task_id,
@@ -294,7 +296,16 @@ def _view(task_id: str, info: dict[str, Any]) -> TaskView:
         question=question_view(info),
         parent_id=info.get("parent_id") or None,
         children=children_of(info),
+        due_at=_due_at(state, info),
     )
+
+
+def _due_at(state: str, info: dict[str, Any]) -> datetime | None:
+    """When a scheduled task, or a retry, goes to its tier."""
+    due = info.get("due_ms")
+    if state not in ("scheduled", "retrying") or not due:
+        return None
+    return datetime.fromtimestamp(int(due) / 1000, UTC)
 
 
 @router.get(
@@ -344,5 +355,6 @@ async def cancel_task(task_id: TaskId, state: StateDep, principal: PrincipalDep)
         raise Problem(ErrorCode.NOT_FOUND, f"no task {task_id} for your tenant")
     raise Problem(
         ErrorCode.TOO_LATE,
-        f"the task is {outcome}; only a queued task, or one waiting for a reply, can be cancelled",
+        f"the task is {outcome}; only a queued or scheduled task, or one waiting for a "
+        "reply, can be cancelled",
     )

@@ -23,6 +23,18 @@ class SubmitRequest(_Body):
     deadline: AwareDatetime | None = Field(
         default=None, description="RFC 3339 with a zone, e.g. 2030-01-01T00:00:00Z"
     )
+    not_before: AwareDatetime | None = Field(
+        default=None,
+        description="run no earlier than this (RFC 3339 with a zone); state `scheduled` "
+        "until then. At most DEEPAGENTS_MAX_SCHEDULE_AHEAD_S ahead",
+    )
+    delay_s: float | None = Field(
+        default=None,
+        gt=0,
+        strict=True,
+        allow_inf_nan=False,
+        description="run no earlier than this many seconds from now (instead of not_before)",
+    )
     # strict: `true` is not 1, nor "1" or 1.0 (issue 39)
     priority: int | None = Field(
         default=None, ge=0, le=9, strict=True, description="tier hint: 0 = most urgent"
@@ -86,7 +98,9 @@ class QuestionView(BaseModel):
 
 class TaskView(BaseModel):
     task_id: str
-    state: Literal["queued", "running", "retrying", "waiting", "done", "dead", "unknown"]
+    state: Literal[
+        "queued", "scheduled", "running", "retrying", "waiting", "done", "dead", "unknown"
+    ]
     agent: str
     tier: str | None = None
     result: ResultView | None = Field(default=None, description="set when state is done or dead")
@@ -96,6 +110,9 @@ class TaskView(BaseModel):
     )
     children: list[str] = Field(
         default_factory=list, description="the child tasks this one delegated to, in order"
+    )
+    due_at: datetime | None = Field(
+        default=None, description="set when state is scheduled or retrying: when it is due"
     )
 
 

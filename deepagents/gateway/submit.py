@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from datetime import datetime, timedelta
 from typing import Any, TypeVar
 
 from pydantic import BaseModel, ValidationError
@@ -13,6 +14,7 @@ from deepagents.errors import (
     ErrorCode,
     IdempotencyConflict,
     InvalidPayload,
+    NotBeforeTooFar,
     Overloaded,
     PayloadTooLarge,
     SubmitError,
@@ -23,6 +25,7 @@ from deepagents.gateway.schemas import SubmitRequest
 from deepagents.orchestrator import Orchestrator
 
 M = TypeVar("M", bound=BaseModel)
+_FAR_S = 100 * 365 * 86_400.0  # further than any horizon (DEEPAGENTS_MAX_SCHEDULE_AHEAD_S)
 
 _SUBMIT_CODES: tuple[tuple[type[SubmitError], ErrorCode], ...] = (
     (UnknownIntent, ErrorCode.UNKNOWN_INTENT),
@@ -30,6 +33,7 @@ _SUBMIT_CODES: tuple[tuple[type[SubmitError], ErrorCode], ...] = (
     (PayloadTooLarge, ErrorCode.PAYLOAD_TOO_LARGE),
     (DeadlinePassed, ErrorCode.DEADLINE_PASSED),
     (IdempotencyConflict, ErrorCode.IDEMPOTENCY_CONFLICT),
+    (NotBeforeTooFar, ErrorCode.NOT_BEFORE_TOO_FAR),
 )
 
 
@@ -96,14 +100,32 @@ def build_tasks(
                     "send a future time or none",
                 )
             )
+        if req.delay_s is not None and req.not_before is not None:
+            errors.append(
+                FieldError(
+                    field=where.format(i) + "delay_s",
+                    message="send not_before or delay_s, not both",
+                )
+            )
     if errors:
-        code = (
-            ErrorCode.UNKNOWN_INTENT
-            if errors[0].field.endswith("intent")
-            else ErrorCode.DEADLINE_PASSED
-        )
-        raise Problem(code, f"{errors[0].field}: {errors[0].message}", errors=errors)
-    return [Task(**req.model_dump(exclude_none=True), tenant=tenant) for req in requests]
+        raise Problem(_code_of(errors[0]), f"{errors[0].field}: {errors[0].message}", errors=errors)
+    return [_task(req, tenant, now) for req in requests]
+
+
+def _code_of(error: FieldError) -> ErrorCode:
+    if error.field.endswith("intent"):
+        return ErrorCode.UNKNOWN_INTENT
+    if error.field.endswith("deadline"):
+        return ErrorCode.DEADLINE_PASSED
+    return ErrorCode.VALIDATION_ERROR
+
+
+def _task(req: SubmitRequest, tenant: str, now: datetime) -> Task:
+    fields = req.model_dump(exclude_none=True, exclude={"delay_s"})
+    if req.delay_s is not None:
+        # A delay past any date (1e300 s) is refused as too far, not as an overflow.
+        fields["not_before"] = now + timedelta(seconds=min(req.delay_s, _FAR_S))
+    return Task(**fields, tenant=tenant)
 
 
 def submit_problem(exc: DeepAgentsError, accepted: list[str] | None = None) -> Problem:

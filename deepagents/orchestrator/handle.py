@@ -30,6 +30,6 @@ class TaskHandle:
         return await self._orchestrator.wait_result(self, timeout)
 
     async def state(self) -> str | None:
-        """queued, running, retrying, waiting (for a reply), done, dead, or None when unknown
-        (expired)."""
+        """queued, scheduled (not before its time), running, retrying, waiting (for a reply),
+        done, dead, or None when unknown (expired)."""
         return await self._orchestrator.task_state(self.task_id)

@@ -15,6 +15,7 @@ import logging
 import uuid
 from collections import OrderedDict
 from collections.abc import Awaitable, Callable, Collection, Iterable, Mapping, Sequence
+from datetime import datetime, timedelta
 from typing import Any
 
 import orjson
@@ -38,6 +39,7 @@ from deepagents.errors import (
     ErrorCode,
     IdempotencyConflict,
     InvalidPayload,
+    NotBeforeTooFar,
     Overloaded,
     PayloadTooLarge,
     ResultTimeout,
@@ -227,11 +229,22 @@ class Orchestrator:
 
     # submit -------------------------------------------------------------------------------
 
-    async def submit(self, task: Task | Mapping[str, Any], *, recorded: bool = False) -> TaskHandle:
+    async def submit(
+        self,
+        task: Task | Mapping[str, Any],
+        *,
+        recorded: bool = False,
+        delay: timedelta | None = None,
+    ) -> TaskHandle:
         """Validate, route and enqueue one task. Raises a SubmitError; nothing is enqueued
         then. Concurrent calls share their round trips (``coalesce.py``), each with its own
-        outcome. ``recorded``: the caller wrote the task's location record (``locations``)."""
-        return await self._coalescer.submit(_validated(task), recorded=recorded)
+        outcome. ``recorded``: the caller wrote the task's location record (``locations``).
+        ``delay``: run it no earlier than that from now (sets ``not_before``; a task runs
+        later with either, state ``scheduled`` until due)."""
+        valid = _validated(task)
+        if delay is not None:
+            valid = valid.model_copy(update={"not_before": utcnow() + delay})
+        return await self._coalescer.submit(valid, recorded=recorded)
 
     async def submit_many(
         self, tasks: Sequence[Task | Mapping[str, Any]], *, recorded: Collection[str] = ()
@@ -356,6 +369,7 @@ class Orchestrator:
             location_ttl_s=self.location_ttl_s,
             replicas=self.settings.min_replicas,
             replica_wait_ms=self.settings.replica_wait_ms,
+            due_ms=_due_ms([task for task, _, _, _ in prepared]),
         )
 
     async def _enqueue_parts(
@@ -419,6 +433,8 @@ class Orchestrator:
         task = _validated(raw)
         if task.deadline is not None and task.deadline <= utcnow():
             raise DeadlinePassed(f"deadline {task.deadline.isoformat()} is in the past")
+        if task.not_before is not None:
+            self._check_horizon(task.not_before)
         route = self.router.route(task)
         if spans is not None:
             task = self._traced(task, route, spans)
@@ -429,6 +445,15 @@ class Orchestrator:
                 f"{self.settings.max_payload_bytes} (DEEPAGENTS_MAX_PAYLOAD_BYTES)"
             )
         return task, route, task_json, False
+
+    def _check_horizon(self, not_before: datetime) -> None:
+        ahead = (not_before - utcnow()).total_seconds()
+        horizon = self.settings.max_schedule_ahead_s
+        if ahead > horizon:
+            raise NotBeforeTooFar(
+                f"not_before {not_before.isoformat()} is {ahead:.0f} s ahead; the limit is "
+                f"{horizon} s (DEEPAGENTS_MAX_SCHEDULE_AHEAD_S)"
+            )
 
     async def _apply_idempotency(
         self, prepared: list[tuple[Task, Route, bytes, bool]]
@@ -703,6 +728,18 @@ def submitter(orchestrator: Orchestrator) -> Callable[[Task], Awaitable[str]]:
         return (await orchestrator.submit(task)).task_id
 
     return submit
+
+
+def _due_ms(tasks: list[Task]) -> list[int]:
+    """When each task is due (ms since the epoch), 0 for now; none at all when no task has
+    a ``not_before`` still ahead (the common case costs nothing)."""
+    now = utcnow()
+    if all(t.not_before is None or t.not_before <= now for t in tasks):
+        return []
+    return [
+        int(t.not_before.timestamp() * 1000) if t.not_before and t.not_before > now else 0
+        for t in tasks
+    ]
 
 
 def _location(route: Route) -> Location:

@@ -25,24 +25,26 @@ return 0
 
 
 class RedisLease:
-    def __init__(self, client: Redis, key: str, owner: str, ttl_ms: int) -> None:
+    def __init__(
+        self, client: Redis, key: str, owner: str, ttl_ms: int, *, what: str = "rollout"
+    ) -> None:
         self.client: Any = client
-        self.key, self.owner, self.ttl_ms = key, owner, ttl_ms
+        self.key, self.owner, self.ttl_ms, self.what = key, owner, ttl_ms, what
         self._renew = client.register_script(_RENEW)
         self._release = client.register_script(_RELEASE)
 
     async def hold(self) -> bool:
         """Renew the lease if this owner holds it, else try to take it; True if held now."""
-        with redis_errors("hold the rollout lease"):
+        with redis_errors(f"hold the {self.what} lease"):
             if await self._renew(keys=[self.key], args=[self.owner, self.ttl_ms]):
                 return True
             return bool(await self.client.set(self.key, self.owner, nx=True, px=self.ttl_ms))
 
     async def holder(self) -> str | None:
-        with redis_errors("read the rollout lease"):
+        with redis_errors(f"read the {self.what} lease"):
             raw = await self.client.get(self.key)
         return None if raw is None else raw.decode(errors="replace")
 
     async def release(self) -> None:
-        with redis_errors("release the rollout lease"):
+        with redis_errors(f"release the {self.what} lease"):
             await self._release(keys=[self.key], args=[self.owner])

@@ -296,7 +296,12 @@ class MessageBus(Protocol):
         location_ttl_s: int = 0,
         replicas: int = 0,
         replica_wait_ms: int = 1_000,
-    ) -> list[tuple[str, str]]: ...
+        due_ms: Sequence[int] = (),
+    ) -> list[tuple[str, str]]:
+        """``due_ms``: none, or one per item: 0 enqueues it now; a later time (ms since the
+        epoch) holds it in its shard's delayed set, state ``scheduled``, until the delayed
+        pump moves it to its tier (its entry id is '' until then)."""
+        ...
 
     async def set_many(
         self,

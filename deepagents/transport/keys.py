@@ -167,5 +167,14 @@ class Keys:
         return f"{self.prefix}:rollout:lease"
 
     @property
+    def schedules_lease(self) -> str:
+        # The recurring schedules' leader (docs/scheduling.md).
+        return f"{self.prefix}:schedules:lease"
+
+    def schedule_cursor(self, name: str) -> str:
+        # The newest slot (ms) of a schedule that was fired or passed over.
+        return f"{self.prefix}:schedule:{name}:slot"
+
+    @property
     def agents_index(self) -> str:
         return f"{self.prefix}:agents"

@@ -194,6 +194,60 @@ async def test_a_cancelled_task_is_answered_and_its_delivery_acked_as_a_duplicat
     assert await backend.bus.cancel(keys, "t2", b"{}", b"") == "running"
 
 
+async def _schedule(b: Backend, task_id: str, due: int, max_backlog: int = 100) -> str:
+    ((status, entry_id),) = await b.bus.enqueue_many(
+        [(b.ref(), task_id, _task(task_id), "", b"")], max_backlog=max_backlog, due_ms=[due]
+    )
+    return f"{status} {entry_id}".strip()
+
+
+async def test_a_scheduled_task_is_queued_only_once_due(backend: Backend) -> None:
+    keys = backend.ref().keys
+    due = now_ms() + 300
+    assert await _schedule(backend, "t1", due) == "ok"
+    fields = await backend.tasks.task_fields(LOCATION, "t1")
+    assert (fields["state"], fields["due_ms"], fields["tier"]) == ("scheduled", str(due), "p2")
+    assert await _schedule(backend, "t1", due) == "exists"  # idempotent on task_id
+    assert (await backend.bus.promote_due(keys, ["p0", "p2"])).moved == 0
+    assert await _take(backend, "c1") == []
+
+    async def promoted() -> int:
+        return (await backend.bus.promote_due(keys, ["p0", "p2"])).moved
+
+    assert await eventually(promoted, timeout=10) == 1
+    assert now_ms() >= due
+    (entry,) = await _take(backend, "c1")
+    assert entry.fields is not None and entry.fields[b"attempt"] == b"1"
+    assert orjson.loads(entry.fields[b"task"])["task_id"] == "t1"
+    assert await _begin(backend, "c1", entry.entry_id, "t1", fresh=True) == "ok"
+    assert await _state(backend, "t1") == "running"
+
+
+async def test_a_task_scheduled_in_the_past_or_now_is_queued_at_once(backend: Backend) -> None:
+    ((status, entry_id),) = await backend.bus.enqueue_many(
+        [(backend.ref(), "t1", _task("t1"), "", b"")], max_backlog=100, due_ms=[0]
+    )
+    assert status == "ok" and entry_id
+    assert await _state(backend, "t1") == "queued"
+
+
+async def test_a_scheduled_task_is_admitted_against_its_tier_s_backlog(backend: Backend) -> None:
+    await _submit(backend, "t1")
+    assert await _schedule(backend, "t2", now_ms() + 60_000, max_backlog=1) == "overloaded"
+    assert await _state(backend, "t2") is None
+
+
+async def test_a_task_cancelled_while_scheduled_never_begins(backend: Backend) -> None:
+    keys = backend.ref().keys
+    assert await _schedule(backend, "t1", now_ms()) == "ok"
+    assert await backend.bus.cancel(keys, "t1", b'{"cancelled":1}', b"") == "ok"
+    assert await backend.tasks.terminal_result(AGENT, 0, "t1") == b'{"cancelled":1}'
+    assert (await backend.bus.promote_due(keys, ["p0", "p2"])).moved == 1
+    (entry,) = await _take(backend, "c1")
+    assert await _begin(backend, "c1", entry.entry_id, "t1", fresh=True) == "dup"
+    assert (await backend.bus.stream_stats(backend.ref(), AGENT)).pending == 0
+
+
 async def test_submitting_a_task_id_again_enqueues_nothing(backend: Backend) -> None:
     entry_id = await _submit(backend, "t1")
     again = await backend.bus.enqueue(

@@ -32,6 +32,7 @@ EXTRA_MODULES = (
     "pgserver",
     "psutil",
     "opentelemetry.exporter",
+    "croniter",
 )
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(600)]
@@ -109,6 +110,19 @@ def test_traces_over_otlp_without_the_extra_name_it(slim: Path, redis_url: str) 
         DEEPAGENTS_REDIS_URL=redis_url,
         DEEPAGENTS_CONFIG=str(REPO / "config" / "deepagents.yaml"),
         DEEPAGENTS_OTLP_ENDPOINT="http://127.0.0.1:9/v1/traces",
+    )
+
+
+def test_a_cron_schedule_without_the_extra_names_it(
+    slim: Path, redis_url: str, tmp_path: Path
+) -> None:
+    config = tmp_path / "cron.yaml"
+    config.write_text(
+        (REPO / "config" / "deepagents.yaml").read_text()
+        + "\nschedules:\n  nightly: {intent: echo, cron: '0 9 * * *'}\n"
+    )
+    _names_the_extra(
+        slim, ("scheduler",), "cron", DEEPAGENTS_REDIS_URL=redis_url, DEEPAGENTS_CONFIG=str(config)
     )
 
 

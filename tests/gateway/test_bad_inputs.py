@@ -18,6 +18,7 @@ from tests.gateway.procs import Gateway, auth
 
 JSON = {"Content-Type": "application/json"}
 PAST = (datetime.now(UTC) - timedelta(hours=1)).isoformat()
+FAR = (datetime.now(UTC) + timedelta(days=30)).isoformat()  # past the default horizon (1 day)
 MIB = 1_048_576
 
 # (name, raw body, headers on top of a valid key, expected status, expected code)
@@ -106,6 +107,30 @@ CASES: list[tuple[str, bytes, dict[str, str], int, str]] = [
         "validation_error",
     ),
     ("batch empty", b'{"tasks":[]}', JSON, 422, "validation_error"),
+    (
+        "not_before past the horizon",
+        b'{"intent":"echo","not_before":"' + FAR.encode() + b'"}',
+        JSON,
+        422,
+        "not_before_too_far",
+    ),
+    ("delay past horizon", b'{"intent":"echo","delay_s":1e300}', JSON, 422, "not_before_too_far"),
+    ("delay zero", b'{"intent":"echo","delay_s":0}', JSON, 422, "validation_error"),
+    ("delay a string", b'{"intent":"echo","delay_s":"5"}', JSON, 422, "validation_error"),
+    (
+        "delay and not_before",
+        b'{"intent":"echo","delay_s":5,"not_before":"2030-01-01T00:00:00Z"}',
+        JSON,
+        422,
+        "validation_error",
+    ),
+    (
+        "not_before naive",
+        b'{"intent":"echo","not_before":"2030-01-01T00:00:00"}',
+        JSON,
+        422,
+        "validation_error",
+    ),
 ]
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import time
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
+from datetime import UTC, datetime, timedelta
 
 import httpx
 import pytest
@@ -71,6 +72,24 @@ def test_cancel_a_queued_task(http: httpx.Client) -> None:
     assert view["state"] == "done" and view["result"]["error"]["code"] == "cancelled"
     again = http.post(f"{accepted['href']}/cancel", headers=auth())
     assert again.status_code == 409 and again.json()["code"] == "too_late"
+
+
+def test_a_task_for_later_is_scheduled_until_due_and_can_be_cancelled(
+    http: httpx.Client, deployment: Deployment
+) -> None:
+    before = deployment.queued_entries()
+    accepted = submit(http, delay_s=3600)
+    view = http.get(str(accepted["href"]), headers=auth()).json()
+    assert view["state"] == "scheduled" and view["due_at"] is not None
+    assert deployment.queued_entries() == before  # in the delayed set, not in a tier yet
+    r = http.post(f"{accepted['href']}/cancel", headers=auth())
+    assert r.status_code == 200 and r.json()["cancelled"] is True
+    view = http.get(str(accepted["href"]), headers=auth()).json()
+    assert view["state"] == "done" and view["result"]["error"]["code"] == "cancelled"
+    when = (datetime.now(UTC) + timedelta(hours=2)).isoformat()
+    at = submit(http, not_before=when, idempotency_key="later-1")
+    again = submit(http, not_before=when, idempotency_key="later-1")
+    assert again["task_id"] == at["task_id"] and again["duplicate"] is True
 
 
 def test_idempotency_key_is_scoped_by_tenant(http: httpx.Client, deployment: Deployment) -> None:

@@ -110,6 +110,7 @@ ERROR_CODES = {
     "unknown_intent",
     "invalid_payload",
     "deadline_passed",
+    "not_before_too_far",
     "batch_too_large",
     "rate_limited",
     "too_many_in_flight",

@@ -37,7 +37,7 @@ from deepagents.transport.memory.state import Fields, Group, State, Stream, pars
 from deepagents.transport.memory.waiting import WAIT_FIELDS, MemoryWaiting, drop_wait
 
 _b = str.encode
-_CANCELLABLE = ("queued", "retrying", "waiting")
+_CANCELLABLE = ("queued", "scheduled", "retrying", "waiting")
 
 
 class MemoryBus(MemoryWaiting, MemoryChildren):
@@ -101,9 +101,14 @@ class MemoryBus(MemoryWaiting, MemoryChildren):
         location_ttl_s: int = 0,
         replicas: int = 0,
         replica_wait_ms: int = 1_000,
+        due_ms: Sequence[int] = (),
     ) -> list[tuple[str, str]]:
         limits = [max_backlog] * len(items) if isinstance(max_backlog, int) else max_backlog
-        out = [self._enqueue(*item, limit) for item, limit in zip(items, limits, strict=True)]
+        dues = due_ms or [0] * len(items)
+        out = [
+            self._enqueue(*item, limit, due)
+            for item, limit, due in zip(items, limits, dues, strict=True)
+        ]
         # As on one Redis: a task's location record is written with its entry, if enqueued.
         for (status, _), (key, value) in zip(out, locations or [("", "")] * len(out), strict=True):
             if status == "ok" and key:
@@ -122,6 +127,7 @@ class MemoryBus(MemoryWaiting, MemoryChildren):
         reply: str,
         events: bytes,
         limit: int,
+        due: int = 0,
     ) -> tuple[str, str]:
         key = stream.keys.task(task_id)
         existing = self.state.hash(key)
@@ -131,6 +137,10 @@ class MemoryBus(MemoryWaiting, MemoryChildren):
         if len(target.entries) >= limit:
             return "overloaded", ""
         at = str(now_ms())
+        if due:  # as the enqueue script: the member a retry's reschedule writes, attempt 1
+            self._schedule(stream, key, task_json, reply, at, due)
+            self._outbox(stream.keys, events)
+            return "ok", ""
         entry_id = target.add(_task_fields(task_json, "1", at, reply))
         self.state.hashes[key] = {
             "state": "queued",
@@ -142,6 +152,23 @@ class MemoryBus(MemoryWaiting, MemoryChildren):
         }
         self._outbox(stream.keys, events)
         return "ok", entry_id
+
+    def _schedule(
+        self, stream: StreamRef, key: str, task_json: bytes, reply: str, at: str, due: int
+    ) -> None:
+        member = orjson.dumps(
+            {"task": task_json.decode(), "attempt": 1, "tier": stream.tier, "reply": reply}
+        )
+        self.state.delayed.setdefault(stream.keys.delayed, {})[member] = due
+        self.state.hashes[key] = {
+            "state": "scheduled",
+            "entry": "",
+            "tier": stream.tier,
+            "reply": reply,
+            "enq_ms": at,
+            "due_ms": str(due),
+            "deliveries": "0",
+        }
 
     async def set_many(
         self,
@@ -509,7 +536,9 @@ class MemoryBus(MemoryWaiting, MemoryChildren):
         task = self.state.hash(key)
         if task is None or "state" not in task:
             return "missing"
-        allowed = ("queued", "retrying", "waiting", "running") if running else _CANCELLABLE
+        allowed = (
+            ("queued", "scheduled", "retrying", "waiting", "running") if running else _CANCELLABLE
+        )
         if task["state"] not in allowed:
             return task["state"]
         if task["state"] == "waiting":

@@ -166,9 +166,13 @@ class RedisStreamBus(RedisWaiting, RedisChildren):
         location_ttl_s: int = 0,
         replicas: int = 0,
         replica_wait_ms: int = 1_000,
+        due_ms: Sequence[int] = (),
     ) -> list[tuple[str, str]]:
         """Enqueue a batch in one round trip; items are (stream, task_id, json, reply, events).
         ``max_backlog`` is one limit for all, or one per item (a batch may mix agent types).
+
+        ``due_ms``: none, or one per item: 0 enqueues it now; a time (ms since the epoch)
+        puts it in its shard's delayed set instead, state ``scheduled``, its entry id ''.
 
         ``locations``: none, or one per item: its task's location record (key, value), kept
         for ``location_ttl_s``. On one server the enqueue script writes it with the entry, so
@@ -186,7 +190,7 @@ class RedisStreamBus(RedisWaiting, RedisChildren):
         if locations and not inline:
             await self._record_first(items, locations, location_ttl_s, replicas, replica_wait_ms)
         commands, order = self._enqueue_calls(
-            items, limits, locations if inline else (), location_ttl_s
+            items, limits, locations if inline else (), location_ttl_s, due_ms
         )
         script = self.scripts.enqueue
         with redis_errors("enqueue and record task locations" if inline else "enqueue"):
@@ -221,6 +225,7 @@ class RedisStreamBus(RedisWaiting, RedisChildren):
         limits: Sequence[int],
         locations: Sequence[tuple[str, str]],
         location_ttl_s: int,
+        due_ms: Sequence[int] = (),
     ) -> tuple[list[tuple[Any, ...]], list[int]]:
         """One enqueue script call per shard (its keys share one slot), at most
         ``_ENQUEUE_CALL`` tasks each; and the items' positions in the calls' order."""
@@ -233,12 +238,13 @@ class RedisStreamBus(RedisWaiting, RedisChildren):
         for outbox, positions in by_shard.items():
             for start in range(0, len(positions), _ENQUEUE_CALL):
                 part = positions[start : start + _ENQUEUE_CALL]
-                keys: list[Any] = [outbox]
+                keys: list[Any] = [outbox, items[part[0]][0].keys.delayed]
                 args: list[Any] = [at, ttl]
                 for i in part:
                     stream, task_id, task_json, reply, events = items[i]
                     keys += (stream.name, stream.keys.task(task_id))
-                    args += (task_json, reply, limits[i], stream.tier, events)
+                    due = due_ms[i] if due_ms else 0
+                    args += (task_json, reply, limits[i], stream.tier, events, due or "")
                     if locations:
                         key, value = locations[i]
                         keys.append(key)

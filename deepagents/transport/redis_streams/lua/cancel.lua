@@ -1,6 +1,8 @@
--- Cancel a task that has not started, or that waits for a reply: answer it cancelled. A
--- queued task's entry is later acked as a duplicate; a waiting task has no entry, and its
--- wait leaves the delayed set and the waiting index here.
+-- Cancel a task that has not started (queued, scheduled, retrying), or that waits for a
+-- reply: answer it cancelled. A queued task's entry is later acked as a duplicate, as is a
+-- scheduled one's once promoted (its member is left for the pump: the member is the task's
+-- JSON, which this script does not have); a waiting task has no entry, and its wait
+-- leaves the delayed set and the waiting index here.
 -- KEYS[1] task hash, KEYS[2] outbox stream, KEYS[3] its step records (a retrying or
 -- waiting task may have some; they expire with the result), KEYS[4] delayed set,
 -- KEYS[5] waiting index, KEYS[6] the question's record
@@ -11,7 +13,8 @@
 local h = redis.call('HMGET', KEYS[1], 'state', 'reply')
 if not h[1] then return 'missing' end
 local running = h[1] == 'running' and ARGV[6] == '1'
-if h[1] ~= 'queued' and h[1] ~= 'retrying' and h[1] ~= 'waiting' and not running then
+local cancellable = h[1] == 'queued' or h[1] == 'scheduled' or h[1] == 'retrying' or h[1] == 'waiting'
+if not cancellable and not running then
   return h[1]
 end
 if h[1] == 'waiting' then
