@@ -118,8 +118,8 @@ def test_the_check_finds_a_climb(tmp_path: Path) -> None:
     sample.write_text(
         "from pathlib import Path\n"
         "REPO = Path(__file__).resolve().parents[1]\n"
-        "SCHEMA = REPO.parent / 'shared' / 'x.json'\n"
-        "OTHER = '../shared/x.json'\n"
+        "SCHEMA = REPO.parent / 'sibling' / 'x.json'\n"
+        "OTHER = '../sibling/x.json'\n"
     )
     try:
         trees = _trees(iter([sample]))
