@@ -81,7 +81,7 @@ async def via_reply_channel(url: str, messages: list[bytes]) -> float:
     ) as orch:
         start = time.process_time()
         await publish(url, orch.reply_channel, messages)
-        while len(orch._arrived) < len(messages):
+        while len(orch.results._arrived) < len(messages):
             await asyncio.sleep(0.005)
         spent = time.process_time() - start
     await client.aclose()

@@ -56,11 +56,11 @@ def main() -> None:
         "submitted audit event, encoded": lambda: encode_events(
             [audit_event("submitted", task.task_id, agent=route.agent, payload=task.payload)]
         ),
-        "Orchestrator._prepare(task)  (validate-free: route, encode, size check)": lambda: (
-            orch._prepare(task)
+        "Submitter._prepare(task)  (validate-free: route, encode, size check)": lambda: (
+            orch.submits._prepare(task)
         ),
-        "Orchestrator._prepare(mapping)  (validate, route, encode, size check)": lambda: (
-            orch._prepare(RAW)
+        "Submitter._prepare(mapping)  (validate, route, encode, size check)": lambda: (
+            orch.submits._prepare(RAW)
         ),
     }
     for name, fn in rows.items():

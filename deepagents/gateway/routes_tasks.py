@@ -16,7 +16,7 @@ from starlette.responses import Response
 from deepagents.contract.codec import decode_result
 from deepagents.contract.result import Result
 from deepagents.contract.task import Task
-from deepagents.errors import DeepAgentsError, ErrorCode, Overloaded, ResultTimeout
+from deepagents.errors import DeepAgentsError, ErrorCode, ResultTimeout
 from deepagents.gateway.auth import Principal
 from deepagents.gateway.body import READ_BODY_CODES, read_body
 from deepagents.gateway.problems import Problem, responses_for
@@ -34,6 +34,7 @@ from deepagents.gateway.state import GatewayState, get_principal, get_state
 from deepagents.gateway.submit import build_tasks, submit_problem, validate_body
 from deepagents.orchestrator import TaskHandle
 from deepagents.orchestrator.children import children_of
+from deepagents.orchestrator.handle import BacklogRefused
 from deepagents.store.tasks import Location
 
 bearer = HTTPBearer(auto_error=False, description="an API key issued per tenant")
@@ -161,9 +162,7 @@ async def _submit(state: GatewayState, tasks: list[Task], tenant: str) -> list[T
         else:
             handles = await state.orchestrator.submit_many(tasks, recorded=ids)
     except Exception as exc:  # on every error path: no record may outlive a refused task
-        accepted: list[TaskHandle] = (
-            getattr(exc, "accepted", []) if isinstance(exc, Overloaded) else []
-        )
+        accepted = exc.accepted if isinstance(exc, BacklogRefused) else []
         kept = {h.task_id for h in accepted}
         # The owner and location records admission wrote for tasks that were not enqueued.
         await state.tasks.forget_submitted([i for i in ids if i not in kept])

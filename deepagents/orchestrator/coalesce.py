@@ -26,16 +26,35 @@ one agent type, because ``submit_many`` refuses a batch's tasks per agent type's
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Sequence
-from typing import TYPE_CHECKING
+from collections.abc import Collection, Sequence
+from typing import Protocol
 
 from deepagents._internal.group_commit import GroupCommit
 from deepagents.contract.task import Task
 from deepagents.errors import DeepAgentsError, NotReplicated, Overloaded, SubmitError
-from deepagents.orchestrator.handle import TaskHandle
+from deepagents.orchestrator.handle import BacklogRefused, TaskHandle
+from deepagents.orchestrator.routing import Route, Router
 
-if TYPE_CHECKING:
-    from deepagents.orchestrator.orchestrator import Orchestrator
+
+class BatchSubmitter(Protocol):
+    """What the coalescer needs of the submit path (``submit.py``'s ``Submitter``)."""
+
+    @property
+    def router(self) -> Router: ...
+
+    @property
+    def tracing(self) -> bool:
+        """Whether a tracer records: each task's span must start in its caller's context."""
+        ...
+
+    async def submit_many(
+        self, tasks: Sequence[Task], *, recorded: Collection[str] = ()
+    ) -> list[TaskHandle]: ...
+
+    def overloaded(
+        self, route: Route, refused: int, accepted: list[TaskHandle]
+    ) -> BacklogRefused: ...
+
 
 # A task, and whether its caller wrote its location record (``submit_many(recorded=)``).
 _Item = tuple[Task, bool]
@@ -43,14 +62,13 @@ _Outcome = TaskHandle | BaseException
 
 
 class SubmitCoalescer:
-    def __init__(self, orchestrator: Orchestrator) -> None:
-        self.orchestrator = orchestrator
+    def __init__(self, submitter: BatchSubmitter) -> None:
+        self.submitter = submitter
         self._groups: dict[str, GroupCommit[_Item, TaskHandle]] = {}
 
     async def submit(self, task: Task, *, recorded: bool = False) -> TaskHandle:
-        orchestrator = self.orchestrator
-        spec = orchestrator.router.by_intent.get(task.intent)
-        if spec is None or task.idempotency_key or orchestrator.telemetry.tracing.recording:
+        spec = self.submitter.router.by_intent.get(task.intent)
+        if spec is None or task.idempotency_key or self.submitter.tracing:
             return await self._alone((task, recorded))
         group = self._groups.get(spec.name)
         if group is None:
@@ -59,7 +77,7 @@ class SubmitCoalescer:
 
     async def _alone(self, item: _Item) -> TaskHandle:
         task, recorded = item
-        (handle,) = await self.orchestrator.submit_many(
+        (handle,) = await self.submitter.submit_many(
             [task], recorded=[task.task_id] if recorded else ()
         )
         return handle
@@ -67,7 +85,7 @@ class SubmitCoalescer:
     async def _send(self, batch: list[_Item]) -> list[_Outcome]:
         tasks = [task for task, _ in batch]
         try:
-            handles = await self.orchestrator.submit_many(
+            handles = await self.submitter.submit_many(
                 tasks, recorded=[task.task_id for task, recorded in batch if recorded]
             )
         except Exception as exc:
@@ -77,7 +95,8 @@ class SubmitCoalescer:
     async def _failed(self, batch: list[_Item], exc: Exception) -> list[_Outcome]:
         """Each caller's outcome when the group's ``submit_many`` raised ``exc``."""
         if isinstance(exc, Overloaded):
-            accepted = {h.task_id: h for h in getattr(exc, "accepted", [])}
+            kept = exc.accepted if isinstance(exc, BacklogRefused) else []
+            accepted = {h.task_id: h for h in kept}
             return [accepted.get(t.task_id) or self._backlog_refusal(t) for t, _ in batch]
         if isinstance(exc, NotReplicated):
             # Written, not yet replicated: each caller hears of its own task alone (the
@@ -97,8 +116,8 @@ class SubmitCoalescer:
 
     def _backlog_refusal(self, task: Task) -> Overloaded:
         """A task of the batch that its stream's backlog kept out: its own refusal."""
-        route = self.orchestrator.router.route(task)
-        return self.orchestrator.overloaded(route, 1, [])
+        route = self.submitter.router.route(task)
+        return self.submitter.overloaded(route, 1, [])
 
     async def _each_alone(self, batch: Sequence[_Item]) -> list[_Outcome]:
         return list(

@@ -1,4 +1,5 @@
-"""TaskHandle: await a submitted task's Result."""
+"""TaskHandle: await a submitted task's Result. ``BacklogRefused``: a submit refused for
+its stream's backlog, with the handles of the tasks it enqueued before the refusal."""
 
 from __future__ import annotations
 
@@ -6,6 +7,7 @@ from dataclasses import dataclass
 from typing import Protocol
 
 from deepagents.contract.result import Result
+from deepagents.errors import Overloaded
 
 
 class ResultSource(Protocol):
@@ -33,3 +35,15 @@ class TaskHandle:
         """queued, scheduled (not before its time), running, retrying, waiting (for a reply),
         done, dead, or None when unknown (expired)."""
         return await self._orchestrator.task_state(self.task_id)
+
+
+class BacklogRefused(Overloaded):
+    """``submit_many`` refused tasks whose stream is over its backlog limit; ``accepted``
+    are the handles of the tasks of the same call that were enqueued all the same (a caller
+    must not resend those)."""
+
+    def __init__(
+        self, message: str, *, accepted: list[TaskHandle], retry_after_s: float = 1.0
+    ) -> None:
+        super().__init__(message, retry_after_s=retry_after_s)
+        self.accepted = accepted

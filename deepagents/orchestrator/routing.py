@@ -70,6 +70,15 @@ def internal(intent: str) -> bool:
     return intent.startswith(INTERNAL_PREFIX)
 
 
+@dataclass(slots=True)
+class Routes:
+    """The config and the router in force. The orchestrator's parts read them here, so a
+    ``reload`` that replaces both reaches every part at once."""
+
+    config: FileConfig
+    router: Router
+
+
 class VersionPicker(Protocol):
     """The rollout hook (``orchestrator/versions.py``): the agent version a new task goes
     to, "" for an agent under no rollout (its unversioned streams)."""

@@ -44,7 +44,7 @@ async def test_a_waiter_gets_its_result_through_the_channel(
 ) -> None:
     async with Orchestrator.from_client(client, config=_config(), settings=settings) as orch:
         waiting = asyncio.ensure_future(orch.wait_result(_handle(orch, "t-wait"), 30, poll_s=30))
-        await eventually(lambda: _true("t-wait" in orch._waiters), what="the waiter")
+        await eventually(lambda: _true("t-wait" in orch.results._waiters), what="the waiter")
         await _publish_until_heard(client, orch.reply_channel, _reply("t-wait", 1))
         assert (await asyncio.wait_for(waiting, 10)).output == 1
 
@@ -56,7 +56,7 @@ async def test_a_result_that_came_first_is_kept_until_asked(
         await client.publish(orch.reply_channel, b"not json")  # skipped, channel goes on
         await client.publish(orch.reply_channel, orjson.dumps({"task_id": 7}))  # skipped too
         await _publish_until_heard(client, orch.reply_channel, _reply("t-early", 2))
-        await eventually(lambda: _true("t-early" in orch._arrived), what="the early reply")
+        await eventually(lambda: _true("t-early" in orch.results._arrived), what="the early reply")
         result = await orch.wait_result(_handle(orch, "t-early"), 1)
         assert (result.task_id, result.output) == ("t-early", 2)
 
@@ -127,7 +127,7 @@ async def test_a_resp2_client_gets_replies_too(
     resp2 = connect(redis_url + ("&" if "?" in redis_url else "?") + "protocol=2")
     try:
         async with Orchestrator.from_client(resp2, config=_config(), settings=settings) as orch:
-            listener = orch._replies
+            listener = orch.results._replies
             assert isinstance(listener, replies.ReplyChannel)
             assert listener._conn.protocol in (2, "2")
             waiting = asyncio.ensure_future(

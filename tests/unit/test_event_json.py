@@ -118,8 +118,8 @@ def test_the_committed_result_is_the_same_whether_the_agent_set_metrics_or_not()
 def test_the_submitted_event_is_the_one_audit_event_builds() -> None:
     """The orchestrator builds each task's ``submitted`` event without ``audit_event``
     (it is per task): the same fields, the unset ones left out as there."""
-    from deepagents.orchestrator.orchestrator import _submitted_events
     from deepagents.orchestrator.routing import Route
+    from deepagents.orchestrator.submit import _submitted_events
 
     route = Route("echo", "p1", 3, StreamRef(Keys("t").shard("echo", 3), "p1"))
     for task in (
