@@ -125,7 +125,7 @@ def summary_messages(topic: str, draft: str) -> list[dict[str, str]]:
 
 
 def references(findings: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
-    """Every source cited by a lane, once, in order of first use."""
+    """Every source cited by a branch, once, in order of first use."""
     seen: dict[int, dict[str, Any]] = {}
     for finding in findings:
         for hit in finding["sources"]:

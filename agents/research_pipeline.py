@@ -5,7 +5,7 @@ Modelled on DeerFlow's planner → research team → reporter flow, over durable
 
 1. **preparation**: the planner (a model call) splits the topic into sub-questions, and the
    task's sources are indexed;
-2. **execution**: one parallel lane per sub-question (``ctx.gather``): search the sources,
+2. **execution**: one parallel branch per sub-question (``ctx.gather``): search the sources,
    analyse the hits (a model call), condense the analysis (a model call); then a draft
    report (a model call);
 3. a person **approves** the draft (``ctx.ask`` with the ``Approval`` schema). While the
@@ -112,7 +112,7 @@ class ResearchPipelineAgent(AgentContract):
         await ctx.checkpoint()
         with ctx.phase("execution"):
             findings = await ctx.gather(
-                *(self._lane(ctx, task, request, q, index, calls) for q in plan)
+                *(self._branch(ctx, task, request, q, index, calls) for q in plan)
             )
             draft = await self._model(
                 ctx, task, "draft", pt.draft_messages(request.topic, findings), calls
@@ -143,7 +143,7 @@ class ResearchPipelineAgent(AgentContract):
         index = await ctx.step("index", pt.index_sources, sources)
         return pt.plan_questions(request.topic, answer, request.lanes, request.questions), index
 
-    async def _lane(
+    async def _branch(
         self,
         ctx: TaskContext,
         task: Task,
@@ -271,7 +271,7 @@ class ResearchPipelineAgent(AgentContract):
 
 
 def _lean(finding: dict[str, Any]) -> dict[str, Any]:
-    """What the checkpoint keeps of a lane's finding (its full text is in its step records)."""
+    """What the checkpoint keeps of a branch's finding (its full text is in its step records)."""
     sources = [hit["id"] for hit in finding["sources"]]
     return {"question": finding["question"], "summary": finding["summary"], "sources": sources}
 

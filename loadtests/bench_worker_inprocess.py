@@ -49,8 +49,8 @@ from deepagents.orchestrator import Orchestrator
 from deepagents.transport.redis_streams import connect
 from deepagents.transport.redis_streams.bus import RedisStreamBus
 from deepagents.worker import Worker
-from deepagents.worker.committer import Committer
 from deepagents.worker.pools import TierPool
+from deepagents.worker.stream_commits import Committer
 
 # What --waits times: (class, method, label, whether the call is a p2 reader's).
 _TIMED = (

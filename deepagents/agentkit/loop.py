@@ -132,7 +132,7 @@ class _Run:
 
 
 async def _together(runs: list[Awaitable[T]]) -> list[T]:
-    """In parallel: lanes of the task's steps (deterministic step ids), else plain tasks.
+    """In parallel: branches of the task's steps (deterministic step ids), else plain tasks.
     The first failure cancels the others and is raised."""
     if len(runs) == 1:
         return [await runs[0]]

@@ -3,7 +3,7 @@
 The runtime calls ``can_handle`` → ``prepare_context`` → ``execute`` → ``post_process``.
 Sync methods run in a thread pool, so blocking work never stalls the event loop.
 A long-running agent also finds its task's durable context (``contract/context.py``) as
-``context["ctx"]``: steps, lanes, phases and a checkpointed ``state_model``.
+``context["ctx"]``: steps, branches, phases and a checkpointed ``state_model``.
 """
 
 from __future__ import annotations

@@ -3,8 +3,8 @@ against it.
 
 The ``pattern`` and ``patternProperties`` keywords are matched with RE2 (``google-re2``),
 not Python's backtracking ``re``: RE2 runs in time linear in the text whatever the
-pattern, so no reply can hold the gateway's CPU (issue 39: ``^(\\w+\\s?)*$`` against 41
-characters kept a gateway at 100% under ``re``). RE2 refuses what it cannot match in
+pattern, so no reply can hold the gateway's CPU (``^(\\w+\\s?)*$`` against 41 characters
+kept a gateway at 100% under ``re``). RE2 refuses what it cannot match in
 linear time (backreferences, lookaround): such a schema is refused when the agent asks,
 by ``check_patterns``, never when a person answers.
 """

@@ -1,4 +1,4 @@
-"""What a long-running agent sees of its task while it runs: durable steps, parallel lanes,
+"""What a long-running agent sees of its task while it runs: durable steps, parallel branches,
 phases, a checkpointed state and questions to a person (docs/design.md, "Durable steps").
 
 The interface lives here, in the pure contract layer; the worker implements it
@@ -57,8 +57,8 @@ class TaskContext(ABC):
       recorded result without running. A step whose ``fn`` finished but whose record had not
       landed when the worker died runs again (the in-flight step is at-least-once; completed
       steps are exactly-once): pass ``step_key`` to external systems as an idempotency key.
-    - A name used more than once in a run gets an occurrence counter per lane (``name#2``),
-      so a loop of steps replays deterministically; each lane of ``gather`` counts apart.
+    - A name used more than once in a run gets an occurrence counter per branch (``name#2``),
+      so a loop of steps replays deterministically; each branch of ``gather`` counts apart.
     - A worker that lost its entry (paused, partitioned, reclaimed) cannot record anything.
     """
 
@@ -92,8 +92,8 @@ class TaskContext(ABC):
 
     @abstractmethod
     async def gather(self, *aws: Awaitable[Any]) -> list[Any]:
-        """Run the awaitables (usually coroutines calling ``step``) as parallel lanes; the
-        results in order. The first failure cancels the other lanes and is raised."""
+        """Run the awaitables (usually coroutines calling ``step``) as parallel branches; the
+        results in order. The first failure cancels the other branches and is raised."""
 
     @abstractmethod
     def phase(self, name: str) -> PhaseScope:

@@ -22,7 +22,7 @@ def new_task_id() -> str:
     """A UUIDv7 string: unique and ordered by creation time. The generator the audit
     event ids use (``_internal/ids.py``): uuid6's drew fresh random bits per id, most of
     what validating a Task built without an id cost; 5% fewer instructions per
-    ``Orchestrator.submit``, paired under callgrind (``docs/benchmarks.md``, issue 23)."""
+    ``Orchestrator.submit``, paired under callgrind (``docs/benchmarks.md``)."""
     return uuid7_str()
 
 

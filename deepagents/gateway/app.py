@@ -147,7 +147,7 @@ def create_app(
         version=VERSION,
         lifespan=lifespan,
         # A redirect to the same path without its slash would be built from the request's
-        # Host header: an open redirect to wherever the client names (issue 16, finding 9).
+        # Host header: an open redirect to wherever the client names.
         redirect_slashes=False,
         # FastAPI's Swagger and ReDoc pages load their assets from a CDN: ``routes_docs``
         # serves the reference from this host alone.

@@ -1,4 +1,4 @@
-"""How long each tenant may have this process spend parsing its bodies (issue 16, F3).
+"""How long each tenant may have this process spend parsing its bodies.
 
 Parsing runs before the tenant's token bucket sees the request, with Python hooks for the
 strictness checks: on the order of 0.1-1 s per MiB of small values, depending on the

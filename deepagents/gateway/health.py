@@ -5,8 +5,8 @@ timeout it names the hop that did not happen by looking at where the task got to
 still ``queued`` means no probe worker took it (hop ``queue``), ``running`` means the
 worker did not finish (hop ``worker``), ``done`` means the result never came back (hop
 ``reply``). Concurrent full checks share one probe, and a report is answered again for
-``probe_cache_s`` (issue 16, finding 4: the endpoint is unauthenticated, and each probe
-writes a task): however often it is called, a process runs at most one probe per window.
+``probe_cache_s`` (the endpoint is unauthenticated, and each probe writes a task): however
+often it is called, a process runs at most one probe per window.
 A finished probe's records expire after ``PROBE_TTL_S`` instead of the usual day and week.
 The full report also names the agent types the registry holds unhealthy (a remote agent
 whose service is down, with the reason its workers recorded and its circuit's state).

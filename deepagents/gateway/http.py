@@ -11,8 +11,8 @@ closed. Bodies have their own deadline (``gateway.body.read_timeout_s``), which 
 has all arrived by the time it is read does not need: the protocol marks its request
 (``BODY_RECEIVED_KEY``).
 
-httptools puts no bound on headers (issue 16, finding 5: one 64 MB header answered 200,
-and eight at once took the process from 108 to 549 MB): here one field (name and value)
+httptools puts no bound on headers (one 64 MB header answered 200, and eight at once
+took the process from 108 to 549 MB): here one field (name and value)
 over ``gateway.max_header_field_bytes``, or a request line and headers over
 ``gateway.max_header_bytes``, get ``431`` and the connection is closed, before the app
 sees the request. The raw bytes of an unfinished head are counted as they arrive, so a
@@ -22,7 +22,7 @@ uvicorn writes a response's status line and headers apart from its body: two wri
 syscalls and two TCP segments per response. Here the connection's writes are gathered until
 the end of the event loop's current step (``_GatheredWrites``), so a response sent at once,
 as every JSON answer is, leaves in one write: under wrk, 2.2 -> 1.2 write syscalls per
-submit-and-wait request (``strace -c``, ``docs/benchmarks.md``, issue 23).
+submit-and-wait request (``strace -c``, ``docs/benchmarks.md``).
 
 The lifespan hands a ``HeaderDeadline`` and ``HeaderLimits`` to uvicorn's application
 state, which uvicorn passes to every connection (``HEADER_TIMEOUT_KEY``,

@@ -35,7 +35,8 @@ class SubmitRequest(_Body):
         allow_inf_nan=False,
         description="run no earlier than this many seconds from now (instead of not_before)",
     )
-    # strict: `true` is not 1, nor "1" or 1.0 (issue 39)
+    # strict: `true` is not 1, nor "1" or 1.0: a client's type mistake is refused, not
+    # read as a priority it did not mean
     priority: int | None = Field(
         default=None, ge=0, le=9, strict=True, description="tier hint: 0 = most urgent"
     )

@@ -53,19 +53,20 @@ class Admin:
         streams too (``delayed`` then counts every version's delayed set of the shard)."""
         rows = []
         for name, keys in self.shards(agent):
-            lanes = [keys, *(keys.of_version(v) for v in self._versions(name))]
+            version_keys = [keys, *(keys.of_version(v) for v in self._versions(name))]
             dlq, delayed = await self.bus.shard_backlog(keys)
-            for lane in lanes[1:]:
-                delayed += (await self.bus.shard_backlog(lane))[1]
-            for lane, tier in ((lane, tier) for lane in lanes for tier in self.config.tier_names):
-                stats = await self.bus.stream_stats(StreamRef(lane, tier), name)
-                row = asdict(stats)
-                row.update(
-                    agent=name, shard=keys.shard, tier=tier, dead_letters=dlq, delayed=delayed
-                )
-                if lane.version:
-                    row["version"] = lane.version
-                rows.append(row)
+            for shard_keys in version_keys[1:]:
+                delayed += (await self.bus.shard_backlog(shard_keys))[1]
+            for shard_keys in version_keys:
+                for tier in self.config.tier_names:
+                    stats = await self.bus.stream_stats(StreamRef(shard_keys, tier), name)
+                    row = asdict(stats)
+                    row.update(
+                        agent=name, shard=keys.shard, tier=tier, dead_letters=dlq, delayed=delayed
+                    )
+                    if shard_keys.version:
+                        row["version"] = shard_keys.version
+                    rows.append(row)
         return rows
 
     def _versions(self, agent: str) -> tuple[str, ...]:

@@ -3,7 +3,7 @@
 One enqueue round trip leaves the two sides of a batch taking turns: the producer builds
 every script call while Redis waits, then Redis runs them while the producer waits. Sent
 as parts, each on its own connection, Redis runs the first part's scripts while the
-producer builds the next (figures: ``docs/benchmarks.md``, issue 23).
+producer builds the next (figures: ``docs/benchmarks.md``).
 
 A shard's tasks stay in one part, sent on one connection in the order given, so the tasks
 of one stream keep their order. A small batch stays whole: one round trip serves it better

@@ -33,7 +33,7 @@ _SECRETS = re.compile(
 
 # Where the service lives: URLs, ("host", port) tuples, [v6]:port, host:port and bare IPv4.
 # Tenants read a task's error and anyone reads /health?full=true: the deployment's inner
-# addresses are not theirs to learn (issue 39). Operators have the URL in the config.
+# addresses are not theirs to learn. Operators have the URL in the config.
 _ADDRESS = re.compile(
     r"\b[a-z][a-z0-9+.-]*://[^\s'\"]+"
     r"|\(\s*'[^']*'\s*,\s*\d+\s*\)"

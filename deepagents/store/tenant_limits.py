@@ -120,7 +120,7 @@ class TenantLimiter:
                 return verdict, retry_ms
         except Exception:
             # The claims may have been written even though admission failed (they ride in
-            # the same round trip): none may outlive a refused request (issue 16, F2).
+            # the same round trip): none may outlive a refused request.
             with contextlib.suppress(rex.RedisError):
                 await self._unclaim(claims)
             raise

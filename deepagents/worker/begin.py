@@ -13,10 +13,10 @@ from deepagents.contract.result import ErrorCode
 from deepagents.contract.task import utcnow
 from deepagents.errors import TransportError
 from deepagents.transport.base import BeginItem, MessageBus, RawEntry, StreamRef, now_ms
-from deepagents.worker.commit import BODY_GONE, Outcomes
 from deepagents.worker.encode import Encoder
+from deepagents.worker.execution import Run
 from deepagents.worker.flight import InFlight
-from deepagents.worker.run import Run
+from deepagents.worker.outcomes import BODY_GONE, Outcomes
 from deepagents.worker.settle import Settler
 from deepagents.worker.stats import WorkerStats
 

@@ -1,5 +1,5 @@
 """One delivery through the effectively-once protocol, step by step: ``begin.py`` (decode,
-suspects, the begin script), ``run.py`` (the contract), ``commit.py`` (the one
+suspects, the begin script), ``execution.py`` (the contract), ``outcomes.py`` (the one
 owner-checked script each delivery ends in) and ``settle.py`` (slots and the quarantine).
 This module wires them from the worker's parts; none of them sees the worker."""
 
@@ -13,17 +13,17 @@ from deepagents.store.base import Answers
 from deepagents.store.claims import ClaimStore
 from deepagents.telemetry.metrics import Metrics
 from deepagents.transport.base import MessageBus, RawEntry, StreamRef
+from deepagents.worker.agent_calls import AgentRunner
 from deepagents.worker.asking import Asks
 from deepagents.worker.begin import Begin
-from deepagents.worker.commit import Outcomes
 from deepagents.worker.delegation import Delegations
 from deepagents.worker.encode import Encoder
+from deepagents.worker.execution import Run
 from deepagents.worker.flight import InFlight
+from deepagents.worker.outcomes import Outcomes
 from deepagents.worker.overdue import Overdue
 from deepagents.worker.pools import TierPool
 from deepagents.worker.quarantine import Quarantine
-from deepagents.worker.run import Run
-from deepagents.worker.runner import AgentRunner
 from deepagents.worker.settle import Settler
 from deepagents.worker.stats import WorkerStats
 from deepagents.worker.steps import StepBook

@@ -3,7 +3,7 @@
 The per-task ones (started, and the terminal one at commit) are pasted from JSON parts
 encoded once per delivery; the rarer ones go through ``audit_event``. The pasting is kept
 because it pays: built through ``audit_event`` instead, a task cost the worker 17% more
-instructions (``docs/benchmarks.md``, issue 15)."""
+instructions (``docs/benchmarks.md``)."""
 
 from __future__ import annotations
 

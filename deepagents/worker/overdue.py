@@ -29,9 +29,9 @@ from deepagents.contract.task import Task
 from deepagents.errors import TransportError
 from deepagents.store.base import Answers
 from deepagents.telemetry.metrics import Metrics
-from deepagents.worker.commit import Outcomes
 from deepagents.worker.encode import Encoder
 from deepagents.worker.flight import InFlight
+from deepagents.worker.outcomes import Outcomes
 
 log = logging.getLogger("deepagents.worker")
 MOVED = "moved to the next tier"

@@ -1,9 +1,9 @@
-"""Step ids that come out the same on every delivery of a task, however its lanes interleave.
+"""Step ids that come out the same on every delivery of a task, however its branches interleave.
 
-A step's id is its name, with ``#<n>`` from its second use on in the same lane (a loop), and
-inside a lane of ``gather`` the lane's path before it: ``g<k>.<i>#`` for the ``i``-th lane of
-the lane's ``k``-th gather. Counters are per lane, so concurrency never changes an id; only
-the code's own order of steps within one lane does, which is the one determinism rule.
+A step's id is its name, with ``#<n>`` from its second use on in the same branch (a loop), and
+inside a branch of ``gather`` the branch's path before it: ``g<k>.<i>#`` for the ``i``-th branch of
+the branch's ``k``-th gather. Counters are per branch, so concurrency never changes an id; only
+the code's own order of steps within one branch does, which is the one determinism rule.
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ from deepagents.errors import StepError
 MAX_NAME = 200
 
 
-class Lane:
+class Branch:
     __slots__ = ("_gathers", "_seen", "path")
 
     def __init__(self, path: str = "") -> None:
@@ -28,14 +28,14 @@ class Lane:
         self._seen[name] = n
         return f"{self.path}{name}" if n == 1 else f"{self.path}{name}#{n}"
 
-    def fork(self, lanes: int) -> list[Lane]:
-        """The lanes of this lane's next ``gather``."""
+    def fork(self, branches: int) -> list[Branch]:
+        """The branches of this branch's next ``gather``."""
         k = self._gathers
         self._gathers += 1
-        return [Lane(f"{self.path}g{k}.{i}#") for i in range(lanes)]
+        return [Branch(f"{self.path}g{k}.{i}#") for i in range(branches)]
 
 
-current_lane: ContextVar[Lane | None] = ContextVar("deepagents_lane", default=None)
+current_branch: ContextVar[Branch | None] = ContextVar("deepagents_branch", default=None)
 
 
 def check_name(name: object) -> str:

@@ -44,7 +44,7 @@ from deepagents.worker.delegation import current_delegating
 from deepagents.worker.encode import Encoder
 from deepagents.worker.flight import InFlight
 from deepagents.worker.stats import WorkerStats
-from deepagents.worker.step_ids import Lane, check_name, current_lane
+from deepagents.worker.step_ids import Branch, check_name, current_branch
 from deepagents.worker.step_records import RecordCodec, encode_json
 from deepagents.worker.step_state import STATE, VERSION, encode_state, fresh_state, restore_state
 
@@ -125,7 +125,7 @@ class DeliverySteps(TaskContext):
     """The durable context of one delivery. Its records are loaded once, on first need (at
     the start, for an agent with a ``state_model``: its state must be restored first)."""
 
-    # One per delivery of every agent, stepped or not: kept small, and its lane made on use.
+    # One per delivery of every agent, stepped or not: kept small, and its branch made on use.
     __slots__ = (
         "_book",
         "_flight",
@@ -143,7 +143,7 @@ class DeliverySteps(TaskContext):
 
     def __init__(self, book: StepBook, flight: InFlight, lose: Callable[[InFlight], bool]) -> None:
         self._book, self._flight, self._lose = book, flight, lose
-        self._root: Lane | None = None
+        self._root: Branch | None = None
         self._records: dict[str, bytes] | None = None
         self._loading: asyncio.Future[dict[str, bytes]] | None = None
         self._state: BaseModel | None = None
@@ -191,8 +191,8 @@ class DeliverySteps(TaskContext):
             # Replayed, the outer step would not call it: the ids after it would shift.
             raise StepError(f"step {name!r} inside the fn of step {_step_key.get()!r}: "
                             "steps do not nest (make them siblings, or use gather)")  # fmt: skip
-        lane = current_lane.get() or self._root_lane()
-        step_id = lane.next_id(check_name(name))
+        branch = current_branch.get() or self._root_branch()
+        step_id = branch.next_id(check_name(name))
         records = await self.records()
         recorded = records.get(STEP + step_id)
         book = self._book
@@ -239,9 +239,9 @@ class DeliverySteps(TaskContext):
         records[STEP + step_id] = body
         return orjson.loads(body)  # as a later delivery will see it: the JSON, decoded
 
-    def _root_lane(self) -> Lane:
+    def _root_branch(self) -> Branch:
         if self._root is None:
-            self._root = Lane()
+            self._root = Branch()
         return self._root
 
     async def _call(self, fn: Callable[..., Any], args: tuple[Any, ...]) -> Any:
@@ -299,12 +299,12 @@ class DeliverySteps(TaskContext):
         )
 
     async def gather(self, *aws: Awaitable[Any]) -> list[Any]:
-        parent = current_lane.get() or self._root_lane()
-        lanes = parent.fork(len(aws))
+        parent = current_branch.get() or self._root_branch()
+        branches = parent.fork(len(aws))
         tasks = []
-        for lane, aw in zip(lanes, aws, strict=True):
+        for branch, aw in zip(branches, aws, strict=True):
             context = contextvars.copy_context()
-            context.run(current_lane.set, lane)
+            context.run(current_branch.set, branch)
             tasks.append(asyncio.create_task(_awaited(aw), context=context))
         try:
             return list(await asyncio.gather(*tasks))
@@ -341,12 +341,12 @@ class DeliverySteps(TaskContext):
     async def delegate_many(
         self, calls: Sequence[Delegation], *, limit: int | None = None
     ) -> list[Result]:
-        # One step id per child, counted in the lane as steps are: a later run derives the
+        # One step id per child, counted in the branch as steps are: a later run derives the
         # same child ids (worker/delegation.py) and finds their recorded results.
         if _step_key.get() is not None:
             raise StepError("delegate inside a step's fn: delegate from the task's own code")
-        lane = current_lane.get() or self._root_lane()
-        step_ids = [lane.next_id("delegate") for _ in calls]
+        branch = current_branch.get() or self._root_branch()
+        step_ids = [branch.next_id("delegate") for _ in calls]
         return await current_delegating().delegate_many(step_ids, calls, limit)
 
     # records -------------------------------------------------------------------------------
@@ -381,7 +381,7 @@ class DeliverySteps(TaskContext):
                 self._state = fresh_state(self._book.agent)
             self._records = {}
             return self._records
-        if self._loading is None:  # lanes asking at once share one read
+        if self._loading is None:  # branches asking at once share one read
             self._loading = asyncio.ensure_future(self._load())
         return await asyncio.shield(self._loading)
 

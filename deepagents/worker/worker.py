@@ -35,15 +35,15 @@ from deepagents.telemetry.modelcalls import ModelCallRecorder
 from deepagents.tools.bootstrap import tool_calls_scope
 from deepagents.transport.base import MessageBus, RawEntry, StreamRef
 from deepagents.transport.keys import ShardKeys
+from deepagents.worker.agent_calls import AgentRunner
 from deepagents.worker.asking import Asks, Escalate, wake_due
-from deepagents.worker.committer import Committer
 from deepagents.worker.delegation import Delegations, Parentage
 from deepagents.worker.delivery import DeliveryHandler
 from deepagents.worker.flight import InFlight
 from deepagents.worker.liveness import Liveness
 from deepagents.worker.pools import TierPool
-from deepagents.worker.runner import AgentRunner
 from deepagents.worker.stats import WorkerStats
+from deepagents.worker.stream_commits import Committer
 from deepagents.worker.versioning import VersionTally, stream_version
 
 log = logging.getLogger("deepagents.worker")
@@ -106,9 +106,9 @@ class Worker:
         shards = self.agent_settings.shards
         self.placement = placement or Placement.everything(config.tier_names, shards)
         check_placement(self.placement, config.tier_names, shards)
-        self.lane = stream_version(config, agent)
+        self.version = stream_version(config, agent)
         self.streams = [
-            StreamRef(self.keys.shard(self.name, shard, self.lane), tier)
+            StreamRef(self.keys.shard(self.name, shard, self.version), tier)
             for tier in self.placement.tiers
             for shard in self.placement.shards
         ]
@@ -509,7 +509,7 @@ class Worker:
             log.warning("recording health failed: %s", exc, extra={"action": "health_failed"})
 
     def _version_tally(self) -> VersionTally | None:
-        if not self.lane or self.services.rollouts is None:
+        if not self.version or self.services.rollouts is None:
             return None
         return VersionTally(self.agent, self.config, self.services.rollouts, self.telemetry.metrics)
 
@@ -524,7 +524,7 @@ class Worker:
         whoever reads p1 there takes them. A shard no worker reads is promoted by nobody:
         ``status`` and the exporter's readers gauge name it."""
         interval = min(0.2, self.agent_settings.retry.base_ms / 2000)
-        shards = [self.keys.shard(self.name, s, self.lane) for s in self.placement.shards]
+        shards = [self.keys.shard(self.name, s, self.version) for s in self.placement.shards]
         tiers = self.config.tier_names
         backoff = _Backoff()
         refused: dict[str, float] = {}  # delayed set -> when its refusal was last logged

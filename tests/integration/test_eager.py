@@ -1,4 +1,4 @@
-"""A batch's deliveries start one after the other in one task (``worker/run.py``,
+"""A batch's deliveries start one after the other in one task (``worker/execution.py``,
 ``_internal/eager.py``): one that waits must not hold up the rest of its batch, its
 deadline must cancel it alone, and each must see its own context variables."""
 

@@ -16,8 +16,8 @@ from deepagents.config.schema import AgentEntry, RetryPolicy
 from deepagents.contract import Result, Task
 from deepagents.errors import DeepAgentsError
 from deepagents.remote import RemoteAgent, remote_agent_class
+from deepagents.worker.agent_calls import AgentRunner
 from deepagents.worker.retry import decide
-from deepagents.worker.runner import AgentRunner
 from tests.remote.conftest import Service, StartNode
 
 

@@ -17,7 +17,7 @@ from deepagents.contract import Task
 from deepagents.contract.task import utcnow
 from deepagents.errors import DeepAgentsError
 from deepagents.remote.wire import STEPS, json_schema
-from deepagents.worker.runner import AgentRunner
+from deepagents.worker.agent_calls import AgentRunner
 from tests.remote.conftest import Service, StartNode
 from tests.remote.test_reference_agents import orders, remote
 

@@ -16,10 +16,10 @@ from deepagents.worker.flight import ALLOWED, FlightState, IllegalTransition, In
 S = FlightState
 # Every edge the delivery steps take, and no other.
 EDGES = {
-    (S.BEGUN, S.RUNNING),  # its batch's task reaches it (run.py)
+    (S.BEGUN, S.RUNNING),  # its batch's task reaches it (execution.py)
     (S.BEGUN, S.LOST),  # the heartbeat found another owner first, or shutdown
     (S.RUNNING, S.LOST),  # the heartbeat found another owner while it ran
-    (S.RUNNING, S.HANDED),  # a result, to the group commit (commit.py)
+    (S.RUNNING, S.HANDED),  # a result, to the group commit (outcomes.py)
     (S.RUNNING, S.RESOLVING),  # a retry or dead-letter script
     (S.RUNNING, S.SETTLED),  # crashed, or cancelled at shutdown
     (S.LOST, S.HANDED),  # the agent swallowed the cancellation: owner-checked anyway

@@ -61,7 +61,7 @@ ERROR_CODES = {
     "step_error",
     "state_too_large",
     "step_too_large",
-    "invalid_result",  # the agent broke its contract (issue 38)
+    "invalid_result",  # the agent broke its contract
     "tool_error",
     "tool_invalid_arguments",
     "tool_protocol_error",

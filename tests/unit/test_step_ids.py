@@ -1,4 +1,4 @@
-"""Step ids and phase labels: the same ids on every delivery whatever the lanes' timing, and
+"""Step ids and phase labels: the same ids on every delivery whatever the branches' timing, and
 phase labels that stay bounded whatever an agent names its phases."""
 
 from __future__ import annotations
@@ -7,14 +7,14 @@ import pytest
 
 from deepagents.errors import StepError
 from deepagents.telemetry.metrics import MAX_PHASES, Metrics
-from deepagents.worker.step_ids import Lane, check_name
+from deepagents.worker.step_ids import Branch, check_name
 
 
 def test_a_repeated_name_counts_per_lane_and_forks_are_numbered() -> None:
-    root = Lane()
+    root = Branch()
     assert [root.next_id("fetch") for _ in range(3)] == ["fetch", "fetch#2", "fetch#3"]
     first, second = root.fork(2)
-    # Each lane counts on its own: interleaving them changes no id.
+    # Each branch counts on its own: interleaving them changes no id.
     assert [second.next_id("s"), first.next_id("s"), second.next_id("s")] == [
         "g0.1#s",
         "g0.0#s",

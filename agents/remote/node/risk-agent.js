@@ -247,7 +247,7 @@ function fault(req, res) {
 }
 
 // payload.hostile (with the hooks on): this one task's execute answers a hostile value, so
-// one service serves hostile and good tasks side by side (issue 39's probes).
+// one service serves hostile and good tasks side by side, as the hardening probes need.
 const HOSTILE = {
   nan: () => [200, {}, '{"result":{"status":"success","output":{},"metrics":{"score":NaN}}}'],
   infinity: () => [200, {}, '{"result":{"status":"success","output":{},"metrics":{"score":-Infinity}}}'],

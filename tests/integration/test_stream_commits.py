@@ -11,7 +11,7 @@ from redis.asyncio import Redis
 from deepagents.transport.base import CommitItem, StreamRef
 from deepagents.transport.keys import Keys
 from deepagents.transport.redis_streams.bus import RedisStreamBus
-from deepagents.worker.committer import Committer
+from deepagents.worker.stream_commits import Committer
 
 
 async def test_backlog_bound_holds_a_tier_until_its_commits_land(

@@ -1,7 +1,7 @@
 """Run begun deliveries through the agent's contract, and stop the ones that must stop.
 
 A batch's deliveries start one after the other in one asyncio task, each in a context of
-its own (``_internal/eager.py``); each ends in one outcome of ``commit.py``."""
+its own (``_internal/eager.py``); each ends in one outcome of ``outcomes.py``."""
 
 from __future__ import annotations
 
@@ -20,14 +20,14 @@ from deepagents.contract.task import utcnow
 from deepagents.errors import InvalidResult
 from deepagents.modelcall.usage import current_usage, start_usage
 from deepagents.tools.ledger import current_tool_ledger, start_tool_ledger
+from deepagents.worker.agent_calls import AgentRunner
 from deepagents.worker.asking import Asking, Asks
-from deepagents.worker.commit import Outcomes
 from deepagents.worker.delegation import Delegating, Delegations
 from deepagents.worker.encode import Encoder
 from deepagents.worker.flight import BEGUN, HANDED, LOST, RUNNING, SETTLED, InFlight
+from deepagents.worker.outcomes import Outcomes
 from deepagents.worker.overdue import Overdue, Verdict
 from deepagents.worker.retry import ErrorRules, decide
-from deepagents.worker.runner import AgentRunner
 from deepagents.worker.settle import Settler
 from deepagents.worker.stats import WorkerStats
 from deepagents.worker.steps import DeliverySteps, StepBook

@@ -30,12 +30,12 @@ from deepagents.transport.base import (
     now_ms,
 )
 from deepagents.worker.asking import Asking
-from deepagents.worker.committer import Committer
 from deepagents.worker.delegation import Delegating, Parentage, notify_parent
 from deepagents.worker.encode import Encoder
 from deepagents.worker.flight import RESOLVING, InFlight
 from deepagents.worker.settle import Settler
 from deepagents.worker.stats import WorkerStats
+from deepagents.worker.stream_commits import Committer
 from deepagents.worker.versioning import VersionTally
 
 log = logging.getLogger("deepagents.worker")
