@@ -12,13 +12,12 @@ from deepagents.contract.codec import Envelope, decode_envelopes
 from deepagents.contract.result import ErrorCode
 from deepagents.contract.task import utcnow
 from deepagents.errors import TransportError
-from deepagents.transport.base import BeginItem, MessageBus, RawEntry, StreamRef, now_ms
-from deepagents.worker.encode import Encoder
+from deepagents.transport.base import BeginItem, RawEntry, StreamRef, now_ms
+from deepagents.worker.delivery_kit import DeliveryKit
 from deepagents.worker.execution import Run
 from deepagents.worker.flight import InFlight
 from deepagents.worker.outcomes import BODY_GONE, Outcomes
 from deepagents.worker.settle import Settler
-from deepagents.worker.stats import WorkerStats
 
 log = logging.getLogger("deepagents.worker")
 
@@ -26,26 +25,13 @@ _Good = tuple[RawEntry, Envelope]
 
 
 class Begin:
-    def __init__(
-        self,
-        *,
-        bus: MessageBus,
-        group: str,
-        consumer: str,
-        max_task_bytes: int,
-        run: Run,
-        outcomes: Outcomes,
-        encoder: Encoder,
-        settler: Settler,
-        stats: WorkerStats,
-        outbox: bool,
-    ) -> None:
-        self.bus, self.group, self.consumer = bus, group, consumer
+    def __init__(self, kit: DeliveryKit, *, run: Run, outcomes: Outcomes, settler: Settler) -> None:
+        self.bus, self.group, self.consumer = kit.bus, kit.group, kit.consumer
         # What a producer may enqueue (Orchestrator.submit) is what a worker parses: a task
         # written past it straight to the stream is dead-lettered unread.
-        self._max_task_bytes = max_task_bytes
-        self.run, self.outcomes, self.encoder = run, outcomes, encoder
-        self.settler, self.stats, self.outbox = settler, stats, outbox
+        self._max_task_bytes = kit.settings.max_payload_bytes
+        self.run, self.outcomes, self.encoder = run, outcomes, kit.encoder
+        self.settler, self.stats, self.events = settler, kit.stats, kit.events
 
     async def dispatch(
         self, ref: StreamRef, entries: list[RawEntry], *, fresh: bool = False
@@ -130,7 +116,7 @@ class Begin:
         # Every event of a delivery shares these fields: encoded once, for the started
         # event now and the terminal one at commit.
         encoder = self.encoder
-        contexts = [encoder.context(ref, env) if self.outbox else None for _, env in good]
+        contexts = [encoder.context(ref, env) if self.events.wanted else None for _, env in good]
         waits = [max(0, at - env.enqueued_ms) for _, env in good]
         items = [
             BeginItem(

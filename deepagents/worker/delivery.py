@@ -1,23 +1,21 @@
 """One delivery through the effectively-once protocol, step by step: ``begin.py`` (decode,
 suspects, the begin script), ``execution.py`` (the contract), ``outcomes.py`` (the one
 owner-checked script each delivery ends in) and ``settle.py`` (slots and the quarantine).
-This module wires them from the worker's parts; none of them sees the worker."""
+This module wires them from the worker's parts (what they all share: ``delivery_kit.py``);
+none of them sees the worker."""
 
 from __future__ import annotations
 
 import logging
 
-from deepagents.config.schema import AgentSettings, FileConfig
-from deepagents.contract.agent import AgentContract
 from deepagents.store.base import Answers
 from deepagents.store.claims import ClaimStore
-from deepagents.telemetry.metrics import Metrics
-from deepagents.transport.base import MessageBus, RawEntry, StreamRef
+from deepagents.transport.base import RawEntry, StreamRef
 from deepagents.worker.agent_calls import AgentRunner
 from deepagents.worker.asking import Asks
 from deepagents.worker.begin import Begin
 from deepagents.worker.delegation import Delegations
-from deepagents.worker.encode import Encoder
+from deepagents.worker.delivery_kit import DeliveryKit
 from deepagents.worker.execution import Run
 from deepagents.worker.flight import InFlight
 from deepagents.worker.outcomes import Outcomes
@@ -25,8 +23,8 @@ from deepagents.worker.overdue import Overdue
 from deepagents.worker.pools import TierPool
 from deepagents.worker.quarantine import Quarantine
 from deepagents.worker.settle import Settler
-from deepagents.worker.stats import WorkerStats
 from deepagents.worker.steps import StepBook
+from deepagents.worker.versioning import VersionTally
 
 log = logging.getLogger("deepagents.worker")
 
@@ -34,98 +32,42 @@ log = logging.getLogger("deepagents.worker")
 class DeliveryHandler:
     def __init__(
         self,
+        kit: DeliveryKit,
         *,
-        agent: AgentContract,
-        agent_settings: AgentSettings,
-        config: FileConfig,
-        consumer: str,
-        bus: MessageBus,
         pools: dict[str, TierPool],
         inflight: dict[tuple[str, str], InFlight],
-        stats: WorkerStats,
         runner: AgentRunner,
-        metrics: Metrics | None,
-        outbox: bool,
-        max_task_bytes: int,
+        asks: Asks,
+        delegations: Delegations,
         answers: Answers | None = None,
-        asks: Asks | None = None,
         claims: ClaimStore | None = None,
-        result_ttl_s: int = 86_400,
-        delegations: Delegations | None = None,
+        tally: VersionTally | None = None,
     ) -> None:
-        group = agent.name
         self.runner = runner
-        self.stats = stats
+        self.stats = kit.stats
         self.quarantine = Quarantine()
         self.settler = Settler(pools, inflight, self.quarantine)
-        encoder = Encoder(agent, consumer)
         self.outcomes = Outcomes(
-            bus=bus,
-            group=group,
-            consumer=consumer,
-            agent=agent,
-            agent_settings=agent_settings,
-            tier_names=config.tier_names,
-            capacities={name: pool.capacity for name, pool in pools.items()},
-            encoder=encoder,
+            kit,
             settler=self.settler,
-            stats=stats,
-            metrics=metrics,
-            outbox=outbox,
+            capacities={name: pool.capacity for name, pool in pools.items()},
+            tally=tally,
+            # a child's end goes to its parent after its commit
+            parentage=delegations.parentage,
         )
         self.committer = self.outcomes.committer
-        if delegations is not None:  # a child's end goes to its parent after its commit
-            self.outcomes.parentage = delegations.parentage
-        self.steps = StepBook(
-            bus=bus,
-            group=group,
-            consumer=consumer,
-            agent=agent,
-            agent_settings=agent_settings,
-            encoder=encoder,
-            executor=runner.executor,
-            claims=claims,
-            result_ttl_s=result_ttl_s,
-            stats=stats,
-            metrics=metrics.steps if metrics is not None else None,
-            outbox=outbox,
-            tracer=runner.tracer,
-        )
+        self.steps = StepBook(kit, executor=runner.executor, claims=claims, tracer=runner.tracer)
         self.run = Run(
+            kit,
             runner=runner,
-            agent_settings=agent_settings,
-            config=config,
             outcomes=self.outcomes,
-            encoder=encoder,
             settler=self.settler,
-            stats=stats,
-            outbox=outbox,
-            overdue=Overdue(
-                agent=agent,
-                agent_settings=agent_settings,
-                config=config,
-                outcomes=self.outcomes,
-                encoder=encoder,
-                metrics=metrics,
-                answers=answers,
-                outbox=outbox,
-            ),
+            overdue=Overdue(kit, outcomes=self.outcomes, answers=answers),
             asks=asks,
             steps=self.steps,
             delegations=delegations,
         )
-        self.begin = Begin(
-            bus=bus,
-            group=group,
-            consumer=consumer,
-            max_task_bytes=max_task_bytes,
-            run=self.run,
-            outcomes=self.outcomes,
-            encoder=encoder,
-            settler=self.settler,
-            stats=stats,
-            outbox=outbox,
-        )
+        self.begin = Begin(kit, run=self.run, outcomes=self.outcomes, settler=self.settler)
 
     async def dispatch(
         self, ref: StreamRef, entries: list[RawEntry], *, fresh: bool = False

@@ -12,7 +12,6 @@ import time
 from typing import Any
 
 from deepagents._internal.eager import Resume, first_step
-from deepagents.config.schema import AgentSettings, FileConfig
 from deepagents.contract.agent import current_attempt
 from deepagents.contract.context import active_context, bind_context
 from deepagents.contract.result import ErrorCode, Result, ResultStatus
@@ -23,13 +22,12 @@ from deepagents.tools.ledger import current_tool_ledger, start_tool_ledger
 from deepagents.worker.agent_calls import AgentRunner
 from deepagents.worker.asking import Asking, Asks
 from deepagents.worker.delegation import Delegating, Delegations
-from deepagents.worker.encode import Encoder
+from deepagents.worker.delivery_kit import DeliveryKit
 from deepagents.worker.flight import BEGUN, HANDED, LOST, RUNNING, SETTLED, InFlight
 from deepagents.worker.outcomes import Outcomes
 from deepagents.worker.overdue import Overdue, Verdict
 from deepagents.worker.retry import ErrorRules, decide
 from deepagents.worker.settle import Settler
-from deepagents.worker.stats import WorkerStats
 from deepagents.worker.steps import DeliverySteps, StepBook
 
 log = logging.getLogger("deepagents.worker")
@@ -40,26 +38,22 @@ _GROUP_COMMITTED = frozenset({HANDED, SETTLED})
 class Run:
     def __init__(
         self,
+        kit: DeliveryKit,
         *,
         runner: AgentRunner,
-        agent_settings: AgentSettings,
-        config: FileConfig,
         outcomes: Outcomes,
-        encoder: Encoder,
         settler: Settler,
-        stats: WorkerStats,
-        outbox: bool,
         overdue: Overdue,
-        asks: Asks | None = None,
-        steps: StepBook | None = None,
-        delegations: Delegations | None = None,
+        asks: Asks,
+        steps: StepBook,
+        delegations: Delegations,
     ) -> None:
-        self.asks = asks or Asks(outcomes.bus)
-        self.delegations = delegations or Delegations(outcomes.bus, None, 1, 30_000)
+        agent_settings, config = kit.agent_settings, kit.config
+        self.asks, self.delegations = asks, delegations
         self.runner, self.agent_settings, self.config = runner, agent_settings, config
         self.steps = steps
-        self.outcomes, self.encoder, self.settler = outcomes, encoder, settler
-        self.stats, self.outbox, self.overdue = stats, outbox, overdue
+        self.outcomes, self.encoder, self.settler = outcomes, kit.encoder, settler
+        self.stats, self.events, self.overdue = kit.stats, kit.events, overdue
         self._max_wait = {name: tier.max_wait_ms for name, tier in config.tiers.items()}
         self.error_rules = ErrorRules.for_agent(agent_settings, runner.agent)
 
@@ -225,17 +219,17 @@ class Run:
         that recorded no step) sent with its ``waiting`` event rather than dropped."""
         if asking.request is None:
             await self.outcomes.park_children(
-                flight, delegating, events if self.outbox else [], self.delegations.sweep_ms
+                flight, delegating, self.events.keep(events), self.delegations.sweep_ms
             )
             return
-        if self.outbox:
+        if self.events.wanted:
             asking.events[:0] = events
         await self.outcomes.park(flight, asking)
 
     def _unsent(self, flight: InFlight) -> list[dict[str, Any]]:
         """What ``_run_metered`` adds to a delivery's events when the run returns: here the
         run raised (it parked), so they are still in its usage ledger and step context."""
-        if not self.outbox:
+        if not self.events.wanted:
             return []
         usage, ctx = current_usage(), active_context()
         events = usage.audit_events(flight.envelope.task.task_id) if usage is not None else []
@@ -257,11 +251,10 @@ class Run:
         tools = start_tool_ledger()  # its tool calls' audit events, likewise
         current_attempt.set(flight.envelope.attempt)
         execute = "degraded_execute" if degraded else "execute"
-        ctx = self.steps.open(flight, self.lose) if self.steps is not None else None
-        if ctx is not None:  # the durable steps (worker/steps.py): restored state first
-            bind_context(ctx)
-            if ctx.restores:
-                await ctx.start()
+        ctx = self.steps.open(flight, self.lose)  # the durable steps (worker/steps.py)
+        bind_context(ctx)
+        if ctx.restores:  # restored state first
+            await ctx.start()
         if task.deadline is None:
             result = await self.runner.run(task, execute)
         else:
@@ -272,11 +265,11 @@ class Run:
             result = result.model_copy(update={"degraded": True})
         if usage.counted:
             result = usage.apply(result)
-            if self.outbox and usage.attempts:
+            if self.events.wanted and usage.attempts:
                 events += usage.audit_events(task.task_id)
-        if self.outbox and tools.calls:
+        if self.events.wanted and tools.calls:
             events += tools.audit_events(task.task_id)
-        if ctx is not None and self.outbox:
+        if self.events.wanted:
             events += ctx.leftover_events()
         return result
 

@@ -10,19 +10,16 @@ import time
 from collections.abc import Sequence
 from typing import Any
 
-from deepagents.config.schema import AgentSettings
-from deepagents.contract.agent import AgentContract
 from deepagents.contract.codec import encode_result, encode_task, salvage_ids
 from deepagents.contract.events import audit_event, encode_events
 from deepagents.contract.result import ErrorCode, ErrorInfo, Result, ResultStatus
 from deepagents.contract.task import utcnow
 from deepagents.errors import TransportError
-from deepagents.telemetry.metrics import Metrics, TierMetrics
+from deepagents.telemetry.metrics import TierMetrics
 from deepagents.transport.base import (
     ChildWait,
     CommitItem,
     DeadLetter,
-    MessageBus,
     Park,
     RawEntry,
     Reschedule,
@@ -31,10 +28,9 @@ from deepagents.transport.base import (
 )
 from deepagents.worker.asking import Asking
 from deepagents.worker.delegation import Delegating, Parentage, notify_parent
-from deepagents.worker.encode import Encoder
+from deepagents.worker.delivery_kit import DeliveryKit
 from deepagents.worker.flight import RESOLVING, InFlight
 from deepagents.worker.settle import Settler
-from deepagents.worker.stats import WorkerStats
 from deepagents.worker.stream_commits import Committer
 from deepagents.worker.versioning import VersionTally
 
@@ -47,23 +43,28 @@ BODY_GONE = "the entry's body was deleted before it was processed"
 class Outcomes:
     def __init__(
         self,
+        kit: DeliveryKit,
         *,
-        bus: MessageBus,
-        group: str,
-        consumer: str,
-        agent: AgentContract,
-        agent_settings: AgentSettings,
-        tier_names: Sequence[str],
-        capacities: dict[str, int],
-        encoder: Encoder,
         settler: Settler,
-        stats: WorkerStats,
-        metrics: Metrics | None,
-        outbox: bool,
+        capacities: dict[str, int],
+        tally: VersionTally | None = None,
+        parentage: Parentage | None = None,
     ) -> None:
+        """``tally``: under a rollout, landed outcomes counted for this worker's version
+        (``versioning.py``). ``parentage``: children's ends go to their parents after their
+        commits land (``delegation.py``)."""
+        bus, group, consumer = kit.bus, kit.group, kit.consumer
+        agent, agent_settings, metrics = kit.agent, kit.agent_settings, kit.metrics
+        tier_names = kit.config.tier_names
         self.bus, self.group, self.consumer = bus, group, consumer
         self.agent, self.agent_settings = agent, agent_settings
-        self.encoder, self.settler, self.stats, self.outbox = encoder, settler, stats, outbox
+        self.encoder, self.settler, self.stats, self.events = (
+            kit.encoder,
+            settler,
+            kit.stats,
+            kit.events,
+        )
+        self.tally, self.parentage = tally, parentage
         self.committer = Committer(
             bus,
             group,
@@ -82,10 +83,6 @@ class Outcomes:
         self._decode_errors = (
             metrics.decode_errors.labels(agent.name, "stream") if metrics is not None else None
         )
-        # Under a rollout: landed outcomes counted for this worker's version (worker.py).
-        self.tally: VersionTally | None = None
-        # Children's ends go to their parents after their commits land (delegation.py).
-        self.parentage: Parentage | None = None
         self._children: dict[tuple[str, str], bytes] = {}  # (stream, entry) -> result
         self._notifying: set[asyncio.Task[None]] = set()
 
@@ -106,7 +103,7 @@ class Outcomes:
         result_json = self.encoder.result_json(flight, result, started, queue_ms, now)
         events_json = (
             self.encoder.commit_events(flight, kind, result_json, events, now)
-            if self.outbox
+            if self.events.wanted
             else b""
         )
         env = flight.envelope
@@ -204,7 +201,7 @@ class Outcomes:
                 *(before or []),
                 self.encoder.event(kind, flight, reason=reason, delay_ms=delay_ms, to_tier=tier),
             ]
-            if self.outbox
+            if self.events.wanted
             else []
         )
         item = Reschedule(
@@ -229,7 +226,7 @@ class Outcomes:
         request, env = asking.request, flight.envelope
         assert request is not None
         events = []
-        if self.outbox:
+        if self.events.wanted:
             waiting = self.encoder.event(
                 "waiting",
                 flight,
@@ -269,7 +266,7 @@ class Outcomes:
         """The run delegated: the task waits for its children, holding no entry."""
         request, env = delegating.request, flight.envelope
         assert request is not None
-        if self.outbox:
+        if self.events.wanted:
             events = [
                 *events,
                 self.encoder.event(
@@ -305,7 +302,7 @@ class Outcomes:
         result_json = self.encoder.result_json(flight, failed, started, queue_ms, utcnow())
         events = (
             [self.encoder.event("dead_lettered", flight, reason=reason, error=error)]
-            if self.outbox
+            if self.events.wanted
             else []
         )
         item = DeadLetter(
@@ -364,9 +361,9 @@ class Outcomes:
             task_id=task_id,
             result_json=result_json,
             reply=reply,
-            events_json=encode_events(events) if self.outbox else b"",
+            events_json=self.events.encode(events),
             salvaged=task_id is not None,
-            unbound_events_json=encode_events(unbound) if self.outbox else b"",
+            unbound_events_json=self.events.encode(unbound),
         )
         status = await self.bus.dead_letter(ref, self.group, self.consumer, item)
         self._count(status, "dead_lettered")
@@ -403,7 +400,7 @@ class Outcomes:
                 entry_id,
                 ErrorCode.PAYLOAD_LOST,
                 BODY_GONE,
-                events_json=encode_events(events) if self.outbox else b"",
+                events_json=self.events.encode(events),
                 check_owner=False,
             )
             await self.bus.dead_letter(ref, self.group, self.consumer, item)

@@ -22,14 +22,13 @@ from typing import Any
 import orjson
 from pydantic_core import to_jsonable_python
 
-from deepagents.config.schema import AgentSettings, FileConfig, OverdueAction
-from deepagents.contract.agent import AgentContract, declares
+from deepagents.config.schema import OverdueAction
+from deepagents.contract.agent import declares
 from deepagents.contract.result import ErrorCode, Result
 from deepagents.contract.task import Task
 from deepagents.errors import TransportError
 from deepagents.store.base import Answers
-from deepagents.telemetry.metrics import Metrics
-from deepagents.worker.encode import Encoder
+from deepagents.worker.delivery_kit import DeliveryKit
 from deepagents.worker.flight import InFlight
 from deepagents.worker.outcomes import Outcomes
 
@@ -44,20 +43,15 @@ class Verdict(enum.Enum):
 
 
 class Overdue:
-    def __init__(
-        self,
-        *,
-        agent: AgentContract,
-        agent_settings: AgentSettings,
-        config: FileConfig,
-        outcomes: Outcomes,
-        encoder: Encoder,
-        metrics: Metrics | None,
-        answers: Answers | None,
-        outbox: bool,
-    ) -> None:
-        self.agent, self.config, self.outcomes, self.encoder = agent, config, outcomes, encoder
-        self.outbox = outbox
+    def __init__(self, kit: DeliveryKit, *, outcomes: Outcomes, answers: Answers | None) -> None:
+        agent, agent_settings, config, metrics = (
+            kit.agent,
+            kit.agent_settings,
+            kit.config,
+            kit.metrics,
+        )
+        self.agent, self.config, self.outcomes, self.encoder = agent, config, outcomes, kit.encoder
+        self.events = kit.events
         # One child per tier, made at start: its series exists (at 0) before the first
         # overdue task, so the series are fixed by the configuration and an alert's
         # increase() sees the first one too.
@@ -101,7 +95,7 @@ class Overdue:
             did,
             extra={"action": "overdue", "task_id": flight.envelope.task.task_id},
         )
-        if self.outbox:  # before the outcome's own event: the ledger reads overdue, then it
+        if self.events.wanted:  # before the outcome's own event: the ledger reads overdue, then it
             events.append(
                 self.encoder.event(
                     "overdue",

@@ -29,8 +29,6 @@ from pydantic import BaseModel
 
 from deepagents._internal.group_commit import GroupCommit
 from deepagents._internal.ids import uuid7_str
-from deepagents.config.schema import AgentSettings
-from deepagents.contract.agent import AgentContract
 from deepagents.contract.context import Delegation, M, OnTimeout, PhaseScope, TaskContext
 from deepagents.contract.events import encode_events
 from deepagents.contract.result import Result
@@ -41,9 +39,8 @@ from deepagents.telemetry.metrics import StepMetrics
 from deepagents.transport.base import MessageBus, StepRecord, StreamRef
 from deepagents.worker.asking import current_asking
 from deepagents.worker.delegation import current_delegating
-from deepagents.worker.encode import Encoder
+from deepagents.worker.delivery_kit import DeliveryKit
 from deepagents.worker.flight import InFlight
-from deepagents.worker.stats import WorkerStats
 from deepagents.worker.step_ids import Branch, check_name, current_branch
 from deepagents.worker.step_records import RecordCodec, encode_json
 from deepagents.worker.step_state import STATE, VERSION, encode_state, fresh_state, restore_state
@@ -66,28 +63,24 @@ class StepBook:
 
     def __init__(
         self,
+        kit: DeliveryKit,
         *,
-        bus: MessageBus,
-        group: str,
-        consumer: str,
-        agent: AgentContract,
-        agent_settings: AgentSettings,
-        encoder: Encoder,
         executor: Executor | None,
         claims: ClaimStore | None,
-        result_ttl_s: int,
-        stats: WorkerStats,
-        metrics: StepMetrics | None,
-        outbox: bool,
         tracer: Tracer | None = None,
     ) -> None:
         self.tracer = tracer  # a span per step when tracing records
+        bus, group, consumer, agent = kit.bus, kit.group, kit.consumer, kit.agent
+        agent_settings = kit.agent_settings
         self.bus, self.group, self.consumer, self.agent = bus, group, consumer, agent
-        self.encoder, self.executor, self.stats = encoder, executor, stats
-        self.metrics, self.outbox = metrics, outbox
+        self.encoder, self.executor, self.stats = kit.encoder, executor, kit.stats
+        self.metrics: StepMetrics | None = kit.metrics.steps if kit.metrics is not None else None
+        self.events = kit.events
         self.max_state_bytes = agent_settings.max_state_bytes
         self.codec = RecordCodec(
-            claims, agent_settings.step_inline_bytes, result_ttl_s + CLAIM_MARGIN_S
+            claims,
+            agent_settings.step_inline_bytes,
+            kit.settings.result_ttl_s + CLAIM_MARGIN_S,
         )
         self.refused = 0  # records refused because another consumer owned the entry
         # Its state is restored (and migrated) as each delivery starts: ``DeliverySteps.start``
@@ -262,7 +255,7 @@ class DeliverySteps(TaskContext):
         value = await book.codec.field_value(f"step {step_id!r}'s result", self.task_id, body)
         elapsed = time.monotonic() - started
         event = b""
-        if book.outbox:
+        if book.events.wanted:
             fields: dict[str, Any] = {
                 "step": step_id,
                 "phase": self.current_phase,
@@ -401,7 +394,7 @@ class DeliverySteps(TaskContext):
             self._resumed = True
             if book.metrics is not None:
                 book.metrics.resumes.labels(book.agent.name).inc()
-            if book.outbox:
+            if book.events.wanted:
                 self._pending.append(book.encoder.event("resumed", flight, steps=done))
         self._records = records
         return records

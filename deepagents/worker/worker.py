@@ -39,6 +39,8 @@ from deepagents.worker.agent_calls import AgentRunner
 from deepagents.worker.asking import Asks, Escalate, wake_due
 from deepagents.worker.delegation import Delegations, Parentage
 from deepagents.worker.delivery import DeliveryHandler
+from deepagents.worker.delivery_kit import DeliveryKit, event_sink
+from deepagents.worker.encode import Encoder
 from deepagents.worker.flight import InFlight
 from deepagents.worker.liveness import Liveness
 from deepagents.worker.pools import TierPool
@@ -190,20 +192,24 @@ class Worker:
         )
         registry = self.services.registry
         runner = AgentRunner(self.agent, self._executor, self.telemetry.tracing)
-        handler = self._handler = DeliveryHandler(
+        tally = self._tally = self._version_tally()
+        kit = DeliveryKit(
             agent=self.agent,
             agent_settings=self.agent_settings,
             config=self.config,
+            settings=self.settings,
             consumer=self.consumer,
             bus=self.bus,
+            stats=self.stats,
+            encoder=Encoder(self.agent, self.consumer),
+            metrics=self.telemetry.metrics,
+            events=event_sink(self.settings.outbox),
+        )
+        handler = self._handler = DeliveryHandler(
+            kit,
             pools=self.pools,
             inflight=self.inflight,
-            stats=self.stats,
             runner=runner,
-            metrics=self.telemetry.metrics,
-            outbox=self.settings.outbox,
-            max_task_bytes=self.settings.max_payload_bytes,
-            answers=self.services.answers,
             asks=Asks(
                 self.bus,
                 self.escalate,
@@ -211,13 +217,12 @@ class Worker:
                 # as long as the orchestrator keeps a task's location (its location_ttl_s)
                 records_ttl_s=self.settings.result_ttl_s + 7 * 86_400,
             ),
-            claims=self.services.claims,
-            result_ttl_s=self.settings.result_ttl_s,
             delegations=self.delegations,
+            answers=self.services.answers,
+            claims=self.services.claims,
+            tally=tally,
         )
         committer = handler.committer
-        tally = self._tally = self._version_tally()
-        handler.outcomes.tally = tally
         models = self.config.models
         if self.settings.sim_model_url:
             models = simulator_models(models, self.settings.sim_model_url)
