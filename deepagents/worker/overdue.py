@@ -44,12 +44,7 @@ class Verdict(enum.Enum):
 
 class Overdue:
     def __init__(self, kit: DeliveryKit, *, outcomes: Outcomes, answers: Answers | None) -> None:
-        agent, agent_settings, config, metrics = (
-            kit.agent,
-            kit.agent_settings,
-            kit.config,
-            kit.metrics,
-        )
+        agent, config, metrics = kit.agent, kit.config, kit.metrics
         self.agent, self.config, self.outcomes, self.encoder = agent, config, outcomes, kit.encoder
         self.events = kit.events
         # One child per tier, made at start: its series exists (at 0) before the first
@@ -63,7 +58,7 @@ class Overdue:
             if metrics is not None
             else None
         )
-        self.ttl_s = agent_settings.answer_cache_ttl_s
+        self.ttl_s = kit.agent_settings.answer_cache_ttl_s
         self.has_degraded_path = declares(agent, "degraded_execute")
         # Answers are kept only for an agent that degrade answers from them: one with a
         # cache_key and no degraded_execute (which comes first).
