@@ -23,7 +23,7 @@ from deepagents.worker.agent_calls import AgentRunner
 from deepagents.worker.asking import Asking, Asks
 from deepagents.worker.delegation import Delegating, Delegations
 from deepagents.worker.delivery_kit import DeliveryKit
-from deepagents.worker.flight import BEGUN, HANDED, LOST, RUNNING, SETTLED, InFlight
+from deepagents.worker.flight import FlightState, InFlight
 from deepagents.worker.outcomes import Outcomes
 from deepagents.worker.overdue import Overdue, Verdict
 from deepagents.worker.retry import ErrorRules, decide
@@ -32,7 +32,7 @@ from deepagents.worker.steps import DeliverySteps, StepBook
 
 log = logging.getLogger("deepagents.worker")
 # Settled by the group commit's callback, not by the delivery's own task.
-_GROUP_COMMITTED = frozenset({HANDED, SETTLED})
+_GROUP_COMMITTED = frozenset({FlightState.HANDED, FlightState.SETTLED})
 
 
 class Run:
@@ -71,10 +71,10 @@ class Run:
         step; the first that waits keeps this task to itself to its end, and the ones after
         it go on in a new task."""
         for at, flight in enumerate(flights):
-            if flight.state is LOST:  # lost before it started: skip it
+            if flight.state is FlightState.LOST:  # lost before it started: skip it
                 self.settler.settle(flight)
                 continue
-            flight.move(RUNNING)
+            flight.move(FlightState.RUNNING)
             coro, context = self.process(flight), contextvars.copy_context()
             try:
                 finished, yielded = first_step(coro, context)
@@ -88,7 +88,7 @@ class Run:
 
     async def here(self, flight: InFlight) -> None:
         """Run it in the caller's task (a suspect, in its reader)."""
-        flight.move(RUNNING)
+        flight.move(FlightState.RUNNING)
         await self.process(flight)
 
     # stopping -----------------------------------------------------------------------------
@@ -97,11 +97,11 @@ class Run:
         """Another consumer owns its entry now: stop working on it; its outcome stands. True
         when this is news. Once its outcome is in the air, that script's owner check
         changes nothing and counts the loss."""
-        if flight.state is BEGUN:
-            flight.move(LOST)  # its batch's task skips it (cancelling that
+        if flight.state is FlightState.BEGUN:
+            flight.move(FlightState.LOST)  # its batch's task skips it (cancelling that
             return True  # task would stop the deliveries before it too)
-        if flight.state is RUNNING:
-            flight.move(LOST)
+        if flight.state is FlightState.RUNNING:
+            flight.move(FlightState.LOST)
             if flight.task is not None:
                 flight.task.cancel()
             return True
@@ -109,9 +109,9 @@ class Run:
 
     def abandon(self, flight: InFlight) -> None:
         """Shutdown, after the grace period: cancel it, or make its batch's task skip it."""
-        if flight.state is BEGUN:
-            flight.move(LOST)
-        elif flight.task is not None and flight.state is not LOST:
+        if flight.state is FlightState.BEGUN:
+            flight.move(FlightState.LOST)
+        elif flight.task is not None and flight.state is not FlightState.LOST:
             flight.task.cancel()  # lost ones were cancelled then
 
     # the contract -------------------------------------------------------------------------

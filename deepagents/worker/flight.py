@@ -22,7 +22,7 @@ from deepagents.errors import DeepAgentsError
 from deepagents.transport.base import StreamRef
 
 
-class FlightState(enum.IntEnum):  # an int: hashed and indexed in C, three moves per task
+class FlightState(enum.Enum):
     BEGUN = 0  # the begin script marked it running; its batch's task has not reached it
     RUNNING = 1  # its contract runs
     LOST = 2  # the heartbeat found another owner: stop, the other's outcome stands
@@ -31,9 +31,6 @@ class FlightState(enum.IntEnum):  # an int: hashed and indexed in C, three moves
     SETTLED = 5  # over: out of the in-flight set, its slot free
 
 
-# The members as module names: per task, a global beats the enum class's attribute lookup
-# (0.03 against 0.2 µs on Python 3.11).
-BEGUN, RUNNING, LOST, RESOLVING, HANDED, SETTLED = FlightState
 _S = FlightState
 ALLOWED: dict[FlightState, frozenset[FlightState]] = {
     _S.BEGUN: frozenset({_S.RUNNING, _S.LOST}),
@@ -43,8 +40,6 @@ ALLOWED: dict[FlightState, frozenset[FlightState]] = {
     _S.HANDED: frozenset({_S.SETTLED}),
     _S.SETTLED: frozenset(),
 }
-# The same table as one bit mask per state, indexed by state: what ``move`` checks.
-_MASKS = tuple(sum(1 << to for to in ALLOWED[state]) for state in FlightState)
 
 
 class IllegalTransition(DeepAgentsError):
@@ -58,7 +53,7 @@ class InFlight:
     envelope: Envelope
     deliveries: int
     # The asyncio task that runs it, shared with the deliveries of its batch until it
-    # starts (``run.Run.in_turn``): cancel it only once RUNNING.
+    # starts (``execution.Run.in_turn``): cancel it only once RUNNING.
     task: asyncio.Task[None] | None = None
     state: FlightState = FlightState.BEGUN
     started_at: datetime = field(default_factory=utcnow)
@@ -74,7 +69,7 @@ class InFlight:
     stepped: bool = False
 
     def move(self, to: FlightState) -> None:
-        if not _MASKS[self.state] >> to & 1:
+        if to not in ALLOWED[self.state]:
             raise IllegalTransition(f"delivery {self.entry_id}: {self.state.name} -> {to.name}")
         self.state = to
 

@@ -29,14 +29,12 @@ from deepagents.transport.base import (
 from deepagents.worker.asking import Asking
 from deepagents.worker.delegation import Delegating, Parentage, notify_parent
 from deepagents.worker.delivery_kit import DeliveryKit
-from deepagents.worker.flight import RESOLVING, InFlight
+from deepagents.worker.flight import FlightState, InFlight
 from deepagents.worker.settle import Settler
 from deepagents.worker.stream_commits import Committer
 from deepagents.worker.versioning import VersionTally
 
 log = logging.getLogger("deepagents.worker")
-# A status's text without the enum's ``value`` descriptor, which is per task here.
-_STATUS_TEXT = {status: status.value for status in ResultStatus}
 BODY_GONE = "the entry's body was deleted before it was processed"
 
 
@@ -108,7 +106,7 @@ class Outcomes:
         )
         env = flight.envelope
         item = CommitItem(flight.entry_id, env.task.task_id, result_json, env.reply, events_json)
-        outcome = _STATUS_TEXT[result.status]
+        outcome = result.status.value
         if env.task.parent_id is not None and self.parentage is not None:
             self._children[(flight.stream.name, flight.entry_id)] = result_json
         self.committer.put(flight.stream, item, (flight, outcome, started, queue_ms))
@@ -215,7 +213,7 @@ class Outcomes:
             events_json=encode_events(events),
             counted=counted,
         )
-        flight.move(RESOLVING)
+        flight.move(FlightState.RESOLVING)
         status = await self.bus.reschedule(flight.stream, self.group, self.consumer, item)
         self._count(status, "retried")
         if status == "ok" and self._tm is not None:
@@ -250,7 +248,7 @@ class Outcomes:
             due_ms=request.due_ms,
             events_json=encode_events(events),
         )
-        flight.move(RESOLVING)
+        flight.move(FlightState.RESOLVING)
         status = await self.bus.park(flight.stream, self.group, self.consumer, item)
         self._count(status, "parked")
         if status == "ok" and self._tm is not None:
@@ -289,7 +287,7 @@ class Outcomes:
             deadline_ms=0 if deadline is None else int(deadline.timestamp() * 1000),
             events_json=encode_events(events),
         )
-        flight.move(RESOLVING)
+        flight.move(FlightState.RESOLVING)
         status = await self.bus.park_children(flight.stream, self.group, self.consumer, item)
         self._count("ok" if status in ("ok", "ready") else status, "parked")
         if status in ("ok", "ready") and self._tm is not None:
@@ -314,7 +312,7 @@ class Outcomes:
             reply=flight.envelope.reply,
             events_json=encode_events(events),
         )
-        flight.move(RESOLVING)
+        flight.move(FlightState.RESOLVING)
         status = await self.bus.dead_letter(flight.stream, self.group, self.consumer, item)
         self._count(status, "dead_lettered")
         if status == "ok" and flight.envelope.task.parent_id and self.parentage is not None:

@@ -10,7 +10,7 @@ from __future__ import annotations
 import contextlib
 from collections.abc import AsyncIterator
 
-from deepagents.worker.flight import HANDED, SETTLED, InFlight
+from deepagents.worker.flight import FlightState, InFlight
 from deepagents.worker.pools import TierPool
 from deepagents.worker.quarantine import Key, Quarantine
 
@@ -65,7 +65,7 @@ class Settler:
     def hand_over(self, flight: InFlight) -> None:
         """Its result goes to the group commit: the slot is free for the next task at once;
         the delivery stays active (lower tiers keep yielding to it) until the commit lands."""
-        flight.move(HANDED)
+        flight.move(FlightState.HANDED)
         self._pools[flight.stream.tier].release()
 
     def settle(self, flight: InFlight) -> None:
@@ -80,7 +80,7 @@ class Settler:
         when it was handed over (``hand_over``)."""
         inflight, ordinary = self.inflight, []
         for flight in flights:
-            flight.move(SETTLED)
+            flight.move(FlightState.SETTLED)
             key = (flight.stream.name, flight.entry_id)
             inflight.pop(key, None)
             if flight.settled is not None:

@@ -46,16 +46,11 @@ class Committer:
         self._on_committed = on_committed
         self._batch_size = batch_size
         self._queues: dict[StreamRef, _Batch] = defaultdict(list)
-        # The same lists by stream name, for ``put``: a StreamRef hashes in Python.
-        self._by_name: dict[str, _Batch] = {}
         self._wake = asyncio.Event()
         self._closed = False
 
     def put(self, stream: StreamRef, item: CommitItem, token: Any) -> None:
-        queue = self._by_name.get(stream.name)
-        if queue is None:
-            queue = self._by_name[stream.name] = self._queues[stream]
-        queue.append((item, token))
+        self._queues[stream].append((item, token))
         self._backlog[stream.tier] += 1
         self._wake.set()
 

@@ -387,9 +387,8 @@ class Worker:
                 await handler.dispatch(ref, entries, fresh=fresh)
                 if fresh and len(entries) < n:
                     # The stream is drained, so the next read would block: the deliveries
-                    # just begun start first, not after this reader has sent it. A lone
-                    # task's handler then starts about 40 µs sooner, of some 430 from
-                    # submit (docs/benchmarks.md, "Light-load latency").
+                    # just begun start first, not after this reader has sent it: a lone
+                    # task's latency from submit (docs/benchmarks.md, "Light-load latency").
                     await asyncio.sleep(0)
 
     def _reclaim_from(self, ref: StreamRef, next_reclaim: float, cursor: str) -> str | None:
