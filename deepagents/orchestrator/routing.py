@@ -98,9 +98,9 @@ class Router:
         self.specs = specs
         self.keys = keys
         self.versions = versions
-        # Routes built once per (agent, shard, version, tier), a few dozen in all: building
-        # a Route, its StreamRef and ShardKeys per task was most of routing's cost (181k ->
-        # 152k instructions per task of submit_many, callgrind; docs/benchmarks.md).
+        # Routes built once per (agent, shard, version, tier), a few dozen in all: built per
+        # task instead, they were most of a batch submit's routing cost (docs/benchmarks.md,
+        # "Plain code on the delivery path": kept, it pays on the submit benchmark).
         self._routes: dict[tuple[str, int, str, str], Route] = {}
         self.by_intent: dict[str, AgentSpec] = {}
         for spec in specs.values():
