@@ -1,10 +1,9 @@
 """Coarse time limits for many short awaits, checked by one task instead of a timer each.
 
 ``asyncio.timeout`` arms a timer per use: a ``Timeout``, a ``TimerHandle`` pushed on the
-loop's heap, its cancellation and the heap's clean-up. Around every Redis round trip of
-the bus's own connections that was 8% of a lone ``Orchestrator.submit``'s instructions
-(346k -> 319k per submit with this instead, 126k -> 99k per round trip; callgrind,
-``docs/benchmarks.md``). Those limits are safety nets against a server that
+loop's heap, its cancellation and the heap's clean-up: around every Redis round trip of
+the bus's own connections, a measurable share of a lone ``Orchestrator.submit``'s cost
+(``docs/benchmarks.md``). Those limits are safety nets against a server that
 stopped answering, seconds long and almost never reached, so a check a few times per limit
 is as good: an await times out between its limit and a tick (a quarter of the smallest
 limit, at most a second) after it.

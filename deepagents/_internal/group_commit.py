@@ -57,9 +57,9 @@ class GroupCommit(Generic[Item, Out]):
     async def _alone(self, item: Item) -> Out:
         """Nothing on the wire: the caller sends its item from its own task, with no
         future and no flusher task to wake (a lone caller is the common case at light
-        load): 11% fewer instructions per sequential ``Orchestrator.submit``, paired
-        under callgrind (``docs/benchmarks.md``). Whoever arrives meanwhile
-        queues, and a flusher takes them once this is back."""
+        load; what it saves a sequential ``Orchestrator.submit`` is in
+        ``docs/benchmarks.md``). Whoever arrives meanwhile queues, and a flusher takes
+        them once this is back."""
         self._leading = True
         try:
             (outcome,) = await self._send([item])

@@ -6,7 +6,7 @@ import gc
 
 # Allocations (net of frees) between young-generation passes; CPython's default is 700.
 # A worker's per-task objects are freed by reference counting, not by the collector, yet
-# every 700 of them triggered a pass: 2.5% of the worker's instructions per task
+# every 700 of them triggered a pass, a measurable share of the worker's cost per task
 # (``loadtests/bench_instructions.py``, docs/benchmarks.md). Cycles wait a little longer.
 YOUNG_THRESHOLD = 10_000
 

@@ -21,8 +21,7 @@ AGENT_NAME_RE = re.compile(r"^[a-z0-9][a-z0-9_-]{0,63}$")
 def new_task_id() -> str:
     """A UUIDv7 string: unique and ordered by creation time. The generator the audit
     event ids use (``_internal/ids.py``): uuid6's drew fresh random bits per id, most of
-    what validating a Task built without an id cost; 5% fewer instructions per
-    ``Orchestrator.submit``, paired under callgrind (``docs/benchmarks.md``)."""
+    what validating a Task built without an id cost (``docs/benchmarks.md``)."""
     return uuid7_str()
 
 

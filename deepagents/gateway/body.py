@@ -62,8 +62,8 @@ async def read_body(request: Request, limits: BodyLimits) -> bytes:
     chunks: list[bytes] = []
     try:
         if request.scope.get(BODY_RECEIVED_KEY):
-            # All of it has arrived (``http.py``): reading cannot wait, so no deadline (the
-            # timer cost 3 µs per request, ``docs/benchmarks.md``).
+            # All of it has arrived (``http.py``): reading cannot wait, so no deadline and
+            # no timer to arm per request.
             await _take(request, cap, chunks)
         else:
             # A client trickling its body would hold a connection and a task forever.

@@ -108,7 +108,7 @@ class SubmitFront:
 def _wait_in(query: bytes) -> float | None:
     """``wait`` from the raw query string, read as ``request.query_params`` would. Clients
     send the same few query strings: the last few are remembered (an invalid one raises,
-    and is not), 3 µs of parsing per request saved (``docs/benchmarks.md``)."""
+    and is not), so most requests skip the parsing (``docs/benchmarks.md``)."""
     return _wait(QueryParams(query).get("wait"))
 
 

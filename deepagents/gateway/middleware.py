@@ -38,8 +38,8 @@ class MetricsMiddleware:
             self._count(route, scope["method"], status).inc()
             self._latency(route).observe(time.perf_counter() - start)
 
-    # The labelled children, kept: ``labels()`` checks and joins its labels on every call,
-    # about 1.5 µs per request for the two (``docs/benchmarks.md``). The keys are the
+    # The labelled children, kept: ``labels()`` checks and joins its labels on every call
+    # (``docs/benchmarks.md``). The keys are the
     # metrics' own label sets, so this holds no more entries than they do.
     def _count(self, route: str, method: str, status: int) -> Any:
         key = (route, method, status)

@@ -1,7 +1,7 @@
 """A lock-free histogram for the per-task hot path.
 
-prometheus_client's Histogram takes a lock and walks every bucket on each observation
-(about 2 µs); the worker observes three per task on one event-loop thread. This one does a
+prometheus_client's Histogram takes a lock and walks every bucket on each observation;
+the worker observes three per task on one event-loop thread. This one does a
 bisect and two additions, and builds the cumulative buckets only when scraped. A scrape
 from the HTTP thread may see counts a few observations (one batch) ahead of the sum:
 harmless, and the ``+Inf`` bucket always equals ``_count`` because both come from the same
