@@ -190,6 +190,23 @@ class RemoteBreakerConfig(BreakerConfig):
     )
 
 
+class RemoteBatchConfig(_Strict):
+    """How a remote agent's tasks share requests when its service implements ``run_batch``
+    (docs/remote-agents.md): a batch leaves when it holds ``max_tasks`` or ``max_wait_ms``
+    after its first task, whichever comes first. Each task keeps its own delivery."""
+
+    max_tasks: int = Field(
+        default=32, ge=1, le=1000, description="tasks per request at most; 1: one call per task"
+    )
+    max_wait_ms: float = Field(
+        default=0.0,
+        ge=0,
+        le=1000,
+        description="the longest a task waits for others to share its request; 0: only "
+        "those ready at the same instant (the event loop's turn) share it",
+    )
+
+
 class RemoteConfig(_Strict):
     """An agent served over HTTP (docs/remote-agents.md). The URL comes only from here:
     nothing in a task can steer where the worker connects."""
@@ -213,6 +230,7 @@ class RemoteConfig(_Strict):
     )
     tls: RemoteTLS | None = None
     breaker: RemoteBreakerConfig = Field(default_factory=RemoteBreakerConfig)
+    batch: RemoteBatchConfig = Field(default_factory=RemoteBatchConfig)
 
 
 class McpToolPolicy(_Strict):
