@@ -193,7 +193,8 @@ class RemoteBreakerConfig(BreakerConfig):
 class RemoteBatchConfig(_Strict):
     """How a remote agent's tasks share requests when its service implements ``run_batch``
     (docs/remote-agents.md): a batch leaves when it holds ``max_tasks`` or ``max_wait_ms``
-    after its first task, whichever comes first. Each task keeps its own delivery."""
+    after its first task, whichever comes first, once fewer than ``max_requests`` batches
+    are in flight. Each task keeps its own delivery."""
 
     max_tasks: int = Field(
         default=32, ge=1, le=1000, description="tasks per request at most; 1: one call per task"
@@ -204,6 +205,13 @@ class RemoteBatchConfig(_Strict):
         le=1000,
         description="the longest a task waits for others to share its request; 0: only "
         "those ready at the same instant (the event loop's turn) share it",
+    )
+    max_requests: int = Field(
+        default=2,
+        ge=1,
+        le=1000,
+        description="batches in flight at once; while all are, the next one keeps gathering "
+        "tasks (up to max_tasks) and leaves when one returns",
     )
 
 

@@ -119,6 +119,7 @@ class RemoteAgent(AgentContract):
             max_tasks=batch.max_tasks,
             max_wait_s=batch.max_wait_ms / 1000,
             max_answer_bytes=config.max_response_bytes,
+            max_requests=batch.max_requests,
         )
 
     async def aclose(self) -> None:

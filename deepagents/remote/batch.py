@@ -3,7 +3,10 @@
 Each task still holds its own delivery (heartbeat, owner-checked commit, retry, dead
 letter) in the worker; here it only waits for its own answer. A batch leaves when it holds
 ``max_tasks`` tasks, or ``max_wait_s`` after its first task (0: at the event loop's next
-turn, so the tasks that became ready together share it and a lone task never waits).
+turn, so the tasks that became ready together share it and a lone task never waits); but
+while ``max_requests`` batches are in flight, the next keeps gathering tasks and leaves when
+one returns. So a busy worker sends few large batches (its round trips, not the tasks, cost
+it most: ``docs/benchmarks.md``), and an idle one sends each task at once.
 
 An answer is read per task: one missing, one answered twice (a service answering another
 task's id), one over the size limit or one that does not match the schema is a protocol
@@ -31,10 +34,17 @@ Send = Callable[[list[dict[str, Any]]], Awaitable[bytes]]
 
 class Batcher:
     def __init__(
-        self, send: Send, *, max_tasks: int, max_wait_s: float, max_answer_bytes: int
+        self,
+        send: Send,
+        *,
+        max_tasks: int,
+        max_wait_s: float,
+        max_answer_bytes: int,
+        max_requests: int,
     ) -> None:
         self._send = send
         self._max_tasks = max_tasks
+        self._max_requests = max_requests
         self._max_wait_s = max_wait_s
         self._max_answer_bytes = max_answer_bytes
         self._pending: list[tuple[dict[str, Any], asyncio.Future[dict[str, Any]]]] = []
@@ -48,7 +58,7 @@ class Batcher:
         self._pending.append((request, answer))
         if len(self._pending) >= self._max_tasks:
             self._flush()
-        elif self._timer is None:
+        elif self._timer is None and len(self._in_flight) < self._max_requests:
             if self._max_wait_s > 0:
                 self._timer = loop.call_later(self._max_wait_s, self._flush)
             else:
@@ -64,12 +74,18 @@ class Batcher:
         if self._timer is not None:
             self._timer.cancel()
             self._timer = None
-        batch, self._pending = self._pending, []
-        if not batch:
-            return
-        sending = asyncio.ensure_future(self._round_trip(batch))
-        self._in_flight.add(sending)
-        sending.add_done_callback(self._in_flight.discard)
+        # Every request in flight: the tasks keep gathering, and leave when one returns.
+        while self._pending and len(self._in_flight) < self._max_requests:
+            batch = self._pending[: self._max_tasks]
+            del self._pending[: self._max_tasks]
+            sending = asyncio.ensure_future(self._round_trip(batch))
+            self._in_flight.add(sending)
+            sending.add_done_callback(self._sent)
+
+    def _sent(self, sending: asyncio.Task[None]) -> None:
+        self._in_flight.discard(sending)
+        if self._pending and self._timer is None:
+            self._flush()
 
     async def _round_trip(
         self, batch: list[tuple[dict[str, Any], asyncio.Future[dict[str, Any]]]]
@@ -125,9 +141,8 @@ class Batcher:
         return list(seen.items())
 
     async def aclose(self) -> None:
-        if self._pending:
+        while self._pending or self._in_flight:
             self._flush()
-        if self._in_flight:
             await asyncio.gather(*self._in_flight, return_exceptions=True)
 
 
