@@ -232,8 +232,19 @@ def start_worker(url: str, prefix: str, config_path: str, agent: str) -> subproc
     )  # fmt: skip
 
 
-async def drain_once(url: str, config_path: str, agent: str, n: int, run: int) -> float:
-    """Tasks per second one worker process drains for ``agent`` (echo or noop)."""
+def cpu_s(pid: int) -> float:
+    """The CPU seconds (user and system) process ``pid`` has used so far."""
+    with open(f"/proc/{pid}/stat") as f:
+        fields = f.read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+async def drain_once(
+    url: str, config_path: str, agent: str, n: int, run: int, service_pid: int
+) -> tuple[float, float, float]:
+    """Tasks per second one worker process drains for ``agent`` (echo or noop), and the CPU
+    milliseconds per task the worker and the service used meanwhile: on a loaded machine
+    the rate depends on what the other processes take, the CPU per task much less."""
     prefix = f"benchremote{run}{agent}-{os.getpid()}"
     config = parse_config(CONFIG_TEXT[config_path])
     settings = Settings(prefix=prefix, outbox=True)
@@ -250,9 +261,12 @@ async def drain_once(url: str, config_path: str, agent: str, n: int, run: int) -
         while not await client.hlen(f"{prefix}:agent:{agent}:instances"):
             await asyncio.sleep(0.02)
         start = time.perf_counter()
+        worker_cpu, service_cpu = cpu_s(worker.pid), cpu_s(service_pid)
         while sum([await client.xlen(s) for s in streams]):
             await asyncio.sleep(0.01)
         elapsed = time.perf_counter() - start
+        worker_cpu = cpu_s(worker.pid) - worker_cpu
+        service_cpu = cpu_s(service_pid) - service_cpu
     finally:
         worker.terminate()
         worker.wait(30)
@@ -260,7 +274,7 @@ async def drain_once(url: str, config_path: str, agent: str, n: int, run: int) -
         for i in range(0, len(keys), 500):
             await client.delete(*keys[i : i + 500])
         await client.aclose()
-    return n / elapsed
+    return n / elapsed, worker_cpu * 1000 / n, service_cpu * 1000 / n
 
 
 def start_grpc_noop(methods: str) -> tuple[subprocess.Popen[bytes], str]:
@@ -295,12 +309,20 @@ async def drain(
     CONFIG_TEXT[f.name] = text
     echo: list[float] = []
     noop: list[float] = []
+    echo_cpu: list[float] = []
+    noop_cpu: list[float] = []
+    service_cpu: list[float] = []
     try:
         for run in range(runs):
             order = ("echo", "noop") if run % 2 == 0 else ("noop", "echo")
             for agent in order:
-                rate = await drain_once(url, f.name, agent, n, run)
+                rate, worker_ms, service_ms = await drain_once(url, f.name, agent, n, run, proc.pid)
                 (echo if agent == "echo" else noop).append(rate)
+                if agent == "echo":
+                    echo_cpu.append(worker_ms)
+                else:
+                    noop_cpu.append(worker_ms)
+                    service_cpu.append(service_ms)
             line = {"run": run, "echo_per_s": round(echo[-1]), "noop_remote_per_s": round(noop[-1])}
             print(orjson.dumps(line).decode(), flush=True)
     finally:
@@ -319,6 +341,9 @@ async def drain(
         "echo_median_per_s": round(statistics.median(echo)),
         "noop_remote_median_per_s": round(statistics.median(noop)),
         "noop_over_echo_median": round(statistics.median(ratios), 3),
+        "cpu_ms_per_task_echo_worker": round(statistics.median(echo_cpu), 3),
+        "cpu_ms_per_task_remote_worker": round(statistics.median(noop_cpu), 3),
+        "cpu_ms_per_task_service": round(statistics.median(service_cpu), 3),
     }
 
 

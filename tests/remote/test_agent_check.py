@@ -29,7 +29,6 @@ def agent_check(
     [
         (FOUR_CALLS, "neither run nor run_batch"),
         (f"{FOUR_CALLS},run,run_batch", "run and run_batch: one answer per task"),
-        ("run_batch", "run_batch: one answer per task"),
     ],
 )
 def test_the_node_agent_passes(node_agent: StartNode, methods: str, says: str) -> None:
