@@ -7,6 +7,7 @@ swept."""
 from __future__ import annotations
 
 import asyncio
+from typing import Any
 
 from redis.asyncio import Redis
 
@@ -82,12 +83,12 @@ async def test_calls_arriving_together_share_one_read_of_a_closed_state(
     reads = 0
     allow = b._allow
 
-    async def counted(*args: object, **kwargs: object) -> object:
+    async def counted(*args: Any, **kwargs: Any) -> Any:
         nonlocal reads
         reads += 1
         return await allow(*args, **kwargs)
 
-    b._allow = counted  # type: ignore[method-assign]
+    b._allow = counted  # type: ignore[assignment]
     permits = await asyncio.gather(*(b.allow(probe_ttl_s=5) for _ in range(50)))
     assert all(p.allowed and not p.probe for p in permits)
     assert reads == 1
