@@ -4,7 +4,9 @@ Starts an embedded Redis when no DEEPAGENTS_REDIS_URL is set, runs one worker pr
 example agent, submits a mixed workload (urgent trades, normal trades, risk checks,
 research) at a fixed offered rate, shows progress, and ends with a summary. Beside it run a
 few long-running research pipelines, each of which stops to ask for an approval; the demo's
-automatic approver answers them (``demo_pipeline.py``), so the demo runs unattended.
+automatic approver answers them (``demo_pipeline.py``), so the demo runs unattended; and,
+with the extra ``deepagents[langgraph]``, a few LangGraph research graphs whose approval
+(an ``interrupt()``) the same approver answers (``demo_graph.py``).
 """
 
 from __future__ import annotations
@@ -35,6 +37,7 @@ from rich.table import Table
 
 from deepagents._internal.extras import require_extra
 from deepagents._internal.redis_server import free_port
+from deepagents.cli import demo_graph
 from deepagents.cli.common import console as cli_console
 from deepagents.cli.common import embedded_redis_if_needed, redis_client, require_reachable, run
 from deepagents.cli.demo_pipeline import AGENT_CLASS as PIPELINE_CLASS
@@ -52,6 +55,8 @@ AGENT_CLASSES = {
     "research": "agents.research:ResearchAgent",
     "research_pipeline": PIPELINE_CLASS,
 }
+if demo_graph.available():  # the extra deepagents[langgraph]: the research graph too
+    AGENT_CLASSES[demo_graph.AGENT] = demo_graph.AGENT_CLASS
 UNKNOWN_SYMBOL = "ZZ"  # not in agents/data/futures.csv: the risk agent rejects it
 SYMBOLS = ("IF", "IC", "RB", "CU", "AU", "ES", "NQ", "CL", "GC")
 
@@ -68,6 +73,13 @@ def register(sub: Any) -> None:
         type=int,
         default=3,
         help="long-running research pipelines, approved automatically (default 3)",
+    )
+    p.add_argument(
+        "--graphs",
+        type=int,
+        default=2,
+        help="LangGraph research graphs, approved automatically (default 2; needs the "
+        "extra deepagents[langgraph])",
     )
     p.add_argument(
         "--no-audit",
@@ -327,6 +339,10 @@ def demo_settings_and_config(config_arg: str | None) -> tuple[Settings, FileConf
 def main(args: argparse.Namespace) -> int:
     if args.pipelines < 0:
         raise ConfigError(f"--pipelines must be 0 or more, not {args.pipelines}")
+    if args.graphs < 0:
+        raise ConfigError(f"--graphs must be 0 or more, not {args.graphs}")
+    if not demo_graph.available():
+        args.graphs = 0  # without the extra, the demo runs without its graphs
     base, config, config_path = demo_settings_and_config(args.config)
     if base.redis_url is not None:  # before PostgreSQL and the simulator are started
         require_reachable(base.redis_url.get_secret_value(), cluster=base.redis_cluster)
@@ -421,10 +437,12 @@ async def _demo(
                     "30% trades → p1, 30% risk checks and 30% research → p2)"
                 )
                 tally = Tally()
-                async with approving(orch) as approver:
+                replies = {demo_graph.AGENT: demo_graph.APPROVAL}
+                async with approving(orch, replies) as approver:
                     pipelines = asyncio.create_task(run_pipelines(orch, args.pipelines, args.seed))
+                    graphs = asyncio.create_task(demo_graph.run_graphs(orch, args.graphs))
                     elapsed = await drive(orch, args, tally, console)
-                    runs = await pipelines
+                    runs, graph_runs = await pipelines, await graphs
                 status = await Admin.from_client(client, config, settings).status()
                 dead = sum(
                     row["dead_letters"] for row in status if row["tier"] == config.tier_names[0]
@@ -435,6 +453,9 @@ async def _demo(
                     console.print("outcomes other than success:", *outcomes(tally.errors), sep="\n")
                 if args.pipelines:
                     console.print(pipeline_line(runs, len(approver.approved)))
+                if args.graphs:
+                    answered = approver.by_agent.get(demo_graph.AGENT, 0)
+                    console.print(demo_graph.graph_line(graph_runs, answered))
             if writer is not None and db_url is not None:
                 await show_trails(writer, db_url, settings, tally, runs, console)
         finally:
