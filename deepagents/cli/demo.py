@@ -25,7 +25,7 @@ import tempfile
 import time
 import uuid
 from collections import defaultdict
-from collections.abc import Iterator
+from collections.abc import Collection, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -57,6 +57,13 @@ AGENT_CLASSES = {
 }
 if demo_graph.available():  # the extra deepagents[langgraph]: the research graph too
     AGENT_CLASSES[demo_graph.AGENT] = demo_graph.AGENT_CLASS
+
+
+def running(graphs: int) -> dict[str, str]:
+    """The agents the demo starts a worker for: no graph worker when it runs no graph."""
+    return {n: p for n, p in AGENT_CLASSES.items() if graphs or n != demo_graph.AGENT}
+
+
 UNKNOWN_SYMBOL = "ZZ"  # not in agents/data/futures.csv: the risk agent rejects it
 SYMBOLS = ("IF", "IC", "RB", "CU", "AU", "ES", "NQ", "CL", "GC")
 
@@ -165,6 +172,7 @@ def start_workers(
     count: int,
     extra_env: dict[str, str],
     log_dir: Path,
+    classes: dict[str, str] = AGENT_CLASSES,
 ) -> list[subprocess.Popen[bytes]]:
     """Worker processes; each logs to its own file (a pipe nobody reads would fill and stall
     the worker)."""
@@ -176,7 +184,7 @@ def start_workers(
         "DEEPAGENTS_CONFIG": config_path,
     }
     procs = []
-    for name, path in AGENT_CLASSES.items():
+    for name, path in classes.items():
         for i in range(count):
             with (log_dir / f"worker-{name}-{i}.log").open("wb") as log:
                 procs.append(
@@ -207,7 +215,11 @@ def _tail_logs(log_dir: Path) -> str:
 
 
 async def wait_for_workers(
-    orch: Orchestrator, procs: list[subprocess.Popen[bytes]], log_dir: Path, timeout: float = 60
+    orch: Orchestrator,
+    procs: list[subprocess.Popen[bytes]],
+    log_dir: Path,
+    timeout: float = 60,
+    names: Collection[str] = AGENT_CLASSES,
 ) -> None:
     """Until every agent type has registered an instance (or a worker died)."""
 
@@ -219,7 +231,7 @@ async def wait_for_workers(
                 logs = _tail_logs(log_dir)
                 raise DeepAgentsError(f"a worker exited at start (code {proc.returncode}):\n{logs}")
         agents = await registry.agents()
-        if all(agents.get(name, {}).get("instances") for name in AGENT_CLASSES):
+        if all(agents.get(name, {}).get("instances") for name in names):
             return
         await asyncio.sleep(0.1)
     raise DeepAgentsError(f"workers did not register within {timeout} s")
@@ -369,7 +381,8 @@ def main(args: argparse.Namespace) -> int:
                 console.print("[dim]started an embedded PostgreSQL for the audit log[/dim]")
         log_dir = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="deepagents-demo-")))
         config_file = str(config_path or write_config(config, log_dir / "deepagents.yaml"))
-        procs = start_workers(url, prefix, config_file, args.workers, env, log_dir)
+        classes = running(args.graphs)
+        procs = start_workers(url, prefix, config_file, args.workers, env, log_dir, classes)
         try:
             return run(_demo(url, db_url, config, settings, procs, args, console, log_dir))
         finally:
@@ -431,7 +444,7 @@ async def _demo(
                 writer, draining = await start_audit_writer(client, db_url, config, settings)
             async with Orchestrator.from_client(client, config=config, settings=settings) as orch:
                 console.print(f"waiting for {len(procs)} worker process(es)…")
-                await wait_for_workers(orch, procs, log_dir)
+                await wait_for_workers(orch, procs, log_dir, names=running(args.graphs))
                 console.print(
                     f"submitting {args.tasks} tasks at {args.rate:.0f}/s (10% urgent trades → p0, "
                     "30% trades → p1, 30% risk checks and 30% research → p2)"

@@ -27,7 +27,7 @@ async def test_piped_demo_output_is_readable(
         DEEPAGENTS_AUDIT_SCHEMA=schema,
         PYTHONIOENCODING="utf-8",
     )
-    args = ("demo", "--tasks", "600", "--rate", "600")
+    args = ("demo", "--tasks", "600", "--rate", "600", "--graphs", "0")  # graphs: below
     done = await asyncio.to_thread(deepagents, *args, env=env, timeout=170)
     out = done.stdout
     assert done.returncode == 0, done.stderr[-3000:]
