@@ -34,7 +34,7 @@ from deepagents.errors import StepError
 from deepagents.langgraph.chat_model import DeepAgentsChat
 from deepagents.langgraph.scope import step_name
 from deepagents.langgraph.tools import STEP_TOOL, digest
-from deepagents.tools import Tool, ToolPolicy, wrap_tool_call
+from deepagents.tools import Tool, ToolFailed, ToolPolicy, wrap_tool_call
 
 ModelHandler = Callable[[ModelRequest], Awaitable[ModelResponse]]
 ToolHandler = Callable[[ToolCallRequest], Awaitable[ToolMessage | Command[Any]]]
@@ -80,17 +80,25 @@ class DeepAgentsMiddleware(AgentMiddleware):
         adapted = _HandlerTool(request, handler, self.policy)
         ctx = active_context()
         if ctx is None:
-            content = await self._call(adapted, arguments, step)
+            answer = await self._call(adapted, arguments, step)
         else:
-            content = await ctx.step(step, self._call, adapted, arguments, step)
-        return ToolMessage(content=content, tool_call_id=call.get("id") or "", name=name)
+            answer = await ctx.step(step, self._call, adapted, arguments, step)
+        return ToolMessage(
+            content=answer["content"],
+            tool_call_id=call.get("id") or "",
+            name=name,
+            status="error" if answer["error"] else "success",
+        )
 
-    async def _call(self, tool: _HandlerTool, arguments: dict[str, Any], step: str) -> Any:
+    async def _call(
+        self, tool: _HandlerTool, arguments: dict[str, Any], step: str
+    ) -> dict[str, Any]:
         result = await wrap_tool_call(
             tool, ToolCall(step, tool.name, arguments), task=self.task, agent=self.agent
         )
         # A failed call is the model's to read, as run_tools feeds it back.
-        return result.content if isinstance(result.content, str) else str(result.content)
+        content = result.content if isinstance(result.content, str) else str(result.content)
+        return {"content": content, "error": result.is_error}
 
 
 class _HandlerTool(Tool):
@@ -115,6 +123,8 @@ class _HandlerTool(Tool):
                 f"tool {self.name!r} answered with a {type(message).__name__}: under "
                 "DeepAgentsMiddleware a tool answers with a message (its content is replayed)"
             )
+        if message.status == "error":  # the ToolNode caught the tool's exception
+            raise ToolFailed(str(message.content)[:2000])
         return message.content
 
 
