@@ -6,7 +6,7 @@ two HTTP clients' POSTs per second.
     .venv/bin/python loadtests/bench_remote.py --clients --calls 3000 --runs 3
     .venv/bin/python loadtests/bench_remote.py --drain --tasks 2000 --runs 5 \
         --max-connections 8 [--transport grpc] [--methods execute|run|run_batch] \
-        [--batch 32 --batch-wait-ms 0 --concurrency 100] \
+        [--batch 32 --batch-wait-ms 0 --batch-requests 2 --concurrency 100] \
         --redis-url redis://127.0.0.1:6379/0
 
 Against the Node reference agent (``agents/remote/node/risk-agent.js``) on 127.0.0.1, one
@@ -200,7 +200,7 @@ defaults: {{shards: 2, max_backlog: 10000000, batch_size: 100}}
 agents:
   echo: {{class: "agents.echo:EchoAgent"}}
   noop: {{intents: [risk_check], remote: {{url: "{url}", max_connections: {pool},
-    batch: {{max_tasks: {batch}, max_wait_ms: {wait}}}}}}}
+    batch: {{max_tasks: {batch}, max_wait_ms: {wait}, max_requests: {requests}}}}}}}
 """
 
 
@@ -296,13 +296,14 @@ async def drain(
     batch: int,
     wait: float,
     concurrency: int,
+    requests: int,
 ) -> dict[str, Any]:
     if transport == "http":
         proc, service = start_node("noop", methods)
     else:
         proc, service = start_grpc_noop(methods)
     text = DRAIN_CONFIG.format(
-        url=service, pool=pool, batch=batch, wait=wait, concurrency=concurrency
+        url=service, pool=pool, batch=batch, wait=wait, concurrency=concurrency, requests=requests
     )
     with tempfile.NamedTemporaryFile("w", suffix=".yaml", delete=False) as f:
         f.write(text)
@@ -338,6 +339,7 @@ async def drain(
         "methods": methods or "all four",
         "batch": batch if "run_batch" in methods else None,
         "concurrency": concurrency,
+        "batch_requests": requests if "run_batch" in methods else None,
         "echo_median_per_s": round(statistics.median(echo)),
         "noop_remote_median_per_s": round(statistics.median(noop)),
         "noop_over_echo_median": round(statistics.median(ratios), 3),
@@ -360,6 +362,9 @@ def main() -> None:
     )
     parser.add_argument("--batch", type=int, default=32, help="run_batch: tasks per request")
     parser.add_argument("--batch-wait-ms", type=float, default=0.0, help="run_batch: max wait")
+    parser.add_argument(
+        "--batch-requests", type=int, default=2, help="run_batch: batches in flight at most"
+    )
     parser.add_argument(
         "--concurrency", type=int, default=100, help="--drain: the tier's, for both agents"
     )
@@ -393,6 +398,7 @@ def main() -> None:
                         args.batch,
                         args.batch_wait_ms,
                         args.concurrency,
+                        args.batch_requests,
                     )
                 )
             ).decode()
