@@ -42,6 +42,7 @@ from google.protobuf.message import Message
 from starlette.requests import Request
 from starlette.responses import Response, StreamingResponse
 
+from deepagents._internal.ids import uuid7_str
 from deepagents.errors import (
     AlreadyReplied,
     ConfigError,
@@ -54,6 +55,7 @@ from deepagents.errors import (
 )
 from deepagents.gateway.a2a_card import card_document
 from deepagents.gateway.a2a_tasks import (
+    INPUT_REQUIRED,
     SETTLED,
     TERMINAL,
     PartsError,
@@ -305,8 +307,11 @@ async def send_message(
 async def send_streaming_message(
     call: Call, request: a2a.SendMessageRequest, raw: dict[str, Any]
 ) -> Stream:
+    # Only what happens from now on: an answer's stream must not replay the question it
+    # answers (event ids are UUIDv7, ordered by time).
+    since = uuid7_str()
     document = await _deliver(call, request, raw)
-    return await _follow(call, document)
+    return await _follow(call, document, since=since, to_input=True)
 
 
 async def get_task(call: Call, request: a2a.GetTaskRequest, raw: dict[str, Any]) -> dict[str, Any]:
@@ -486,10 +491,14 @@ async def _settle(call: Call, task_id: str) -> dict[str, Any]:
 # following a task ------------------------------------------------------------------------------
 
 
-async def _follow(call: Call, first: dict[str, Any]) -> Stream:
+async def _follow(
+    call: Call, first: dict[str, Any], *, since: str | None = None, to_input: bool = False
+) -> Stream:
     """The task, then a status update per audit event of the task (the events of
-    ``GET /v1/tasks/{id}/events``, each in the update's metadata), until one that ends it:
-    its result as an artifact update, then the final status."""
+    ``GET /v1/tasks/{id}/events``, each in the update's metadata; those after ``since``),
+    until one that ends it: its result as an artifact update, then the final status.
+    ``to_input``: the stream of a message ends at a question too (A2A's interrupted state);
+    a subscriber follows the task on through its answer."""
     state, task_id = call.state, first["id"]
     log = events_log(state)
     if not log.recorded:
@@ -500,14 +509,16 @@ async def _follow(call: Call, first: dict[str, Any]) -> Stream:
     location = await state.tasks.location(task_id)
     if location is None:
         raise TaskNotFoundError(f"no task {task_id} for your tenant")
-    follower = TaskEventFollower(log, location, task_id)
-    return _updates(call, first, follower)
+    follower = TaskEventFollower(log, location, task_id, since)
+    return _updates(call, first, follower, SETTLED if to_input else TERMINAL)
 
 
-async def _updates(call: Call, first: dict[str, Any], follower: TaskEventFollower) -> Stream:
+async def _updates(
+    call: Call, first: dict[str, Any], follower: TaskEventFollower, ends: frozenset[str]
+) -> Stream:
     task_id = first["id"]
     yield {"task": first}
-    if state_of(first) in TERMINAL:
+    if state_of(first) in ends:
         return
     pause = _FOLLOW_POLL_S
     while True:
@@ -516,7 +527,7 @@ async def _updates(call: Call, first: dict[str, Any], follower: TaskEventFollowe
             update = await _update(call, task_id, event)
             for item in update:
                 yield item
-            if event.final:
+            if event.final or (event.type == "waiting" and INPUT_REQUIRED in ends):
                 return
         pause = _FOLLOW_POLL_S if fresh else min(pause * 2, _FOLLOW_IDLE_S)
         await asyncio.sleep(pause)

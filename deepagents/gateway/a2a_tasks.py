@@ -13,7 +13,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from deepagents.contract.codec import decode_result
-from deepagents.errors import ErrorCode
+from deepagents.errors import DeepAgentsError, ErrorCode
 from deepagents.orchestrator.replies import question_of
 
 SUBMITTED = "TASK_STATE_SUBMITTED"
@@ -36,9 +36,11 @@ _STATES = {
 }
 
 
-class PartsError(ValueError):
+class PartsError(DeepAgentsError):
     """A message's parts cannot be read as a payload or an answer; says which part.
     ``unsupported``: a kind of content that is not read at all (a file, a URL, bytes)."""
+
+    code = ErrorCode.VALIDATION_ERROR
 
     def __init__(self, message: str, *, unsupported: bool = False) -> None:
         super().__init__(message)

@@ -178,6 +178,36 @@ async def test_subscribe_streams_the_task_s_events_to_its_end(
     assert MessageToDict(artifacts[0].artifact_update.artifact.parts[0].data)["approved"] is True
 
 
+async def test_a_streamed_message_ends_at_the_question_and_its_answer_at_the_result(
+    gateway: Gateway,
+) -> None:
+    """SendStreamingMessage (what the SDK's client sends when the card says streaming):
+    the stream of the first message ends at input-required, the answer's at the end."""
+    async with connected(gateway, streaming=True) as client:
+        request = a2a.SendMessageRequest(message=_message({"item": "order 13"}))
+        asked = [e async for e in client.send_message(request)]
+        status = _last_status(asked)
+        task_id = asked[0].task.id
+        assert status.state == a2a.TASK_STATE_INPUT_REQUIRED, asked
+        assert status.message.parts[0].text == "approve order 13?"
+        answer = a2a.SendMessageRequest(message=_message({"approved": False}, task_id))
+        done = [e async for e in client.send_message(answer)]
+    kinds = [
+        MessageToDict(e.status_update.metadata)["event"]["type"]
+        for e in done
+        if e.HasField("status_update")
+    ]
+    assert "waiting" not in kinds, kinds  # nothing from before the answer
+    assert _last_status(done).state == a2a.TASK_STATE_COMPLETED, done
+
+
+def _last_status(events: list[a2a.StreamResponse]) -> a2a.TaskStatus:
+    """The status the stream ended with: its last status update, or the task itself when
+    the task had settled before the gateway first read it (a fast worker)."""
+    last = events[-1]
+    return last.status_update.status if last.HasField("status_update") else last.task.status
+
+
 async def test_another_tenant_s_task_is_not_found_and_no_key_is_refused(
     gateway: Gateway, alpha: Client
 ) -> None:
