@@ -98,7 +98,7 @@ async def test_a_worker_drives_an_agent_on_the_sdk_s_own_server(
             return info if info is not None and info.get("state") == "waiting" else None
 
         info = await eventually(waiting, timeout=60, what="the task waits for a reply")
-        assert info["question"] == "which currency?", info
+        assert info is not None and info["question"] == "which currency?", info
         await orch.reply(asking.task_id, "EUR")
         answered = await asking.result(timeout=60)
         assert answered.status is ResultStatus.SUCCESS, answered
