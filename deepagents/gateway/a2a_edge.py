@@ -108,7 +108,9 @@ class Call:
         return self.principal.tenant
 
 
-Stream = AsyncIterator[dict[str, Any]]
+# A stream's items; None: nothing happened for a while (a keep-alive comment goes out, so
+# that proxies keep an idle stream open).
+Stream = AsyncIterator[dict[str, Any] | None]
 Handler = Callable[[Call, Any, dict[str, Any]], Awaitable[dict[str, Any] | Stream]]
 
 
@@ -323,7 +325,7 @@ async def cancel_task(
 ) -> dict[str, Any]:
     state, task_id = call.state, _task_id(request.id)
     async with state.admission.admit(call.tenant, 1):
-        await _owned(state, task_id, call.tenant)
+        _check_agent(call, task_id, await _owned(state, task_id, call.tenant))
         outcome = await state.orchestrator.cancel(task_id)
     if outcome == "missing":
         raise TaskNotFoundError(f"no task {task_id} for your tenant")
@@ -521,6 +523,7 @@ async def _updates(
     if state_of(first) in ends:
         return
     pause = _FOLLOW_POLL_S
+    quiet_since = time.monotonic()
     while True:
         fresh = await follower.poll()
         for event in fresh:
@@ -529,7 +532,13 @@ async def _updates(
                 yield item
             if event.final or (event.type == "waiting" and INPUT_REQUIRED in ends):
                 return
-        pause = _FOLLOW_POLL_S if fresh else min(pause * 2, _FOLLOW_IDLE_S)
+        if fresh:
+            pause, quiet_since = _FOLLOW_POLL_S, time.monotonic()
+        else:
+            pause = min(pause * 2, _FOLLOW_IDLE_S)
+            if time.monotonic() - quiet_since >= KEEPALIVE_S:
+                yield None
+                quiet_since = time.monotonic()
         await asyncio.sleep(pause)
 
 
@@ -571,6 +580,9 @@ async def _sse(rpc_id: Any, stream: Stream) -> AsyncIterator[bytes]:
     as an ``error`` event."""
     try:
         async for item in stream:
+            if item is None:
+                yield b": keep-alive\n\n"
+                continue
             body = orjson.dumps({"jsonrpc": "2.0", "id": rpc_id, "result": item})
             yield b"data: " + body + b"\n\n"
     except A2AError as exc:
