@@ -220,7 +220,8 @@ def _error(rpc_id: Any, exc: A2AError) -> Response:
 
 def _error_document(rpc_id: Any, exc: A2AError) -> dict[str, Any]:
     code = JSON_RPC_ERROR_CODE_MAP.get(type(exc), JSON_RPC_ERROR_CODE_MAP[InternalError])
-    return {"jsonrpc": "2.0", "id": rpc_id, "error": {"code": code, "message": exc.message}}
+    message = " ".join(str(exc.message).split())  # one line, whatever a parser said
+    return {"jsonrpc": "2.0", "id": rpc_id, "error": {"code": code, "message": message}}
 
 
 def _problem_error(problem: Problem) -> A2AError:
@@ -267,9 +268,7 @@ def _check_version(request: Request) -> None:
         )
 
 
-def _params(params: dict[str, Any], model: type[Message] | None) -> Any:
-    if model is None:
-        return None
+def _params(params: dict[str, Any], model: type[Message]) -> Any:
     try:
         return ParseDict(params, model(), ignore_unknown_fields=True)
     except Exception as exc:  # ParseError, and TypeError/ValueError of odd shapes
@@ -284,12 +283,13 @@ def _check_tenant(parsed: Any, principal: Principal) -> None:
         )
 
 
-def _method(name: str) -> tuple[Handler, type[Message] | None]:
+def _method(name: str) -> tuple[Handler, type[Message]]:
     found = _METHODS.get(name)
     if found is not None:
         return found
     if name in _UNSUPPORTED:
-        raise _UNSUPPORTED[name]
+        kind, why = _UNSUPPORTED[name]
+        raise kind(why)
     served = ", ".join(_METHODS)
     raise MethodNotFoundError(f"no method {name[:60]!r}; this endpoint serves {served}")
 
@@ -348,21 +348,23 @@ async def subscribe_to_task(
     return await _follow(call, document)
 
 
-_METHODS: dict[str, tuple[Handler, type[Message] | None]] = {
+_METHODS: dict[str, tuple[Handler, type[Message]]] = {
     "SendMessage": (send_message, a2a.SendMessageRequest),
     "SendStreamingMessage": (send_streaming_message, a2a.SendMessageRequest),
     "GetTask": (get_task, a2a.GetTaskRequest),
     "CancelTask": (cancel_task, a2a.CancelTaskRequest),
     "SubscribeToTask": (subscribe_to_task, a2a.SubscribeToTaskRequest),
 }
-_PUSH = PushNotificationNotSupportedError(
-    "push notifications are not served: follow a task with SubscribeToTask"
+_PUSH = (
+    PushNotificationNotSupportedError,
+    "push notifications are not served: follow a task with SubscribeToTask",
 )
-_UNSUPPORTED: dict[str, A2AError] = {
-    "ListTasks": UnsupportedOperationError(
-        "ListTasks is not served: keep the ids SendMessage answered"
+_UNSUPPORTED: dict[str, tuple[type[A2AError], str]] = {
+    "ListTasks": (
+        UnsupportedOperationError,
+        "ListTasks is not served: keep the ids SendMessage answered",
     ),
-    "GetExtendedAgentCard": UnsupportedOperationError("there is no extended agent card"),
+    "GetExtendedAgentCard": (UnsupportedOperationError, "there is no extended agent card"),
     "CreateTaskPushNotificationConfig": _PUSH,
     "GetTaskPushNotificationConfig": _PUSH,
     "ListTaskPushNotificationConfigs": _PUSH,

@@ -257,6 +257,7 @@ _PART = {"messageId": "m1", "role": "ROLE_USER"}
             "serves approve",
         ),
         (_rpc("ListTasks", {}), -32004, "ListTasks"),
+        (_rpc("GetTaskPushNotificationConfig", {"taskId": "t"}), -32003, "SubscribeToTask"),
         (_rpc("SendMessage", {"tenant": "beta", "message": _PART}), -32602, "tenant"),
     ],
 )
@@ -273,3 +274,10 @@ async def test_bad_input_is_the_json_rpc_error_the_protocol_names(
     error = r.json()["error"]
     assert error["code"] == code and says in error["message"], error
     assert "\n" not in error["message"]
+
+
+async def test_another_major_version_of_a2a_is_refused(gateway: Gateway) -> None:
+    async with httpx.AsyncClient(headers={**auth(), "A2A-Version": "0.3"}) as http:
+        r = await http.post(f"{gateway.url}/a2a/{AGENT}", json=_rpc("GetTask", {"id": "x"}))
+    error = r.json()["error"]
+    assert error["code"] == -32009 and "1.0" in error["message"], error
