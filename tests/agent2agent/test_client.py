@@ -9,7 +9,7 @@ from __future__ import annotations
 import subprocess
 import sys
 from collections.abc import AsyncIterator, Iterator
-from contextlib import asynccontextmanager
+from contextlib import asynccontextmanager, contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -21,8 +21,9 @@ from deepagents._internal.redis_server import free_port
 from deepagents.config import Settings, load_config
 from deepagents.contract import ResultStatus, Task
 from deepagents.orchestrator import Orchestrator
+from deepagents.transport.keys import Keys
 from tests.agent2agent.sdk_agent import VERSION
-from tests.e2e.conftest import committed_events, registered, worker_procs
+from tests.e2e.conftest import assert_committed_once, committed_events, registered, worker_procs
 from tests.remote.conftest import remote_config
 from tests.support.procs import REPO
 from tests.support.wait import eventually, eventually_sync
@@ -30,10 +31,9 @@ from tests.support.wait import eventually, eventually_sync
 AGENT = "risk-a2a"
 
 
-@pytest.fixture(scope="module")
-def sdk_agent() -> Iterator[str]:
-    """The SDK's server on a free loopback port; its URL once its card answers."""
-    port = free_port()
+@contextmanager
+def serving(port: int) -> Iterator[str]:
+    """The SDK's server on ``port`` (loopback); its URL once its card answers."""
     proc = subprocess.Popen(
         [sys.executable, "-m", "tests.agent2agent.sdk_agent", str(port)], cwd=REPO
     )
@@ -54,12 +54,26 @@ def sdk_agent() -> Iterator[str]:
         proc.wait(10)
 
 
+@pytest.fixture(scope="module")
+def sdk_agent() -> Iterator[str]:
+    with serving(free_port()) as url:
+        yield url
+
+
 @asynccontextmanager
 async def fleet(
-    url: str, tmp_path: Path, redis_url: str, prefix: str, client: Redis, settings: Settings
+    url: str,
+    tmp_path: Path,
+    redis_url: str,
+    prefix: str,
+    client: Redis,
+    settings: Settings,
+    max_deliveries: int = 2,
+    **remote: object,
 ) -> AsyncIterator[Orchestrator]:
     path = tmp_path / "config.yaml"
-    path.write_text(remote_config(url, name=AGENT, max_deliveries=2, protocol="a2a", timeout_s=10))
+    options = {"protocol": "a2a", "timeout_s": 10, **remote}
+    path.write_text(remote_config(url, name=AGENT, max_deliveries=max_deliveries, **options))
     procs = worker_procs(redis_url, prefix, path)
     try:
         procs.cli("worker", "--remote", AGENT)
@@ -116,3 +130,40 @@ async def test_a_service_that_is_not_there_is_retried_then_dead_lettered(
     assert result.status is ResultStatus.FAILED and result.error is not None
     assert result.error.code == "dead_lettered", result
     assert "ConnectError" in result.error.message and "127.0.0.1" not in result.error.message
+
+
+async def test_a_service_down_opens_the_fleet_s_circuit_and_its_tasks_wait_for_it(
+    tmp_path: Path, redis_url: str, prefix: str, client: Redis, settings: Settings
+) -> None:
+    """The remote agents' own breaker: tasks sent while the A2A service is not there open
+    the circuit and wait, not dead-lettered whatever their deliveries; the service started
+    on its port, every task succeeds once."""
+    port = free_port()
+    breaker = Keys(prefix).remote_breaker(AGENT)
+    dlqs = [Keys(prefix).shard(AGENT, s).dlq for s in range(2)]
+    async with fleet(
+        f"http://127.0.0.1:{port}",
+        tmp_path,
+        redis_url,
+        prefix,
+        client,
+        settings,
+        max_deliveries=3,
+        breaker="{min_calls: 3, failure_rate: 0.5, window_s: 10, cooldown_s: 1}",
+    ) as orch:
+        handles = await orch.submit_many(
+            [Task(intent="risk_check", payload={"n": i}) for i in range(8)]
+        )
+
+        async def opened() -> bool:
+            return await client.hget(breaker, "state") in (b"open", b"half_open")
+
+        await eventually(opened, timeout=60, what="the circuit open")
+        with serving(port):
+            results = [await h.result(timeout=120) for h in handles]
+        assert [await client.xlen(q) for q in dlqs] == [0, 0]
+    assert [r.output for r in results] == [
+        {"echo": {"n": i}, "intent": "risk_check"} for i in range(8)
+    ], [r.error for r in results]
+    committed = await committed_events(client, prefix, AGENT, 2)
+    assert_committed_once(committed, [h.task_id for h in handles])
