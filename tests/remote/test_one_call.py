@@ -141,3 +141,18 @@ async def test_a_task_the_service_refuses_in_a_batch_fails_alone(node_agent: Sta
     assert outcomes[0].status is outcomes[2].status is ResultStatus.SUCCESS
     assert type(outcomes[1]).__name__ == "InvalidInput", outcomes[1]
     assert "run: HTTP 422: quantity" in str(outcomes[1])
+
+
+async def test_a_batch_leaves_when_full_or_after_its_wait(node_agent: StartNode) -> None:
+    """``max_tasks`` sends a batch at once; a task alone leaves after ``max_wait_ms``."""
+    service = node_agent(methods="run_batch")
+    agent = remote(service.url, batch={"max_tasks": 3, "max_wait_ms": 50, "max_requests": 3})
+    try:
+        outcomes = await run_together(agent, [ORDER] * 7)  # 3 + 3 at once, then 1 waits
+        assert all(isinstance(r, Result) and r.status is ResultStatus.SUCCESS for r in outcomes)
+        sizes: dict[object, int] = {}
+        for call in service.calls():
+            sizes[call["request"]] = sizes.get(call["request"], 0) + 1
+        assert sorted(sizes.values()) == [1, 3, 3]
+    finally:
+        await agent.aclose()
