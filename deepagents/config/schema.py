@@ -48,6 +48,11 @@ class TierConfig(_Strict):
     concurrency: int = Field(ge=1, le=10_000, description="tasks of this tier run at once")
     max_wait_ms: int = Field(default=60_000, ge=1, description="queue wait before on_overdue")
     on_overdue: OverdueAction = OverdueAction.ALERT
+    fair_share: bool = Field(
+        default=False,
+        description="serve fairness keys (default: the tenant) round-robin by weight "
+        "within the tier, instead of in submit order",
+    )
 
 
 def default_tiers() -> dict[str, TierConfig]:

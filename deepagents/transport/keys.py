@@ -40,6 +40,15 @@ class ShardKeys:
     def stream(self, tier: str) -> str:
         return f"{self.lane}:{tier}"
 
+    def fair(self, tier: str) -> str:
+        # A fair tier's queue ahead of its stream (score = virtual finish time): tasks wait
+        # here until a reader moves them in, key by key in weighted turn.
+        return f"{self.lane}:{tier}:fair"
+
+    def fair_clock(self, tier: str) -> str:
+        # The fair queue's virtual clock ('@') and each key's last finish time ('k:<key>').
+        return f"{self.lane}:{tier}:fairv"
+
     @property
     def delayed(self) -> str:
         # Per version: a retry goes back to the streams of the version that scheduled it.

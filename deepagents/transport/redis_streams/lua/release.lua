@@ -1,0 +1,26 @@
+-- A fair tier's read: move up to ARGV[4] tasks of the stream's fair queue into the stream,
+-- lowest virtual finish time first (weighted fair queueing over fairness keys), advance
+-- the queue's clock to the last one moved, then read new entries for the consumer (no
+-- block: the caller blocks on the stream itself when this finds nothing). One step on the
+-- shard's slot: a task is in the fair queue or in the stream, never both, never neither.
+-- A key whose last queued task leaves loses its finish time: coming back, it starts at
+-- the clock (no credit for time away).
+-- KEYS[1] tier stream, KEYS[2] fair queue, KEYS[3] fair clock
+-- ARGV[1] group, [2] consumer, [3] now ms, [4] count
+-- Returns XREADGROUP's reply (nil when nothing is new)
+local popped = redis.call('ZPOPMIN', KEYS[2], ARGV[4])
+if #popped > 0 then
+  local clock
+  for i = 1, #popped, 2 do
+    local m = cjson.decode(popped[i])  -- written by the enqueue script alone
+    redis.call('XADD', KEYS[1], '*', 'task', m.task, 'attempt', 1, 'enq', m.enq,
+               'reply', m.reply)
+    clock = popped[i + 1]
+    local field = 'k:' .. m.key
+    local last = redis.call('HGET', KEYS[3], field)
+    if last and tonumber(last) <= tonumber(clock) then redis.call('HDEL', KEYS[3], field) end
+  end
+  redis.call('HSET', KEYS[3], '@', clock)
+end
+return redis.call('XREADGROUP', 'GROUP', ARGV[1], ARGV[2], 'COUNT', ARGV[4],
+                  'STREAMS', KEYS[1], '>')
