@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 from datetime import UTC, datetime, timedelta
+from typing import Any
 
 import orjson
 import pytest
@@ -69,7 +70,8 @@ async def test_a_task_published_with_a_fairness_key_and_weight_carries_them(
     assert done.returncode == 0, done.stderr
     line = orjson.loads(done.stdout)
     stream = f"{prefix}:{{{line['agent']}:{line['shard']}}}:{line['tier']}"
-    ((_, fields),) = await client.xrange(stream)
+    entries: Any = await client.xrange(stream)
+    ((_, fields),) = entries
     task = orjson.loads(fields[b"task"])
     assert (task["fairness_key"], task["fairness_weight"]) == ("nightly", 3.0)
 

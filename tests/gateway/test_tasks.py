@@ -7,6 +7,7 @@ import time
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from datetime import UTC, datetime, timedelta
+from typing import Any
 
 import httpx
 import pytest
@@ -98,7 +99,8 @@ def test_a_fairness_key_is_scoped_by_tenant(http: httpx.Client, deployment: Depl
     accepted = submit(http, tenant="beta", fairness_key="batch", fairness_weight=2)
     found = []
     for key in deployment.redis.scan_iter(match=f"{deployment.prefix}:*:p2", _type="stream"):
-        for _, fields in deployment.redis.xrange(key):
+        entries: Any = deployment.redis.xrange(key)
+        for _, fields in entries:
             task = json.loads(fields[b"task"])
             if task["task_id"] == accepted["task_id"]:
                 found.append(task)
