@@ -106,8 +106,10 @@ for _, i in ipairs(accepted) do
     local tag = math.max(tonumber(at[1] or '0'), tonumber(at[2] or '0')) + 1 / tonumber(weight)
     tag = string.format('%.17g', tag)
     redis.call('HSET', fclock, 'k:' .. key, tag)
-    redis.call('ZADD', fset, tag, cjson.encode({task = ARGV[a], reply = reply, enq = now,
-                                               key = key}))
+    -- '<enq> <#reply> <#key> <reply><key><task>': cut by lengths, not parsed (a JSON
+    -- member cost the release a decode of the task per task).
+    redis.call('ZADD', fset, tag, now .. ' ' .. #reply .. ' ' .. #key .. ' ' .. reply .. key
+                                  .. ARGV[a])
     redis.call('HSET', hash, 'state', 'queued', 'entry', '', 'tier', ARGV[a + 3],
                'reply', reply, 'enq_ms', now, 'deliveries', 0)
   elseif due == '' then

@@ -5,20 +5,29 @@
 -- shard's slot: a task is in the fair queue or in the stream, never both, never neither.
 -- A key whose last queued task leaves loses its finish time: coming back, it starts at
 -- the clock (no credit for time away).
+-- A member is '<enq ms> <#reply> <#key> <reply><key><task json>' (the enqueue script's).
 -- KEYS[1] tier stream, KEYS[2] fair queue, KEYS[3] fair clock
 -- ARGV[1] group, [2] consumer, [3] now ms, [4] count
 -- Returns XREADGROUP's reply (nil when nothing is new)
 local popped = redis.call('ZPOPMIN', KEYS[2], ARGV[4])
 if #popped > 0 then
   local clock
+  local left = {}  -- key -> the last finish time moved of it
   for i = 1, #popped, 2 do
-    local m = cjson.decode(popped[i])  -- written by the enqueue script alone
-    redis.call('XADD', KEYS[1], '*', 'task', m.task, 'attempt', 1, 'enq', m.enq,
-               'reply', m.reply)
+    local member = popped[i]
+    local enq, rlen, klen, at = string.match(member, '^(%d+) (%d+) (%d+) ()')
+    local kat = at + rlen
+    local tat = kat + klen
+    redis.call('XADD', KEYS[1], '*', 'task', string.sub(member, tat), 'attempt', 1,
+               'enq', enq, 'reply', string.sub(member, at, kat - 1))
     clock = popped[i + 1]
-    local field = 'k:' .. m.key
+    left[string.sub(member, kat, tat - 1)] = clock
+  end
+  -- Once per key of the batch, not per task.
+  for key, tag in pairs(left) do
+    local field = 'k:' .. key
     local last = redis.call('HGET', KEYS[3], field)
-    if last and tonumber(last) <= tonumber(clock) then redis.call('HDEL', KEYS[3], field) end
+    if last and tonumber(last) <= tonumber(tag) then redis.call('HDEL', KEYS[3], field) end
   end
   redis.call('HSET', KEYS[3], '@', clock)
 end
