@@ -253,6 +253,8 @@ class StreamStats:
     lag: int | None = None
     dead_letters: int = 0
     delayed: int = 0
+    # A fair tier's tasks still in its fair queue (not in the stream's length yet).
+    fair: int = 0
 
 
 class ReplyListener(Protocol):

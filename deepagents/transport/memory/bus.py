@@ -661,6 +661,7 @@ class MemoryBus(MemoryWaiting, MemoryChildren):
 
     async def stream_stats(self, stream: StreamRef, group: str) -> StreamStats:
         stats = StreamStats(stream=stream.name)
+        stats.fair = len(self.state.fair.get(stream.keys.fair(stream.tier), ()))
         found = self.state.streams.get(stream.name)
         held = None if found is None else found.groups.get(group)
         if found is None:

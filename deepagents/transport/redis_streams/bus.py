@@ -722,6 +722,7 @@ class RedisStreamBus(RedisWaiting, RedisChildren):
             pipe.xpending(stream.name, group)
             pipe.xpending_range(stream.name, group, min="-", max="+", count=1)
             pipe.xinfo_groups(stream.name)
+            stats.fair = int(await self.client.zcard(stream.keys.fair(stream.tier)))
             try:
                 length, summary, oldest, groups = await pipe.execute()
             except rex.ResponseError:  # no stream or no group yet
