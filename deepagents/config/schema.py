@@ -368,6 +368,7 @@ class Overlap(StrEnum):
 
     ALLOW = "allow"  # fire anyway
     SKIP = "skip"  # not fired (counted as skipped)
+    BUFFER_ONE = "buffer_one"  # held, and fired once that task ends; a second one is skipped
 
 
 class ScheduleConfig(_Strict):
@@ -394,11 +395,20 @@ class ScheduleConfig(_Strict):
         default=3600, gt=0, le=7 * 86_400, description="catch_up all: how far back"
     )
     overlap: Overlap = Overlap.ALLOW
+    jitter_s: float = Field(
+        default=0,
+        ge=0,
+        le=3600,
+        description="each slot's task runs up to this much after the slot (the same delay "
+        "for a slot whichever scheduler fires it)",
+    )
 
     @model_validator(mode="after")
     def _one_rhythm(self) -> ScheduleConfig:
         if (self.every_s is None) == (self.cron is None):
             raise ValueError("give every_s or cron, one of them")
+        if self.every_s is not None and self.jitter_s >= self.every_s:
+            raise ValueError("jitter_s must be below every_s (a slot's task before the next)")
         if self.cron is not None:
             check_cron(self.cron, self.timezone)
         return self

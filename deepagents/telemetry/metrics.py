@@ -123,6 +123,7 @@ class Metrics:
         self.rollout = RolloutMetrics(r)
         self.rollout_rerouted = self.rollout.rerouted
         self.steps = StepMetrics(r)
+        self.schedule = ScheduleMetrics(r)
 
     def tier(self, agent: str, tier: str) -> TierMetrics:
         return TierMetrics(self, agent, tier)
@@ -242,6 +243,28 @@ class RolloutFleetMetrics:
         self.leader = Gauge(
             "deepagents_rollout_controller_leader", "1 while this controller holds the lease",
             registry=r,
+        )  # fmt: skip
+
+
+# A slot fires within a tick (0.2 s) when a leader is up; a catch-up, hours late.
+SCHEDULE_LATENESS_BUCKETS = (0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 15, 60, 300, 3600)
+
+
+class ScheduleMetrics:
+    """Set by the scheduler that leads (``deepagents scheduler --metrics-port``)."""
+
+    def __init__(self, registry: CollectorRegistry) -> None:
+        r = registry
+        self.firings = Counter(
+            "deepagents_schedule_firings",
+            "Slots of a recurring schedule by outcome: fired, duplicate (another leader "
+            "fired it), skipped (catch-up, overlap or paused), buffered (overlap buffer_one)",
+            ("schedule", "outcome"), registry=r,
+        )  # fmt: skip
+        self.lateness = FastHistogram(
+            "deepagents_schedule_lateness_seconds",
+            "How long after its slot a slot's task was submitted (before its jitter)",
+            ("schedule",), buckets=SCHEDULE_LATENESS_BUCKETS, registry=r,
         )  # fmt: skip
 
 
@@ -427,6 +450,7 @@ __all__ = [
     "ModelCallMetrics",
     "RolloutFleetMetrics",
     "RolloutMetrics",
+    "ScheduleMetrics",
     "StepMetrics",
     "TierMetrics",
 ]

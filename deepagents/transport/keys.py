@@ -184,6 +184,15 @@ class Keys:
         # The newest slot (ms) of a schedule that was fired or passed over.
         return f"{self.prefix}:schedule:{name}:slot"
 
+    def schedule_paused(self, name: str) -> str:
+        # Present while a schedule is paused (``deepagents schedules pause``): every leader
+        # reads it, so a pause outlives a change of leader.
+        return f"{self.prefix}:schedule:{name}:paused"
+
+    def schedule_buffered(self, name: str) -> str:
+        # overlap buffer_one: the one slot held until the task before it ends.
+        return f"{self.prefix}:schedule:{name}:buffered"
+
     @property
     def agents_index(self) -> str:
         return f"{self.prefix}:agents"
