@@ -74,12 +74,12 @@ def render(rows: list[dict[str, Any]], show_all: bool) -> Table:
     for col in (
         "stream",
         "length",
-        "fair queue",
         "pending",
         "consumers",
         "readers",
         "oldest pending",
         "lag",
+        "fair queue",
         "delayed (shard)",
         "dead letters (shard)",
     ):
@@ -94,12 +94,12 @@ def render(rows: list[dict[str, Any]], show_all: bool) -> Table:
         table.add_row(
             r["stream"],
             str(r["length"]),
-            str(r.get("fair", 0)),
             str(r["pending"]),
             str(r["consumers"]),
             "-" if r.get("readers") is None else str(r["readers"]),
             f"{r['oldest_pending_ms'] / 1000:.1f} s",
             "-" if r["lag"] is None else str(r["lag"]),
+            str(r.get("fair", 0)),
             str(r["delayed"]) if first else "",
             str(r["dead_letters"]) if first else "",
         )
