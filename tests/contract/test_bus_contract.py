@@ -8,7 +8,9 @@ import asyncio
 import dataclasses
 
 import orjson
+import pytest
 
+from deepagents.errors import GroupVanished
 from deepagents.orchestrator.replies import Replies
 from deepagents.store.tasks import Location
 from deepagents.transport.base import (
@@ -729,3 +731,22 @@ async def test_a_fair_read_blocks_until_a_task_comes(backend: Backend) -> None:
     await _fair(backend, [("t1", "a", 1.0)])
     (entry,) = await asyncio.wait_for(reading, timeout=30)
     assert orjson.loads((entry.fields or {})[b"task"])["task_id"] == "t1"
+
+
+async def test_a_fair_read_of_a_stream_without_its_group_says_so_and_loses_nothing(
+    backend: Backend,
+) -> None:
+    ref = backend.ref("p1")  # no group: as after Redis lost its data
+    await backend.bus.enqueue_many(
+        [(ref, t, _task(t), "", b"") for t in ("t1", "t2")],
+        max_backlog=100,
+        fair=[Fairness("a"), Fairness("a")],
+    )
+    with pytest.raises(GroupVanished):
+        await backend.bus.read_fair(ref, AGENT, "c1", 10, None)
+    await backend.bus.ensure_group(ref, AGENT)  # what the worker does then
+    entries = await backend.bus.read_fair(ref, AGENT, "c1", 10, None)
+    assert sorted(orjson.loads((e.fields or {})[b"task"])["task_id"] for e in entries) == [
+        "t1",
+        "t2",
+    ]

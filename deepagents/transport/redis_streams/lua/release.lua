@@ -31,5 +31,13 @@ if #popped > 0 then
   end
   redis.call('HSET', KEYS[3], '@', clock)
 end
-return redis.call('XREADGROUP', 'GROUP', ARGV[1], ARGV[2], 'COUNT', ARGV[4],
-                  'STREAMS', KEYS[1], '>')
+-- A missing group (Redis lost its data) answers NOGROUP as a plain XREADGROUP would, on
+-- 6.2 too (whose script errors say "Error running script" first): the worker re-creates
+-- the group from the stream's start, and reads what was moved in here.
+local read = redis.pcall('XREADGROUP', 'GROUP', ARGV[1], ARGV[2], 'COUNT', ARGV[4],
+                         'STREAMS', KEYS[1], '>')
+if type(read) == 'table' and read.err then
+  local at = string.find(read.err, 'NOGROUP', 1, true)
+  return redis.error_reply(at and string.sub(read.err, at) or read.err)
+end
+return read
