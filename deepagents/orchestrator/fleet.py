@@ -65,6 +65,7 @@ class FleetSampler:
         for r in rows:
             labels = (r["stream"], r["agent"], r["agent"], r["tier"], str(r["shard"]))
             m.length.labels(*labels).set(r["length"])
+            m.fair_queue.labels(*labels).set(r["fair"])
             m.pending.labels(*labels).set(r["pending"])
             m.oldest_pending.labels(*labels).set(r["oldest_pending_ms"] / 1000)
             # Redis < 7 has no lag in XINFO GROUPS: the unread length is the closest figure.

@@ -351,6 +351,11 @@ class FleetMetrics:
         self.registry = registry if registry is not None else CollectorRegistry()
         r, sl = self.registry, STREAM_LABELS
         self.length = Gauge("deepagents_stream_length", "Entries in the stream", sl, registry=r)
+        self.fair_queue = Gauge(
+            "deepagents_stream_fair_queue",
+            "A fair tier's tasks still waiting in its fair queue, ahead of the stream", sl,
+            registry=r,
+        )  # fmt: skip
         self.pending = Gauge(
             "deepagents_stream_pending_messages", "Delivered, not yet acknowledged", sl,
             registry=r,
