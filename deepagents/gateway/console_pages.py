@@ -12,6 +12,7 @@ import orjson
 from deepagents.gateway.console_forms import FormField, render_fields
 from deepagents.store.audit.task_events import TaskEvent
 from deepagents.store.rollout_state import RolloutState
+from deepagents.store.webhooks import EndpointStatus
 from deepagents.transport.base import Waiting, now_ms
 
 NAV = (("inbox", "/ui/inbox", "Inbox"), ("queues", "/ui/queues", "Queues"))
@@ -205,12 +206,38 @@ def _rollouts(rollouts: list[RolloutState]) -> str:
     )
 
 
+def _webhooks(statuses: list[EndpointStatus]) -> str:
+    """The endpoints told of this tenant's tasks: a dead one shows since when and why."""
+    if not statuses:
+        return "<h2>Webhooks</h2><p>No webhook is configured for your tasks.</p>"
+    rows = []
+    for s in statuses:
+        failing = s.failing_s()
+        if failing:
+            health = (
+                f'<td class="error">failing for {failing:.0f} s ({s.attempts} attempts)</td>'
+                f"<td>{e(s.error or '')}</td>"
+            )
+        else:
+            health = "<td>ok</td><td></td>"
+        last = _when(s.delivered_ms) if s.delivered_ms else "never"
+        rows.append(
+            f'<tr data-webhook="{e(s.endpoint)}"><td>{e(s.endpoint)}</td>{health}'
+            f"<td>{s.backlog}</td><td>{e(last)}</td></tr>"
+        )
+    return (
+        "<h2>Webhooks</h2><table><thead><tr><th>endpoint</th><th>state</th><th>last error</th>"
+        f"<th>backlog</th><th>last delivery</th></tr></thead><tbody>{''.join(rows)}</tbody></table>"
+    )
+
+
 def queues(
     tenant: str,
     csrf: str,
     rows: list[dict[str, Any]],
     workers: dict[str, int],
     rollouts: list[RolloutState],
+    webhooks: list[EndpointStatus],
 ) -> str:
     cols = (
         "agent", "version", "tier", "shard", "length", "pending", "lag",
@@ -224,7 +251,8 @@ def queues(
         for r in rows
     )
     table = f"<table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>"
-    return layout("Queues", table + _rollouts(rollouts), tenant=tenant, csrf=csrf, refresh_s=5)
+    body = table + _rollouts(rollouts) + _webhooks(webhooks)
+    return layout("Queues", body, tenant=tenant, csrf=csrf, refresh_s=5)
 
 
 def message(title: str, text: str, *, tenant: str | None, csrf: str = "") -> str:

@@ -7,6 +7,7 @@ the CSP header; no request leaves for another host. Screenshots go to docs/conso
 
 from __future__ import annotations
 
+import asyncio
 import threading
 from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -15,10 +16,15 @@ from typing import Any
 
 import httpx
 import pytest
+from redis.asyncio import Redis as AsyncRedis
 
 from deepagents._internal.redis_server import free_port
+from deepagents.config import load_config
 from deepagents.gateway.console_session import CSP
-from tests.console.conftest import SHOTS
+from deepagents.store.webhooks import Delivery, WebhookDispatcher, WebhookQueue
+from deepagents.transport.keys import Keys
+from tests.console.conftest import HOOK_SECRET_ENV, SHOTS
+from tests.gateway.conftest import Deployment
 from tests.gateway.procs import KEYS, Gateway, auth
 from tests.support.wait import eventually_sync
 
@@ -180,6 +186,52 @@ def test_another_tenant_s_task_is_not_listed_and_its_page_is_404(
     )
     assert refused.status in (403, 404)
     assert _state(api, theirs, "beta") == "waiting"
+
+
+def test_a_dead_webhook_endpoint_shows_on_the_queues_page(
+    context: Any, gateway: Gateway, deployment: Deployment, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The real dispatcher (in a thread of this process) fails to reach alpha's endpoint;
+    the Queues page shows it failing with its backlog, to alpha and not to beta."""
+    monkeypatch.setenv(HOOK_SECRET_ENV, "whsec-console-test")
+    config = load_config(deployment.config)
+    keys = Keys(deployment.prefix)
+    done = threading.Event()
+
+    async def deliver() -> None:
+        client = AsyncRedis.from_url(deployment.redis_url)
+        try:
+            await WebhookQueue(client, keys).enqueue([Delivery("alpha-hook", "evt-1", b"{}")])
+            dispatcher = WebhookDispatcher(client, keys, config.webhooks, "console-test")
+            running = asyncio.create_task(dispatcher.run())
+            await asyncio.to_thread(done.wait)
+            dispatcher.stop()
+            await running
+        finally:
+            await client.aclose()
+
+    thread = threading.Thread(target=asyncio.run, args=(deliver(),))
+    thread.start()
+    try:
+        page = _sign_in(context, gateway)
+        row = page.locator("tr[data-webhook='alpha-hook']")
+
+        def failing() -> bool:
+            page.goto(gateway.url + "/ui/queues")
+            return "failing for" in row.inner_text()
+
+        eventually_sync(failing, timeout=60, interval=0.5, what="the endpoint shows failing")
+        cells = [c.inner_text() for c in row.locator("td").all()]
+        assert cells[0] == "alpha-hook" and cells[3] == "1" and cells[4] == "never", cells
+        assert cells[2]  # why: the connection's error
+        page.screenshot(path=str(SHOTS / "queues-webhooks.png"), full_page=True)
+        theirs = _sign_in(context.browser.new_context(), gateway, "beta")
+        theirs.goto(gateway.url + "/ui/queues")
+        assert theirs.locator("tr[data-webhook]").count() == 0
+        theirs.context.close()
+    finally:
+        done.set()
+        thread.join()
 
 
 def test_no_page_or_api_works_without_a_key(browser: Any, gateway: Gateway) -> None:

@@ -30,11 +30,13 @@ PUBLIC_NAMES = {
     "Task",
     "TaskContext",
     "TaskHandle",
+    "WebhookSignatureError",
     "Worker",
     "__version__",
     "current_context",
     "load_config",
     "load_settings",
+    "verify_signature",
 }
 
 # The wire strings: clients branch on them, so none may be renamed or dropped.
