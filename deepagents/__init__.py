@@ -21,6 +21,8 @@ _EXPORTS: dict[str, str] = {
     "DeepAgentsError": "deepagents.errors",
     "Delegation": "deepagents.contract.context",
     "ErrorCode": "deepagents.contract",
+    "InboxAction": "deepagents.contract.inbox",
+    "InboxAnswer": "deepagents.contract.inbox",
     "InvalidInput": "deepagents.errors",
     "Orchestrator": "deepagents.orchestrator",
     "Result": "deepagents.contract",
@@ -44,6 +46,7 @@ if TYPE_CHECKING or sys.version_info >= (3, 15):
     from deepagents.config import Settings, load_config, load_settings
     from deepagents.contract import AgentContract, ErrorCode, Result, ResultStatus, Task
     from deepagents.contract.context import Delegation, TaskContext, current_context
+    from deepagents.contract.inbox import InboxAction, InboxAnswer
     from deepagents.contract.webhooks import WebhookSignatureError, verify_signature
     from deepagents.errors import DeepAgentsError, InvalidInput, RetryableError
     from deepagents.orchestrator import Orchestrator, TaskHandle
@@ -54,6 +57,8 @@ __all__ = [
     "DeepAgentsError",
     "Delegation",
     "ErrorCode",
+    "InboxAction",
+    "InboxAnswer",
     "InvalidInput",
     "Orchestrator",
     "Result",

@@ -9,6 +9,7 @@ from typing import Any
 
 import orjson
 
+from deepagents.contract.inbox import Inbox, InboxAction
 from deepagents.gateway.console_forms import FormField, render_fields
 from deepagents.store.audit.task_events import TaskEvent
 from deepagents.store.rollout_state import RolloutState
@@ -130,6 +131,7 @@ def task_page(
     result: dict[str, Any] | None,
     events_recorded: bool,
     dead_letter: str | None = None,
+    inbox: Inbox | None = None,
 ) -> str:
     state = str(info.get("state") or "unknown")
     facts = [
@@ -147,7 +149,9 @@ def task_page(
     )
     parts = [f'<p class="notice" role="status">{e(notice)}</p>' if notice else ""]
     parts.append(f'<dl class="card">{dl}</dl>')
-    if question is not None:
+    if question is not None and inbox is not None:
+        parts.append(_inbox_question(task_id, csrf, question, inbox, fields, values, errors))
+    elif question is not None:
         parts.append(
             f'<section class="card question"><h2>Question</h2><p>{e(question["question"])}</p>'
             f'<form method="post" action="/ui/tasks/{e(task_id)}/reply">'
@@ -188,6 +192,62 @@ def task_page(
         )
     refresh = 2 if state in ("queued", "running", "retrying") else 0
     return layout(f"Task {task_id}", "".join(parts), tenant=tenant, csrf=csrf, refresh_s=refresh)
+
+
+RESPONSE = ":response"  # the respond form's text: no schema field can be named so
+_LABELS = {
+    InboxAction.ACCEPT: "Accept",
+    InboxAction.EDIT: "Save the edit",
+    InboxAction.RESPOND: "Send the response",
+    InboxAction.IGNORE: "Ignore",
+}
+
+
+def _inbox_question(
+    task_id: str,
+    csrf: str,
+    question: dict[str, Any],
+    inbox: Inbox,
+    fields: list[FormField],
+    values: dict[str, str],
+    errors: dict[str, str],
+) -> str:
+    """A question with actions: the proposal, then one form per action it allows."""
+
+    def form(action: InboxAction, inner: str = "") -> str:
+        css = ' class="danger"' if action is InboxAction.IGNORE else ""
+        return (
+            f'<form method="post" action="/ui/tasks/{e(task_id)}/reply" '
+            f'data-action="{action.value}"><input type="hidden" name="csrf" value="{e(csrf)}">'
+            f'<input type="hidden" name="ask" value="{e(question["ask"])}">'
+            f'<input type="hidden" name="action" value="{action.value}">{inner}'
+            f'<button type="submit"{css}>{_LABELS[action]}</button></form>'
+        )
+
+    asked = e(question["question"])
+    parts = [f'<section class="card question" data-inbox><h2>Question</h2><p>{asked}</p>']
+    if inbox.proposal is not None:
+        shown = orjson.dumps(inbox.proposal, option=orjson.OPT_INDENT_2).decode()
+        parts.append(f"<h3>Proposed</h3><pre data-proposal>{e(shown)}</pre>")
+    if InboxAction.ACCEPT in inbox.actions:
+        parts.append(form(InboxAction.ACCEPT))
+    if InboxAction.EDIT in inbox.actions:
+        parts.append(
+            "<h3>Edit</h3>" + form(InboxAction.EDIT, render_fields(fields, values, errors))
+        )
+    if InboxAction.RESPOND in inbox.actions:
+        error = errors.get(RESPONSE)
+        shown_error = f'<p class="error" data-error="response">{e(error)}</p>' if error else ""
+        text = (
+            f'<div class="field{" invalid" if error else ""}"><label for="response">'
+            "Respond in words instead</label>"
+            f'<textarea id="response" name="response" rows="3">{e(values.get(RESPONSE, ""))}'
+            f"</textarea>{shown_error}</div>"
+        )
+        parts.append("<h3>Respond</h3>" + form(InboxAction.RESPOND, text))
+    if InboxAction.IGNORE in inbox.actions:
+        parts.append(form(InboxAction.IGNORE))
+    return "".join(parts) + "</section>"
 
 
 def _rollouts(rollouts: list[RolloutState]) -> str:

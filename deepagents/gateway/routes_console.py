@@ -17,6 +17,7 @@ from starlette.requests import Request
 from starlette.responses import FileResponse, HTMLResponse, RedirectResponse, Response
 
 from deepagents.contract.codec import decode_result
+from deepagents.contract.inbox import Inbox, InboxAction, inbox_of
 from deepagents.errors import (
     AlreadyReplied,
     ErrorCode,
@@ -27,7 +28,13 @@ from deepagents.errors import (
 )
 from deepagents.gateway import console_pages as pages
 from deepagents.gateway.auth import Principal
-from deepagents.gateway.console_forms import answer_from, fields_of, posted_values
+from deepagents.gateway.console_forms import (
+    FormField,
+    answer_from,
+    fields_of,
+    posted_values,
+    shown_values,
+)
 from deepagents.gateway.console_session import (
     SECURITY_HEADERS,
     SignedOut,
@@ -185,16 +192,20 @@ async def _task_page(
     info = await state.orchestrator.lookup(task_id) or info
     question = question_of(info)
     raw = info.get("result")
-    shown = None
+    shown, inbox, fields = None, None, []
     if question is not None:
         shown = {"ask": question.ask, "question": question.question}
+        inbox = inbox_of(question.schema)
+        fields = fields_of(inbox.schema if inbox is not None else question.schema)
+        if inbox is not None and values is None:
+            values = shown_values(fields, inbox.proposal)  # an edit starts from the proposal
     text = pages.task_page(
         tenant=session.tenant,
         csrf=session.csrf,
         task_id=task_id,
         info=info,
         question=shown,
-        fields=fields_of(question.schema) if question is not None else [],
+        fields=fields,
         values=values or {},
         errors=errors or {},
         notice=notice,
@@ -202,6 +213,7 @@ async def _task_page(
         result=decode_result(raw).model_dump(mode="json") if raw else None,
         events_recorded=log.recorded,
         dead_letter=await _dead_letter(state, task_id, info),
+        inbox=inbox,
     )
     return page(text, status)
 
@@ -283,8 +295,15 @@ async def reply(request: Request, state: StateDep, task_id: str) -> Response:
         values = posted_values(act.form)
         if question is None or question.ask != act.form.get("ask"):
             return await _answered_elsewhere(state, session, task_id, info)
-        fields = fields_of(question.schema)
-        answer, errors = answer_from(fields, values)
+        inbox = inbox_of(question.schema)
+        fields = fields_of(question.schema if inbox is None else inbox.schema)
+        if inbox is None:
+            answer, errors = answer_from(fields, values)
+        else:
+            answer, errors = _inbox_answer(inbox, fields, act.form, values)
+            if act.form.get("action") != InboxAction.EDIT:  # the edit form shows the proposal
+                values = shown_values(fields, inbox.proposal)
+            values[pages.RESPONSE] = act.form.get("response", "")
         if errors:
             return await _task_page(
                 state, session, task_id, info, values=values, errors=errors, status=422
@@ -292,14 +311,47 @@ async def reply(request: Request, state: StateDep, task_id: str) -> Response:
         try:
             await state.orchestrator.reply(task_id, answer)
         except InvalidReply as exc:
-            field = exc.field if exc.field in {f.name for f in fields} else fields[0].name
-            errors = {field: exc.reason}
+            errors = {_field_of(exc.field, fields, inbox is not None): exc.reason}
             return await _task_page(
                 state, session, task_id, info, values=values, errors=errors, status=422
             )
         except (AlreadyReplied, NotWaiting, ReplyTaskNotFound):
             return await _answered_elsewhere(state, session, task_id, info)
     return _done(task_id, "replied")
+
+
+def _inbox_answer(
+    inbox: Inbox, fields: list[FormField], form: dict[str, str], values: dict[str, str]
+) -> tuple[dict[str, Any], dict[str, str]]:
+    """The envelope a question with actions takes (contract/inbox.py), from the form of the
+    action the person chose; errors by field as ``answer_from`` gives them."""
+    try:
+        action = InboxAction(form.get("action", ""))
+    except ValueError:
+        action = None
+    if action is None or action not in inbox.actions:
+        offered = ", ".join(a.value for a in inbox.actions)
+        return {}, {pages.RESPONSE: f"choose one of the actions offered: {offered}"}
+    if action is InboxAction.EDIT:
+        value, errors = answer_from(fields, values)
+        return {"action": action.value, "value": value}, errors
+    if action is InboxAction.RESPOND:
+        text = form.get("response", "").strip()
+        if not text:
+            return {}, {pages.RESPONSE: "write a response"}
+        return {"action": action.value, "value": text}, {}
+    return {"action": action.value}, {}
+
+
+def _field_of(path: str, fields: list[FormField], inbox: bool) -> str:
+    """The form field a refusal's JSON path names (an envelope's ``value.<field>`` for an
+    edit, ``value`` for a response), else the first field."""
+    names = {f.name for f in fields}
+    if inbox:
+        if path in ("value", "action"):
+            return pages.RESPONSE
+        path = path.removeprefix("value.")
+    return path if path in names else fields[0].name
 
 
 async def _answered_elsewhere(

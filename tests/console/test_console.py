@@ -31,8 +31,10 @@ from tests.support.wait import eventually_sync
 TIMEOUT_MS = 60_000
 
 
-def _ask(api: httpx.Client, runs: Path, tenant: str = "alpha", item: str = "order 9") -> str:
-    body = {"intent": "approve", "payload": {"runs": str(runs), "item": item}}
+def _ask(
+    api: httpx.Client, runs: Path, tenant: str = "alpha", item: str = "order 9", **more: Any
+) -> str:
+    body = {"intent": "approve", "payload": {"runs": str(runs), "item": item, **more}}
     r = api.post("/v1/tasks", json=body, headers=auth(tenant))
     assert r.status_code == 202, r.text
     task_id = str(r.json()["task_id"])
@@ -335,3 +337,55 @@ def test_every_page_has_the_csp_and_nothing_is_fetched_from_another_host(
     assert requested, "the browser made no request"
     others = [u for u in requested if not u.startswith(gateway.url + "/")]
     assert others == [], others
+
+
+def test_agent_inbox_actions_accept_edit_respond_and_ignore(
+    context: Any, gateway: Gateway, api: httpx.Client, tmp_path: Path
+) -> None:
+    """A question that allows the four actions shows its proposal and one form per action;
+    each gives the agent what the person did; a bad edit shows the schema's error on its
+    field, an empty response is refused on the response."""
+    every = ["accept", "edit", "respond", "ignore"]
+    tasks = {a: _ask(api, tmp_path / "runs", item=f"refund {a}", actions=every) for a in every}
+    page = _sign_in(context, gateway)
+
+    def open_task(action: str) -> None:
+        page.goto(f"{gateway.url}/ui/tasks/{tasks[action]}")
+        assert '"note": "as drafted"' in page.locator("[data-proposal]").inner_text()
+
+    def finished(action: str) -> dict[str, Any]:
+        page.wait_for_url(f"{gateway.url}/ui/tasks/{tasks[action]}?done=replied")
+        view = api.get(f"/v1/tasks/{tasks[action]}?wait=30", headers=auth()).json()
+        return dict(view["result"]["output"])
+
+    open_task("accept")
+    assert page.locator("form[data-action]").count() == 4
+    page.screenshot(path=str(SHOTS / "question-actions.png"), full_page=True)
+    page.click("form[data-action='accept'] button")
+    accepted = {"approved": True, "note": "as drafted"}
+    assert finished("accept") == {"action": "accept", "value": accepted, "response": None}
+
+    open_task("edit")
+    edit = page.locator("form[data-action='edit']")
+    assert edit.locator("input[name='f.note']").input_value() == "as drafted"
+    edit.locator("input[name='f.note']").fill("x" * 300)
+    edit.locator("button").click()
+    assert "too long" in page.locator("[data-error='note']").inner_text()
+    edit = page.locator("form[data-action='edit']")
+    edit.locator("select[name='f.approved']").select_option("false")
+    edit.locator("input[name='f.note']").fill("half only")
+    edit.locator("button").click()
+    edited = {"approved": False, "note": "half only"}
+    assert finished("edit") == {"action": "edit", "value": edited, "response": None}
+
+    open_task("respond")
+    page.click("form[data-action='respond'] button")
+    assert "write a response" in page.locator("[data-error='response']").inner_text()
+    page.fill("#response", "call the customer first")
+    page.click("form[data-action='respond'] button")
+    said = "call the customer first"
+    assert finished("respond") == {"action": "respond", "value": None, "response": said}
+
+    open_task("ignore")
+    page.click("form[data-action='ignore'] button")
+    assert finished("ignore") == {"action": "ignore", "value": None, "response": None}

@@ -21,6 +21,8 @@ PUBLIC_NAMES = {
     "Delegation",
     "DeepAgentsError",
     "ErrorCode",
+    "InboxAction",
+    "InboxAnswer",
     "InvalidInput",
     "Orchestrator",
     "Result",
