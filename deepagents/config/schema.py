@@ -27,6 +27,7 @@ from deepagents.config.middleware import (
 from deepagents.config.models import BreakerConfig, ModelsSection
 from deepagents.config.rollouts import RolloutConfig
 from deepagents.config.slots import CronSlots, IntervalSlots, Slots, check_cron
+from deepagents.config.webhooks import WEBHOOK_NAME_PATTERN, WebhookConfig
 from deepagents.contract.task import AGENT_NAME_RE, INTENT_RE
 
 TIER_NAME_PATTERN = r"^[a-z0-9][a-z0-9_-]{0,15}$"
@@ -450,6 +451,17 @@ class FileConfig(_Strict):
     asks: AsksConfig = Field(default_factory=AsksConfig)
     delegation: DelegationConfig = Field(default_factory=DelegationConfig)
     schedules: dict[str, ScheduleConfig] = Field(default_factory=dict)
+    webhooks: dict[str, WebhookConfig] = Field(default_factory=dict)
+
+    @field_validator("webhooks")
+    @classmethod
+    def _webhook_names(cls, webhooks: dict[str, WebhookConfig]) -> dict[str, WebhookConfig]:
+        for name in webhooks:
+            if not re.match(WEBHOOK_NAME_PATTERN, name):
+                raise ValueError(
+                    f"webhook name {name!r} must be 1-64 of A-Z a-z 0-9 _ - (it names a stream)"
+                )
+        return webhooks
 
     @field_validator("schedules")
     @classmethod

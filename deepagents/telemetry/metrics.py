@@ -390,6 +390,15 @@ class FleetMetrics:
             "deepagents_audit_outbox_backlog", "Audit events waiting in the outbox streams",
             ("agent",), registry=r,
         )  # fmt: skip
+        self.webhook_backlog = Gauge(
+            "deepagents_webhook_backlog", "Webhook deliveries the endpoint has not taken yet",
+            ("endpoint",), registry=r,
+        )  # fmt: skip
+        self.webhook_failing = Gauge(
+            "deepagents_webhook_failing_seconds",
+            "How long the endpoint has refused or missed its current delivery (0: healthy)",
+            ("endpoint",), registry=r,
+        )  # fmt: skip
         self.readers = Gauge(
             "deepagents_stream_readers",
             "Live worker instances reading the stream (--tiers, --shards); 0: its tasks wait",

@@ -497,6 +497,19 @@ class MessageBus(Protocol):
         tenant's alone (read from its own index: others' questions cost it nothing)."""
         ...
 
+    async def waiting_ids(
+        self, keys: ShardKeys, limit: int, tenant: str | None = None
+    ) -> list[tuple[str, float]]:
+        """``waiting``'s (task id, asked at ms) pairs alone, without reading the questions:
+        a listing over several shards keeps the oldest of them all, then reads only those
+        (``waiting_of``)."""
+        ...
+
+    async def waiting_of(self, keys: ShardKeys, ids: Sequence[tuple[str, float]]) -> list[Waiting]:
+        """The open questions of these (task id, asked at) pairs of the shard, in their
+        order; a task that stopped waiting meanwhile is left out."""
+        ...
+
     async def asked(self, keys: ShardKeys, task_id: str) -> dict[str, str]:
         """A waiting task's question: ``question``, ``ask_schema``, ``ask_default`` (JSON
         text); {} unless it waits."""

@@ -193,6 +193,20 @@ class Keys:
         # overlap buffer_one: the one slot held until the task before it ends.
         return f"{self.prefix}:schedule:{name}:buffered"
 
+    def webhook(self, endpoint: str) -> str:
+        # One endpoint's deliveries to make (a stream, in event order); its own key, so a
+        # dead endpoint's backlog holds up no other endpoint.
+        return f"{self.prefix}:wh:{endpoint}"
+
+    def webhook_lease(self, endpoint: str) -> str:
+        # The one dispatcher delivering to the endpoint at a time (in order, one retry clock).
+        return f"{self.prefix}:wh:{endpoint}:lease"
+
+    @property
+    def webhook_status(self) -> str:
+        # endpoint -> its delivery status (JSON): last success, failing since, last error.
+        return f"{self.prefix}:wh:status"
+
     @property
     def agents_index(self) -> str:
         return f"{self.prefix}:agents"
