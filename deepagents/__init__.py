@@ -22,6 +22,8 @@ _EXPORTS: dict[str, str] = {
     "DeepAgentsError": "deepagents.errors",
     "Delegation": "deepagents.contract.context",
     "ErrorCode": "deepagents.contract",
+    "InboxAction": "deepagents.contract.inbox",
+    "InboxAnswer": "deepagents.contract.inbox",
     "InvalidInput": "deepagents.errors",
     "Orchestrator": "deepagents.orchestrator",
     "Result": "deepagents.contract",
@@ -31,10 +33,12 @@ _EXPORTS: dict[str, str] = {
     "Task": "deepagents.contract",
     "TaskContext": "deepagents.contract.context",
     "TaskHandle": "deepagents.orchestrator",
+    "WebhookSignatureError": "deepagents.contract.webhooks",
     "Worker": "deepagents.worker",
     "current_context": "deepagents.contract.context",
     "load_config": "deepagents.config",
     "load_settings": "deepagents.config",
+    "verify_signature": "deepagents.contract.webhooks",
 }
 
 __lazy_modules__ = frozenset(_EXPORTS.values())
@@ -43,6 +47,8 @@ if TYPE_CHECKING or sys.version_info >= (3, 15):
     from deepagents.config import Settings, load_config, load_settings
     from deepagents.contract import AgentContract, ErrorCode, Result, ResultStatus, Task
     from deepagents.contract.context import Delegation, TaskContext, current_context
+    from deepagents.contract.inbox import InboxAction, InboxAnswer
+    from deepagents.contract.webhooks import WebhookSignatureError, verify_signature
     from deepagents.errors import DeepAgentsError, InvalidInput, RetryableError
     from deepagents.orchestrator import Orchestrator, TaskHandle
     from deepagents.worker import Worker
@@ -52,6 +58,8 @@ __all__ = [
     "DeepAgentsError",
     "Delegation",
     "ErrorCode",
+    "InboxAction",
+    "InboxAnswer",
     "InvalidInput",
     "Orchestrator",
     "Result",
@@ -61,11 +69,13 @@ __all__ = [
     "Task",
     "TaskContext",
     "TaskHandle",
+    "WebhookSignatureError",
     "Worker",
     "__version__",
     "current_context",
     "load_config",
     "load_settings",
+    "verify_signature",
 ]
 
 

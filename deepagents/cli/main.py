@@ -33,6 +33,7 @@ COMMANDS: dict[str, str] = {
     "rollout": "show or change an agent's canary rollout",
     "rollout-controller": "promote or roll back canaries from their error rate and p95",
     "scheduler": "fire the config's recurring schedules (one leader per fleet)",
+    "schedules": "list, pause, resume or trigger recurring schedules",
     "reply": "answer the question a waiting task asks",
     "tasks": "open questions (waiting); one task's record or events",
     "result": "a task's result by id, as JSON",

@@ -30,6 +30,16 @@ def register(sub: Any) -> None:
     p.add_argument(
         "--idempotency-key", help="a repeat with this key returns the first task, not a new one"
     )
+    p.add_argument(
+        "--fairness-key",
+        help="in a tier with fair_share: the queue the task shares it through (default: tenant)",
+    )
+    p.add_argument(
+        "--fairness-weight",
+        type=float,
+        metavar="WEIGHT",
+        help="in a tier with fair_share: that queue's weight (default 1)",
+    )
     when = p.add_mutually_exclusive_group()
     when.add_argument(
         "--not-before",
@@ -88,7 +98,13 @@ def main(args: argparse.Namespace) -> int:
     payload = parse_payload(args.payload)
     url = require_redis_url(runtime.settings)
     task: dict[str, Any] = {"intent": args.intent, "payload": payload}
-    for field in ("tenant", "priority", "idempotency_key"):
+    if args.fairness_weight is not None and not (
+        args.fairness_weight > 0 and math.isfinite(args.fairness_weight)
+    ):
+        raise ConfigError(
+            f"--fairness-weight must be a positive number, not {args.fairness_weight:g}"
+        )
+    for field in ("tenant", "priority", "idempotency_key", "fairness_key", "fairness_weight"):
         if getattr(args, field) is not None:
             task[field] = getattr(args, field)
     if not_before is not None:

@@ -65,7 +65,7 @@ from deepagents.store.registry import AgentHealth
 from deepagents.store.tasks import IdempotencyClaim, Location
 from deepagents.telemetry.core import Telemetry, process_telemetry
 from deepagents.telemetry.tracing import extract, producer_span, traceparent_of
-from deepagents.transport.base import ChildEnded, MessageBus, ReplyListener, Waiting
+from deepagents.transport.base import ChildEnded, Fairness, MessageBus, ReplyListener, Waiting
 
 log = logging.getLogger("deepagents.orchestrator")
 
@@ -370,7 +370,21 @@ class Orchestrator:
             replicas=self.settings.min_replicas,
             replica_wait_ms=self.settings.replica_wait_ms,
             due_ms=_due_ms([task for task, _, _, _ in prepared]),
+            fair=self._fairness(prepared),
         )
+
+    def _fairness(self, prepared: list[tuple[Task, Route, bytes, bool]]) -> list[Fairness | None]:
+        """Each task's share of a fair tier (its key: its fairness key, else its tenant);
+        none at all when no task goes to a fair tier (the common case costs nothing)."""
+        tiers = self.config.tiers
+        if not any(tiers[route.tier].fair_share for _, route, _, _ in prepared):
+            return []
+        return [
+            Fairness(task.fairness_key or task.tenant or "", task.fairness_weight or 1.0)
+            if tiers[route.tier].fair_share
+            else None
+            for task, route, _, _ in prepared
+        ]
 
     async def _enqueue_parts(
         self,

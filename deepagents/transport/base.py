@@ -42,6 +42,14 @@ class StreamRef:
 # task, and a frozen dataclass sets each field through object.__setattr__.
 
 
+class Fairness(NamedTuple):
+    """A task's share of its tier when the tier is fair (``fair_share``): its key's queue
+    is served round-robin with the others', ``weight`` times as often as a key of weight 1."""
+
+    key: str
+    weight: float = 1.0
+
+
 class RawEntry(NamedTuple):
     """An entry as read; ``fields`` is None when its body was deleted (payload lost)."""
 
@@ -245,6 +253,8 @@ class StreamStats:
     lag: int | None = None
     dead_letters: int = 0
     delayed: int = 0
+    # A fair tier's tasks still in its fair queue (not in the stream's length yet).
+    fair: int = 0
 
 
 class ReplyListener(Protocol):
@@ -297,10 +307,16 @@ class MessageBus(Protocol):
         replicas: int = 0,
         replica_wait_ms: int = 1_000,
         due_ms: Sequence[int] = (),
+        fair: Sequence[Fairness | None] = (),
     ) -> list[tuple[str, str]]:
         """``due_ms``: none, or one per item: 0 enqueues it now; a later time (ms since the
         epoch) holds it in its shard's delayed set, state ``scheduled``, until the delayed
-        pump moves it to its tier (its entry id is '' until then)."""
+        pump moves it to its tier (its entry id is '' until then).
+
+        ``fair``: none, or one per item: None enqueues it in order; a ``Fairness`` puts it
+        in its tier stream's fair queue (state ``queued``, entry id '') unless the stream
+        has nothing unread and the fair queue is empty (then straight in, so a reader
+        blocked on the stream wakes). ``read_fair`` moves it to the stream in its turn."""
         ...
 
     async def set_many(
@@ -318,6 +334,14 @@ class MessageBus(Protocol):
     async def read(
         self, stream: StreamRef, group: str, consumer: str, count: int, block_ms: int | None
     ) -> list[RawEntry]: ...
+
+    async def read_fair(
+        self, stream: StreamRef, group: str, consumer: str, count: int, block_ms: int | None
+    ) -> list[RawEntry]:
+        """As ``read``, first moving up to ``count`` tasks of the stream's fair queue into
+        the stream, lowest virtual finish time first (weighted fair queueing over fairness
+        keys), in the same step on the server."""
+        ...
 
     async def read_own_pending(
         self, stream: StreamRef, group: str, consumer: str, count: int, after: str
@@ -471,6 +495,19 @@ class MessageBus(Protocol):
     ) -> list[Waiting]:
         """The shard's oldest ``limit`` open questions, oldest first; with ``tenant``, that
         tenant's alone (read from its own index: others' questions cost it nothing)."""
+        ...
+
+    async def waiting_ids(
+        self, keys: ShardKeys, limit: int, tenant: str | None = None
+    ) -> list[tuple[str, float]]:
+        """``waiting``'s (task id, asked at ms) pairs alone, without reading the questions:
+        a listing over several shards keeps the oldest of them all, then reads only those
+        (``waiting_of``)."""
+        ...
+
+    async def waiting_of(self, keys: ShardKeys, ids: Sequence[tuple[str, float]]) -> list[Waiting]:
+        """The open questions of these (task id, asked at) pairs of the shard, in their
+        order; a task that stopped waiting meanwhile is left out."""
         ...
 
     async def asked(self, keys: ShardKeys, task_id: str) -> dict[str, str]:

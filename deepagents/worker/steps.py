@@ -21,7 +21,7 @@ from collections.abc import Awaitable, Callable, Sequence
 from concurrent.futures import Executor
 from contextvars import ContextVar
 from datetime import UTC, datetime
-from typing import Any, TypeVar
+from typing import Any, TypeVar, overload
 
 import orjson
 from opentelemetry.trace import Tracer
@@ -33,6 +33,7 @@ from deepagents.config.schema import AgentSettings
 from deepagents.contract.agent import AgentContract
 from deepagents.contract.context import Delegation, M, OnTimeout, PhaseScope, TaskContext
 from deepagents.contract.events import encode_events
+from deepagents.contract.inbox import InboxAction, InboxAnswer
 from deepagents.contract.result import Result
 from deepagents.errors import StepError
 from deepagents.modelcall.usage import UsageLedger, current_usage, usage_scope
@@ -324,6 +325,7 @@ class DeliverySteps(TaskContext):
         if book.metrics is not None:
             book.metrics.checkpoint_bytes.labels(book.agent.name).observe(len(body))
 
+    @overload
     async def ask(
         self,
         question: str,
@@ -332,11 +334,43 @@ class DeliverySteps(TaskContext):
         timeout_s: float,
         on_timeout: OnTimeout = "fail",
         default: M | None = None,
-    ) -> M:
+    ) -> M: ...
+
+    @overload
+    async def ask(
+        self,
+        question: str,
+        *,
+        schema: type[M],
+        timeout_s: float,
+        on_timeout: OnTimeout = "fail",
+        default: M | None = None,
+        actions: Sequence[InboxAction | str],
+        proposal: M | None = None,
+    ) -> InboxAnswer[M]: ...
+
+    async def ask(
+        self,
+        question: str,
+        *,
+        schema: type[M],
+        timeout_s: float,
+        on_timeout: OnTimeout = "fail",
+        default: M | None = None,
+        actions: Sequence[InboxAction | str] | None = None,
+        proposal: M | None = None,
+    ) -> M | InboxAnswer[M]:
         # The delivery's questions (worker/asking.py): parks the task until a reply.
-        return await current_asking().ask(
-            question, schema=schema, timeout_s=timeout_s, on_timeout=on_timeout, default=default
+        answer: M | InboxAnswer[M] = await current_asking().ask(
+            question,
+            schema=schema,
+            timeout_s=timeout_s,
+            on_timeout=on_timeout,
+            default=default,
+            actions=actions,
+            proposal=proposal,
         )
+        return answer
 
     async def delegate_many(
         self, calls: Sequence[Delegation], *, limit: int | None = None

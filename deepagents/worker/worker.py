@@ -337,6 +337,8 @@ class Worker:
         higher = [
             self.pools[t] for t in self.config.tier_names[: self.config.tier_names.index(ref.tier)]
         ]
+        # A fair tier's new entries come through its fair queue, moved in as they are read.
+        read = self.bus.read_fair if self.config.tiers[ref.tier].fair_share else self.bus.read
         while not self._stopping:
             for urgent in higher:  # tiers are read in priority order: let urgent work run first
                 await urgent.wait_idle(YIELD_TO_HIGHER_S)
@@ -362,7 +364,7 @@ class Worker:
                     entries = self._not_in_flight(ref, claimed.entries)
                     self.stats.reclaimed += len(entries)
                 else:
-                    entries = await self.bus.read(
+                    entries = await read(
                         ref, self.name, self.consumer, n, self.agent_settings.block_ms
                     )
                     fresh = True

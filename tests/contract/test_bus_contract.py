@@ -4,16 +4,20 @@ process kill; the crash cases stay in tests/e2e."""
 
 from __future__ import annotations
 
+import asyncio
 import dataclasses
 
 import orjson
+import pytest
 
+from deepagents.errors import GroupVanished
 from deepagents.orchestrator.replies import Replies
 from deepagents.store.tasks import Location
 from deepagents.transport.base import (
     BeginItem,
     CommitItem,
     DeadLetter,
+    Fairness,
     Moved,
     Park,
     RawEntry,
@@ -652,3 +656,97 @@ async def test_a_batch_writes_the_locations_of_the_tasks_it_enqueued_only(
         assert await backend.tasks.location("old") is None  # ``_submit`` wrote none
         assert await backend.tasks.location("full") is None
     assert (await backend.bus.stream_stats(ref, AGENT)).length == 2
+
+
+async def _fair(
+    b: Backend, tasks: list[tuple[str, str, float]], max_backlog: int = 100
+) -> list[tuple[str, str]]:
+    """Enqueue (task id, fairness key, weight) into the fair tier p2, in one call."""
+    return await b.bus.enqueue_many(
+        [(b.ref(), task_id, _task(task_id), "", b"") for task_id, _, _ in tasks],
+        max_backlog=max_backlog,
+        fair=[Fairness(key, weight) for _, key, weight in tasks],
+    )
+
+
+async def _read_fair(b: Backend, count: int) -> list[str]:
+    entries = await b.bus.read_fair(b.ref(), AGENT, "c1", count, None)
+    return [orjson.loads((e.fields or {})[b"task"])["task_id"] for e in entries]
+
+
+async def test_a_fair_task_into_an_idle_stream_goes_straight_in(backend: Backend) -> None:
+    ((status, entry_id),) = await _fair(backend, [("t1", "a", 1.0)])
+    assert status == "ok" and entry_id  # a reader blocked on the stream wakes
+    assert await _state(backend, "t1") == "queued"
+    # The stream now holds something unread: the next one waits in the fair queue.
+    ((status, entry_id),) = await _fair(backend, [("t2", "a", 1.0)])
+    assert (status, entry_id) == ("ok", "")
+    assert await _state(backend, "t2") == "queued"
+    assert await _read_fair(backend, 10) == ["t1", "t2"]
+    assert await _read_fair(backend, 10) == []
+
+
+async def test_a_fair_tier_serves_every_key_before_a_flood_goes_on(backend: Backend) -> None:
+    flood = [(f"a{i}", "A", 1.0) for i in range(20)]
+    await _fair(backend, flood)
+    await _fair(backend, [(f"{key}{i}", key, 1.0) for key in "BC" for i in range(3)])
+    started = [task_id for _ in range(10) for task_id in await _read_fair(backend, 1)]
+    # a0 went straight in; then A, B and C in turn (ties in any order), so three of A's.
+    assert sorted(started) == sorted(
+        ["a0", "a1", "a2", "a3", *[f"{k}{i}" for k in "BC" for i in range(3)]]
+    )
+    rest = [task_id for _ in range(10) for task_id in await _read_fair(backend, 5)]
+    assert sorted(rest) == sorted(f"a{i}" for i in range(4, 20))
+
+
+async def test_a_fair_tier_serves_keys_in_proportion_to_their_weights(backend: Backend) -> None:
+    await _fair(backend, [("x", "X", 1.0)])  # straight in: the others all wait their turn
+    await _fair(backend, [(f"a{i}", "A", 3.0) for i in range(30)])
+    await _fair(backend, [(f"b{i}", "B", 1.0) for i in range(30)])
+    assert await _read_fair(backend, 1) == ["x"]
+    started = [task_id for _ in range(4) for task_id in await _read_fair(backend, 4)]
+    assert sum(t.startswith("a") for t in started) == 12
+    assert sum(t.startswith("b") for t in started) == 4
+
+
+async def test_a_task_cancelled_in_the_fair_queue_never_begins(backend: Backend) -> None:
+    await _fair(backend, [("t1", "a", 1.0), ("t2", "a", 1.0)])
+    keys = backend.ref().keys
+    assert await backend.bus.cancel(keys, "t2", b'{"cancelled":1}', b"") == "ok"
+    entries = await backend.bus.read_fair(backend.ref(), AGENT, "c1", 10, None)
+    assert [e.entry_id != "" for e in entries] == [True, True]
+    assert await _begin(backend, "c1", entries[1].entry_id, "t2", fresh=True) == "dup"
+    assert await _begin(backend, "c1", entries[0].entry_id, "t1", fresh=True) == "ok"
+
+
+async def test_a_fair_queue_counts_against_its_tier_s_backlog(backend: Backend) -> None:
+    replies = await _fair(backend, [(f"t{i}", "a", 1.0) for i in range(4)], max_backlog=3)
+    assert [status for status, _ in replies] == ["ok", "ok", "ok", "overloaded"]
+    assert await _state(backend, "t3") is None
+
+
+async def test_a_fair_read_blocks_until_a_task_comes(backend: Backend) -> None:
+    reading = asyncio.ensure_future(backend.bus.read_fair(backend.ref(), AGENT, "c1", 5, 30_000))
+    await asyncio.sleep(0)
+    await _fair(backend, [("t1", "a", 1.0)])
+    (entry,) = await asyncio.wait_for(reading, timeout=30)
+    assert orjson.loads((entry.fields or {})[b"task"])["task_id"] == "t1"
+
+
+async def test_a_fair_read_of_a_stream_without_its_group_says_so_and_loses_nothing(
+    backend: Backend,
+) -> None:
+    ref = backend.ref("p1")  # no group: as after Redis lost its data
+    await backend.bus.enqueue_many(
+        [(ref, t, _task(t), "", b"") for t in ("t1", "t2")],
+        max_backlog=100,
+        fair=[Fairness("a"), Fairness("a")],
+    )
+    with pytest.raises(GroupVanished):
+        await backend.bus.read_fair(ref, AGENT, "c1", 10, None)
+    await backend.bus.ensure_group(ref, AGENT)  # what the worker does then
+    entries = await backend.bus.read_fair(ref, AGENT, "c1", 10, None)
+    assert sorted(orjson.loads((e.fields or {})[b"task"])["task_id"] for e in entries) == [
+        "t1",
+        "t2",
+    ]

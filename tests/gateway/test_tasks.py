@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import json
 import time
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from datetime import UTC, datetime, timedelta
+from typing import Any
 
 import httpx
 import pytest
@@ -90,6 +92,19 @@ def test_a_task_for_later_is_scheduled_until_due_and_can_be_cancelled(
     at = submit(http, not_before=when, idempotency_key="later-1")
     again = submit(http, not_before=when, idempotency_key="later-1")
     assert again["task_id"] == at["task_id"] and again["duplicate"] is True
+
+
+def test_a_fairness_key_is_scoped_by_tenant(http: httpx.Client, deployment: Deployment) -> None:
+    """A tenant's fairness keys live under its name: no tenant can join another's queue."""
+    accepted = submit(http, tenant="beta", fairness_key="batch", fairness_weight=2)
+    found = []
+    for key in deployment.redis.scan_iter(match=f"{deployment.prefix}:*:p2", _type="stream"):
+        entries: Any = deployment.redis.xrange(key)
+        for _, fields in entries:
+            task = json.loads(fields[b"task"])
+            if task["task_id"] == accepted["task_id"]:
+                found.append(task)
+    assert [(t["fairness_key"], t["fairness_weight"]) for t in found] == [("beta/batch", 2.0)]
 
 
 def test_idempotency_key_is_scoped_by_tenant(http: httpx.Client, deployment: Deployment) -> None:

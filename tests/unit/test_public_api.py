@@ -21,6 +21,8 @@ PUBLIC_NAMES = {
     "Delegation",
     "DeepAgentsError",
     "ErrorCode",
+    "InboxAction",
+    "InboxAnswer",
     "InvalidInput",
     "Orchestrator",
     "Result",
@@ -30,11 +32,13 @@ PUBLIC_NAMES = {
     "Task",
     "TaskContext",
     "TaskHandle",
+    "WebhookSignatureError",
     "Worker",
     "__version__",
     "current_context",
     "load_config",
     "load_settings",
+    "verify_signature",
 }
 
 # The wire strings: clients branch on them, so none may be renamed or dropped.

@@ -9,6 +9,7 @@ the event loop, as a script is on the server."""
 from __future__ import annotations
 
 import asyncio
+import heapq
 from collections.abc import Callable, Sequence
 from typing import NamedTuple
 
@@ -21,6 +22,7 @@ from deepagents.transport.base import (
     Claimed,
     CommitItem,
     DeadLetter,
+    Fairness,
     Moved,
     Promoted,
     RawEntry,
@@ -102,12 +104,14 @@ class MemoryBus(MemoryWaiting, MemoryChildren):
         replicas: int = 0,
         replica_wait_ms: int = 1_000,
         due_ms: Sequence[int] = (),
+        fair: Sequence[Fairness | None] = (),
     ) -> list[tuple[str, str]]:
         limits = [max_backlog] * len(items) if isinstance(max_backlog, int) else max_backlog
         dues = due_ms or [0] * len(items)
+        shares = fair or [None] * len(items)
         out = [
-            self._enqueue(*item, limit, due)
-            for item, limit, due in zip(items, limits, dues, strict=True)
+            self._enqueue(*item, limit, due, share)
+            for item, limit, due, share in zip(items, limits, dues, shares, strict=True)
         ]
         # As on one Redis: a task's location record is written with its entry, if enqueued.
         for (status, _), (key, value) in zip(out, locations or [("", "")] * len(out), strict=True):
@@ -128,17 +132,31 @@ class MemoryBus(MemoryWaiting, MemoryChildren):
         events: bytes,
         limit: int,
         due: int = 0,
+        share: Fairness | None = None,
     ) -> tuple[str, str]:
         key = stream.keys.task(task_id)
         existing = self.state.hash(key)
         if existing is not None:
             return "exists", existing.get("entry", "")
         target = self.state.stream(stream.name)
-        if len(target.entries) >= limit:
+        queue = self.state.fair.get(stream.keys.fair(stream.tier), [])
+        if len(target.entries) + (len(queue) if share else 0) >= limit:
             return "overloaded", ""
         at = str(now_ms())
         if due:  # as the enqueue script: the member a retry's reschedule writes, attempt 1
             self._schedule(stream, key, task_json, reply, at, due)
+            self._outbox(stream.keys, events)
+            return "ok", ""
+        if share is not None and (queue or _unread(target)):
+            self._hold_fair(stream, task_json, reply, at, share)
+            self.state.hashes[key] = {
+                "state": "queued",
+                "entry": "",
+                "tier": stream.tier,
+                "reply": reply,
+                "enq_ms": at,
+                "deliveries": "0",
+            }
             self._outbox(stream.keys, events)
             return "ok", ""
         entry_id = target.add(_task_fields(task_json, "1", at, reply))
@@ -152,6 +170,35 @@ class MemoryBus(MemoryWaiting, MemoryChildren):
         }
         self._outbox(stream.keys, events)
         return "ok", entry_id
+
+    def _hold_fair(
+        self, stream: StreamRef, task_json: bytes, reply: str, at: str, share: Fairness
+    ) -> None:
+        """Into the stream's fair queue at its virtual finish time (the enqueue script)."""
+        clock = self.state.fair_clock.setdefault(stream.keys.fair_clock(stream.tier), {})
+        field = f"k:{share.key}"
+        tag = max(clock.get("@", 0.0), clock.get(field, 0.0)) + 1 / share.weight
+        clock[field] = tag
+        member = orjson.dumps(
+            {"task": task_json.decode(), "reply": reply, "enq": at, "key": share.key}
+        )
+        heapq.heappush(self.state.fair.setdefault(stream.keys.fair(stream.tier), []), (tag, member))
+
+    def _release_fair(self, stream: StreamRef, count: int) -> None:
+        """The release script: the fair queue's first ``count`` into the stream."""
+        queue = self.state.fair.get(stream.keys.fair(stream.tier))
+        if not queue:
+            return
+        clock = self.state.fair_clock.setdefault(stream.keys.fair_clock(stream.tier), {})
+        target = self.state.stream(stream.name)
+        for _ in range(min(count, len(queue))):
+            tag, member = heapq.heappop(queue)
+            m = orjson.loads(member)
+            target.add(_task_fields(m["task"].encode(), "1", m["enq"], m["reply"]))
+            field = f"k:{m['key']}"
+            if clock.get(field, tag) <= tag:
+                clock.pop(field, None)
+            clock["@"] = tag
 
     def _schedule(
         self, stream: StreamRef, key: str, task_json: bytes, reply: str, at: str, due: int
@@ -206,6 +253,16 @@ class MemoryBus(MemoryWaiting, MemoryChildren):
         except TimeoutError:
             return []
         return self._read_new(*self._group(stream, group), consumer, count)
+
+    async def read_fair(
+        self, stream: StreamRef, group: str, consumer: str, count: int, block_ms: int | None
+    ) -> list[RawEntry]:
+        found, held = self._group(stream, group)
+        self._release_fair(stream, count)
+        entries = self._read_new(found, held, consumer, count)
+        if entries or block_ms is None:
+            return entries
+        return await self.read(stream, group, consumer, count, block_ms)
 
     def _read_new(self, found: Stream, held: Group, consumer: str, count: int) -> list[RawEntry]:
         at = now_ms()
@@ -604,6 +661,7 @@ class MemoryBus(MemoryWaiting, MemoryChildren):
 
     async def stream_stats(self, stream: StreamRef, group: str) -> StreamStats:
         stats = StreamStats(stream=stream.name)
+        stats.fair = len(self.state.fair.get(stream.keys.fair(stream.tier), ()))
         found = self.state.streams.get(stream.name)
         held = None if found is None else found.groups.get(group)
         if found is None:
@@ -679,3 +737,11 @@ def _delayed_member(member: bytes) -> tuple[_Member | None, str]:
     if reply is not None and not isinstance(reply, str):
         return None, "reply is not a string"
     return _Member(str(parsed.get("tier")), parsed["task"], int(attempt), reply or ""), ""
+
+
+def _unread(stream: Stream) -> bool:
+    """Some group has not read the stream's last entry (the enqueue script's check)."""
+    if not stream.entries:
+        return False
+    last = parse_id(next(reversed(stream.entries)))
+    return not stream.groups or any(g.last < last for g in stream.groups.values())

@@ -18,6 +18,7 @@ from deepagents.transport.base import (
     Claimed,
     CommitItem,
     DeadLetter,
+    Fairness,
     Moved,
     Promoted,
     RawEntry,
@@ -167,12 +168,16 @@ class RedisStreamBus(RedisWaiting, RedisChildren):
         replicas: int = 0,
         replica_wait_ms: int = 1_000,
         due_ms: Sequence[int] = (),
+        fair: Sequence[Fairness | None] = (),
     ) -> list[tuple[str, str]]:
         """Enqueue a batch in one round trip; items are (stream, task_id, json, reply, events).
         ``max_backlog`` is one limit for all, or one per item (a batch may mix agent types).
 
         ``due_ms``: none, or one per item: 0 enqueues it now; a time (ms since the epoch)
         puts it in its shard's delayed set instead, state ``scheduled``, its entry id ''.
+
+        ``fair``: none, or one per item: a ``Fairness`` for a task of a fair tier (it may
+        wait in the stream's fair queue, entry id '', until ``read_fair`` moves it in).
 
         ``locations``: none, or one per item: its task's location record (key, value), kept
         for ``location_ttl_s``. On one server the enqueue script writes it with the entry, so
@@ -190,7 +195,7 @@ class RedisStreamBus(RedisWaiting, RedisChildren):
         if locations and not inline:
             await self._record_first(items, locations, location_ttl_s, replicas, replica_wait_ms)
         commands, order = self._enqueue_calls(
-            items, limits, locations if inline else (), location_ttl_s, due_ms
+            items, limits, locations if inline else (), location_ttl_s, due_ms, fair
         )
         script = self.scripts.enqueue
         with redis_errors("enqueue and record task locations" if inline else "enqueue"):
@@ -226,6 +231,7 @@ class RedisStreamBus(RedisWaiting, RedisChildren):
         locations: Sequence[tuple[str, str]],
         location_ttl_s: int,
         due_ms: Sequence[int] = (),
+        fair: Sequence[Fairness | None] = (),
     ) -> tuple[list[tuple[Any, ...]], list[int]]:
         """One enqueue script call per shard (its keys share one slot), at most
         ``_ENQUEUE_CALL`` tasks each; and the items' positions in the calls' order."""
@@ -238,13 +244,21 @@ class RedisStreamBus(RedisWaiting, RedisChildren):
         for outbox, positions in by_shard.items():
             for start in range(0, len(positions), _ENQUEUE_CALL):
                 part = positions[start : start + _ENQUEUE_CALL]
+                # The fair keys and arguments only in calls with a fair task: the others
+                # send what they always did.
+                fairs = [fair[i] for i in part] if fair else []
+                has_fair = any(f is not None for f in fairs)
                 keys: list[Any] = [outbox, items[part[0]][0].keys.delayed]
-                args: list[Any] = [at, ttl]
-                for i in part:
+                args: list[Any] = [at, ttl, "1" if has_fair else ""]
+                for j, i in enumerate(part):
                     stream, task_id, task_json, reply, events = items[i]
                     keys += (stream.name, stream.keys.task(task_id))
                     due = due_ms[i] if due_ms else 0
                     args += (task_json, reply, limits[i], stream.tier, events, due or "")
+                    if has_fair:
+                        share = fairs[j]
+                        keys += (stream.keys.fair(stream.tier), stream.keys.fair_clock(stream.tier))
+                        args += (share.key, repr(share.weight)) if share else ("", "")
                     if locations:
                         key, value = locations[i]
                         keys.append(key)
@@ -354,6 +368,32 @@ class RedisStreamBus(RedisWaiting, RedisChildren):
     ) -> list[RawEntry]:
         """New entries (``>``), blocking up to ``block_ms`` when there are none."""
         return await self._xreadgroup(stream, group, consumer, count, block_ms, ">")
+
+    async def read_fair(
+        self, stream: StreamRef, group: str, consumer: str, count: int, block_ms: int | None
+    ) -> list[RawEntry]:
+        """The release script (its fair queue's next tasks moved in, then a read that does
+        not block); only when that finds nothing, the blocking read: the enqueue script
+        puts a task straight into a stream with nothing unread, which wakes it."""
+        keys = stream.keys
+        command = (
+            "EVALSHA",
+            self.scripts.release.sha,
+            3,
+            stream.name,
+            keys.fair(stream.tier),
+            keys.fair_clock(stream.tier),
+            group,
+            consumer,
+            now_ms(),
+            count,
+        )
+        with redis_errors(f"release and read {stream.name}"):
+            (reply,) = await self._evalsha_commands(self.scripts.release, [command])
+        entries = _read_entries(reply)
+        if entries or block_ms is None:
+            return entries
+        return await self.read(stream, group, consumer, count, block_ms)
 
     async def read_own_pending(
         self, stream: StreamRef, group: str, consumer: str, count: int, after: str
@@ -682,6 +722,7 @@ class RedisStreamBus(RedisWaiting, RedisChildren):
             pipe.xpending(stream.name, group)
             pipe.xpending_range(stream.name, group, min="-", max="+", count=1)
             pipe.xinfo_groups(stream.name)
+            stats.fair = int(await self.client.zcard(stream.keys.fair(stream.tier)))
             try:
                 length, summary, oldest, groups = await pipe.execute()
             except rex.ResponseError:  # no stream or no group yet
