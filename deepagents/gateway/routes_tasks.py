@@ -343,7 +343,7 @@ async def get_task(
     "/tasks/{task_id}/cancel",
     response_model=Cancelled,
     responses=responses_for(ErrorCode.NOT_FOUND, ErrorCode.TOO_LATE, *_AUTH),
-    summary="Cancel a task that has not started, or that waits for a reply",
+    summary="Cancel a task that has not ended (queued, scheduled, running or waiting)",
 )
 async def cancel_task(task_id: TaskId, state: StateDep, principal: PrincipalDep) -> Response:
     async with state.admission.admit(principal.tenant, 1):
@@ -355,6 +355,5 @@ async def cancel_task(task_id: TaskId, state: StateDep, principal: PrincipalDep)
         raise Problem(ErrorCode.NOT_FOUND, f"no task {task_id} for your tenant")
     raise Problem(
         ErrorCode.TOO_LATE,
-        f"the task is {outcome}; only a queued or scheduled task, or one waiting for a "
-        "reply, can be cancelled",
+        f"the task is {outcome}; only a task that has not ended can be cancelled",
     )

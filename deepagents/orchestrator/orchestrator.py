@@ -616,10 +616,12 @@ class Orchestrator:
         return await self.answers.waiting(shards, limit, tenant)
 
     async def cancel(self, task_id: str) -> str:
-        """Cancel a task that has not started, or that waits for a reply or for its
-        children. Returns 'ok', 'missing', or the state (running, done, dead) that made it
-        too late. A cancelled parent's unfinished children are cancelled too, running ones
-        included; a cancelled child's end goes to its parent."""
+        """Cancel a task that has not ended: queued, scheduled, running, or waiting for a
+        reply or for its children. Returns 'ok', 'missing', or the state (done, dead) that
+        made it too late. A running task's worker hears of it on its agent's cancel channel
+        and stops its run; its commit, if it races this one, finds the task done. A
+        cancelled parent's unfinished children are cancelled too; a cancelled child's end
+        goes to its parent."""
         return await self._cancel(task_id, cascaded=False)
 
     async def _cancel(self, task_id: str, *, cascaded: bool) -> str:
@@ -642,7 +644,12 @@ class Orchestrator:
             )
         result_json = encode_result(result)
         status = await self.bus.cancel(
-            self.keys.shard(agent, loc.shard), task_id, result_json, events, running=cascaded
+            self.keys.shard(agent, loc.shard),
+            task_id,
+            result_json,
+            events,
+            running=True,
+            notify=self.keys.cancel_channel(agent),
         )
         if status != "ok":
             return status
@@ -707,7 +714,7 @@ class Orchestrator:
             self._arrived.popitem(last=False)
 
 
-_CANCELLED = "cancelled before it started (or while it waited for a reply)"
+_CANCELLED = "cancelled by request"
 
 
 def _validated(raw: Task | Mapping[str, Any]) -> Task:

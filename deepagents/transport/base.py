@@ -400,9 +400,12 @@ class MessageBus(Protocol):
         events_json: bytes,
         *,
         running: bool = False,
+        notify: str = "",
     ) -> str:
         """Answer a queued, retrying or waiting task (``running``: a running one too) with
-        ``result_json``: ok, or the state that prevented it ('missing')."""
+        ``result_json``: ok, or the state that prevented it ('missing'). A running task's id
+        is published on ``notify`` (its agent's cancel channel), so its worker stops it; its
+        commit then finds it done and acks its entry as a duplicate."""
         ...
 
     async def move_unstarted(

@@ -72,6 +72,9 @@ class InFlight:
     settled: asyncio.Event | None = None
     # An earlier delivery recorded steps (the begin script says so): read them first.
     stepped: bool = False
+    # Its task was cancelled while it ran (the cancel script answered it already): its run
+    # stops, and its entry is acked as a duplicate rather than left for a reclaim.
+    cancelled: bool = False
 
     def move(self, to: FlightState) -> None:
         if not _MASKS[self.state] >> to & 1:

@@ -274,6 +274,7 @@ class Worker:
         ]
         side += [
             asyncio.create_task(self._heartbeat(), name="heartbeat"),
+            asyncio.create_task(self._hear_cancels(handler), name="cancels"),
             asyncio.create_task(self._liveness(registry).run(self._stopped), name="liveness"),
             asyncio.create_task(self._delayed_pump(), name="delayed-pump"),
             asyncio.create_task(self._health_loop(handler.runner, registry), name="health"),
@@ -485,6 +486,24 @@ class Worker:
                         self._lost(ref, entry_id)
             except TransportError as exc:
                 log.warning("heartbeat failed: %s", exc, extra={"action": "heartbeat_failed"})
+
+    async def _hear_cancels(self, handler: DeliveryHandler) -> None:
+        """The agent's cancel channel: a running task cancelled (``cancel.lua`` publishes
+        its id) stops here at once if it runs here. Pub/sub loses what is published while
+        the connection is down; the heartbeat (``_heartbeat``) finds those too."""
+
+        def heard(data: bytes) -> None:
+            handler.cancelled(data.decode(errors="replace"))
+
+        listener = self.bus.reply_listener(self.keys.cancel_channel(self.name), heard)
+        try:
+            try:
+                await listener.open()
+            except TransportError as exc:  # run() subscribes again, with backoff
+                log.warning("cancel channel: %s", exc, extra={"action": "cancels_failed"})
+            await listener.run()
+        finally:
+            await listener.aclose()
 
     async def _health_loop(self, runner: AgentRunner, registry: Registry) -> None:
         while not self._stopping:

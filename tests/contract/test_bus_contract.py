@@ -4,7 +4,9 @@ process kill; the crash cases stay in tests/e2e."""
 
 from __future__ import annotations
 
+import asyncio
 import dataclasses
+from typing import TypeVar
 
 import orjson
 
@@ -27,6 +29,7 @@ from tests.contract.conftest import AGENT, Backend
 from tests.support.wait import eventually
 
 LOCATION = Location(AGENT, 0, "p2")
+T = TypeVar("T")
 
 
 def _task(task_id: str) -> bytes:
@@ -192,6 +195,61 @@ async def test_a_cancelled_task_is_answered_and_its_delivery_acked_as_a_duplicat
     await _take(backend, "c1")
     assert await _begin(backend, "c1", running, "t2", fresh=True) == "ok"
     assert await backend.bus.cancel(keys, "t2", b"{}", b"") == "running"
+
+
+async def test_a_running_task_ends_once_whichever_of_its_cancel_and_commit_runs_first(
+    backend: Backend,
+) -> None:
+    keys, channel = backend.ref().keys, backend.keys.cancel_channel(AGENT)
+    heard: list[bytes] = []
+    listener = backend.bus.reply_listener(channel, heard.append)
+    await listener.open()
+    reading = asyncio.create_task(listener.run())
+    try:
+        # The cancel first: the task is answered, its id published on the agent's cancel
+        # channel, and its worker's commit finds it done (a duplicate: its entry acked).
+        first = await _submit(backend, "t1")
+        await _take(backend, "c1")
+        assert await _begin(backend, "c1", first, "t1", fresh=True) == "ok"
+        assert (
+            await backend.bus.cancel(keys, "t1", b'{"c":1}', b"", running=True, notify=channel)
+            == "ok"
+        )
+        assert await _commit(backend, "c1", first, "t1", b'{"n":1}') == "dup"
+        assert await backend.tasks.terminal_result(AGENT, 0, "t1") == b'{"c":1}'
+        assert await eventually(lambda: _value(heard), timeout=10) == [b"t1"]
+        # The commit first: the cancel is too late, and nothing is published.
+        second = await _submit(backend, "t2")
+        await _take(backend, "c1")
+        assert await _begin(backend, "c1", second, "t2", fresh=True) == "ok"
+        assert await _commit(backend, "c1", second, "t2", b'{"n":2}') == "ok"
+        assert (
+            await backend.bus.cancel(keys, "t2", b"{}", b"", running=True, notify=channel) == "done"
+        )
+        assert await backend.tasks.terminal_result(AGENT, 0, "t2") == b'{"n":2}'
+        assert (await backend.bus.stream_stats(backend.ref(), AGENT)).pending == 0
+        # A queued task's cancel tells no worker: none runs it.
+        await _submit(backend, "t3")
+        assert (
+            await backend.bus.cancel(keys, "t3", b"{}", b"", running=True, notify=channel) == "ok"
+        )
+        await backend.bus.cancel(keys, "t1", b"{}", b"", running=True, notify=channel)
+        probe = await _submit(backend, "t4")  # a marker: published after t3's cancel
+        await _take(backend, "c1", 2)
+        assert await _begin(backend, "c1", probe, "t4", fresh=True) == "ok"
+        assert (
+            await backend.bus.cancel(keys, "t4", b"{}", b"", running=True, notify=channel) == "ok"
+        )
+        await eventually(lambda: _value(len(heard) == 2), timeout=10)
+        assert heard == [b"t1", b"t4"]
+    finally:
+        reading.cancel()
+        await asyncio.gather(reading, return_exceptions=True)
+        await listener.aclose()
+
+
+async def _value(value: T) -> T:
+    return value
 
 
 async def _schedule(b: Backend, task_id: str, due: int, max_backlog: int = 100) -> str:

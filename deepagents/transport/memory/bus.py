@@ -531,6 +531,7 @@ class MemoryBus(MemoryWaiting, MemoryChildren):
         events_json: bytes,
         *,
         running: bool = False,
+        notify: str = "",
     ) -> str:
         key = keys.task(task_id)
         task = self.state.hash(key)
@@ -541,7 +542,8 @@ class MemoryBus(MemoryWaiting, MemoryChildren):
         )
         if task["state"] not in allowed:
             return task["state"]
-        if task["state"] == "waiting":
+        was = task["state"]
+        if was == "waiting":
             drop_wait(self.state, keys, task_id)
             for name in (*WAIT_FIELDS, *CHILD_WAIT_FIELDS):
                 task.pop(name, None)
@@ -552,6 +554,8 @@ class MemoryBus(MemoryWaiting, MemoryChildren):
         self.state.expire_if_there(keys.steps(task_id), self.result_ttl_s)
         self._outbox(keys, events_json)
         self.replies.publish(task.get("reply", ""), result_json)
+        if was == "running" and notify:
+            self.replies.publish(notify, task_id.encode())
         return "ok"
 
     async def record_steps(

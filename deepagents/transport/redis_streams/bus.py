@@ -630,6 +630,7 @@ class RedisStreamBus(RedisWaiting, RedisChildren):
         events_json: bytes,
         *,
         running: bool = False,
+        notify: str = "",
     ) -> str:
         with redis_errors("cancel"):
             status = await self.scripts.cancel(
@@ -648,6 +649,7 @@ class RedisStreamBus(RedisWaiting, RedisChildren):
                     events_json,
                     task_id,
                     "1" if running else "",
+                    notify,
                 ],
             )
         return _s(status)
