@@ -365,6 +365,11 @@ class MessageBus(Protocol):
 
     async def deliveries(self, stream: StreamRef, task_ids: Sequence[str]) -> list[int]: ...
 
+    async def cancelled(self, stream: StreamRef, task_ids: Sequence[str]) -> list[str]:
+        """Which of these tasks were cancelled (``cancel``): the heartbeat's check of the
+        running ones, for a cancel whose message on the cancel channel was lost."""
+        ...
+
     async def hand_back(
         self,
         stream: StreamRef,

@@ -477,15 +477,25 @@ class Worker:
         while not self._stopping:
             await asyncio.sleep(self._beat_s)
             self._turned_at = time.monotonic()
-            by_stream: dict[StreamRef, list[str]] = defaultdict(list)
+            by_stream: dict[StreamRef, list[InFlight]] = defaultdict(list)
             for flight in list(self.inflight.values()):
-                by_stream[flight.stream].append(flight.entry_id)
+                by_stream[flight.stream].append(flight)
             try:
-                for ref, ids in by_stream.items():
+                for ref, flights in by_stream.items():
+                    ids = [f.entry_id for f in flights]
                     for entry_id in await self.bus.touch(ref, self.name, self.consumer, ids):
                         self._lost(ref, entry_id)
+                    await self._cancelled_meanwhile(ref, flights)
             except TransportError as exc:
                 log.warning("heartbeat failed: %s", exc, extra={"action": "heartbeat_failed"})
+
+    async def _cancelled_meanwhile(self, ref: StreamRef, flights: list[InFlight]) -> None:
+        """The running tasks cancelled without this worker hearing of it (the cancel
+        channel's message was lost while its connection was down) stop now."""
+        running = [f.envelope.task.task_id for f in flights if not f.cancelled]
+        if running and self._handler is not None:
+            for task_id in await self.bus.cancelled(ref, running):
+                self._handler.cancelled(task_id)
 
     async def _hear_cancels(self, handler: DeliveryHandler) -> None:
         """The agent's cancel channel: a running task cancelled (``cancel.lua`` publishes

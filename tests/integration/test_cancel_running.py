@@ -142,3 +142,35 @@ async def test_a_cancel_racing_the_task_s_own_commit_ends_one_way_only(
             assert result.status is ResultStatus.SUCCESS
             assert event["type"] == "succeeded"
     assert worker.stats.committed + worker.stats.duplicates == len(ids)
+
+
+async def test_a_cancel_whose_message_was_lost_is_found_by_the_heartbeat(
+    client: Redis, prefix: str
+) -> None:
+    settings = Settings(prefix=prefix, outbox=True)
+    config = FileConfig(agents={"hold": AgentEntry(settings={"shards": 1, "heartbeat_ms": 200})})
+    agent = HoldAgent()
+    async with (
+        Orchestrator.from_client(
+            client, config=config, settings=settings, agents=[HoldAgent]
+        ) as orch,
+        running_worker(client, settings, config, agent) as worker,
+    ):
+        handle = await orch.submit(Task(intent="hold", payload={}))
+        task_id = str(handle.task_id)
+        await eventually(partial(_started, agent, task_id), timeout=20, what="the run started")
+        keys = orch.services.keys.shard("hold", 0)
+        cancelled = Result.failed(ErrorCode.CANCELLED, "cancelled", task_id=task_id, agent="hold")
+        # As the orchestrator does, but nothing published: as if the worker's channel was down.
+        status = await orch.bus.cancel(
+            keys, task_id, cancelled.model_dump_json().encode(), b"", running=True
+        )
+        assert status == "ok"
+        await eventually(lambda: _value(agent.cancelled[task_id]), timeout=20, what="run stopped")
+
+        async def acked() -> bool:
+            stats = await orch.bus.stream_stats(worker.streams[0], "hold")
+            return stats.pending == 0
+
+        await eventually(acked, timeout=20, what="its entry acked as a duplicate")
+    assert worker.stats.duplicates == 1 and worker.stats.committed == 0

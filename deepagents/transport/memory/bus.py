@@ -427,6 +427,11 @@ class MemoryBus(MemoryWaiting, MemoryChildren):
             _int((self.state.hash(stream.keys.task(t)) or {}).get("deliveries")) for t in task_ids
         ]
 
+    async def cancelled(self, stream: StreamRef, task_ids: Sequence[str]) -> list[str]:
+        return [
+            t for t in task_ids if (self.state.hash(stream.keys.task(t)) or {}).get("cancelled")
+        ]
+
     async def hand_back(
         self,
         stream: StreamRef,

@@ -529,6 +529,12 @@ class RedisStreamBus(RedisWaiting, RedisChildren):
             replies = await self.lanes.pipeline(commands)
         return [int(n) if n and n.isdigit() else 0 for n in replies]
 
+    async def cancelled(self, stream: StreamRef, task_ids: Sequence[str]) -> list[str]:
+        commands = [("HGET", stream.keys.task(task_id), "cancelled") for task_id in task_ids]
+        with redis_errors(f"cancels on {stream.name}"):
+            replies = await self.lanes.pipeline(commands)
+        return [t for t, flag in zip(task_ids, replies, strict=True) if flag]
+
     async def hand_back(
         self,
         stream: StreamRef,
