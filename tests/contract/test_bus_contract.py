@@ -242,6 +242,9 @@ async def test_a_running_task_ends_once_whichever_of_its_cancel_and_commit_runs_
         )
         await eventually(lambda: _value(len(heard) == 2), timeout=10)
         assert heard == [b"t1", b"t4"]
+        # What the heartbeat asks, for a message lost while a worker's channel was down.
+        ids = ["t1", "t2", "t3", "t4", "nope"]
+        assert await backend.bus.cancelled(backend.ref(), ids) == ["t1", "t3", "t4"]
     finally:
         reading.cancel()
         await asyncio.gather(reading, return_exceptions=True)
