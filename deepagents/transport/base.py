@@ -71,6 +71,11 @@ class Begun(NamedTuple):
     # The task has step records (worker/steps.py): an earlier delivery recorded some. A
     # delivery of a task without any need not read them.
     stepped: bool = False
+    # A task begun before (a redelivery, a retry, a resume): when it first began (ms), and
+    # what its earlier deliveries spent on model calls outside recorded steps. 0 otherwise.
+    first_ms: int = 0
+    spent_tokens: int = 0
+    spent_cost_usd: float = 0.0
 
 
 class CommitItem(NamedTuple):
@@ -111,6 +116,10 @@ class Reschedule:
     # False: this delivery is given back (the task hash's count goes down by one), so a
     # task that only waits (an open circuit) never nears max_deliveries.
     counted: bool = True
+    # What this delivery spent on model calls outside recorded steps (a recorded step's
+    # usage is in its record): the next delivery's Result counts it.
+    spent_tokens: int = 0
+    spent_cost_usd: float = 0.0
 
 
 class StepRecord(NamedTuple):

@@ -197,7 +197,13 @@ class Run:
                 counted = decision.action == "retry"
                 kind = "retried" if counted else "waited"
                 await self.outcomes.reschedule(
-                    flight, ref.tier, decision.delay_ms, kind, decision.reason, counted=counted
+                    flight,
+                    ref.tier,
+                    decision.delay_ms,
+                    kind,
+                    decision.reason,
+                    self._unsent(flight),  # its model calls' events: its spend is counted
+                    counted=counted,
                 )
                 return
             if decision.action == "dead_letter":
@@ -276,6 +282,8 @@ class Run:
         ``degraded``: the agent's degraded_execute runs instead of execute (degrade)."""
         task = flight.envelope.task
         usage = start_usage()  # in this delivery's own task context: nothing to reset
+        if flight.spent_tokens or flight.spent_cost_usd:  # its earlier deliveries' spend
+            usage.carry(flight.spent_tokens, flight.spent_cost_usd, False)
         tools = start_tool_ledger()  # its tool calls' audit events, likewise
         current_attempt.set(flight.envelope.attempt)
         execute = "degraded_execute" if degraded else "execute"

@@ -251,6 +251,28 @@ async def test_a_running_task_ends_once_whichever_of_its_cancel_and_commit_runs_
         await listener.aclose()
 
 
+async def test_a_task_begun_again_learns_its_first_start_and_earlier_spend(
+    backend: Backend,
+) -> None:
+    entry_id = await _submit(backend, "t1")
+    await _take(backend, "c1")
+    (first,) = await backend.bus.begin(
+        backend.ref(), AGENT, "c1", [BeginItem(entry_id, "t1", 1)], fresh=True
+    )
+    assert (first.status, first.first_ms, first.spent_tokens) == ("ok", 0, 0)
+    started = int((await backend.tasks.task_fields(LOCATION, "t1"))["first_ms"])
+    retry = Reschedule(entry_id, "t1", 0, "p2", _task("t1"), 2, spent_tokens=30,
+                       spent_cost_usd=0.25)  # fmt: skip
+    assert await backend.bus.reschedule(backend.ref(), AGENT, "c1", retry) == "ok"
+    assert (await backend.bus.promote_due(backend.ref().keys, ["p2"])).moved == 1
+    (entry,) = await _take(backend, "c2")
+    (again,) = await backend.bus.begin(
+        backend.ref(), AGENT, "c2", [BeginItem(entry.entry_id, "t1", 2)], fresh=True
+    )
+    assert again.status == "ok" and again.deliveries == 2
+    assert (again.first_ms, again.spent_tokens, again.spent_cost_usd) == (started, 30, 0.25)
+
+
 async def _value(value: T) -> T:
     return value
 

@@ -38,6 +38,8 @@ from deepagents.transport.memory.waiting import WAIT_FIELDS, MemoryWaiting, drop
 
 _b = str.encode
 _CANCELLABLE = ("queued", "scheduled", "retrying", "waiting")
+# A task's first start and its earlier deliveries' spend: a replay starts it afresh.
+_FIRST_RUN = ("first_ms", "spent_tokens", "spent_cost")
 
 
 class MemoryBus(MemoryWaiting, MemoryChildren):
@@ -292,7 +294,21 @@ class MemoryBus(MemoryWaiting, MemoryChildren):
             )
             if item.started_event:
                 events.append(item.started_event + _b(f"{n}}}"))
-            out.append(Begun("ok", n, task.get("stepped") == "1"))
+            first = task.get("first_ms")
+            if first is None:
+                task["first_ms"] = at
+                out.append(Begun("ok", n, task.get("stepped") == "1"))
+                continue
+            out.append(
+                Begun(
+                    "ok",
+                    n,
+                    task.get("stepped") == "1",
+                    first_ms=_int(first),
+                    spent_tokens=_int(task.get("spent_tokens")),
+                    spent_cost_usd=float(task.get("spent_cost", "0")),
+                )
+            )
         if events:
             self._outbox(stream.keys, b"[" + b",".join(events) + b"]")
         return out
@@ -365,6 +381,11 @@ class MemoryBus(MemoryWaiting, MemoryChildren):
         task.update(state="retrying", due_ms=str(item.due_ms))
         if not item.counted and _int(task.get("deliveries")) > 0:
             task["deliveries"] = str(_int(task["deliveries"]) - 1)
+        if item.spent_tokens > 0:
+            task["spent_tokens"] = str(_int(task.get("spent_tokens")) + item.spent_tokens)
+        if item.spent_cost_usd > 0:
+            spent = float(task.get("spent_cost", "0")) + item.spent_cost_usd
+            task["spent_cost"] = repr(spent)
         self._outbox(stream.keys, item.events_json)
         return "ok"
 
@@ -520,7 +541,7 @@ class MemoryBus(MemoryWaiting, MemoryChildren):
         entry_id = self.state.stream(keys.stream(tier)).add(_task_fields(task_json, "1", at, reply))
         key = keys.task(task_id)
         task = self.state.hash_for_write(key)
-        for name in ("result", "owner", "finished_ms", "due_ms"):
+        for name in ("result", "owner", "finished_ms", "due_ms", *_FIRST_RUN):
             task.pop(name, None)
         task.update(state="queued", entry=entry_id, enq_ms=at, deliveries="0")
         self.state.persist(key)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import math
 import time
 from collections.abc import Callable, Sequence
 from typing import Any
@@ -425,7 +426,7 @@ class RedisStreamBus(RedisWaiting, RedisChildren):
             args += (item.entry_id, item.attempt, item.started_event)
         with redis_errors(f"begin on {stream.name}"):
             (reply,) = await self._evalsha(self.scripts.begin, [(keys, args)])
-        return [Begun(r[0].decode(), r[1], len(r) > 2 and r[2] == 1) for r in reply]
+        return [_begun(r) for r in reply]
 
     async def commit(
         self, stream: StreamRef, group: str, consumer: str, items: Sequence[CommitItem]
@@ -484,6 +485,8 @@ class RedisStreamBus(RedisWaiting, RedisChildren):
             member,
             item.events_json,
             "1" if item.counted else "0",
+            item.spent_tokens,
+            repr(item.spent_cost_usd),
         ]
         with redis_errors(f"reschedule on {stream.name}"):
             return _s(await self.scripts.reschedule(keys=keys, args=args))
@@ -744,3 +747,33 @@ class RedisStreamBus(RedisWaiting, RedisChildren):
                 pipe.xlen(keys.outbox)
             lengths = await pipe.execute()
         return [int(n) for n in lengths]
+
+
+def _begun(reply: list[Any]) -> Begun:
+    """One entry of the begin script's answer (``lua/begin.lua``)."""
+    if len(reply) < 4:
+        return Begun(reply[0].decode(), reply[1], len(reply) > 2 and reply[2] == 1)
+    return Begun(
+        reply[0].decode(),
+        reply[1],
+        reply[2] == 1,
+        first_ms=_int_or(reply[3]),
+        spent_tokens=_int_or(reply[4]),
+        spent_cost_usd=_float_or(reply[5]),
+    )
+
+
+def _int_or(value: bytes) -> int:
+    """A number a script read from a task hash; 0 when it is not one (a damaged field)."""
+    try:
+        return int(value)
+    except ValueError:
+        return 0
+
+
+def _float_or(value: bytes) -> float:
+    try:
+        number = float(value)
+    except ValueError:
+        return 0.0
+    return number if math.isfinite(number) else 0.0
