@@ -74,7 +74,8 @@ async def test_a_retried_task_counts_every_delivery_s_attempt_time_and_spend(
     assert len(agent.starts) == 2
     assert result.metrics.attempts == 2
     # from the first start: both runs and the retry's wait between them
-    assert result.metrics.latency_ms >= (agent.starts[1] - agent.starts[0]) * 1000 - 5
+    latency_ms = result.metrics.latency_ms
+    assert latency_ms is not None and latency_ms >= (agent.starts[1] - agent.starts[0]) * 1000 - 5
     assert result.metrics.tokens_used == 120 + 10 + 10  # the step once, each delivery's call
     assert result.metrics.cost_usd == 0.5 + 0.125 + 0.125
     calls = [
