@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import hashlib
 import logging
 import uuid
@@ -59,6 +60,7 @@ from deepagents.orchestrator.replies import (
     question_of,
 )
 from deepagents.orchestrator.routing import Route, Router, agent_specs
+from deepagents.orchestrator.unserved import Unserved
 from deepagents.orchestrator.versions import version_routing
 from deepagents.store.base import Registry, TaskRecords
 from deepagents.store.registry import AgentHealth
@@ -107,6 +109,7 @@ class Orchestrator:
         self._replies: ReplyListener | None = None
         self._listener: asyncio.Task[None] | None = None
         self._coalescer = SubmitCoalescer(self)
+        self._unserved = Unserved(self.registry, config)
         self.answers = Replies(
             self.bus,
             self.tasks,
@@ -244,7 +247,17 @@ class Orchestrator:
         valid = _validated(task)
         if delay is not None:
             valid = valid.model_copy(update={"not_before": utcnow() + delay})
-        return await self._coalescer.submit(valid, recorded=recorded)
+        return await self._warned(await self._coalescer.submit(valid, recorded=recorded))
+
+    async def _warned(self, handle: TaskHandle) -> TaskHandle:
+        """The handle, with a warning when no live worker serves its agent."""
+        warning = await self._unserved.warning(handle.agent)
+        return handle if warning is None else dataclasses.replace(handle, warning=warning)
+
+    async def unserved(self, agent: str) -> str | None:
+        """A warning when no live worker serves ``agent`` now (read at most once a second),
+        else None: what a submit's handle carries in ``warning``."""
+        return await self._unserved.warning(agent)
 
     async def submit_many(
         self, tasks: Sequence[Task | Mapping[str, Any]], *, recorded: Collection[str] = ()
@@ -256,10 +269,10 @@ class Orchestrator:
         ``recorded``: task ids whose location keys the caller already wrote (see
         ``locations``), in a round trip it makes anyway; they are not written again."""
         if not self.telemetry.tracing.recording:
-            return await self._submit_many(tasks, None, recorded)
+            return [await self._warned(h) for h in await self._submit_many(tasks, None, recorded)]
         spans: list[Span] = []
         try:
-            return await self._submit_many(tasks, spans, recorded)
+            return [await self._warned(h) for h in await self._submit_many(tasks, spans, recorded)]
         except Exception as exc:
             for span in spans:
                 span.set_status(StatusCode.ERROR, type(exc).__name__)
