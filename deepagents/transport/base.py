@@ -137,6 +137,9 @@ class Promoted(NamedTuple):
     dead_lettered: int  # members that were not delayed tasks (decode_error)
     # task ids whose wait for a reply is due (left in the set: ``wake`` takes each out)
     waits: tuple[str, ...] = ()
+    # (task id, error) of the dead-lettered members whose task could still be read: each
+    # stays 'retrying' until ``end_damaged`` ends it
+    damaged: tuple[tuple[str, str], ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -401,6 +404,14 @@ class MessageBus(Protocol):
     async def promote_due(
         self, keys: ShardKeys, tiers: Sequence[str], limit: int = 500
     ) -> Promoted: ...
+
+    async def end_damaged(
+        self, keys: ShardKeys, task_id: str, result_json: bytes, events_json: bytes
+    ) -> str:
+        """End dead, with ``result_json``, a task whose delayed-set member was damaged
+        (``Promoted.damaged``), while it is still retrying or scheduled: ok, or the state
+        that left it alone ('missing'). Its submitter is answered."""
+        ...
 
     async def replay(
         self, keys: ShardKeys, dlq_entry: str, tier: str, task_id: str, task_json: bytes, reply: str

@@ -26,6 +26,10 @@ from deepagents.config.placement import Placement, check_placement
 from deepagents.config.schema import AgentSettings, FileConfig
 from deepagents.config.settings import Settings
 from deepagents.contract.agent import AgentContract
+from deepagents.contract.codec import encode_result
+from deepagents.contract.events import audit_event, encode_events
+from deepagents.contract.result import ErrorCode, Result
+from deepagents.contract.task import utcnow
 from deepagents.errors import GroupVanished, TransportError
 from deepagents.modelcall.bootstrap import model_calls_scope, simulator_models
 from deepagents.modelcall.credentials import missing_credential
@@ -573,6 +577,8 @@ class Worker:
             promoted = await self.bus.promote_due(keys, tiers)
             if promoted.dead_lettered:
                 self._poisoned(keys.delayed, promoted.dead_lettered)
+            for task_id, error in promoted.damaged:
+                await self._end_damaged(keys, task_id, error)
             if promoted.waits:  # questions whose wait ran out, parents whose sweep is due
                 await wake_due(
                     self.bus,
@@ -598,6 +604,32 @@ class Worker:
                     exc,
                     extra={"action": "promote_refused"},
                 )
+
+    async def _end_damaged(self, keys: ShardKeys, task_id: str, error: str) -> None:
+        """A task whose retry's member was damaged (dead-lettered by the promote script) ends
+        dead with the reason, rather than staying 'retrying' with its submitter waiting."""
+        reason = f"{ErrorCode.DECODE_ERROR}: its retry in the delayed set was damaged ({error})"
+        result = Result.failed(
+            ErrorCode.DEAD_LETTERED, reason, task_id=task_id, agent=self.name, finished_at=utcnow()
+        )
+        events = b""
+        if self.settings.outbox:
+            event = audit_event(
+                "dead_lettered",
+                task_id,
+                agent=self.name,
+                reason=ErrorCode.DECODE_ERROR,
+                error=error,
+            )
+            events = encode_events([event])
+        status = await self.bus.end_damaged(keys, task_id, encode_result(result), events)
+        if status == "ok":
+            log.warning(
+                "task %s ended dead: %s",
+                task_id,
+                reason,
+                extra={"action": "dead_lettered", "task_id": task_id, "reason": "decode_error"},
+            )
 
     def _poisoned(self, delayed: str, n: int) -> None:
         """The promote script moved ``n`` members that were not delayed tasks to the

@@ -25,6 +25,7 @@ from deepagents.transport.base import (
     Waiting,
     now_ms,
 )
+from deepagents.transport.memory import MemoryBus
 from tests.contract.conftest import AGENT, Backend
 from tests.support.wait import eventually
 
@@ -271,6 +272,58 @@ async def test_a_task_begun_again_learns_its_first_start_and_earlier_spend(
     )
     assert again.status == "ok" and again.deliveries == 2
     assert (again.first_ms, again.spent_tokens, again.spent_cost_usd) == (started, 30, 0.25)
+
+
+async def test_a_damaged_retry_member_names_its_task_which_then_ends_dead_once(
+    backend: Backend,
+) -> None:
+    keys, channel = backend.ref().keys, "reply-of-t1"
+    status, entry_id = await backend.bus.enqueue(
+        backend.ref(), "t1", _task("t1"), reply=channel, max_backlog=100, events_json=b""
+    )
+    assert status == "ok"
+    heard: list[bytes] = []
+    listener = backend.bus.reply_listener(channel, heard.append)
+    await listener.open()
+    reading = asyncio.create_task(listener.run())
+    try:
+        await _take(backend, "c1")
+        assert await _begin(backend, "c1", entry_id, "t1", fresh=True) == "ok"
+        damaged = orjson.dumps({"tier": "p2", "task": _task("t1").decode(), "attempt": "x"})
+        retry = Reschedule(entry_id, "t1", 0, "p2", _task("t1"), 2)
+        assert await backend.bus.reschedule(backend.ref(), AGENT, "c1", retry) == "ok"
+        # the member as a damaged copy would be: its task readable, its attempt not
+        await backend.bus.promote_due(keys, ["p2"], limit=0)
+        assert await _state(backend, "t1") == "retrying"
+        await _replace_delayed(backend, damaged)
+        promoted = await backend.bus.promote_due(keys, ["p2"])
+        error = "attempt is not an integer >= 1"
+        assert (promoted.moved, promoted.dead_lettered, promoted.damaged) == (
+            0,
+            1,
+            (("t1", error),),
+        )
+        assert await backend.bus.end_damaged(keys, "t1", b'{"dead":1}', b"") == "ok"
+        assert await backend.bus.end_damaged(keys, "t1", b'{"dead":2}', b"") == "dead"
+        assert await backend.bus.end_damaged(keys, "nope", b"{}", b"") == "missing"
+        assert await _state(backend, "t1") == "dead"
+        assert await backend.tasks.terminal_result(AGENT, 0, "t1") == b'{"dead":1}'
+        assert await eventually(lambda: _value(heard), timeout=10) == [b'{"dead":1}']
+    finally:
+        reading.cancel()
+        await asyncio.gather(reading, return_exceptions=True)
+        await listener.aclose()
+
+
+async def _replace_delayed(b: Backend, member: bytes) -> None:
+    """The shard's delayed set holds ``member`` alone, due now (a damaged copy)."""
+    delayed = b.ref().keys.delayed
+    if isinstance(b.bus, MemoryBus):
+        b.bus.state.delayed[delayed] = {member: 0}
+        return
+    client = b.bus.client  # type: ignore[attr-defined]
+    await client.delete(delayed)
+    await client.zadd(delayed, {member: 0})
 
 
 async def _value(value: T) -> T:

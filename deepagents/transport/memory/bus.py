@@ -505,7 +505,7 @@ class MemoryBus(MemoryWaiting, MemoryChildren):
         at = now_ms()
         due = sorted((score, m) for m, score in members.items() if score <= at)[:limit]
         moved = dead = 0
-        waits = []
+        waits, damaged = [], []
         for _, member in due:
             if member.startswith(b"w:"):  # left in the set: ``wake`` takes it out
                 waits.append(member[2:].decode())
@@ -524,12 +524,31 @@ class MemoryBus(MemoryWaiting, MemoryChildren):
                     }
                 )
                 dead += 1
+                salvaged = _salvage(member)
+                if salvaged is not None:
+                    damaged.append((salvaged, error))
                 continue
             tier = parsed.tier if parsed.tier in tiers else tiers[-1]
             fields = _task_fields(_b(parsed.task), str(parsed.attempt), str(at), parsed.reply)
             self.state.stream(keys.stream(tier)).add(fields)
             moved += 1
-        return Promoted(moved, dead, tuple(waits))
+        return Promoted(moved, dead, tuple(waits), tuple(damaged))
+
+    async def end_damaged(
+        self, keys: ShardKeys, task_id: str, result_json: bytes, events_json: bytes
+    ) -> str:
+        key = keys.task(task_id)
+        task = self.state.hash(key)
+        if task is None or "state" not in task:
+            return "missing"
+        if task["state"] not in ("retrying", "scheduled"):
+            return task["state"]
+        task.update(state="dead", result=result_json.decode(), finished_ms=str(now_ms()))
+        self.state.expire(key, self.result_ttl_s)
+        self.state.expire_if_there(keys.steps(task_id), self.result_ttl_s)
+        self._outbox(keys, events_json)
+        self.replies.publish(task.get("reply", ""), result_json)
+        return "ok"
 
     async def replay(
         self, keys: ShardKeys, dlq_entry: str, tier: str, task_id: str, task_json: bytes, reply: str
@@ -690,6 +709,17 @@ class _Member(NamedTuple):
     task: str
     attempt: int
     reply: str
+
+
+def _salvage(member: bytes) -> str | None:
+    """The task id of a member that failed the check, if its task is still readable."""
+    try:
+        parsed = orjson.loads(member)
+        task = orjson.loads(parsed["task"]) if isinstance(parsed, dict) else None
+    except (orjson.JSONDecodeError, KeyError, TypeError):
+        return None
+    task_id = task.get("task_id") if isinstance(task, dict) else None
+    return task_id if isinstance(task_id, str) else None
 
 
 def _delayed_member(member: bytes) -> tuple[_Member | None, str]:

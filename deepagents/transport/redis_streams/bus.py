@@ -579,11 +579,27 @@ class RedisStreamBus(RedisWaiting, RedisChildren):
         self, keys: ShardKeys, tiers: Sequence[str], limit: int = 500
     ) -> Promoted:
         with redis_errors(f"promote {keys.delayed}"):
-            moved, dead, waits = await self.scripts.promote(
+            moved, dead, waits, damaged = await self.scripts.promote(
                 keys=[keys.delayed, keys.dlq, *(keys.stream(t) for t in tiers)],
                 args=[now_ms(), limit, *tiers],
             )
-        return Promoted(int(moved), int(dead), tuple(_s(w) for w in waits))
+        pairs = zip(damaged[::2], damaged[1::2], strict=True)
+        return Promoted(
+            int(moved),
+            int(dead),
+            tuple(_s(w) for w in waits),
+            tuple((_s(task_id), _s(error)) for task_id, error in pairs),
+        )
+
+    async def end_damaged(
+        self, keys: ShardKeys, task_id: str, result_json: bytes, events_json: bytes
+    ) -> str:
+        with redis_errors(f"end task {task_id}"):
+            status = await self.scripts.end_damaged(
+                keys=[keys.task(task_id), keys.outbox, keys.steps(task_id)],
+                args=[result_json, now_ms(), self.result_ttl_s, events_json],
+            )
+        return _s(status)
 
     async def replay(
         self, keys: ShardKeys, dlq_entry: str, tier: str, task_id: str, task_json: bytes, reply: str

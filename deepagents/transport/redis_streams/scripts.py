@@ -35,6 +35,7 @@ _NAMES = (
     "park_children",
     "child_ended",
     "link_child",
+    "end_damaged",
 )
 
 
@@ -70,6 +71,7 @@ class Scripts:
     park_children: AsyncScript
     child_ended: AsyncScript
     link_child: AsyncScript
+    end_damaged: AsyncScript
 
     @staticmethod
     def preload() -> None:
