@@ -110,7 +110,7 @@ async def test_audit_show_lists_each_step_with_its_phase_duration_and_cost(
     # step's run (from its start, its end less its duration, to its end; parallel lanes'
     # steps overlap), listed before that step's end, and each metered step holds a call.
     calls = [e for e in events if e["type"] == "model_call"]
-    metered = [e for e in steps if e["detail"]["step"] in MODEL_STEPS]
+    paid = [e for e in steps if e["detail"]["step"] in MODEL_STEPS]
     slack = timedelta(milliseconds=5)  # the wall clock against the monotonic one
 
     def within(call: dict[str, Any], step: dict[str, Any]) -> bool:
@@ -119,8 +119,8 @@ async def test_audit_show_lists_each_step_with_its_phase_duration_and_cost(
         at = datetime.fromisoformat(call["ts"])
         return start <= at <= end and events.index(call) < events.index(step)
 
-    assert all(any(within(c, e) for e in metered) for c in calls), calls
-    assert all(any(within(c, e) for c in calls) for e in metered), metered
+    assert all(any(within(c, e) for e in paid) for c in calls), calls
+    assert all(any(within(c, e) for c in calls) for e in paid), paid
     (done,) = [e for e in events if e["type"] == "succeeded"]
     assert (
         sum(e["tokens_used"] or 0 for e in steps)
