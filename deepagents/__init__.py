@@ -9,9 +9,10 @@ checkers and IDEs.
 
 from __future__ import annotations
 
-import importlib
 import sys
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from deepagents._internal.lazy import lazy_exports
 
 __version__ = "0.1.0"  # the one source of the version: pyproject.toml reads it
 
@@ -71,14 +72,4 @@ __all__ = [
 # Hidden from type checkers, which then see only the names imported above (a typo stays
 # an error).
 if not TYPE_CHECKING:
-
-    def __getattr__(name: str) -> Any:
-        module = _EXPORTS.get(name)
-        if module is None:
-            raise AttributeError(f"module 'deepagents' has no attribute {name!r}")
-        value = getattr(importlib.import_module(module), name)
-        globals()[name] = value  # once loaded, a plain attribute
-        return value
-
-    def __dir__() -> list[str]:
-        return sorted({*globals(), *__all__})
+    __getattr__, __dir__ = lazy_exports(__name__, globals(), _EXPORTS, __all__)

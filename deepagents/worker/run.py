@@ -211,7 +211,7 @@ class Run:
                     flight, decision.code, decision.reason, started, queue_ms
                 )
                 return
-            result = Result.failed(decision.code, decision.reason)
+            result = _with_spend(Result.failed(decision.code, decision.reason))
         if asking.request is not None or delegating.request is not None:
             await self._park(flight, asking, delegating, events)  # it caught the Parked
             return
@@ -330,3 +330,10 @@ def _time_left_ms(flight: InFlight) -> float | None:
     if deadline is None:
         return None
     return (deadline - utcnow()).total_seconds() * 1000
+
+
+def _with_spend(result: Result) -> Result:
+    """A failure still reports what the run spent (its model calls, its children's): a
+    parent that reads it counts it, as it counts a success's."""
+    usage = current_usage()  # the ledger ``_run_metered`` started in this task context
+    return usage.apply(result) if usage is not None and usage.counted else result

@@ -125,3 +125,48 @@ def most_at_once(lines: list[str]) -> int:
         running += 1 if line.startswith("start ") else -1 if line.startswith("end ") else 0
         most = max(most, running)
     return most
+
+
+class SpendingParent(AgentContract):
+    """``spend``: delegates ``n`` children that each make one metered model call, then (with
+    ``ask``) makes one of its own through the tool loop, under ``Limits(cost_usd=...)``
+    when the payload gives ``cost_usd``: the children's spend counts against it."""
+
+    name = "spender"
+    version = "1"
+    intents = ("spend",)
+
+    async def execute(self, context: dict[str, Any]) -> Result:
+        from deepagents.agentkit import Limits, run_tools
+
+        ctx, payload, task = context["ctx"], context["payload"], context["task"]
+        calls = [Delegation("metered", {"i": i}) for i in range(int(payload.get("n", 2)))]
+        results = await ctx.delegate_many(calls)
+        output: dict[str, Any] = {"children": [r.task_id for r in results]}
+        if payload.get("ask"):
+            limit = payload.get("cost_usd")
+            loop = await run_tools(
+                model="sim",
+                messages=[{"role": "user", "content": "Sum up what the children found."}],
+                middleware=[Limits(cost_usd=limit)] if limit else [],
+                task=task,
+            )
+            output["answer"] = loop.text
+        return Result(output=output)
+
+
+class MeteredChild(AgentContract):
+    """``metered``: one model call on the model ``sim``; its usage is the Result's."""
+
+    name = "metered"
+    version = "1"
+    intents = ("metered",)
+
+    async def execute(self, context: dict[str, Any]) -> Result:
+        from deepagents.modelcall import wrap_model_call
+
+        i = context["payload"]["i"]
+        reply = await wrap_model_call(
+            "sim", prompt=f"Find fact {i}.", task=context["task"], agent=self.name
+        )
+        return Result(output={"i": i, "text": reply.text})
