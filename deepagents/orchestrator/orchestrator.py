@@ -254,6 +254,15 @@ class Orchestrator:
         warning = await self._unserved.warning(handle.agent)
         return handle if warning is None else dataclasses.replace(handle, warning=warning)
 
+    async def _all_warned(self, handles: list[TaskHandle]) -> list[TaskHandle]:
+        """``_warned`` for a batch: asked once per agent type, not per task."""
+        said = {agent: await self._unserved.warning(agent) for agent in {h.agent for h in handles}}
+        if not any(said.values()):
+            return handles
+        return [
+            dataclasses.replace(h, warning=said[h.agent]) if said[h.agent] else h for h in handles
+        ]
+
     async def unserved(self, agent: str) -> str | None:
         """A warning when no live worker serves ``agent`` now (read at most once a second),
         else None: what a submit's handle carries in ``warning``."""
@@ -269,10 +278,10 @@ class Orchestrator:
         ``recorded``: task ids whose location keys the caller already wrote (see
         ``locations``), in a round trip it makes anyway; they are not written again."""
         if not self.telemetry.tracing.recording:
-            return [await self._warned(h) for h in await self._submit_many(tasks, None, recorded)]
+            return await self._all_warned(await self._submit_many(tasks, None, recorded))
         spans: list[Span] = []
         try:
-            return [await self._warned(h) for h in await self._submit_many(tasks, spans, recorded)]
+            return await self._all_warned(await self._submit_many(tasks, spans, recorded))
         except Exception as exc:
             for span in spans:
                 span.set_status(StatusCode.ERROR, type(exc).__name__)
