@@ -19,6 +19,7 @@ EXTRAS: dict[str, tuple[str, ...]] = {
     "langgraph": ("langgraph", "langchain_core", "langchain"),
     "otlp": ("opentelemetry.exporter.otlp.proto.http",),
     "cron": ("croniter",),
+    "a2a": ("a2a",),
 }
 
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import re
 from enum import StrEnum
-from typing import Annotated, Any
+from typing import Annotated, Any, Literal
 
 from pydantic import (
     BaseModel,
@@ -194,6 +194,12 @@ class RemoteConfig(_Strict):
     """An agent served over HTTP (docs/remote-agents.md). The URL comes only from here:
     nothing in a task can steer where the worker connects."""
 
+    protocol: Literal["deepagents", "a2a"] = Field(
+        default="deepagents",
+        description="deepagents: the wire protocol of docs/remote-agents.md (HTTP or gRPC); "
+        "a2a: an A2A agent (JSON-RPC binding) at url, its card at url + "
+        "/.well-known/agent-card.json (the a2a extra)",
+    )
     url: str = Field(
         pattern=r"^(https?://[^/?#\s]+(/[^?#\s]*)?|grpcs?://[^/?#\s]+)$",
         description="base URL: http(s)://host[:port][/path], or grpc(s)://host:port for "
@@ -213,6 +219,18 @@ class RemoteConfig(_Strict):
     )
     tls: RemoteTLS | None = None
     breaker: RemoteBreakerConfig = Field(default_factory=RemoteBreakerConfig)
+    ask_timeout_s: float = Field(
+        default=86_400.0,
+        gt=0,
+        description="a2a: how long a question the agent asks (input-required) waits for a "
+        "reply through ctx.ask before the task fails reply_timeout",
+    )
+
+    @model_validator(mode="after")
+    def _a2a_over_http(self) -> RemoteConfig:
+        if self.protocol == "a2a" and not self.url.startswith("http"):
+            raise ValueError("protocol a2a needs an http(s):// url")
+        return self
 
 
 class McpToolPolicy(_Strict):

@@ -373,5 +373,11 @@ def remote_agent_class(name: str, entry: AgentEntry) -> type[RemoteAgent]:
     """The ``RemoteAgent`` class of one configured agent type."""
     if entry.remote is None:
         raise ConfigError("has no remote section", field=f"agents.{name}")
+    base: type[RemoteAgent] = RemoteAgent
+    if entry.remote.protocol == "a2a":  # an A2A agent (the a2a extra, imported only then)
+        require_extra("a2a", f"the A2A agent at {entry.remote.url}")
+        from deepagents.remote.a2a_agent import A2ARemoteAgent
+
+        base = A2ARemoteAgent
     attrs = {"name": name, "intents": tuple(entry.intents), "remote": entry.remote}
-    return type(f"Remote_{name.replace('-', '_')}", (RemoteAgent,), attrs)
+    return type(f"Remote_{name.replace('-', '_')}", (base,), attrs)

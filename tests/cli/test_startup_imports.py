@@ -69,6 +69,7 @@ ANYWHERE = (
     "hvac",
     "rich",
     "opentelemetry.exporter",
+    "a2a",  # the a2a extra: the gateway with gateway.a2a.enabled, an A2A remote agent
 )
 # Neither the scheduler nor its dependencies.
 SCHEDULER = ("deepagents.orchestrator", "deepagents.worker", "deepagents.compose", "redis")

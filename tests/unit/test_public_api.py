@@ -124,7 +124,7 @@ ERROR_CODES = {
 
 
 # Top-level modules of optional extras that a module may import at its top.
-OPTIONAL = {"grpc", "google", "mcp"}
+OPTIONAL = {"grpc", "google", "mcp", "a2a"}
 
 
 def _package_classes() -> Iterator[type]:
