@@ -13,7 +13,7 @@ import orjson
 
 from deepagents.cli.common import load_runtime, redis_client, require_redis_url, run
 from deepagents.contract.codec import encode_result
-from deepagents.errors import ConfigError, InvalidPayload
+from deepagents.errors import ConfigError, InvalidPayload, ResultTimeout
 from deepagents.orchestrator import Orchestrator
 
 
@@ -126,9 +126,18 @@ def main(args: argparse.Namespace) -> int:
                     "shard": handle.shard,
                     "duplicate": handle.duplicate,
                 }
+                if handle.warning:
+                    line["warning"] = handle.warning
                 sys.stdout.write(orjson.dumps(line).decode() + "\n")
                 return 0
-            result = await handle.result(timeout=args.wait)
+            try:
+                result = await handle.result(timeout=args.wait)
+            except ResultTimeout:
+                # Why it has no result, when the reason is that nobody serves its agent.
+                warning = await orch.unserved(handle.agent) or handle.warning
+                if warning:
+                    sys.stderr.write(f"deepagents: publish: {warning}\n")
+                raise
             sys.stdout.write(encode_result(result).decode() + "\n")
             return 0 if result.status.value != "failed" else 3
 

@@ -331,8 +331,7 @@ async def cancel_task(
         raise TaskNotFoundError(f"no task {task_id} for your tenant")
     if outcome != "ok":
         raise TaskNotCancelableError(
-            f"task {task_id} is {outcome}; only a queued or scheduled task, or one waiting "
-            "for input, can be canceled"
+            f"task {task_id} is {outcome}; only a task that has not ended can be canceled"
         )
     return await _task(call, task_id)
 

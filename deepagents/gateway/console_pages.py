@@ -161,7 +161,7 @@ def task_page(
             '<button type="submit" name="action" value="respond">Send the answer</button>'
             "</form></section>"
         )
-    if state in ("queued", "scheduled", "waiting"):
+    if state in ("queued", "scheduled", "running", "retrying", "waiting"):  # not ended yet
         parts.append(
             f'<form method="post" action="/ui/tasks/{e(task_id)}/cancel" class="actions">'
             f'<input type="hidden" name="csrf" value="{e(csrf)}">'

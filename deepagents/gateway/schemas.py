@@ -76,6 +76,11 @@ class Accepted(BaseModel):
     tier: str
     duplicate: bool = Field(description="true: an earlier task with this idempotency key")
     href: str = Field(description="where to read the task's state and result")
+    warning: str | None = Field(
+        default=None,
+        description="set when no live worker serves the task's agent: the task is accepted "
+        "and waits until one starts (also in the `Deepagents-Warning` header)",
+    )
 
 
 class BatchAccepted(BaseModel):

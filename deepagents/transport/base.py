@@ -79,6 +79,11 @@ class Begun(NamedTuple):
     # The task has step records (worker/steps.py): an earlier delivery recorded some. A
     # delivery of a task without any need not read them.
     stepped: bool = False
+    # A task begun before (a redelivery, a retry, a resume): when it first began (ms), and
+    # what its earlier deliveries spent on model calls outside recorded steps. 0 otherwise.
+    first_ms: int = 0
+    spent_tokens: int = 0
+    spent_cost_usd: float = 0.0
 
 
 class CommitItem(NamedTuple):
@@ -119,6 +124,10 @@ class Reschedule:
     # False: this delivery is given back (the task hash's count goes down by one), so a
     # task that only waits (an open circuit) never nears max_deliveries.
     counted: bool = True
+    # What this delivery spent on model calls outside recorded steps (a recorded step's
+    # usage is in its record): the next delivery's Result counts it.
+    spent_tokens: int = 0
+    spent_cost_usd: float = 0.0
 
 
 class StepRecord(NamedTuple):
@@ -136,6 +145,9 @@ class Promoted(NamedTuple):
     dead_lettered: int  # members that were not delayed tasks (decode_error)
     # task ids whose wait for a reply is due (left in the set: ``wake`` takes each out)
     waits: tuple[str, ...] = ()
+    # (task id, error) of the dead-lettered members whose task could still be read: each
+    # stays 'retrying' until ``end_damaged`` ends it
+    damaged: tuple[tuple[str, str], ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -389,6 +401,11 @@ class MessageBus(Protocol):
 
     async def deliveries(self, stream: StreamRef, task_ids: Sequence[str]) -> list[int]: ...
 
+    async def cancelled(self, stream: StreamRef, task_ids: Sequence[str]) -> list[str]:
+        """Which of these tasks were cancelled (``cancel``): the heartbeat's check of the
+        running ones, for a cancel whose message on the cancel channel was lost."""
+        ...
+
     async def hand_back(
         self,
         stream: StreamRef,
@@ -412,6 +429,14 @@ class MessageBus(Protocol):
         self, keys: ShardKeys, tiers: Sequence[str], limit: int = 500
     ) -> Promoted: ...
 
+    async def end_damaged(
+        self, keys: ShardKeys, task_id: str, result_json: bytes, events_json: bytes
+    ) -> str:
+        """End dead, with ``result_json``, a task whose delayed-set member was damaged
+        (``Promoted.damaged``), while it is still retrying or scheduled: ok, or the state
+        that left it alone ('missing'). Its submitter is answered."""
+        ...
+
     async def replay(
         self, keys: ShardKeys, dlq_entry: str, tier: str, task_id: str, task_json: bytes, reply: str
     ) -> tuple[str, str]: ...
@@ -424,9 +449,12 @@ class MessageBus(Protocol):
         events_json: bytes,
         *,
         running: bool = False,
+        notify: str = "",
     ) -> str:
         """Answer a queued, retrying or waiting task (``running``: a running one too) with
-        ``result_json``: ok, or the state that prevented it ('missing')."""
+        ``result_json``: ok, or the state that prevented it ('missing'). A running task's id
+        is published on ``notify`` (its agent's cancel channel), so its worker stops it; its
+        commit then finds it done and acks its entry as a duplicate."""
         ...
 
     async def move_unstarted(

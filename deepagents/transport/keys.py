@@ -157,6 +157,11 @@ class Keys:
     def reply_channel(self, listener_id: str) -> str:
         return f"{self.prefix}:reply:{listener_id}"
 
+    def cancel_channel(self, name: str) -> str:
+        # Pub/sub: the ids of an agent's running tasks just cancelled (cancel.lua), heard
+        # by its workers.
+        return f"{self.prefix}:cancel:{name}"
+
     def agent_versions(self, name: str) -> str:
         # instance -> the version it runs, beside the instances' heartbeats.
         return f"{self.prefix}:agent:{name}:versions"

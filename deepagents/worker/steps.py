@@ -237,6 +237,8 @@ class DeliverySteps(TaskContext):
                     parent.add_ledger(usage)
         body = encode_json(f"step {step_id!r}'s result", value)
         await self._record_step(step_id, body, started, usage)
+        if parent is not None and usage.attempts:  # a later delivery replays it
+            parent.recorded(usage)
         records[STEP + step_id] = body
         return orjson.loads(body)  # as a later delivery will see it: the JSON, decoded
 

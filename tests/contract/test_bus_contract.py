@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+from typing import TypeVar
 
 import orjson
 import pytest
@@ -27,10 +28,12 @@ from deepagents.transport.base import (
     Waiting,
     now_ms,
 )
+from deepagents.transport.memory import MemoryBus
 from tests.contract.conftest import AGENT, Backend
 from tests.support.wait import eventually
 
 LOCATION = Location(AGENT, 0, "p2")
+T = TypeVar("T")
 
 
 def _task(task_id: str) -> bytes:
@@ -196,6 +199,138 @@ async def test_a_cancelled_task_is_answered_and_its_delivery_acked_as_a_duplicat
     await _take(backend, "c1")
     assert await _begin(backend, "c1", running, "t2", fresh=True) == "ok"
     assert await backend.bus.cancel(keys, "t2", b"{}", b"") == "running"
+
+
+async def test_a_running_task_ends_once_whichever_of_its_cancel_and_commit_runs_first(
+    backend: Backend,
+) -> None:
+    keys, channel = backend.ref().keys, backend.keys.cancel_channel(AGENT)
+    heard: list[bytes] = []
+    listener = backend.bus.reply_listener(channel, heard.append)
+    await listener.open()
+    reading = asyncio.create_task(listener.run())
+    try:
+        # The cancel first: the task is answered, its id published on the agent's cancel
+        # channel, and its worker's commit finds it done (a duplicate: its entry acked).
+        first = await _submit(backend, "t1")
+        await _take(backend, "c1")
+        assert await _begin(backend, "c1", first, "t1", fresh=True) == "ok"
+        assert (
+            await backend.bus.cancel(keys, "t1", b'{"c":1}', b"", running=True, notify=channel)
+            == "ok"
+        )
+        assert await _commit(backend, "c1", first, "t1", b'{"n":1}') == "dup"
+        assert await backend.tasks.terminal_result(AGENT, 0, "t1") == b'{"c":1}'
+        assert await eventually(lambda: _value(heard), timeout=10) == [b"t1"]
+        # The commit first: the cancel is too late, and nothing is published.
+        second = await _submit(backend, "t2")
+        await _take(backend, "c1")
+        assert await _begin(backend, "c1", second, "t2", fresh=True) == "ok"
+        assert await _commit(backend, "c1", second, "t2", b'{"n":2}') == "ok"
+        assert (
+            await backend.bus.cancel(keys, "t2", b"{}", b"", running=True, notify=channel) == "done"
+        )
+        assert await backend.tasks.terminal_result(AGENT, 0, "t2") == b'{"n":2}'
+        assert (await backend.bus.stream_stats(backend.ref(), AGENT)).pending == 0
+        # A queued task's cancel tells no worker: none runs it.
+        await _submit(backend, "t3")
+        assert (
+            await backend.bus.cancel(keys, "t3", b"{}", b"", running=True, notify=channel) == "ok"
+        )
+        await backend.bus.cancel(keys, "t1", b"{}", b"", running=True, notify=channel)
+        probe = await _submit(backend, "t4")  # a marker: published after t3's cancel
+        await _take(backend, "c1", 2)
+        assert await _begin(backend, "c1", probe, "t4", fresh=True) == "ok"
+        assert (
+            await backend.bus.cancel(keys, "t4", b"{}", b"", running=True, notify=channel) == "ok"
+        )
+        await eventually(lambda: _value(len(heard) == 2), timeout=10)
+        assert heard == [b"t1", b"t4"]
+        # What the heartbeat asks, for a message lost while a worker's channel was down.
+        ids = ["t1", "t2", "t3", "t4", "nope"]
+        assert await backend.bus.cancelled(backend.ref(), ids) == ["t1", "t3", "t4"]
+    finally:
+        reading.cancel()
+        await asyncio.gather(reading, return_exceptions=True)
+        await listener.aclose()
+
+
+async def test_a_task_begun_again_learns_its_first_start_and_earlier_spend(
+    backend: Backend,
+) -> None:
+    entry_id = await _submit(backend, "t1")
+    await _take(backend, "c1")
+    (first,) = await backend.bus.begin(
+        backend.ref(), AGENT, "c1", [BeginItem(entry_id, "t1", 1)], fresh=True
+    )
+    assert (first.status, first.first_ms, first.spent_tokens) == ("ok", 0, 0)
+    started = int((await backend.tasks.task_fields(LOCATION, "t1"))["first_ms"])
+    retry = Reschedule(entry_id, "t1", 0, "p2", _task("t1"), 2, spent_tokens=30,
+                       spent_cost_usd=0.25)  # fmt: skip
+    assert await backend.bus.reschedule(backend.ref(), AGENT, "c1", retry) == "ok"
+    assert (await backend.bus.promote_due(backend.ref().keys, ["p2"])).moved == 1
+    (entry,) = await _take(backend, "c2")
+    (again,) = await backend.bus.begin(
+        backend.ref(), AGENT, "c2", [BeginItem(entry.entry_id, "t1", 2)], fresh=True
+    )
+    assert again.status == "ok" and again.deliveries == 2
+    assert (again.first_ms, again.spent_tokens, again.spent_cost_usd) == (started, 30, 0.25)
+
+
+async def test_a_damaged_retry_member_names_its_task_which_then_ends_dead_once(
+    backend: Backend,
+) -> None:
+    keys, channel = backend.ref().keys, "reply-of-t1"
+    status, entry_id = await backend.bus.enqueue(
+        backend.ref(), "t1", _task("t1"), reply=channel, max_backlog=100, events_json=b""
+    )
+    assert status == "ok"
+    heard: list[bytes] = []
+    listener = backend.bus.reply_listener(channel, heard.append)
+    await listener.open()
+    reading = asyncio.create_task(listener.run())
+    try:
+        await _take(backend, "c1")
+        assert await _begin(backend, "c1", entry_id, "t1", fresh=True) == "ok"
+        damaged = orjson.dumps({"tier": "p2", "task": _task("t1").decode(), "attempt": "x"})
+        retry = Reschedule(entry_id, "t1", 0, "p2", _task("t1"), 2)
+        assert await backend.bus.reschedule(backend.ref(), AGENT, "c1", retry) == "ok"
+        # the member as a damaged copy would be: its task readable, its attempt not
+        await backend.bus.promote_due(keys, ["p2"], limit=0)
+        assert await _state(backend, "t1") == "retrying"
+        await _replace_delayed(backend, damaged)
+        promoted = await backend.bus.promote_due(keys, ["p2"])
+        error = "attempt is not an integer >= 1"
+        assert (promoted.moved, promoted.dead_lettered, promoted.damaged) == (
+            0,
+            1,
+            (("t1", error),),
+        )
+        assert await backend.bus.end_damaged(keys, "t1", b'{"dead":1}', b"") == "ok"
+        assert await backend.bus.end_damaged(keys, "t1", b'{"dead":2}', b"") == "dead"
+        assert await backend.bus.end_damaged(keys, "nope", b"{}", b"") == "missing"
+        assert await _state(backend, "t1") == "dead"
+        assert await backend.tasks.terminal_result(AGENT, 0, "t1") == b'{"dead":1}'
+        assert await eventually(lambda: _value(heard), timeout=10) == [b'{"dead":1}']
+    finally:
+        reading.cancel()
+        await asyncio.gather(reading, return_exceptions=True)
+        await listener.aclose()
+
+
+async def _replace_delayed(b: Backend, member: bytes) -> None:
+    """The shard's delayed set holds ``member`` alone, due now (a damaged copy)."""
+    delayed = b.ref().keys.delayed
+    if isinstance(b.bus, MemoryBus):
+        b.bus.state.delayed[delayed] = {member: 0}
+        return
+    client = b.bus.client  # type: ignore[attr-defined]
+    await client.delete(delayed)
+    await client.zadd(delayed, {member: 0})
+
+
+async def _value(value: T) -> T:
+    return value
 
 
 async def _schedule(b: Backend, task_id: str, due: int, max_backlog: int = 100) -> str:

@@ -12,8 +12,10 @@ from typing import Any
 import httpx
 import pytest
 
+from deepagents.gateway.routes_tasks import WARNING_HEADER as WARNING
 from tests.gateway.conftest import Deployment
 from tests.gateway.procs import Gateway, Proc, auth, start_gateway, start_worker
+from tests.support.wait import eventually_sync
 
 
 @pytest.fixture(scope="module")
@@ -183,3 +185,33 @@ def test_metrics_count_requests(http: httpx.Client) -> None:
     text = http.get("/metrics").text
     assert 'deepagents_gateway_requests_total{method="POST",route="/v1/tasks",status="202"}' in text
     assert "deepagents_gateway_request_seconds_bucket" in text
+
+
+def test_a_task_no_live_worker_serves_is_accepted_with_a_warning(
+    http: httpx.Client, echo_worker: Proc
+) -> None:
+    order = {"symbol": "IF", "side": "buy", "quantity": 1, "price": "4000.5",
+             "available_funds": "1000000.00"}  # fmt: skip
+
+    def post(intent: str, **body: object) -> httpx.Response:
+        r = http.post("/v1/tasks", json={"intent": intent, **body}, headers=auth())
+        assert r.status_code == 202, r.text
+        return r
+
+    # No risk worker runs (one that ran in an earlier test has stopped): said in a header
+    # and in the body, and the task is queued all the same.
+    warned = eventually_sync(
+        lambda: (r := post("risk_check", payload=order)).headers.get(WARNING) and r,
+        timeout=30,
+        what="a warning",
+    )
+    assert isinstance(warned, httpx.Response)
+    text = "no live worker serves agent 'risk': its tasks wait until one starts"
+    assert warned.headers[WARNING] == text and warned.json()["warning"] == text
+    batch = http.post("/v1/tasks/batch", json={"tasks": [{"intent": "risk_check",
+                      "payload": order}]}, headers=auth())  # fmt: skip
+    assert batch.headers[WARNING] == text and batch.json()["tasks"][0]["warning"] == text
+    assert http.get(warned.json()["href"], headers=auth()).json()["state"] == "queued"
+    # An echo worker runs: nothing to say.
+    quiet = eventually_sync(lambda: WARNING not in (r := post("echo")).headers and r, timeout=30)
+    assert isinstance(quiet, httpx.Response) and quiet.json()["warning"] is None

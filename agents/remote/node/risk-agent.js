@@ -7,7 +7,8 @@
 //
 // RISK_AGENT_TEST_HOOKS=1 turns on the hooks the tests use to play a faulty service:
 // RISK_AGENT_FAULT (see `fault` below), RISK_AGENT_LOG (one JSON line per call) and
-// GET /_stats (connections open and accepted, slow calls pending).
+// GET /_stats (connections open and accepted, slow calls pending and aborted: a slow call's
+// client that hangs up stops its work, logged as an 'aborted' line).
 'use strict';
 
 const fs = require('node:fs');
@@ -239,7 +240,7 @@ const METHODS = HOOKS && process.env.RISK_AGENT_METHODS
 // What it implements unless told otherwise: the four steps and the one-call forms.
 const ALL_METHODS = ['can_handle', 'prepare_context', 'execute', 'post_process', 'run', 'run_batch'];
 const seen = new Map(); // task id -> execute calls so far
-const stats = { open: 0, accepted: 0, pending: 0, elsewhere: 0, cookies: 0, requests: 0 };
+const stats = { open: 0, accepted: 0, pending: 0, aborted: 0, elsewhere: 0, cookies: 0, requests: 0 };
 
 function fault(req, res) {
   const [kind, arg] = FAULT.split(':');
@@ -268,13 +269,21 @@ function fault(req, res) {
     case 'retry_after':
       return calls === 1 && send(429, 'application/problem+json', '{"title":"slow down"}',
         { 'retry-after': String(n) });
-    case 'slow':
+    case 'slow': {
       if (req.time_left_ms === null || req.time_left_ms === undefined) return false;
-      // calls held open: a client that gives up must close its connection
+      // calls held open: a client that gives up (a deadline, a cancelled task) must close
+      // its connection, and the work stops here when it does
       stats.pending = (stats.pending || 0) + 1;
-      res.on('close', () => { stats.pending -= 1; });
-      setTimeout(() => send(200, 'application/json', '{"result":{"status":"success"}}'), n);
+      const timer = setTimeout(() => send(200, 'application/json', '{"result":{"status":"success"}}'), n);
+      res.on('close', () => {
+        stats.pending -= 1;
+        if (res.writableFinished) return;
+        clearTimeout(timer);
+        stats.aborted += 1;
+        if (LOG) fs.appendFileSync(LOG, JSON.stringify({ step: 'aborted', task: req.task.id, at_ms: Date.now() }) + '\n');
+      });
       return true;
+    }
     case 'garbage':
       return send(200, 'application/json', 'this is {not json password=hunter2');
     case 'content_type':

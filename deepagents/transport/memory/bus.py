@@ -40,6 +40,8 @@ from deepagents.transport.memory.waiting import WAIT_FIELDS, MemoryWaiting, drop
 
 _b = str.encode
 _CANCELLABLE = ("queued", "scheduled", "retrying", "waiting")
+# A task's first start and its earlier deliveries' spend: a replay starts it afresh.
+_FIRST_RUN = ("first_ms", "spent_tokens", "spent_cost")
 
 
 class MemoryBus(MemoryWaiting, MemoryChildren):
@@ -349,7 +351,21 @@ class MemoryBus(MemoryWaiting, MemoryChildren):
             )
             if item.started_event:
                 events.append(item.started_event + _b(f"{n}}}"))
-            out.append(Begun("ok", n, task.get("stepped") == "1"))
+            first = task.get("first_ms")
+            if first is None:
+                task["first_ms"] = at
+                out.append(Begun("ok", n, task.get("stepped") == "1"))
+                continue
+            out.append(
+                Begun(
+                    "ok",
+                    n,
+                    task.get("stepped") == "1",
+                    first_ms=_int(first),
+                    spent_tokens=_int(task.get("spent_tokens")),
+                    spent_cost_usd=float(task.get("spent_cost", "0")),
+                )
+            )
         if events:
             self._outbox(stream.keys, b"[" + b",".join(events) + b"]")
         return out
@@ -422,6 +438,11 @@ class MemoryBus(MemoryWaiting, MemoryChildren):
         task.update(state="retrying", due_ms=str(item.due_ms))
         if not item.counted and _int(task.get("deliveries")) > 0:
             task["deliveries"] = str(_int(task["deliveries"]) - 1)
+        if item.spent_tokens > 0:
+            task["spent_tokens"] = str(_int(task.get("spent_tokens")) + item.spent_tokens)
+        if item.spent_cost_usd > 0:
+            spent = float(task.get("spent_cost", "0")) + item.spent_cost_usd
+            task["spent_cost"] = repr(spent)
         self._outbox(stream.keys, item.events_json)
         return "ok"
 
@@ -484,6 +505,11 @@ class MemoryBus(MemoryWaiting, MemoryChildren):
             _int((self.state.hash(stream.keys.task(t)) or {}).get("deliveries")) for t in task_ids
         ]
 
+    async def cancelled(self, stream: StreamRef, task_ids: Sequence[str]) -> list[str]:
+        return [
+            t for t in task_ids if (self.state.hash(stream.keys.task(t)) or {}).get("cancelled")
+        ]
+
     async def hand_back(
         self,
         stream: StreamRef,
@@ -536,7 +562,7 @@ class MemoryBus(MemoryWaiting, MemoryChildren):
         at = now_ms()
         due = sorted((score, m) for m, score in members.items() if score <= at)[:limit]
         moved = dead = 0
-        waits = []
+        waits, damaged = [], []
         for _, member in due:
             if member.startswith(b"w:"):  # left in the set: ``wake`` takes it out
                 waits.append(member[2:].decode())
@@ -555,12 +581,31 @@ class MemoryBus(MemoryWaiting, MemoryChildren):
                     }
                 )
                 dead += 1
+                salvaged = _salvage(member)
+                if salvaged is not None:
+                    damaged.append((salvaged, error))
                 continue
             tier = parsed.tier if parsed.tier in tiers else tiers[-1]
             fields = _task_fields(_b(parsed.task), str(parsed.attempt), str(at), parsed.reply)
             self.state.stream(keys.stream(tier)).add(fields)
             moved += 1
-        return Promoted(moved, dead, tuple(waits))
+        return Promoted(moved, dead, tuple(waits), tuple(damaged))
+
+    async def end_damaged(
+        self, keys: ShardKeys, task_id: str, result_json: bytes, events_json: bytes
+    ) -> str:
+        key = keys.task(task_id)
+        task = self.state.hash(key)
+        if task is None or "state" not in task:
+            return "missing"
+        if task["state"] not in ("retrying", "scheduled"):
+            return task["state"]
+        task.update(state="dead", result=result_json.decode(), finished_ms=str(now_ms()))
+        self.state.expire(key, self.result_ttl_s)
+        self.state.expire_if_there(keys.steps(task_id), self.result_ttl_s)
+        self._outbox(keys, events_json)
+        self.replies.publish(task.get("reply", ""), result_json)
+        return "ok"
 
     async def replay(
         self, keys: ShardKeys, dlq_entry: str, tier: str, task_id: str, task_json: bytes, reply: str
@@ -572,7 +617,7 @@ class MemoryBus(MemoryWaiting, MemoryChildren):
         entry_id = self.state.stream(keys.stream(tier)).add(_task_fields(task_json, "1", at, reply))
         key = keys.task(task_id)
         task = self.state.hash_for_write(key)
-        for name in ("result", "owner", "finished_ms", "due_ms"):
+        for name in ("result", "owner", "finished_ms", "due_ms", *_FIRST_RUN):
             task.pop(name, None)
         task.update(state="queued", entry=entry_id, enq_ms=at, deliveries="0")
         self.state.persist(key)
@@ -588,6 +633,7 @@ class MemoryBus(MemoryWaiting, MemoryChildren):
         events_json: bytes,
         *,
         running: bool = False,
+        notify: str = "",
     ) -> str:
         key = keys.task(task_id)
         task = self.state.hash(key)
@@ -598,7 +644,8 @@ class MemoryBus(MemoryWaiting, MemoryChildren):
         )
         if task["state"] not in allowed:
             return task["state"]
-        if task["state"] == "waiting":
+        was = task["state"]
+        if was == "waiting":
             drop_wait(self.state, keys, task_id)
             for name in (*WAIT_FIELDS, *CHILD_WAIT_FIELDS):
                 task.pop(name, None)
@@ -609,6 +656,8 @@ class MemoryBus(MemoryWaiting, MemoryChildren):
         self.state.expire_if_there(keys.steps(task_id), self.result_ttl_s)
         self._outbox(keys, events_json)
         self.replies.publish(task.get("reply", ""), result_json)
+        if was == "running" and notify:
+            self.replies.publish(notify, task_id.encode())
         return "ok"
 
     async def record_steps(
@@ -718,6 +767,17 @@ class _Member(NamedTuple):
     task: str
     attempt: int
     reply: str
+
+
+def _salvage(member: bytes) -> str | None:
+    """The task id of a member that failed the check, if its task is still readable."""
+    try:
+        parsed = orjson.loads(member)
+        task = orjson.loads(parsed["task"]) if isinstance(parsed, dict) else None
+    except (orjson.JSONDecodeError, KeyError, TypeError):
+        return None
+    task_id = task.get("task_id") if isinstance(task, dict) else None
+    return task_id if isinstance(task_id, str) else None
 
 
 def _delayed_member(member: bytes) -> tuple[_Member | None, str]:

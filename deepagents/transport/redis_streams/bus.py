@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import math
 import time
 from collections.abc import Callable, Sequence
 from typing import Any
@@ -465,7 +466,7 @@ class RedisStreamBus(RedisWaiting, RedisChildren):
             args += (item.entry_id, item.attempt, item.started_event)
         with redis_errors(f"begin on {stream.name}"):
             (reply,) = await self._evalsha(self.scripts.begin, [(keys, args)])
-        return [Begun(r[0].decode(), r[1], len(r) > 2 and r[2] == 1) for r in reply]
+        return [_begun(r) for r in reply]
 
     async def commit(
         self, stream: StreamRef, group: str, consumer: str, items: Sequence[CommitItem]
@@ -524,6 +525,8 @@ class RedisStreamBus(RedisWaiting, RedisChildren):
             member,
             item.events_json,
             "1" if item.counted else "0",
+            item.spent_tokens,
+            repr(item.spent_cost_usd),
         ]
         with redis_errors(f"reschedule on {stream.name}"):
             return _s(await self.scripts.reschedule(keys=keys, args=args))
@@ -569,6 +572,12 @@ class RedisStreamBus(RedisWaiting, RedisChildren):
             replies = await self.lanes.pipeline(commands)
         return [int(n) if n and n.isdigit() else 0 for n in replies]
 
+    async def cancelled(self, stream: StreamRef, task_ids: Sequence[str]) -> list[str]:
+        commands = [("HGET", stream.keys.task(task_id), "cancelled") for task_id in task_ids]
+        with redis_errors(f"cancels on {stream.name}"):
+            replies = await self.lanes.pipeline(commands)
+        return [t for t, flag in zip(task_ids, replies, strict=True) if flag]
+
     async def hand_back(
         self,
         stream: StreamRef,
@@ -610,11 +619,27 @@ class RedisStreamBus(RedisWaiting, RedisChildren):
         self, keys: ShardKeys, tiers: Sequence[str], limit: int = 500
     ) -> Promoted:
         with redis_errors(f"promote {keys.delayed}"):
-            moved, dead, waits = await self.scripts.promote(
+            moved, dead, waits, damaged = await self.scripts.promote(
                 keys=[keys.delayed, keys.dlq, *(keys.stream(t) for t in tiers)],
                 args=[now_ms(), limit, *tiers],
             )
-        return Promoted(int(moved), int(dead), tuple(_s(w) for w in waits))
+        pairs = zip(damaged[::2], damaged[1::2], strict=True)
+        return Promoted(
+            int(moved),
+            int(dead),
+            tuple(_s(w) for w in waits),
+            tuple((_s(task_id), _s(error)) for task_id, error in pairs),
+        )
+
+    async def end_damaged(
+        self, keys: ShardKeys, task_id: str, result_json: bytes, events_json: bytes
+    ) -> str:
+        with redis_errors(f"end task {task_id}"):
+            status = await self.scripts.end_damaged(
+                keys=[keys.task(task_id), keys.outbox, keys.steps(task_id)],
+                args=[result_json, now_ms(), self.result_ttl_s, events_json],
+            )
+        return _s(status)
 
     async def replay(
         self, keys: ShardKeys, dlq_entry: str, tier: str, task_id: str, task_json: bytes, reply: str
@@ -670,6 +695,7 @@ class RedisStreamBus(RedisWaiting, RedisChildren):
         events_json: bytes,
         *,
         running: bool = False,
+        notify: str = "",
     ) -> str:
         with redis_errors("cancel"):
             status = await self.scripts.cancel(
@@ -688,6 +714,7 @@ class RedisStreamBus(RedisWaiting, RedisChildren):
                     events_json,
                     task_id,
                     "1" if running else "",
+                    notify,
                 ],
             )
         return _s(status)
@@ -777,3 +804,33 @@ class RedisStreamBus(RedisWaiting, RedisChildren):
                 pipe.xlen(keys.outbox)
             lengths = await pipe.execute()
         return [int(n) for n in lengths]
+
+
+def _begun(reply: list[Any]) -> Begun:
+    """One entry of the begin script's answer (``lua/begin.lua``)."""
+    if len(reply) < 4:
+        return Begun(reply[0].decode(), reply[1], len(reply) > 2 and reply[2] == 1)
+    return Begun(
+        reply[0].decode(),
+        reply[1],
+        reply[2] == 1,
+        first_ms=_int_or(reply[3]),
+        spent_tokens=_int_or(reply[4]),
+        spent_cost_usd=_float_or(reply[5]),
+    )
+
+
+def _int_or(value: bytes) -> int:
+    """A number a script read from a task hash; 0 when it is not one (a damaged field)."""
+    try:
+        return int(value)
+    except ValueError:
+        return 0
+
+
+def _float_or(value: bytes) -> float:
+    try:
+        number = float(value)
+    except ValueError:
+        return 0.0
+    return number if math.isfinite(number) else 0.0

@@ -36,6 +36,7 @@ _NAMES = (
     "child_ended",
     "link_child",
     "release",
+    "end_damaged",
 )
 
 
@@ -72,6 +73,7 @@ class Scripts:
     child_ended: AsyncScript
     link_child: AsyncScript
     release: AsyncScript
+    end_damaged: AsyncScript
 
     @staticmethod
     def preload() -> None:
