@@ -21,6 +21,7 @@ any service; that call waits here for a puller to lease the task and then to com
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import hmac
 import logging
 import secrets
@@ -81,6 +82,7 @@ class LeaseBoard:
         self._leases: dict[str, _Waiting] = {}
         self._ended: OrderedDict[str, str] = OrderedDict()
         self.version: str | None = None  # what the last puller said it runs
+        self._closed = False
 
     # the worker's side ---------------------------------------------------------------
 
@@ -105,6 +107,9 @@ class LeaseBoard:
                 why = f"lease: not completed within its lease of {lease_s:g} s (retried)"
                 raise LeaseExpired(why) from None
         finally:
+            if waiting.lease is None:
+                with contextlib.suppress(ValueError):
+                    self._queue.remove(waiting)  # nobody leased it: no puller may now
             why = "ran out: the worker took the task back and retries it"
             self._end(waiting, why)
 
@@ -126,7 +131,7 @@ class LeaseBoard:
         until = loop.time() + min(ask.wait_ms / 1000, self._max_wait_s)
         while True:
             taken = self._take(ask.max_tasks)
-            if taken or loop.time() >= until:
+            if taken or self._closed or loop.time() >= until:
                 return taken
             self._arrived.clear()
             try:
@@ -195,8 +200,10 @@ class LeaseBoard:
         return None
 
     def close(self) -> None:
-        for waiting in list(self._leases.values()):
-            self._end(waiting, "ended: the worker stopped")
+        """Answer the long polls now (the worker is stopping; the tasks it was running
+        end with it and are redelivered, so their leases end too)."""
+        self._closed = True
+        self._arrived.set()
 
 
 def _refused(lease: str | None, doc: dict[str, Any]) -> dict[str, Any]:
@@ -214,7 +221,11 @@ class PullServer:
         app = web.Application(client_max_size=max_body, middlewares=[self._guard])
         app.router.add_post(wire.PREFIX + "/" + wire.LEASE, self._lease)
         app.router.add_post(wire.PREFIX + "/" + wire.COMPLETE, self._complete)
-        self._runner = web.AppRunner(app, access_log=None, handle_signals=False)
+        # A stopping worker answers the long polls at once (the board wakes them) and does
+        # not wait long for the rest.
+        self._runner = web.AppRunner(
+            app, access_log=None, handle_signals=False, shutdown_timeout=2.0
+        )
         self.port: int | None = None
 
     async def start(self) -> None:

@@ -18,9 +18,12 @@ import pytest
 from redis.asyncio import Redis
 
 from agents.risk import Order, margin_for
-from deepagents.config import Settings, load_config
+from deepagents.config import FileConfig, Settings, load_config
+from deepagents.config.schema import AgentEntry
 from deepagents.contract import ResultStatus, Task
 from deepagents.orchestrator import Orchestrator
+from deepagents.remote import remote_agent_class
+from deepagents.remote.errors import ServiceUnreachable
 from tests.e2e.conftest import assert_committed_once, committed_events, registered, worker_procs
 from tests.support.procs import Procs
 from tests.support.wait import eventually, eventually_sync
@@ -240,3 +243,36 @@ async def test_bad_completions_are_errors_of_their_own_task_only(
     assert results[0].output == {"ok": handles[0].task_id}
     ids = [h.task_id for h in handles]
     assert_committed_once(await committed_events(client, prefix, "risk-pull", 2), ids)
+
+
+async def test_an_unleased_task_finds_the_service_down_and_a_puller_says_its_version(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setenv("TEST_PULL_TOKEN", TOKEN)
+    port = free_port()
+    pull = {"listen": f"127.0.0.1:{port}", "token_from_env": "TEST_PULL_TOKEN"}
+    entry = FileConfig.model_validate(
+        {"agents": {"risk-p": {"intents": ["risk_check"], "remote": {"mode": "pull",
+                                                                    "timeout_s": 0.2,
+                                                                    "pull": pull}}}}
+    ).agents["risk-p"]  # fmt: skip
+    assert isinstance(entry, AgentEntry)
+    agent = remote_agent_class("risk-p", entry)()
+    await agent.introduce()
+    try:
+        # Nobody pulls: the call ends as a service that is not there (the breaker counts it).
+        task = Task(intent="risk_check", payload=order(0))
+        assert await agent.can_handle(task)
+        with pytest.raises(ServiceUnreachable, match=r"no puller leased the task within 0\.2 s"):
+            await agent.execute(await agent.prepare_context(task))
+        async with httpx.AsyncClient() as http:
+            answer = await http.post(
+                f"http://127.0.0.1:{port}/v1/lease",
+                json={"max_tasks": 1, "wait_ms": 0, "version": "2.1.0"},
+                headers=AUTH,
+            )
+        assert answer.json() == {"tasks": []}  # the given-up task is not handed out
+        assert await agent.health_check()
+        assert agent.version == "2.1.0"
+    finally:
+        await agent.aclose()
