@@ -40,7 +40,9 @@ def answer(task: dict[str, Any], noop: bool) -> dict[str, Any]:
 
 
 class Worker:
-    """One keep-alive connection to the worker's lease endpoint."""
+    """One keep-alive connection to the worker's lease endpoint. A worker not listening
+    (not started yet, restarting) is asked again: its leases, if any, are the worker's to
+    take back."""
 
     def __init__(self, url: str, token: str) -> None:
         parts = urlsplit(url)
@@ -48,8 +50,16 @@ class Worker:
         self._headers = {"content-type": "application/json", "authorization": f"Bearer {token}"}
 
     def post(self, call: str, body: dict[str, Any]) -> dict[str, Any]:
-        self._conn.request("POST", f"/v1/{call}", json.dumps(body), self._headers)
-        response = self._conn.getresponse()
+        while True:
+            try:
+                self._conn.request("POST", f"/v1/{call}", json.dumps(body), self._headers)
+                response = self._conn.getresponse()
+                break
+            except (ConnectionError, http.client.HTTPException):
+                self._conn.close()
+                if call == "complete":
+                    return {"outcomes": []}  # the worker that leased them is gone
+                time.sleep(0.05)
         doc: dict[str, Any] = json.loads(response.read())
         if response.status != 200:
             raise RuntimeError(f"{call}: HTTP {response.status}: {doc.get('detail')}")
