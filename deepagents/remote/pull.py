@@ -59,6 +59,7 @@ class _Waiting:
     request: dict[str, Any]
     leased: asyncio.Future[float]  # the lease's length in seconds, once leased
     answer: asyncio.Future[dict[str, Any]]
+    since: float  # the event loop's time when it began to wait
     lease: str | None = field(default=None)
 
     @property
@@ -91,7 +92,7 @@ class LeaseBoard:
         and completed it. ``NotLeased`` when no puller leased it within ``timeout``,
         ``LeaseExpired`` when its lease ran out first."""
         loop = asyncio.get_running_loop()
-        waiting = _Waiting(request, loop.create_future(), loop.create_future())
+        waiting = _Waiting(request, loop.create_future(), loop.create_future(), loop.time())
         self._queue.append(waiting)
         self._arrived.set()
         try:
@@ -146,16 +147,17 @@ class LeaseBoard:
             waiting = self._queue.popleft()
             if waiting.leased.done():  # its call gave up (deadline, cancel) before a lease
                 continue
+            request = dict(waiting.request)
             lease_s = self._lease_s
-            left_ms = waiting.request.get("time_left_ms")
-            if left_ms is not None:
+            left_ms = request.get("time_left_ms")
+            if left_ms is not None:  # less the time it waited to be leased
+                waited_ms = (asyncio.get_running_loop().time() - waiting.since) * 1000
+                request["time_left_ms"] = left_ms = max(0, int(left_ms - waited_ms))
                 lease_s = max(0.001, min(lease_s, left_ms / 1000))
             waiting.lease = secrets.token_urlsafe(16)
             self._leases[waiting.lease] = waiting
             waiting.leased.set_result(lease_s)
-            taken.append(
-                {**waiting.request, "lease": waiting.lease, "lease_ms": int(lease_s * 1000)}
-            )
+            taken.append({**request, "lease": waiting.lease, "lease_ms": int(lease_s * 1000)})
         return taken
 
     def complete(self, item: Any) -> dict[str, Any]:

@@ -9,6 +9,7 @@ import signal
 import socket
 import subprocess
 from collections.abc import Iterator
+from datetime import timedelta
 from decimal import Decimal
 from pathlib import Path
 
@@ -21,6 +22,7 @@ from agents.risk import Order, margin_for
 from deepagents.config import FileConfig, Settings, load_config
 from deepagents.config.schema import AgentEntry
 from deepagents.contract import ResultStatus, Task
+from deepagents.contract.task import utcnow
 from deepagents.orchestrator import Orchestrator
 from deepagents.remote import remote_agent_class
 from deepagents.remote.errors import ServiceUnreachable
@@ -245,7 +247,7 @@ async def test_bad_completions_are_errors_of_their_own_task_only(
     assert_committed_once(await committed_events(client, prefix, "risk-pull", 2), ids)
 
 
-async def test_an_unleased_task_finds_the_service_down_and_a_puller_says_its_version(
+async def test_an_unleased_task_finds_the_service_down_a_leased_one_its_deadline(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     monkeypatch.setenv("TEST_PULL_TOKEN", TOKEN)
@@ -271,8 +273,29 @@ async def test_an_unleased_task_finds_the_service_down_and_a_puller_says_its_ver
                 json={"max_tasks": 1, "wait_ms": 0, "version": "2.1.0"},
                 headers=AUTH,
             )
-        assert answer.json() == {"tasks": []}  # the given-up task is not handed out
-        assert await agent.health_check()
-        assert agent.version == "2.1.0"
+            assert answer.json() == {"tasks": []}  # the given-up task is not handed out
+            assert await agent.health_check()
+            assert agent.version == "2.1.0"
+            # A task with a deadline: its lease ends by then, and it is told the time left.
+            soon = Task(
+                intent="risk_check", payload=order(1), deadline=utcnow() + timedelta(seconds=5)
+            )
+            assert await agent.can_handle(soon)
+            running = asyncio.ensure_future(agent.execute(await agent.prepare_context(soon)))
+            leased = await http.post(
+                f"http://127.0.0.1:{port}/v1/lease",
+                json={"max_tasks": 4, "wait_ms": 5000},
+                headers=AUTH,
+            )
+            (one,) = leased.json()["tasks"]
+            assert one["task"]["id"] == soon.task_id and one["attempt"] == 1
+            assert 0 < one["lease_ms"] <= one["time_left_ms"] <= 5000
+            done = {"lease": one["lease"], "id": soon.task_id,
+                    "result": {"status": "success", "output": {"pulled": True}}}  # fmt: skip
+            await http.post(
+                f"http://127.0.0.1:{port}/v1/complete", json={"answers": [done]}, headers=AUTH
+            )
+            result = await running
+        assert result.status is ResultStatus.SUCCESS and result.output == {"pulled": True}
     finally:
         await agent.aclose()
