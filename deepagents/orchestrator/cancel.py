@@ -1,5 +1,6 @@
-"""Cancelling a task that has not started, or that waits for a reply or for its children;
-a cancelled parent's unfinished children are cancelled with it, and a child cancelled alone
+"""Cancelling a task that has not ended (queued, scheduled, running, or waiting for a reply
+or for its children); a running task's worker hears of it on its agent's cancel channel. A
+cancelled parent's unfinished children are cancelled with it, and a child cancelled alone
 tells its parent."""
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ from deepagents.store.base import TaskRecords
 from deepagents.transport.base import MessageBus
 from deepagents.transport.keys import Keys
 
-_CANCELLED = "cancelled before it started (or while it waited for a reply)"
+_CANCELLED = "cancelled by request"
 
 
 class Cancels:
@@ -54,7 +55,12 @@ class Cancels:
             )
         result_json = encode_result(result)
         status = await self.bus.cancel(
-            self.keys.shard(agent, loc.shard), task_id, result_json, events, running=cascaded
+            self.keys.shard(agent, loc.shard),
+            task_id,
+            result_json,
+            events,
+            running=True,
+            notify=self.keys.cancel_channel(agent),
         )
         if status != "ok":
             return status

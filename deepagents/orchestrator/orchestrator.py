@@ -27,15 +27,22 @@ from deepagents.orchestrator.cancel import Cancels
 from deepagents.orchestrator.children import Children
 from deepagents.orchestrator.handle import BacklogRefused, TaskHandle
 from deepagents.orchestrator.queries import TaskQueries
-from deepagents.orchestrator.replies import CheckRunner, Question, Replied, Replies
+from deepagents.orchestrator.replies import (
+    CheckRunner,
+    Question,
+    Replied,
+    Replies,
+    WaitingPage,
+)
 from deepagents.orchestrator.results import Results
 from deepagents.orchestrator.routing import Route, Router, Routes, agent_specs
 from deepagents.orchestrator.submit import Submitter
+from deepagents.orchestrator.unserved import Unserved
 from deepagents.orchestrator.versions import version_routing
 from deepagents.store.base import Registry, TaskRecords
 from deepagents.store.registry import AgentHealth
 from deepagents.telemetry.core import Telemetry, process_telemetry
-from deepagents.transport.base import ChildEnded, MessageBus, Waiting
+from deepagents.transport.base import ChildEnded, MessageBus, Waiting, WaitingCursor
 
 
 class Orchestrator:
@@ -76,6 +83,7 @@ class Orchestrator:
             telemetry=self.telemetry,
             reply_channel=self.reply_channel,
             results=self,
+            unserved=Unserved(self.registry, config),
         )
         self.queries = TaskQueries(self.bus, self.tasks, self.keys)
         self.answers = Replies(
@@ -238,6 +246,11 @@ class Orchestrator:
         are what ``submit_many`` writes with the enqueue."""
         return self.submits.locations(tasks)
 
+    async def unserved(self, agent: str) -> str | None:
+        """A warning when no live worker serves ``agent`` now (read at most once a second),
+        else None: what a submit's handle carries in ``warning``."""
+        return await self.submits.unserved.warning(agent)
+
     @property
     def location_ttl_s(self) -> int:
         return self.submits.location_ttl_s
@@ -291,10 +304,12 @@ class Orchestrator:
         return await self.queries.lookup(task_id)
 
     async def cancel(self, task_id: str) -> str:
-        """Cancel a task that has not started, or that waits for a reply or for its
-        children. Returns 'ok', 'missing', or the state (running, done, dead) that made it
-        too late. A cancelled parent's unfinished children are cancelled too, running ones
-        included; a cancelled child's end goes to its parent."""
+        """Cancel a task that has not ended: queued, scheduled, running, or waiting for a
+        reply or for its children. Returns 'ok', 'missing', or the state (done, dead) that
+        made it too late. A running task's worker hears of it on its agent's cancel channel
+        and stops its run; its commit, if it races this one, finds the task done. A
+        cancelled parent's unfinished children are cancelled too; a cancelled child's end
+        goes to its parent."""
         return await self.cancels.cancel(task_id)
 
     # human replies ------------------------------------------------------------------------
@@ -318,12 +333,32 @@ class Orchestrator:
     ) -> list[Waiting]:
         """The oldest ``limit`` open questions (of one agent type, or all), oldest first;
         with ``tenant``, of that tenant's tasks alone, however many others wait."""
+        return await self.answers.waiting(self._waiting_shards(agent), limit, tenant)
+
+    async def waiting_page(
+        self,
+        limit: int = 100,
+        *,
+        tenant: str | None = None,
+        after: WaitingCursor | None = None,
+        newest: bool = False,
+    ) -> WaitingPage:
+        """A page of the open questions of every agent type, oldest (or newest) first,
+        starting after ``after`` (the previous page's ``next``); with ``tenant``, of that
+        tenant's tasks alone, read from its own index."""
+        shards = self._waiting_shards(None)
+        return await self.answers.waiting_page(shards, limit, tenant, after=after, newest=newest)
+
+    async def waiting_total(self, tenant: str) -> int:
+        """How many open questions the tenant has (its waiting index's size)."""
+        return await self.answers.waiting_total(self._waiting_shards(None), tenant)
+
+    def _waiting_shards(self, agent: str | None) -> list[tuple[str, int]]:
         specs = self.routes.router.specs
         names = [agent] if agent is not None else sorted(specs)
-        shards = [
+        return [
             (name, shard) for name in names if name in specs for shard in range(specs[name].shards)
         ]
-        return await self.answers.waiting(shards, limit, tenant)
 
     # delegation (worker/delegation.py's Parentage) ------------------------------------------
 

@@ -5,6 +5,7 @@ and start each task's PRODUCER span when a tracer records."""
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import hashlib
 from collections.abc import Collection, Iterable, Mapping, Sequence
 from datetime import datetime, timedelta
@@ -33,11 +34,12 @@ from deepagents.orchestrator.coalesce import SubmitCoalescer
 from deepagents.orchestrator.handle import BacklogRefused, ResultSource, TaskHandle
 from deepagents.orchestrator.parts import PART_MIN, shard_parts
 from deepagents.orchestrator.routing import Route, Router, Routes
+from deepagents.orchestrator.unserved import Unserved
 from deepagents.store.base import TaskRecords
 from deepagents.store.tasks import IdempotencyClaim, Location
 from deepagents.telemetry.core import Telemetry
 from deepagents.telemetry.tracing import extract, producer_span, traceparent_of
-from deepagents.transport.base import MessageBus
+from deepagents.transport.base import Fairness, MessageBus
 
 
 class Submitter:
@@ -53,11 +55,13 @@ class Submitter:
         telemetry: Telemetry,
         reply_channel: str,
         results: ResultSource,
+        unserved: Unserved,
     ) -> None:
         self.routes = routes
         self.bus, self.tasks, self.settings, self.telemetry = bus, tasks, settings, telemetry
         self.reply_channel = reply_channel
         self.results = results
+        self.unserved = unserved
         self._submitted: dict[tuple[str, str, str], Counter] = {}
         self._coalescer = SubmitCoalescer(self)
 
@@ -85,7 +89,21 @@ class Submitter:
         valid = _validated(task)
         if delay is not None:
             valid = valid.model_copy(update={"not_before": utcnow() + delay})
-        return await self._coalescer.submit(valid, recorded=recorded)
+        return await self._warned(await self._coalescer.submit(valid, recorded=recorded))
+
+    async def _warned(self, handle: TaskHandle) -> TaskHandle:
+        """The handle, with a warning when no live worker serves its agent."""
+        warning = await self.unserved.warning(handle.agent)
+        return handle if warning is None else dataclasses.replace(handle, warning=warning)
+
+    async def _all_warned(self, handles: list[TaskHandle]) -> list[TaskHandle]:
+        """``_warned`` for a batch: asked once per agent type, not per task."""
+        said = {agent: await self.unserved.warning(agent) for agent in {h.agent for h in handles}}
+        if not any(said.values()):
+            return handles
+        return [
+            dataclasses.replace(h, warning=said[h.agent]) if said[h.agent] else h for h in handles
+        ]
 
     async def submit_many(
         self, tasks: Sequence[Task | Mapping[str, Any]], *, recorded: Collection[str] = ()
@@ -97,10 +115,10 @@ class Submitter:
         ``recorded``: task ids whose location keys the caller already wrote (see
         ``locations``), in a round trip it makes anyway; they are not written again."""
         if not self.telemetry.tracing.recording:
-            return await self._submit_many(tasks, None, recorded)
+            return await self._all_warned(await self._submit_many(tasks, None, recorded))
         spans: list[Span] = []
         try:
-            return await self._submit_many(tasks, spans, recorded)
+            return await self._all_warned(await self._submit_many(tasks, spans, recorded))
         except Exception as exc:
             for span in spans:
                 span.set_status(StatusCode.ERROR, type(exc).__name__)
@@ -211,7 +229,21 @@ class Submitter:
             replicas=self.settings.min_replicas,
             replica_wait_ms=self.settings.replica_wait_ms,
             due_ms=_due_ms([task for task, _, _, _ in prepared]),
+            fair=self._fairness(prepared),
         )
+
+    def _fairness(self, prepared: list[tuple[Task, Route, bytes, bool]]) -> list[Fairness | None]:
+        """Each task's share of a fair tier (its key: its fairness key, else its tenant);
+        none at all when no task goes to a fair tier (the common case costs nothing)."""
+        tiers = self.routes.config.tiers
+        if not any(tiers[route.tier].fair_share for _, route, _, _ in prepared):
+            return []
+        return [
+            Fairness(task.fairness_key or task.tenant or "", task.fairness_weight or 1.0)
+            if tiers[route.tier].fair_share
+            else None
+            for task, route, _, _ in prepared
+        ]
 
     async def _enqueue_parts(
         self,

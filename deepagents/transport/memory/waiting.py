@@ -11,6 +11,7 @@ from deepagents.transport.base import (
     Park,
     StreamRef,
     Waiting,
+    WaitingCursor,
     Woken,
     now_ms,
 )
@@ -172,15 +173,32 @@ class MemoryWaiting:
     async def waiting(
         self, keys: ShardKeys, limit: int, tenant: str | None = None
     ) -> list[Waiting]:
+        return await self.waiting_of(keys, await self.waiting_ids(keys, limit, tenant))
+
+    async def waiting_ids(
+        self,
+        keys: ShardKeys,
+        limit: int,
+        tenant: str | None = None,
+        *,
+        after: WaitingCursor | None = None,
+        newest: bool = False,
+    ) -> list[tuple[str, float]]:
         index = self.state.delayed.get(keys.waiting, {})
         listed = index
         if tenant is not None:  # as tenant_waiting.lua: its own index, gone members dropped
             listed = self.state.delayed.get(keys.tenant_waiting(tenant), {})
             for member in [m for m in listed if m not in index]:
                 del listed[member]
+        ordered = sorted(listed.items(), key=lambda kv: (kv[1], kv[0]), reverse=newest)
+        if after is not None:
+            at = (float(after.asked_ms), after.task_id.encode())
+            ordered = [(m, s) for m, s in ordered if ((s, m) < at if newest else (s, m) > at)]
+        return [(member.decode(), asked) for member, asked in ordered[:limit]]
+
+    async def waiting_of(self, keys: ShardKeys, ids: Sequence[tuple[str, float]]) -> list[Waiting]:
         out = []
-        for member, asked in sorted(listed.items(), key=lambda kv: (kv[1], kv[0]))[:limit]:
-            task_id = member.decode()
+        for task_id, asked in ids:
             task = self.state.hash(keys.task(task_id)) or {}
             asked_for = await self.asked(keys, task_id)
             if "ask" not in task or not asked_for:
@@ -190,7 +208,7 @@ class MemoryWaiting:
                     task_id,
                     keys.agent,
                     keys.shard,
-                    asked,
+                    int(asked),
                     task["ask"],
                     asked_for["question"],
                     int(task.get("wait_due_ms") or 0),
@@ -203,5 +221,14 @@ class MemoryWaiting:
         record = self.state.string(keys.question(task_id))
         return decode_question(None if record is None else record.encode())
 
-    async def waiting_count(self, shards: Sequence[ShardKeys]) -> list[int]:
-        return [len(self.state.delayed.get(keys.waiting, {})) for keys in shards]
+    async def waiting_count(
+        self, shards: Sequence[ShardKeys], tenant: str | None = None
+    ) -> list[int]:
+        return [
+            len(
+                self.state.delayed.get(
+                    keys.waiting if tenant is None else keys.tenant_waiting(tenant), {}
+                )
+            )
+            for keys in shards
+        ]

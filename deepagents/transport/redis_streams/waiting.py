@@ -15,6 +15,7 @@ from deepagents.transport.base import (
     Park,
     StreamRef,
     Waiting,
+    WaitingCursor,
     Woken,
     now_ms,
 )
@@ -136,23 +137,33 @@ class RedisWaiting:
     async def waiting(
         self, keys: ShardKeys, limit: int, tenant: str | None = None
     ) -> list[Waiting]:
-        if tenant is None:
+        return await self.waiting_of(keys, await self.waiting_ids(keys, limit, tenant))
+
+    async def waiting_ids(
+        self,
+        keys: ShardKeys,
+        limit: int,
+        tenant: str | None = None,
+        *,
+        after: WaitingCursor | None = None,
+        newest: bool = False,
+    ) -> list[tuple[str, float]]:
+        if tenant is None and after is None and not newest:
             with redis_errors("list waiting tasks"):
                 ids = await self.client.zrange(keys.waiting, 0, limit - 1, withscores=True)
-            return await self._listed(keys, ids)
-        return await self._tenant_waiting(keys, limit, tenant)
-
-    async def _tenant_waiting(self, keys: ShardKeys, limit: int, tenant: str) -> list[Waiting]:
+            return _readable(keys, ids)
+        listed = keys.waiting if tenant is None else keys.tenant_waiting(tenant)
+        cursor = ["", ""] if after is None else [after.asked_ms, after.task_id]
         with redis_errors("list a tenant's waiting tasks"):
             flat = await self.scripts.tenant_waiting(
-                keys=[keys.tenant_waiting(tenant), keys.waiting], args=[limit]
+                keys=[listed, keys.waiting],
+                args=[limit, "desc" if newest else "asc", *cursor],
             )
-        return await self._listed(keys, list(zip(flat[::2], map(float, flat[1::2]), strict=True)))
+        return _readable(keys, list(zip(flat[::2], map(float, flat[1::2]), strict=True)))
 
-    async def _listed(self, keys: ShardKeys, ids: Sequence[tuple[Any, float]]) -> list[Waiting]:
-        """The open questions of these (task id, asked at) pairs, in their order. A member
-        that is no task id (not UTF-8: damaged) is left out and counted, never read."""
-        ids = _readable(keys, ids)
+    async def waiting_of(self, keys: ShardKeys, ids: Sequence[tuple[str, float]]) -> list[Waiting]:
+        """The open questions of these (task id, asked at) pairs, in their order (a task
+        that stopped waiting meanwhile is left out)."""
         with redis_errors("list waiting tasks"):
             pipe = self.client.pipeline(transaction=False)
             for task_id, _ in ids:
@@ -185,10 +196,12 @@ class RedisWaiting:
             record = await self.client.get(keys.question(task_id))
         return decode_question(record)
 
-    async def waiting_count(self, shards: Sequence[ShardKeys]) -> list[int]:
+    async def waiting_count(
+        self, shards: Sequence[ShardKeys], tenant: str | None = None
+    ) -> list[int]:
         with redis_errors("count waiting tasks"):
             pipe = self.client.pipeline(transaction=False)
             for keys in shards:
-                pipe.zcard(keys.waiting)
+                pipe.zcard(keys.waiting if tenant is None else keys.tenant_waiting(tenant))
             counts = await pipe.execute()
         return [int(n) for n in counts]
