@@ -65,7 +65,15 @@ from deepagents.store.registry import AgentHealth
 from deepagents.store.tasks import IdempotencyClaim, Location
 from deepagents.telemetry.core import Telemetry, process_telemetry
 from deepagents.telemetry.tracing import extract, producer_span, traceparent_of
-from deepagents.transport.base import ChildEnded, MessageBus, ReplyListener, Waiting
+from deepagents.transport.base import (
+    Admitted,
+    ChildEnded,
+    Enqueue,
+    MessageBus,
+    ReplyListener,
+    Waiting,
+)
+from deepagents.transport.states import Enqueued
 
 log = logging.getLogger("deepagents.orchestrator")
 
@@ -347,18 +355,20 @@ class Orchestrator:
 
     async def _enqueue(
         self, prepared: list[tuple[Task, Route, bytes, bool]], recorded: Collection[str], ts: str
-    ) -> list[tuple[str, str]]:
+    ) -> list[Admitted]:
         """Enqueue validated tasks in one round trip: (status, entry id) per task; ``ts`` is
         the time of their ``submitted`` events."""
         reply = self.reply_channel
         if self.settings.outbox:
             items = [
-                (route.stream, task.task_id, task_json, reply, _submitted_events(task, route, ts))
+                Enqueue(
+                    route.stream, task.task_id, task_json, reply, _submitted_events(task, route, ts)
+                )
                 for task, route, task_json, _ in prepared
             ]
         else:
             items = [
-                (route.stream, task.task_id, task_json, reply, b"")
+                Enqueue(route.stream, task.task_id, task_json, reply)
                 for task, route, task_json, _ in prepared
             ]
         specs = self.router.specs
@@ -378,7 +388,7 @@ class Orchestrator:
         parts: list[list[int]],
         recorded: Collection[str],
         ts: str,
-    ) -> list[tuple[str, str]]:
+    ) -> list[Admitted]:
         """Each part in a round trip of its own, side by side (``parts.py``). Every part has
         landed or failed before this returns; a failure is raised then, as one round trip's
         would be (the parts that landed stay enqueued: a retry finds them, by task id)."""
@@ -386,7 +396,7 @@ class Orchestrator:
             *(self._enqueue([prepared[i] for i in part], recorded, ts) for part in parts),
             return_exceptions=True,
         )
-        replies: list[tuple[str, str]] = [("", "")] * len(prepared)
+        replies: list[Admitted] = [Admitted(Enqueued.OK, "")] * len(prepared)
         for part, outcome in zip(parts, outcomes, strict=True):
             if isinstance(outcome, BaseException):
                 raise outcome

@@ -13,6 +13,15 @@ from enum import StrEnum
 from typing import NamedTuple, Protocol
 
 from deepagents.transport.keys import ShardKeys
+from deepagents.transport.states import (
+    AnswerStatus,
+    Cancelled,
+    Enqueued,
+    Outcome,
+    Replayed,
+    TaskState,
+    WakeStatus,
+)
 
 
 def now_ms() -> int:
@@ -50,10 +59,54 @@ class RawEntry(NamedTuple):
 
 
 @dataclass(frozen=True, slots=True)
+class ReclaimCursor:
+    """Where a pass of reclaims over a stream's pending entries goes on; opaque above the
+    transport. A pass starts at ``RECLAIM_START`` and has covered every pending entry when
+    the cursor a reclaim hands back is ``at_start`` again."""
+
+    position: str = "0-0"
+
+    @property
+    def at_start(self) -> bool:
+        return self.position == "0-0"
+
+
+RECLAIM_START = ReclaimCursor()
+
+
+@dataclass(frozen=True, slots=True)
 class Claimed:
     entries: list[RawEntry]
     deleted: list[str]  # ids the server dropped from the PEL because the body is gone
-    cursor: str
+    cursor: ReclaimCursor
+
+
+@dataclass(frozen=True, slots=True)
+class Enqueue:
+    """One task to enqueue: its JSON onto ``stream``, with the channel to notify of its
+    result (``reply``, '' for none) and its ``submitted`` audit events (b'': none)."""
+
+    stream: StreamRef
+    task_id: str
+    task_json: bytes
+    reply: str = ""
+    events_json: bytes = b""
+
+
+class Admitted(NamedTuple):
+    """What the enqueue did with one task, and its entry id ('' when refused, or held in
+    the delayed set until due)."""
+
+    status: Enqueued
+    entry_id: str
+
+
+@dataclass(frozen=True, slots=True)
+class Held:
+    """An entry a consumer holds, with its task: what a graceful shutdown hands back."""
+
+    entry_id: str
+    task_id: str
 
 
 class BeginItem(NamedTuple):
@@ -66,7 +119,7 @@ class BeginItem(NamedTuple):
 
 
 class Begun(NamedTuple):
-    status: str  # ok | dup | lost | gone
+    status: Outcome
     deliveries: int
     # The task has step records (worker/steps.py): an earlier delivery recorded some. A
     # delivery of a task without any need not read them.
@@ -190,20 +243,19 @@ class ChildWait:
 
 
 class Answered(NamedTuple):
-    """What the reply script did: ok (stored and re-enqueued) | missing | not_waiting |
-    already_replied; ``state`` is the task's state then, ``asked_ms`` when it asked."""
+    """What the reply script did; ``state`` is the task's state then ('' when there is no
+    such task), ``asked_ms`` when it asked."""
 
-    status: str
-    state: str = ""
+    status: AnswerStatus
+    state: TaskState | str = ""
     asked_ms: int = 0
 
 
 class Woken(NamedTuple):
-    """What the wake script did: ok (timed out, re-enqueued) | gone (a reply or a cancel
-    took the wait out first) | stale (the task is not waiting) | sweep (a wait for child
-    tasks: ``children`` are the ones it awaits, to check; the wait moved on)."""
+    """What the wake script did; with ``WakeStatus.SWEEP``, ``children`` are the ones the
+    task awaits, to check."""
 
-    status: str
+    status: WakeStatus
     asked_ms: int = 0
     children: tuple[str, ...] = ()
 
@@ -285,11 +337,11 @@ class MessageBus(Protocol):
         reply: str,
         max_backlog: int,
         events_json: bytes,
-    ) -> tuple[str, str]: ...
+    ) -> Admitted: ...
 
     async def enqueue_many(
         self,
-        items: Sequence[tuple[StreamRef, str, bytes, str, bytes]],
+        items: Sequence[Enqueue],
         *,
         max_backlog: int | Sequence[int],
         locations: Sequence[tuple[str, str]] = (),
@@ -297,7 +349,7 @@ class MessageBus(Protocol):
         replicas: int = 0,
         replica_wait_ms: int = 1_000,
         due_ms: Sequence[int] = (),
-    ) -> list[tuple[str, str]]:
+    ) -> list[Admitted]:
         """``due_ms``: none, or one per item: 0 enqueues it now; a later time (ms since the
         epoch) holds it in its shard's delayed set, state ``scheduled``, until the delayed
         pump moves it to its tier (its entry id is '' until then)."""
@@ -330,7 +382,7 @@ class MessageBus(Protocol):
         consumer: str,
         min_idle_ms: int,
         count: int,
-        cursor: str,
+        cursor: ReclaimCursor,
     ) -> Claimed: ...
 
     async def begin(
@@ -345,19 +397,19 @@ class MessageBus(Protocol):
 
     async def commit(
         self, stream: StreamRef, group: str, consumer: str, items: Sequence[CommitItem]
-    ) -> list[str]: ...
+    ) -> list[Outcome]: ...
 
     async def commit_streams(
         self, group: str, consumer: str, batches: Sequence[tuple[StreamRef, Sequence[CommitItem]]]
-    ) -> list[list[str]]: ...
+    ) -> list[list[Outcome]]: ...
 
     async def reschedule(
         self, stream: StreamRef, group: str, consumer: str, item: Reschedule
-    ) -> str: ...
+    ) -> Outcome: ...
 
     async def dead_letter(
         self, stream: StreamRef, group: str, consumer: str, item: DeadLetter
-    ) -> str: ...
+    ) -> Outcome: ...
 
     async def touch(
         self, stream: StreamRef, group: str, consumer: str, entry_ids: Sequence[str]
@@ -370,7 +422,7 @@ class MessageBus(Protocol):
         stream: StreamRef,
         group: str,
         consumer: str,
-        items: Sequence[tuple[str, str]],
+        items: Sequence[Held],
         idle_ms: int,
     ) -> list[str]: ...
 
@@ -390,7 +442,7 @@ class MessageBus(Protocol):
 
     async def replay(
         self, keys: ShardKeys, dlq_entry: str, tier: str, task_id: str, task_json: bytes, reply: str
-    ) -> tuple[str, str]: ...
+    ) -> tuple[Replayed, str]: ...
 
     async def cancel(
         self,
@@ -400,9 +452,9 @@ class MessageBus(Protocol):
         events_json: bytes,
         *,
         running: bool = False,
-    ) -> str:
-        """Answer a queued, retrying or waiting task (``running``: a running one too) with
-        ``result_json``: ok, or the state that prevented it ('missing')."""
+    ) -> Cancelled | TaskState:
+        """Answer a queued, scheduled, retrying or waiting task (``running``: a running one
+        too) with ``result_json``: ok, missing, or the state that prevented it."""
         ...
 
     async def move_unstarted(
@@ -415,7 +467,7 @@ class MessageBus(Protocol):
 
     # waiting for a person (worker/asking.py, Orchestrator.reply) ---------------------------
 
-    async def park(self, stream: StreamRef, group: str, consumer: str, item: Park) -> str: ...
+    async def park(self, stream: StreamRef, group: str, consumer: str, item: Park) -> Outcome: ...
 
     async def answer(
         self,
@@ -481,7 +533,7 @@ class MessageBus(Protocol):
     async def waiting_count(self, shards: Sequence[ShardKeys]) -> list[int]: ...
     async def record_steps(
         self, group: str, consumer: str, items: Sequence[tuple[StreamRef, StepRecord]]
-    ) -> list[str]:
+    ) -> list[Outcome]:
         """Per item, set its fields in the task's steps hash if this consumer still owns the
         entry and the task has no terminal result: ok | lost | dup. Each item is its own
         owner-checked script; the batch is one round trip."""

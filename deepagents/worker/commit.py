@@ -22,6 +22,7 @@ from deepagents.transport.base import (
     ChildWait,
     CommitItem,
     DeadLetter,
+    Held,
     MessageBus,
     Park,
     RawEntry,
@@ -413,10 +414,10 @@ class Outcomes:
         """Make unfinished entries claimable at once (idle = visibility timeout), without
         counting the delivery they had here."""
         vis = self.agent_settings.visibility_timeout_ms
-        by_stream: dict[StreamRef, list[tuple[str, str]]] = {}
+        by_stream: dict[StreamRef, list[Held]] = {}
         for flight in flights:
             if not flight.resolving:
-                item = (flight.entry_id, flight.envelope.task.task_id)
+                item = Held(flight.entry_id, flight.envelope.task.task_id)
                 by_stream.setdefault(flight.stream, []).append(item)
         for ref, items in by_stream.items():
             try:

@@ -16,7 +16,7 @@ from deepagents.contract.codec import encode_task
 from deepagents.orchestrator import Orchestrator, TaskHandle
 from deepagents.store.registry import AgentRegistry
 from deepagents.telemetry import Metrics
-from deepagents.transport.base import StreamRef
+from deepagents.transport.base import Enqueue, StreamRef
 from deepagents.transport.keys import Keys, ShardKeys, shard_of
 from deepagents.transport.redis_streams.bus import RedisStreamBus
 from tests.e2e.conftest import registered
@@ -156,7 +156,7 @@ async def _enqueue_raw(
     ref = StreamRef(Keys(orch.settings.prefix).shard("echo", shard), "p2")
     bus = RedisStreamBus(client)
     try:
-        item = (ref, task.task_id, task_json, orch.reply_channel, b"")
+        item = Enqueue(ref, task.task_id, task_json, orch.reply_channel)
         [(status, _)] = await bus.enqueue_many([item], max_backlog=1_000)
         assert status == "ok"
     finally:

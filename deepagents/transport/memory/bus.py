@@ -16,14 +16,18 @@ import orjson
 
 from deepagents.errors import GroupVanished, NotReplicated
 from deepagents.transport.base import (
+    Admitted,
     BeginItem,
     Begun,
     Claimed,
     CommitItem,
     DeadLetter,
+    Enqueue,
+    Held,
     Moved,
     Promoted,
     RawEntry,
+    ReclaimCursor,
     Reschedule,
     StepRecord,
     StreamRef,
@@ -35,9 +39,13 @@ from deepagents.transport.memory.children import CHILD_WAIT_FIELDS, MemoryChildr
 from deepagents.transport.memory.replies import MemoryReplies, MemoryReplyListener
 from deepagents.transport.memory.state import Fields, Group, State, Stream, parse_id
 from deepagents.transport.memory.waiting import WAIT_FIELDS, MemoryWaiting, drop_wait
+from deepagents.transport.states import TERMINAL, Cancelled, Enqueued, Outcome, Replayed, TaskState
 
 _b = str.encode
-_CANCELLABLE = ("queued", "scheduled", "retrying", "waiting")
+_CANCELLABLE = frozenset(
+    {TaskState.QUEUED, TaskState.SCHEDULED, TaskState.RETRYING, TaskState.WAITING}
+)
+_CANCELLABLE_RUNNING = _CANCELLABLE | {TaskState.RUNNING}
 
 
 class MemoryBus(MemoryWaiting, MemoryChildren):
@@ -86,15 +94,15 @@ class MemoryBus(MemoryWaiting, MemoryChildren):
         reply: str,
         max_backlog: int,
         events_json: bytes,
-    ) -> tuple[str, str]:
+    ) -> Admitted:
         (result,) = await self.enqueue_many(
-            [(stream, task_id, task_json, reply, events_json)], max_backlog=max_backlog
+            [Enqueue(stream, task_id, task_json, reply, events_json)], max_backlog=max_backlog
         )
         return result
 
     async def enqueue_many(
         self,
-        items: Sequence[tuple[StreamRef, str, bytes, str, bytes]],
+        items: Sequence[Enqueue],
         *,
         max_backlog: int | Sequence[int],
         locations: Sequence[tuple[str, str]] = (),
@@ -102,56 +110,52 @@ class MemoryBus(MemoryWaiting, MemoryChildren):
         replicas: int = 0,
         replica_wait_ms: int = 1_000,
         due_ms: Sequence[int] = (),
-    ) -> list[tuple[str, str]]:
+    ) -> list[Admitted]:
         limits = [max_backlog] * len(items) if isinstance(max_backlog, int) else max_backlog
         dues = due_ms or [0] * len(items)
         out = [
-            self._enqueue(*item, limit, due)
+            self._enqueue(item, limit, due)
             for item, limit, due in zip(items, limits, dues, strict=True)
         ]
         # As on one Redis: a task's location record is written with its entry, if enqueued.
         for (status, _), (key, value) in zip(out, locations or [("", "")] * len(out), strict=True):
-            if status == "ok" and key:
+            if status == Enqueued.OK and key:
                 self.state.strings[key] = value
                 self.state.expire(key, location_ttl_s)
         if replicas:  # one process has no replicas to confirm anything
-            written = [i[1] for i, (status, _) in zip(items, out, strict=True) if status == "ok"]
+            written = [
+                i.task_id
+                for i, (status, _) in zip(items, out, strict=True)
+                if status == Enqueued.OK
+            ]
             raise NotReplicated(written, confirmed=0, replicas=replicas, wait_ms=replica_wait_ms)
         return out
 
-    def _enqueue(
-        self,
-        stream: StreamRef,
-        task_id: str,
-        task_json: bytes,
-        reply: str,
-        events: bytes,
-        limit: int,
-        due: int = 0,
-    ) -> tuple[str, str]:
-        key = stream.keys.task(task_id)
+    def _enqueue(self, item: Enqueue, limit: int, due: int = 0) -> Admitted:
+        stream, reply = item.stream, item.reply
+        key = stream.keys.task(item.task_id)
         existing = self.state.hash(key)
         if existing is not None:
-            return "exists", existing.get("entry", "")
+            return Admitted(Enqueued.EXISTS, existing.get("entry", ""))
         target = self.state.stream(stream.name)
         if len(target.entries) >= limit:
-            return "overloaded", ""
+            return Admitted(Enqueued.OVERLOADED, "")
         at = str(now_ms())
         if due:  # as the enqueue script: the member a retry's reschedule writes, attempt 1
-            self._schedule(stream, key, task_json, reply, at, due)
-            self._outbox(stream.keys, events)
-            return "ok", ""
-        entry_id = target.add(_task_fields(task_json, "1", at, reply))
+            self._schedule(stream, key, item.task_json, reply, at, due)
+            self._outbox(stream.keys, item.events_json)
+            return Admitted(Enqueued.OK, "")
+        entry_id = target.add(_task_fields(item.task_json, "1", at, reply))
         self.state.hashes[key] = {
-            "state": "queued",
+            "state": TaskState.QUEUED,
             "entry": entry_id,
             "tier": stream.tier,
             "reply": reply,
             "enq_ms": at,
             "deliveries": "0",
         }
-        self._outbox(stream.keys, events)
-        return "ok", entry_id
+        self._outbox(stream.keys, item.events_json)
+        return Admitted(Enqueued.OK, entry_id)
 
     def _schedule(
         self, stream: StreamRef, key: str, task_json: bytes, reply: str, at: str, due: int
@@ -161,7 +165,7 @@ class MemoryBus(MemoryWaiting, MemoryChildren):
         )
         self.state.delayed.setdefault(stream.keys.delayed, {})[member] = due
         self.state.hashes[key] = {
-            "state": "scheduled",
+            "state": TaskState.SCHEDULED,
             "entry": "",
             "tier": stream.tier,
             "reply": reply,
@@ -237,16 +241,16 @@ class MemoryBus(MemoryWaiting, MemoryChildren):
         consumer: str,
         min_idle_ms: int,
         count: int,
-        cursor: str,
+        cursor: ReclaimCursor,
     ) -> Claimed:
         found, held = self._group(stream, group)
-        at, start = now_ms(), parse_id(cursor)
+        at, start = now_ms(), parse_id(cursor.position)
         entries: list[RawEntry] = []
         deleted: list[str] = []
         ids = [i for i in held.pel if parse_id(i) >= start]
         for n, entry_id in enumerate(ids):
             if len(entries) + len(deleted) == count:
-                return Claimed(entries, deleted, ids[n])
+                return Claimed(entries, deleted, ReclaimCursor(ids[n]))
             if at - held.pel[entry_id].delivered_ms < min_idle_ms:
                 continue
             fields = found.entries.get(entry_id)
@@ -256,7 +260,7 @@ class MemoryBus(MemoryWaiting, MemoryChildren):
                 continue
             held.deliver(entry_id, consumer, at)
             entries.append(RawEntry(entry_id, fields))
-        return Claimed(entries, deleted, "0-0")
+        return Claimed(entries, deleted, ReclaimCursor())
 
     # the protocol's steps -----------------------------------------------------------------
 
@@ -274,16 +278,16 @@ class MemoryBus(MemoryWaiting, MemoryChildren):
         for item in items:
             owner = held.owner(item.entry_id)
             if not fresh and owner != consumer:
-                out.append(Begun("gone" if owner is None else "lost", 0))
+                out.append(Begun(Outcome.GONE if owner is None else Outcome.LOST, 0))
                 continue
             task = self.state.hash_for_write(stream.keys.task(item.task_id))
-            if task.get("state") == "done":
+            if task.get("state") == TaskState.DONE:
                 found.ack_delete(group, item.entry_id)
-                out.append(Begun("dup", 0))
+                out.append(Begun(Outcome.DUP, 0))
                 continue
             n = _int(task.get("deliveries")) + 1
             task.update(
-                state="running",
+                state=TaskState.RUNNING,
                 owner=consumer,
                 entry=item.entry_id,
                 attempt=str(item.attempt),
@@ -292,67 +296,69 @@ class MemoryBus(MemoryWaiting, MemoryChildren):
             )
             if item.started_event:
                 events.append(item.started_event + _b(f"{n}}}"))
-            out.append(Begun("ok", n, task.get("stepped") == "1"))
+            out.append(Begun(Outcome.OK, n, task.get("stepped") == "1"))
         if events:
             self._outbox(stream.keys, b"[" + b",".join(events) + b"]")
         return out
 
     async def commit(
         self, stream: StreamRef, group: str, consumer: str, items: Sequence[CommitItem]
-    ) -> list[str]:
+    ) -> list[Outcome]:
         (statuses,) = await self.commit_streams(group, consumer, [(stream, items)])
         return statuses
 
     async def commit_streams(
         self, group: str, consumer: str, batches: Sequence[tuple[StreamRef, Sequence[CommitItem]]]
-    ) -> list[list[str]]:
+    ) -> list[list[Outcome]]:
         at = str(now_ms())
         return [self._commit(stream, group, consumer, at, items) for stream, items in batches]
 
     def _commit(
         self, stream: StreamRef, group: str, consumer: str, at: str, items: Sequence[CommitItem]
-    ) -> list[str]:
+    ) -> list[Outcome]:
         found, held = self._group(stream, group)
-        out, events = [], []
+        out: list[Outcome] = []
+        events = []
         for item in items:
             key = stream.keys.task(item.task_id)
             task = self.state.hash(key) or {}
             owner = held.owner(item.entry_id)
             if owner is None:  # ours already landed (a repeat after a lost reply), or lost
                 ours = (task.get("owner"), task.get("entry")) == (consumer, item.entry_id)
-                out.append("ok" if task.get("state") == "done" and ours else "lost")
+                landed = task.get("state") == TaskState.DONE and ours
+                out.append(Outcome.OK if landed else Outcome.LOST)
                 continue
             if owner != consumer:
-                out.append("lost")
+                out.append(Outcome.LOST)
                 continue
             found.ack_delete(group, item.entry_id)
-            if task.get("state") == "done":
-                out.append("dup")
+            if task.get("state") == TaskState.DONE:
+                out.append(Outcome.DUP)
                 continue
             result = item.result_json.decode()
             self.state.hash_for_write(key).update(
-                state="done", result=result, owner=consumer, finished_ms=at
+                state=TaskState.DONE, result=result, owner=consumer, finished_ms=at
             )
             self.state.expire(key, self.result_ttl_s)
             self.state.expire_if_there(stream.keys.steps(item.task_id), self.result_ttl_s)
             if item.events_json:
                 events.append(item.events_json[1:-1])
             self.replies.publish(item.reply, item.result_json)
-            out.append("ok")
+            out.append(Outcome.OK)
         if events:
             self._outbox(stream.keys, b"[" + b",".join(events) + b"]")
         return out
 
     async def reschedule(
         self, stream: StreamRef, group: str, consumer: str, item: Reschedule
-    ) -> str:
+    ) -> Outcome:
         found, held = self._group(stream, group)
         if held.owner(item.entry_id) != consumer:
-            return "lost"
+            return Outcome.LOST
         key = stream.keys.task(item.task_id)
         found.ack_delete(group, item.entry_id)
-        if (self.state.hash(key) or {}).get("state") == "done":
-            return "dup"
+        if (self.state.hash(key) or {}).get("state") == TaskState.DONE:
+            return Outcome.DUP
         member = {
             "tier": item.tier,
             "task": item.task_json.decode(),
@@ -362,18 +368,18 @@ class MemoryBus(MemoryWaiting, MemoryChildren):
         }
         self.state.delayed.setdefault(stream.keys.delayed, {})[orjson.dumps(member)] = item.due_ms
         task = self.state.hash_for_write(key)
-        task.update(state="retrying", due_ms=str(item.due_ms))
+        task.update(state=TaskState.RETRYING, due_ms=str(item.due_ms))
         if not item.counted and _int(task.get("deliveries")) > 0:
             task["deliveries"] = str(_int(task["deliveries"]) - 1)
         self._outbox(stream.keys, item.events_json)
-        return "ok"
+        return Outcome.OK
 
     async def dead_letter(
         self, stream: StreamRef, group: str, consumer: str, item: DeadLetter
-    ) -> str:
+    ) -> Outcome:
         found, held = self._group(stream, group)
         if item.check_owner and held.owner(item.entry_id) != consumer:
-            return "lost"
+            return Outcome.LOST
         key = stream.keys.task(item.task_id or "-")
         task = self.state.hash(key)
         result = item.result_json if item.task_id else b""
@@ -395,14 +401,14 @@ class MemoryBus(MemoryWaiting, MemoryChildren):
         self.state.stream(stream.keys.dlq).add(record)
         if result:
             self.state.hash_for_write(key).update(
-                state="dead", result=result.decode(), finished_ms=at
+                state=TaskState.DEAD, result=result.decode(), finished_ms=at
             )
             self.state.expire(key, self.result_ttl_s)
             self.state.expire_if_there(stream.keys.steps(item.task_id or "-"), self.result_ttl_s)
             self.replies.publish(item.reply, result)
         found.ack_delete(group, item.entry_id)
         self._outbox(stream.keys, events)
-        return "ok"
+        return Outcome.OK
 
     async def touch(
         self, stream: StreamRef, group: str, consumer: str, entry_ids: Sequence[str]
@@ -432,17 +438,17 @@ class MemoryBus(MemoryWaiting, MemoryChildren):
         stream: StreamRef,
         group: str,
         consumer: str,
-        items: Sequence[tuple[str, str]],
+        items: Sequence[Held],
         idle_ms: int,
     ) -> list[str]:
-        lost = self._reset_idle(stream, group, consumer, [e for e, _ in items], idle_ms)
-        for entry_id, task_id in items:
-            task = self.state.hash(stream.keys.task(task_id))
-            if entry_id in lost or task is None:
+        lost = self._reset_idle(stream, group, consumer, [i.entry_id for i in items], idle_ms)
+        for item in items:
+            task = self.state.hash(stream.keys.task(item.task_id))
+            if item.entry_id in lost or task is None:
                 continue
             n = _int(task.get("deliveries"))
             ours = (task.get("state"), task.get("owner"), task.get("entry"))
-            if ours == ("running", consumer, entry_id) and n > 0:
+            if ours == (TaskState.RUNNING, consumer, item.entry_id) and n > 0:
                 task["deliveries"] = str(n - 1)  # not counted: it never ran to an end here
         return lost
 
@@ -507,21 +513,21 @@ class MemoryBus(MemoryWaiting, MemoryChildren):
 
     async def replay(
         self, keys: ShardKeys, dlq_entry: str, tier: str, task_id: str, task_json: bytes, reply: str
-    ) -> tuple[str, str]:
+    ) -> tuple[Replayed, str]:
         dlq = self.state.stream(keys.dlq)
         if dlq_entry not in dlq.entries:
-            return "missing", ""
+            return Replayed.MISSING, ""
         at = str(now_ms())
         entry_id = self.state.stream(keys.stream(tier)).add(_task_fields(task_json, "1", at, reply))
         key = keys.task(task_id)
         task = self.state.hash_for_write(key)
         for name in ("result", "owner", "finished_ms", "due_ms"):
             task.pop(name, None)
-        task.update(state="queued", entry=entry_id, enq_ms=at, deliveries="0")
+        task.update(state=TaskState.QUEUED, entry=entry_id, enq_ms=at, deliveries="0")
         self.state.persist(key)
         self.state.persist(keys.steps(task_id))
         del dlq.entries[dlq_entry]
-        return "ok", entry_id
+        return Replayed.OK, entry_id
 
     async def cancel(
         self,
@@ -531,47 +537,50 @@ class MemoryBus(MemoryWaiting, MemoryChildren):
         events_json: bytes,
         *,
         running: bool = False,
-    ) -> str:
+    ) -> Cancelled | TaskState:
         key = keys.task(task_id)
         task = self.state.hash(key)
         if task is None or "state" not in task:
-            return "missing"
-        allowed = (
-            ("queued", "scheduled", "retrying", "waiting", "running") if running else _CANCELLABLE
-        )
-        if task["state"] not in allowed:
-            return task["state"]
-        if task["state"] == "waiting":
+            return Cancelled.MISSING
+        state = TaskState(task["state"])
+        if state not in (_CANCELLABLE_RUNNING if running else _CANCELLABLE):
+            return state
+        if state == TaskState.WAITING:
             drop_wait(self.state, keys, task_id)
             for name in (*WAIT_FIELDS, *CHILD_WAIT_FIELDS):
                 task.pop(name, None)
         task.update(
-            state="done", result=result_json.decode(), finished_ms=str(now_ms()), cancelled="1"
+            state=TaskState.DONE,
+            result=result_json.decode(),
+            finished_ms=str(now_ms()),
+            cancelled="1",
         )
         self.state.expire(key, self.result_ttl_s)
         self.state.expire_if_there(keys.steps(task_id), self.result_ttl_s)
         self._outbox(keys, events_json)
         self.replies.publish(task.get("reply", ""), result_json)
-        return "ok"
+        return Cancelled.OK
 
     async def record_steps(
         self, group: str, consumer: str, items: Sequence[tuple[StreamRef, StepRecord]]
-    ) -> list[str]:
+    ) -> list[Outcome]:
         return [self._record_steps(stream, group, consumer, item) for stream, item in items]
 
-    def _record_steps(self, stream: StreamRef, group: str, consumer: str, item: StepRecord) -> str:
+    def _record_steps(
+        self, stream: StreamRef, group: str, consumer: str, item: StepRecord
+    ) -> Outcome:
         held = self.state.group(stream.name, group)
         if held is None or held.owner(item.entry_id) != consumer:
-            return "lost"
+            return Outcome.LOST
         task = self.state.hash(stream.keys.task(item.task_id)) or {}
-        if task.get("state") in ("done", "dead"):
-            return "dup"
+        if task.get("state") in TERMINAL:
+            return Outcome.DUP
         if item.fields:
             record = self.state.hash_for_write(stream.keys.steps(item.task_id))
             record.update((name, value.decode()) for name, value in item.fields)
             self.state.hash_for_write(stream.keys.task(item.task_id))["stepped"] = "1"
         self._outbox(stream.keys, item.events_json)
-        return "ok"
+        return Outcome.OK
 
     async def load_steps(self, keys: ShardKeys, task_id: str) -> dict[str, bytes]:
         found = self.state.hash(keys.steps(task_id)) or {}

@@ -11,16 +11,21 @@ import orjson
 import redis.exceptions as rex
 from redis.asyncio import Redis, RedisCluster
 
+from deepagents.contract.codec import DamagedRecord
 from deepagents.errors import NotReplicated
 from deepagents.transport.base import (
+    Admitted,
     BeginItem,
     Begun,
     Claimed,
     CommitItem,
     DeadLetter,
+    Enqueue,
+    Held,
     Moved,
     Promoted,
     RawEntry,
+    ReclaimCursor,
     Reschedule,
     StepRecord,
     StreamRef,
@@ -35,6 +40,14 @@ from deepagents.transport.redis_streams.pool import check_server
 from deepagents.transport.redis_streams.replies import ReplyChannel
 from deepagents.transport.redis_streams.scripts import Scripts
 from deepagents.transport.redis_streams.waiting import RedisWaiting
+from deepagents.transport.states import (
+    Cancelled,
+    Enqueued,
+    Outcome,
+    Replayed,
+    TaskState,
+    decoder,
+)
 
 # Tasks per enqueue script call: a large submit_many holds the server for at most this many.
 _ENQUEUE_CALL = 256
@@ -42,6 +55,12 @@ _ENQUEUE_CALL = 256
 
 def _s(value: bytes | str) -> str:
     return value.decode() if isinstance(value, bytes) else value
+
+
+_OUTCOME = decoder(Outcome)
+_ENQUEUED = decoder(Enqueued)
+_REPLAYED = decoder(Replayed)
+_CANCELLED: dict[bytes | str, Cancelled | TaskState] = {**decoder(TaskState), **decoder(Cancelled)}
 
 
 # A move stops after this many rounds even if entries keep arriving (an orchestrator
@@ -60,6 +79,15 @@ def _task_id_of(fields: dict[bytes, bytes]) -> str:
     except (orjson.JSONDecodeError, AttributeError):
         return "-"
     return task_id if isinstance(task_id, str) and task_id else "-"
+
+
+def _cancelled(raw: bytes) -> Cancelled | TaskState:
+    """The cancel script's answer: ok, missing, or the task's state that prevented it; a
+    state no script writes is a damaged task record."""
+    try:
+        return _CANCELLED[raw]
+    except KeyError:
+        raise DamagedRecord("task", f"the task's state {raw[:40]!r} is not one") from None
 
 
 def _entries(raw: list[Any]) -> list[RawEntry]:
@@ -151,15 +179,15 @@ class RedisStreamBus(RedisWaiting, RedisChildren):
         reply: str,
         max_backlog: int,
         events_json: bytes,
-    ) -> tuple[str, str]:
+    ) -> Admitted:
         (result,) = await self.enqueue_many(
-            [(stream, task_id, task_json, reply, events_json)], max_backlog=max_backlog
+            [Enqueue(stream, task_id, task_json, reply, events_json)], max_backlog=max_backlog
         )
         return result
 
     async def enqueue_many(
         self,
-        items: Sequence[tuple[StreamRef, str, bytes, str, bytes]],
+        items: Sequence[Enqueue],
         *,
         max_backlog: int | Sequence[int],
         locations: Sequence[tuple[str, str]] = (),
@@ -167,8 +195,8 @@ class RedisStreamBus(RedisWaiting, RedisChildren):
         replicas: int = 0,
         replica_wait_ms: int = 1_000,
         due_ms: Sequence[int] = (),
-    ) -> list[tuple[str, str]]:
-        """Enqueue a batch in one round trip; items are (stream, task_id, json, reply, events).
+    ) -> list[Admitted]:
+        """Enqueue a batch in one round trip.
         ``max_backlog`` is one limit for all, or one per item (a batch may mix agent types).
 
         ``due_ms``: none, or one per item: 0 enqueues it now; a time (ms since the epoch)
@@ -202,17 +230,17 @@ class RedisStreamBus(RedisWaiting, RedisChildren):
                 replies, confirmed = await self._pipelined(script, commands), 0
             else:
                 replies, confirmed = await self._evalsha_commands(script, commands), 0
-        out: list[tuple[str, str]] = [("", "")] * len(items)
+        out: list[Admitted] = [Admitted(Enqueued.OK, "")] * len(items)
         at = iter(order)
         for reply in replies:  # flat: status, entry id, status, entry id, ...
             pairs = iter(reply)
             for status, entry in zip(pairs, pairs, strict=True):
-                out[next(at)] = (status.decode(), entry.decode())
+                out[next(at)] = Admitted(_ENQUEUED[status], entry.decode())
         if confirmed < replicas:
             written = [
-                item[1]
+                item.task_id
                 for item, (status, _) in zip(items, out, strict=True)
-                if status != "overloaded"
+                if status != Enqueued.OVERLOADED
             ]
             raise NotReplicated(
                 written, confirmed=confirmed, replicas=replicas, wait_ms=replica_wait_ms
@@ -221,7 +249,7 @@ class RedisStreamBus(RedisWaiting, RedisChildren):
 
     def _enqueue_calls(
         self,
-        items: Sequence[tuple[StreamRef, str, bytes, str, bytes]],
+        items: Sequence[Enqueue],
         limits: Sequence[int],
         locations: Sequence[tuple[str, str]],
         location_ttl_s: int,
@@ -231,20 +259,22 @@ class RedisStreamBus(RedisWaiting, RedisChildren):
         ``_ENQUEUE_CALL`` tasks each; and the items' positions in the calls' order."""
         by_shard: dict[str, list[int]] = {}
         for i, item in enumerate(items):
-            by_shard.setdefault(item[0].keys.outbox, []).append(i)
+            by_shard.setdefault(item.stream.keys.outbox, []).append(i)
         at, ttl = now_ms(), location_ttl_s if locations else ""
         sha = self.scripts.enqueue.sha
         commands, order = [], []
         for outbox, positions in by_shard.items():
             for start in range(0, len(positions), _ENQUEUE_CALL):
                 part = positions[start : start + _ENQUEUE_CALL]
-                keys: list[Any] = [outbox, items[part[0]][0].keys.delayed]
+                keys: list[Any] = [outbox, items[part[0]].stream.keys.delayed]
                 args: list[Any] = [at, ttl]
                 for i in part:
-                    stream, task_id, task_json, reply, events = items[i]
-                    keys += (stream.name, stream.keys.task(task_id))
+                    item = items[i]
+                    stream = item.stream
+                    keys += (stream.name, stream.keys.task(item.task_id))
                     due = due_ms[i] if due_ms else 0
-                    args += (task_json, reply, limits[i], stream.tier, events, due or "")
+                    args += (item.task_json, item.reply, limits[i], stream.tier, item.events_json)
+                    args.append(due or "")
                     if locations:
                         key, value = locations[i]
                         keys.append(key)
@@ -255,7 +285,7 @@ class RedisStreamBus(RedisWaiting, RedisChildren):
 
     async def _record_first(
         self,
-        items: Sequence[tuple[StreamRef, str, bytes, str, bytes]],
+        items: Sequence[Enqueue],
         locations: Sequence[tuple[str, str]],
         ttl_s: int,
         replicas: int,
@@ -272,7 +302,7 @@ class RedisStreamBus(RedisWaiting, RedisChildren):
         )
         if confirmed < replicas:
             raise NotReplicated(
-                [item[1] for item in items],
+                [item.task_id for item in items],
                 confirmed=confirmed,
                 replicas=replicas,
                 wait_ms=replica_wait_ms,
@@ -384,11 +414,12 @@ class RedisStreamBus(RedisWaiting, RedisChildren):
         consumer: str,
         min_idle_ms: int,
         count: int,
-        cursor: str,
+        cursor: ReclaimCursor,
     ) -> Claimed:
+        start = cursor.position
         with redis_errors(f"XAUTOCLAIM {stream.name}"):
             reply = await self.lanes.call(
-                "XAUTOCLAIM", stream.name, group, consumer, min_idle_ms, cursor, "COUNT", count
+                "XAUTOCLAIM", stream.name, group, consumer, min_idle_ms, start, "COUNT", count
             )
         # 7.0+ adds a third element: ids whose bodies are gone (already removed from the PEL).
         deleted = [i.decode() for i in reply[2]] if len(reply) > 2 else []
@@ -396,7 +427,7 @@ class RedisStreamBus(RedisWaiting, RedisChildren):
             # 6.2 claims such an entry but answers nil in its place: find it among our own
             # pending entries, where it shows with an empty body.
             deleted += await self._own_bodiless(stream, group, consumer)
-        return Claimed(entries=_entries(reply[1]), deleted=deleted, cursor=reply[0].decode())
+        return Claimed(_entries(reply[1]), deleted, ReclaimCursor(reply[0].decode()))
 
     async def _own_bodiless(self, stream: StreamRef, group: str, consumer: str) -> list[str]:
         found: list[str] = []
@@ -425,11 +456,11 @@ class RedisStreamBus(RedisWaiting, RedisChildren):
             args += (item.entry_id, item.attempt, item.started_event)
         with redis_errors(f"begin on {stream.name}"):
             (reply,) = await self._evalsha(self.scripts.begin, [(keys, args)])
-        return [Begun(r[0].decode(), r[1], len(r) > 2 and r[2] == 1) for r in reply]
+        return [Begun(_OUTCOME[r[0]], r[1], len(r) > 2 and r[2] == 1) for r in reply]
 
     async def commit(
         self, stream: StreamRef, group: str, consumer: str, items: Sequence[CommitItem]
-    ) -> list[str]:
+    ) -> list[Outcome]:
         (statuses,) = await self.commit_streams(group, consumer, [(stream, items)])
         return statuses
 
@@ -449,18 +480,18 @@ class RedisStreamBus(RedisWaiting, RedisChildren):
         group: str,
         consumer: str,
         batches: Sequence[tuple[StreamRef, Sequence[CommitItem]]],
-    ) -> list[list[str]]:
+    ) -> list[list[Outcome]]:
         """Commit batches of several streams in one round trip: one script call per stream
         (each in its own shard's slot, every key in KEYS), sent together in one pipeline."""
         at = now_ms()
         calls = [self._commit_call(stream, group, consumer, at, items) for stream, items in batches]
         with redis_errors(f"commit on {batches[0][0].name}" if len(batches) == 1 else "commit"):
             replies = await self._evalsha(self.scripts.commit, calls)
-        return [[status.decode() for status in reply] for reply in replies]
+        return [[_OUTCOME[status] for status in reply] for reply in replies]
 
     async def reschedule(
         self, stream: StreamRef, group: str, consumer: str, item: Reschedule
-    ) -> str:
+    ) -> Outcome:
         member = orjson.dumps(
             {
                 "tier": item.tier,
@@ -486,11 +517,11 @@ class RedisStreamBus(RedisWaiting, RedisChildren):
             "1" if item.counted else "0",
         ]
         with redis_errors(f"reschedule on {stream.name}"):
-            return _s(await self.scripts.reschedule(keys=keys, args=args))
+            return _OUTCOME[await self.scripts.reschedule(keys=keys, args=args)]
 
     async def dead_letter(
         self, stream: StreamRef, group: str, consumer: str, item: DeadLetter
-    ) -> str:
+    ) -> Outcome:
         task_key = stream.keys.task(item.task_id or "-")
         steps_key = stream.keys.steps(item.task_id or "-")
         keys = [stream.name, task_key, stream.keys.dlq, stream.keys.outbox, steps_key]
@@ -510,7 +541,7 @@ class RedisStreamBus(RedisWaiting, RedisChildren):
             item.unbound_events_json,
         ]
         with redis_errors(f"dead-letter on {stream.name}"):
-            return _s(await self.scripts.dead_letter(keys=keys, args=args))
+            return _OUTCOME[await self.scripts.dead_letter(keys=keys, args=args)]
 
     async def touch(
         self, stream: StreamRef, group: str, consumer: str, entry_ids: Sequence[str]
@@ -534,17 +565,17 @@ class RedisStreamBus(RedisWaiting, RedisChildren):
         stream: StreamRef,
         group: str,
         consumer: str,
-        items: Sequence[tuple[str, str]],
+        items: Sequence[Held],
         idle_ms: int,
     ) -> list[str]:
-        """Entries (entry id, task id) this consumer gives up unfinished at a graceful
+        """Entries this consumer gives up unfinished at a graceful
         shutdown: claimable at once, and their deliveries not counted."""
         if not items:
             return []
         with redis_errors(f"hand back on {stream.name}"):
             lost = await self.scripts.hand_back(
-                keys=[stream.name, *(stream.keys.task(task_id) for _, task_id in items)],
-                args=[group, consumer, idle_ms, *(entry_id for entry_id, _ in items)],
+                keys=[stream.name, *(stream.keys.task(item.task_id) for item in items)],
+                args=[group, consumer, idle_ms, *(item.entry_id for item in items)],
             )
         return [_s(i) for i in lost]
 
@@ -578,13 +609,13 @@ class RedisStreamBus(RedisWaiting, RedisChildren):
 
     async def replay(
         self, keys: ShardKeys, dlq_entry: str, tier: str, task_id: str, task_json: bytes, reply: str
-    ) -> tuple[str, str]:
+    ) -> tuple[Replayed, str]:
         with redis_errors(f"replay from {keys.dlq}"):
             status, entry = await self.scripts.replay(
                 keys=[keys.dlq, keys.stream(tier), keys.task(task_id), keys.steps(task_id)],
                 args=[dlq_entry, task_json, now_ms(), reply],
             )
-        return _s(status), _s(entry)
+        return _REPLAYED[status], _s(entry)
 
     async def move_unstarted(
         self, source: StreamRef, target: StreamRef, group: str, *, limit: int = 500
@@ -630,7 +661,7 @@ class RedisStreamBus(RedisWaiting, RedisChildren):
         events_json: bytes,
         *,
         running: bool = False,
-    ) -> str:
+    ) -> Cancelled | TaskState:
         with redis_errors("cancel"):
             status = await self.scripts.cancel(
                 keys=[
@@ -650,11 +681,11 @@ class RedisStreamBus(RedisWaiting, RedisChildren):
                     "1" if running else "",
                 ],
             )
-        return _s(status)
+        return _cancelled(status)
 
     async def record_steps(
         self, group: str, consumer: str, items: Sequence[tuple[StreamRef, StepRecord]]
-    ) -> list[str]:
+    ) -> list[Outcome]:
         calls = []
         for stream, item in items:
             shard = stream.keys
@@ -664,7 +695,8 @@ class RedisStreamBus(RedisWaiting, RedisChildren):
                 args += (name, value)
             calls.append((keys, args))
         with redis_errors("record steps"):
-            return [_s(status) for status in await self._evalsha(self.scripts.record_steps, calls)]
+            replies = await self._evalsha(self.scripts.record_steps, calls)
+        return [_OUTCOME[status] for status in replies]
 
     async def load_steps(self, keys: ShardKeys, task_id: str) -> dict[str, bytes]:
         with redis_errors(f"load steps of {task_id}"):
