@@ -81,7 +81,13 @@ def services_for(client: RedisClient, settings: Settings) -> Services:
     keys = Keys(settings.prefix)
     return Services(
         client=client,
-        bus=RedisStreamBus(client, result_ttl_s=settings.result_ttl_s),
+        bus=RedisStreamBus(
+            client,
+            result_ttl_s=settings.result_ttl_s,
+            replicas=settings.min_replicas,
+            replica_wait_ms=settings.replica_wait_ms,
+            allow_evicting=settings.allow_evicting_redis,
+        ),
         tasks=TaskStore(client, keys),
         registry=AgentRegistry(client, keys),
         keys=keys,
@@ -99,7 +105,12 @@ def memory_services(settings: Settings) -> Services:
     registry = MemoryRegistry()
     return Services(
         client=None,
-        bus=MemoryBus(state, result_ttl_s=settings.result_ttl_s),
+        bus=MemoryBus(
+            state,
+            result_ttl_s=settings.result_ttl_s,
+            replicas=settings.min_replicas,
+            replica_wait_ms=settings.replica_wait_ms,
+        ),
         tasks=MemoryTaskStore(state, keys),
         registry=registry,
         keys=keys,

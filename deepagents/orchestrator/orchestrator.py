@@ -377,8 +377,6 @@ class Orchestrator:
             max_backlog=[specs[r.agent].max_backlog for _, r, _, _ in prepared],
             locations=self._locations(prepared, recorded),
             location_ttl_s=self.location_ttl_s,
-            replicas=self.settings.min_replicas,
-            replica_wait_ms=self.settings.replica_wait_ms,
             due_ms=_due_ms([task for task, _, _, _ in prepared]),
         )
 

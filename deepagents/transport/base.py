@@ -313,18 +313,10 @@ class ReplyListener(Protocol):
     async def aclose(self) -> None: ...
 
 
-class MessageBus(Protocol):
-    """Every operation the layers above the transport need of the streams. One instance
-    serves one process; ``aclose()`` closes the connections the bus opened itself."""
-
-    @property
-    def cluster(self) -> bool: ...
-
-    async def aclose(self) -> None: ...
-
-    async def check_server(self, *, allow_evicting: bool = False) -> str: ...
-
-    async def ping_ms(self, limit_s: float = 2.0) -> float | None: ...
+class TaskQueue(Protocol):
+    """Tasks in tier streams, each delivered to one consumer of the agent's group at a
+    time: enqueue, read, reclaim, begin, commit, retry (``reschedule``), dead letter,
+    heartbeat (``touch``), hand back; and the delayed set's pump (``promote_due``)."""
 
     async def ensure_group(self, stream: StreamRef, group: str) -> None: ...
 
@@ -346,26 +338,13 @@ class MessageBus(Protocol):
         max_backlog: int | Sequence[int],
         locations: Sequence[tuple[str, str]] = (),
         location_ttl_s: int = 0,
-        replicas: int = 0,
-        replica_wait_ms: int = 1_000,
         due_ms: Sequence[int] = (),
     ) -> list[Admitted]:
         """``due_ms``: none, or one per item: 0 enqueues it now; a later time (ms since the
         epoch) holds it in its shard's delayed set, state ``scheduled``, until the delayed
-        pump moves it to its tier (its entry id is '' until then)."""
+        pump moves it to its tier (its entry id is '' until then). A bus built to wait for
+        replicas raises ``NotReplicated`` when fewer confirm the batch in time."""
         ...
-
-    async def set_many(
-        self,
-        pairs: Sequence[tuple[str, str]],
-        ttl_s: int,
-        *,
-        what: str,
-        replicas: int = 0,
-        replica_wait_ms: int = 1_000,
-    ) -> int: ...
-
-    def reply_listener(self, channel: str, deliver: Callable[[bytes], None]) -> ReplyListener: ...
 
     async def read(
         self, stream: StreamRef, group: str, consumer: str, count: int, block_ms: int | None
@@ -440,32 +419,25 @@ class MessageBus(Protocol):
         self, keys: ShardKeys, tiers: Sequence[str], limit: int = 500
     ) -> Promoted: ...
 
-    async def replay(
-        self, keys: ShardKeys, dlq_entry: str, tier: str, task_id: str, task_json: bytes, reply: str
-    ) -> tuple[Replayed, str]: ...
 
-    async def cancel(
-        self,
-        keys: ShardKeys,
-        task_id: str,
-        result_json: bytes,
-        events_json: bytes,
-        *,
-        running: bool = False,
-    ) -> Cancelled | TaskState:
-        """Answer a queued, scheduled, retrying or waiting task (``running``: a running one
-        too) with ``result_json``: ok, missing, or the state that prevented it."""
+class Records(Protocol):
+    """Small records kept beside the tasks (location, idempotency and owner records)."""
+
+    async def set_many(self, pairs: Sequence[tuple[str, str]], ttl_s: int, *, what: str) -> int:
+        """Write each (key, value) for ``ttl_s``; returns the fewest replicas any node
+        confirmed them to (0 for a bus that does not wait for replicas)."""
         ...
 
-    async def move_unstarted(
-        self, source: StreamRef, target: StreamRef, group: str, *, limit: int = 500
-    ) -> Moved:
-        """Move every entry of ``source`` no consumer of ``group`` has been given to
-        ``target`` (same shard, another version), and ``source``'s delayed retries to
-        ``target``'s delayed set: each exactly once, in scripts on the shard's slot."""
-        ...
 
-    # waiting for a person (worker/asking.py, Orchestrator.reply) ---------------------------
+class Replies(Protocol):
+    """Results pushed to the submitter that waits for them."""
+
+    def reply_listener(self, channel: str, deliver: Callable[[bytes], None]) -> ReplyListener: ...
+
+
+class HumanWaits(Protocol):
+    """Tasks waiting for a person's reply (worker/asking.py, the orchestrator's replies):
+    park, answer, wake (its timeout), and the listings of open questions."""
 
     async def park(self, stream: StreamRef, group: str, consumer: str, item: Park) -> Outcome: ...
 
@@ -485,7 +457,23 @@ class MessageBus(Protocol):
 
     async def ask_record(self, keys: ShardKeys, task_id: str, ask: str) -> AskRecord: ...
 
-    # waiting for child tasks (worker/delegation.py) ------------------------------------------
+    async def waiting(
+        self, keys: ShardKeys, limit: int, tenant: str | None = None
+    ) -> list[Waiting]:
+        """The shard's oldest ``limit`` open questions, oldest first; with ``tenant``, that
+        tenant's alone (read from its own index: others' questions cost it nothing)."""
+        ...
+
+    async def asked(self, keys: ShardKeys, task_id: str) -> dict[str, str]:
+        """A waiting task's question: ``question``, ``ask_schema``, ``ask_default`` (JSON
+        text); {} unless it waits."""
+        ...
+
+    async def waiting_count(self, shards: Sequence[ShardKeys]) -> list[int]: ...
+
+
+class ChildWaits(Protocol):
+    """Parents waiting for their child tasks (worker/delegation.py)."""
 
     async def park_children(
         self, stream: StreamRef, group: str, consumer: str, item: ChildWait
@@ -518,19 +506,10 @@ class MessageBus(Protocol):
         """Name the parent on the child's task hash while it exists (for listings)."""
         ...
 
-    async def waiting(
-        self, keys: ShardKeys, limit: int, tenant: str | None = None
-    ) -> list[Waiting]:
-        """The shard's oldest ``limit`` open questions, oldest first; with ``tenant``, that
-        tenant's alone (read from its own index: others' questions cost it nothing)."""
-        ...
 
-    async def asked(self, keys: ShardKeys, task_id: str) -> dict[str, str]:
-        """A waiting task's question: ``question``, ``ask_schema``, ``ask_default`` (JSON
-        text); {} unless it waits."""
-        ...
+class StepLog(Protocol):
+    """A running task's durable step records (worker/steps.py)."""
 
-    async def waiting_count(self, shards: Sequence[ShardKeys]) -> list[int]: ...
     async def record_steps(
         self, group: str, consumer: str, items: Sequence[tuple[StreamRef, StepRecord]]
     ) -> list[Outcome]:
@@ -543,6 +522,47 @@ class MessageBus(Protocol):
         """Every field of the task's steps hash ({} when none)."""
         ...
 
+
+class Admin(Protocol):
+    """Operators' changes: replay a dead letter, cancel a task, move a version's unstarted
+    tasks (a rollback)."""
+
+    async def replay(
+        self, keys: ShardKeys, dlq_entry: str, tier: str, task_id: str, task_json: bytes, reply: str
+    ) -> tuple[Replayed, str]: ...
+
+    async def cancel(
+        self,
+        keys: ShardKeys,
+        task_id: str,
+        result_json: bytes,
+        events_json: bytes,
+        *,
+        running: bool = False,
+    ) -> Cancelled | TaskState:
+        """Answer a queued, scheduled, retrying or waiting task (``running``: a running one
+        too) with ``result_json``: ok, missing, or the state that prevented it."""
+        ...
+
+    async def move_unstarted(
+        self, source: StreamRef, target: StreamRef, group: str, *, limit: int = 500
+    ) -> Moved:
+        """Move every entry of ``source`` no consumer of ``group`` has been given to
+        ``target`` (same shard, another version), and ``source``'s delayed retries to
+        ``target``'s delayed set: each exactly once, in scripts on the shard's slot."""
+        ...
+
+
+class Inspection(Protocol):
+    """Read-only views: the server's fitness, round trip, and backlogs."""
+
+    async def check_server(self) -> str:
+        """Refuse a server this protocol cannot run on (too old, or evicting keys unless the
+        bus was built to allow it); its version."""
+        ...
+
+    async def ping_ms(self, limit_s: float = 2.0) -> float | None: ...
+
     async def stream_stats(self, stream: StreamRef, group: str) -> StreamStats: ...
 
     async def shard_backlog(self, keys: ShardKeys) -> tuple[int, int]: ...
@@ -552,3 +572,26 @@ class MessageBus(Protocol):
     ) -> list[int | None]: ...
 
     async def outbox_lengths(self, shards: Sequence[ShardKeys]) -> list[int]: ...
+
+
+PROTOCOLS: tuple[type, ...] = (
+    TaskQueue,
+    Records,
+    Replies,
+    HumanWaits,
+    ChildWaits,
+    StepLog,
+    Admin,
+    Inspection,
+)
+
+
+class MessageBus(
+    TaskQueue, Records, Replies, HumanWaits, ChildWaits, StepLog, Admin, Inspection, Protocol
+):
+    """The whole bus: the narrow protocols (``TaskQueue``, ``Records``, ``Replies``,
+    ``HumanWaits``, ``ChildWaits``, ``StepLog``, ``Admin``, ``Inspection``) in one object,
+    for the wiring; a caller that needs one part takes that protocol. One instance serves
+    one process; ``aclose()`` closes the connections the bus opened itself."""
+
+    async def aclose(self) -> None: ...

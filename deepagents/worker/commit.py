@@ -12,7 +12,7 @@ from typing import Any
 
 from deepagents.config.schema import AgentSettings
 from deepagents.contract.agent import AgentContract
-from deepagents.contract.codec import encode_result, encode_task, salvage_ids
+from deepagents.contract.codec import encode_result, encode_task
 from deepagents.contract.events import audit_event, encode_events
 from deepagents.contract.result import ErrorCode, ErrorInfo, Result, ResultStatus
 from deepagents.contract.task import utcnow
@@ -30,6 +30,7 @@ from deepagents.transport.base import (
     StreamRef,
     now_ms,
 )
+from deepagents.transport.entries import salvage_ids
 from deepagents.worker.asking import Asking
 from deepagents.worker.committer import Committer
 from deepagents.worker.delegation import Delegating, Parentage, notify_parent

@@ -188,7 +188,7 @@ class Worker:
         self._stop_event = asyncio.Event()
         if self._stopping:
             return
-        await self.bus.check_server(allow_evicting=self.settings.allow_evicting_redis)
+        await self.bus.check_server()
         for ref in self.streams:
             await self.bus.ensure_group(ref, self.name)
         self._executor = ThreadPoolExecutor(

@@ -658,7 +658,7 @@ async def test_a_batch_writes_the_locations_of_the_tasks_it_enqueued_only(
     assert statuses == ["exists", "ok", "exists", "overloaded"]
     assert replies[2][1] == replies[1][1]  # the copy names the entry of the first
     assert await backend.tasks.location("new") == LOCATION
-    if not backend.bus.cluster:  # a cluster writes them before the enqueue, all of them
+    if not backend.cluster:  # a cluster writes them before the enqueue, all of them
         assert await backend.tasks.location("old") is None  # ``_submit`` wrote none
         assert await backend.tasks.location("full") is None
     assert (await backend.bus.stream_stats(ref, AGENT)).length == 2

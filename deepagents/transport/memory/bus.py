@@ -34,6 +34,7 @@ from deepagents.transport.base import (
     StreamStats,
     now_ms,
 )
+from deepagents.transport.entries import entry_fields, task_id_of
 from deepagents.transport.keys import ShardKeys
 from deepagents.transport.memory.children import CHILD_WAIT_FIELDS, MemoryChildren
 from deepagents.transport.memory.replies import MemoryReplies, MemoryReplyListener
@@ -52,19 +53,26 @@ class MemoryBus(MemoryWaiting, MemoryChildren):
     """Everything lives in ``state``; hand the same state to a ``MemoryTaskStore`` to read
     the task records the bus writes."""
 
-    def __init__(self, state: State | None = None, *, result_ttl_s: int = 86_400) -> None:
+    def __init__(
+        self,
+        state: State | None = None,
+        *,
+        result_ttl_s: int = 86_400,
+        replicas: int = 0,
+        replica_wait_ms: int = 1_000,
+    ) -> None:
         self.state = state or State()
         self.result_ttl_s = result_ttl_s
+        # One process has no replicas to confirm anything: a bus built to wait for some
+        # refuses every enqueue, as a Redis without replicas does.
+        self.replicas = replicas
+        self.replica_wait_ms = replica_wait_ms
         self.replies = MemoryReplies()
-
-    @property
-    def cluster(self) -> bool:
-        return False
 
     async def aclose(self) -> None:
         return None
 
-    async def check_server(self, *, allow_evicting: bool = False) -> str:
+    async def check_server(self) -> str:
         return "memory"  # nothing is ever evicted
 
     async def ping_ms(self, limit_s: float = 2.0) -> float | None:
@@ -107,8 +115,6 @@ class MemoryBus(MemoryWaiting, MemoryChildren):
         max_backlog: int | Sequence[int],
         locations: Sequence[tuple[str, str]] = (),
         location_ttl_s: int = 0,
-        replicas: int = 0,
-        replica_wait_ms: int = 1_000,
         due_ms: Sequence[int] = (),
     ) -> list[Admitted]:
         limits = [max_backlog] * len(items) if isinstance(max_backlog, int) else max_backlog
@@ -122,13 +128,15 @@ class MemoryBus(MemoryWaiting, MemoryChildren):
             if status == Enqueued.OK and key:
                 self.state.strings[key] = value
                 self.state.expire(key, location_ttl_s)
-        if replicas:  # one process has no replicas to confirm anything
+        if self.replicas:
             written = [
                 i.task_id
                 for i, (status, _) in zip(items, out, strict=True)
                 if status == Enqueued.OK
             ]
-            raise NotReplicated(written, confirmed=0, replicas=replicas, wait_ms=replica_wait_ms)
+            raise NotReplicated(
+                written, confirmed=0, replicas=self.replicas, wait_ms=self.replica_wait_ms
+            )
         return out
 
     def _enqueue(self, item: Enqueue, limit: int, due: int = 0) -> Admitted:
@@ -145,7 +153,7 @@ class MemoryBus(MemoryWaiting, MemoryChildren):
             self._schedule(stream, key, item.task_json, reply, at, due)
             self._outbox(stream.keys, item.events_json)
             return Admitted(Enqueued.OK, "")
-        entry_id = target.add(_task_fields(item.task_json, "1", at, reply))
+        entry_id = target.add(entry_fields(item.task_json, 1, at, reply))
         self.state.hashes[key] = {
             "state": TaskState.QUEUED,
             "entry": entry_id,
@@ -174,17 +182,9 @@ class MemoryBus(MemoryWaiting, MemoryChildren):
             "deliveries": "0",
         }
 
-    async def set_many(
-        self,
-        pairs: Sequence[tuple[str, str]],
-        ttl_s: int,
-        *,
-        what: str,
-        replicas: int = 0,
-        replica_wait_ms: int = 1_000,
-    ) -> int:
+    async def set_many(self, pairs: Sequence[tuple[str, str]], ttl_s: int, *, what: str) -> int:
         if not pairs:
-            return replicas
+            return 0
         for key, value in pairs:
             self.state.strings[key] = value
             self.state.expire(key, ttl_s)
@@ -506,7 +506,7 @@ class MemoryBus(MemoryWaiting, MemoryChildren):
                 dead += 1
                 continue
             tier = parsed.tier if parsed.tier in tiers else tiers[-1]
-            fields = _task_fields(_b(parsed.task), str(parsed.attempt), str(at), parsed.reply)
+            fields = entry_fields(_b(parsed.task), parsed.attempt, at, parsed.reply)
             self.state.stream(keys.stream(tier)).add(fields)
             moved += 1
         return Promoted(moved, dead, tuple(waits))
@@ -518,7 +518,7 @@ class MemoryBus(MemoryWaiting, MemoryChildren):
         if dlq_entry not in dlq.entries:
             return Replayed.MISSING, ""
         at = str(now_ms())
-        entry_id = self.state.stream(keys.stream(tier)).add(_task_fields(task_json, "1", at, reply))
+        entry_id = self.state.stream(keys.stream(tier)).add(entry_fields(task_json, 1, at, reply))
         key = keys.task(task_id)
         task = self.state.hash_for_write(key)
         for name in ("result", "owner", "finished_ms", "due_ms"):
@@ -602,7 +602,7 @@ class MemoryBus(MemoryWaiting, MemoryChildren):
             for entry_id in unstarted:
                 fields = found.entries.pop(entry_id)
                 new = self.state.stream(target.name).add(fields)
-                task = self.state.hash(source.keys.task(_task_id_of(fields)))
+                task = self.state.hash(source.keys.task(task_id_of(fields)))
                 if task is not None and task.get("entry") == entry_id:
                     task["entry"] = new
                 moved += 1
@@ -648,20 +648,8 @@ class MemoryBus(MemoryWaiting, MemoryChildren):
         return [len(self.state.stream(keys.outbox).entries) for keys in shards]
 
 
-def _task_id_of(fields: Fields) -> str:
-    try:
-        task_id = orjson.loads(fields.get(b"task", b"{}")).get("task_id")
-    except (orjson.JSONDecodeError, AttributeError):
-        return "-"
-    return task_id if isinstance(task_id, str) and task_id else "-"
-
-
 def _int(raw: str | None) -> int:
     return int(raw) if raw and raw.isdigit() else 0
-
-
-def _task_fields(task_json: bytes, attempt: str, at: str, reply: str) -> Fields:
-    return {b"task": task_json, b"attempt": _b(attempt), b"enq": _b(at), b"reply": _b(reply)}
 
 
 class _Member(NamedTuple):

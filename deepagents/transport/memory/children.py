@@ -14,6 +14,7 @@ from deepagents.transport.base import (
     WaitMode,
     now_ms,
 )
+from deepagents.transport.entries import entry_fields
 from deepagents.transport.keys import ShardKeys, wait_member
 from deepagents.transport.memory.state import Group, State, Stream
 from deepagents.transport.states import TERMINAL, TaskState
@@ -39,14 +40,10 @@ class MemoryChildren:
 
     def _requeue(self, target: str, task_json: str, task: dict[str, str]) -> None:
         at = str(now_ms())
-        entry_id = self.state.stream(target).add(
-            {
-                b"task": task_json.encode(),
-                b"attempt": task.get("attempt", "1").encode(),
-                b"enq": at.encode(),
-                b"reply": task.get("reply", "").encode(),
-            }
+        fields = entry_fields(
+            task_json.encode(), task.get("attempt", "1"), at, task.get("reply", "")
         )
+        entry_id = self.state.stream(target).add(fields)
         task.update(state=TaskState.QUEUED, entry=entry_id, enq_ms=at)
 
     async def park_children(

@@ -14,6 +14,7 @@ from deepagents.transport.base import (
     Woken,
     now_ms,
 )
+from deepagents.transport.entries import entry_fields
 from deepagents.transport.keys import ShardKeys, wait_member
 from deepagents.transport.memory.state import Group, State, Stream
 from deepagents.transport.questions import decode_question, encode_question, task_of, tenant_of
@@ -87,12 +88,7 @@ class MemoryWaiting:
         at = str(now_ms())
         tier = task.get("tier", "")
         target = keys.stream(tier if tier in tiers else tiers[-1])
-        fields = {
-            b"task": task_of(record),
-            b"attempt": task.get("attempt", "1").encode(),
-            b"enq": at.encode(),
-            b"reply": task.get("reply", "").encode(),
-        }
+        fields = entry_fields(task_of(record), task.get("attempt", "1"), at, task.get("reply", ""))
         entry_id = self.state.stream(target).add(fields)
         asked = int(task.get("asked_ms") or 0)
         for name in WAIT_FIELDS:

@@ -32,6 +32,7 @@ from deepagents.transport.base import (
     StreamStats,
     now_ms,
 )
+from deepagents.transport.entries import task_id_of
 from deepagents.transport.keys import ShardKeys
 from deepagents.transport.redis_streams.children import RedisChildren
 from deepagents.transport.redis_streams.errors import redis_errors
@@ -71,16 +72,6 @@ _MOVE_ROUNDS = 1_000
 EXPOSE_MOST = 10_000
 
 
-def _task_id_of(fields: dict[bytes, bytes]) -> str:
-    """The entry's task id for its hash key; an entry that is not a task moves without
-    one (the target version's worker dead-letters it, as any worker would)."""
-    try:
-        task_id = orjson.loads(fields.get(b"task", b"{}")).get("task_id")
-    except (orjson.JSONDecodeError, AttributeError):
-        return "-"
-    return task_id if isinstance(task_id, str) and task_id else "-"
-
-
 def _cancelled(raw: bytes) -> Cancelled | TaskState:
     """The cancel script's answer: ok, missing, or the task's state that prevented it; a
     state no script writes is a damaged task record."""
@@ -118,12 +109,27 @@ def _read_entries(reply: dict[Any, Any] | list[Any] | None) -> list[RawEntry]:
 class RedisStreamBus(RedisWaiting, RedisChildren):
     """Uses the client it is given and never closes it; the worker's stream commands (read,
     reclaim, begin, commit) go over connections of its own (``Lanes``), which ``aclose()``
-    closes."""
+    closes.
 
-    def __init__(self, client: Redis, *, result_ttl_s: int = 86_400) -> None:
+    ``replicas``: every enqueue round trip ends with ``WAIT`` for that many replicas, and
+    fewer confirming within ``replica_wait_ms`` raises ``NotReplicated``. ``allow_evicting``:
+    ``check_server`` accepts a server whose ``maxmemory-policy`` evicts keys."""
+
+    def __init__(
+        self,
+        client: Redis,
+        *,
+        result_ttl_s: int = 86_400,
+        replicas: int = 0,
+        replica_wait_ms: int = 1_000,
+        allow_evicting: bool = False,
+    ) -> None:
         # redis-py types replies for str clients; ours speaks bytes (decode_responses=False).
         self.client: Any = client
         self.result_ttl_s = result_ttl_s
+        self.replicas = replicas
+        self.replica_wait_ms = replica_wait_ms
+        self.allow_evicting = allow_evicting
         self.scripts = Scripts.register(client)
         self.lanes = Lanes(client)
         # Once: redis-py's client classes derive from a typing.Protocol, so an isinstance
@@ -133,9 +139,9 @@ class RedisStreamBus(RedisWaiting, RedisChildren):
     async def aclose(self) -> None:
         await self.lanes.aclose()
 
-    async def check_server(self, *, allow_evicting: bool = False) -> str:
+    async def check_server(self) -> str:
         """Refuse a Redis this protocol cannot run on (too old, or evicting keys)."""
-        return await check_server(self.client, allow_evicting=allow_evicting)
+        return await check_server(self.client, allow_evicting=self.allow_evicting)
 
     async def ping_ms(self, limit_s: float = 2.0) -> float | None:
         """PING's round trip in ms; None when Redis does not answer within ``limit_s``."""
@@ -192,8 +198,6 @@ class RedisStreamBus(RedisWaiting, RedisChildren):
         max_backlog: int | Sequence[int],
         locations: Sequence[tuple[str, str]] = (),
         location_ttl_s: int = 0,
-        replicas: int = 0,
-        replica_wait_ms: int = 1_000,
         due_ms: Sequence[int] = (),
     ) -> list[Admitted]:
         """Enqueue a batch in one round trip.
@@ -208,11 +212,12 @@ class RedisStreamBus(RedisWaiting, RedisChildren):
         location keys sit in other slots: they are written first, in a round trip of their
         own, so a task acknowledged as enqueued is never missing its location.
 
-        ``replicas``: the round trip ends with ``WAIT`` (on a cluster, each node's part
-        does), and fewer replicas confirming the batch within ``replica_wait_ms`` raises
-        ``NotReplicated``."""
+        With ``replicas`` (the bus's), the round trip ends with ``WAIT`` (on a cluster, each
+        node's part does), and fewer replicas confirming the batch within
+        ``replica_wait_ms`` raises ``NotReplicated``."""
         if not items:
             return []
+        replicas, replica_wait_ms = self.replicas, self.replica_wait_ms
         limits = [max_backlog] * len(items) if isinstance(max_backlog, int) else max_backlog
         inline = bool(locations) and not self.cluster
         if locations and not inline:
@@ -293,12 +298,8 @@ class RedisStreamBus(RedisWaiting, RedisChildren):
     ) -> None:
         """A cluster's location records, before their tasks are enqueued. With ``replicas``,
         each node's part waits on its own (they may sit on other nodes than their tasks)."""
-        confirmed = await self.set_many(
-            locations,
-            ttl_s,
-            what="record task locations",
-            replicas=replicas,
-            replica_wait_ms=replica_wait_ms,
+        confirmed = await self._set_many(
+            locations, ttl_s, "record task locations", replicas, replica_wait_ms
         )
         if confirmed < replicas:
             raise NotReplicated(
@@ -352,14 +353,16 @@ class RedisStreamBus(RedisWaiting, RedisChildren):
     def cluster(self) -> bool:
         return self._cluster
 
-    async def set_many(
+    async def set_many(self, pairs: Sequence[tuple[str, str]], ttl_s: int, *, what: str) -> int:
+        return await self._set_many(pairs, ttl_s, what, 0, self.replica_wait_ms)
+
+    async def _set_many(
         self,
         pairs: Sequence[tuple[str, str]],
         ttl_s: int,
-        *,
         what: str,
-        replicas: int = 0,
-        replica_wait_ms: int = 1_000,
+        replicas: int,
+        replica_wait_ms: int,
     ) -> int:
         """``SET key value EX ttl_s`` for each pair, in one round trip (per node). With
         ``replicas``, each node's part ends with ``WAIT``; returns the fewest replicas any
@@ -630,7 +633,7 @@ class RedisStreamBus(RedisWaiting, RedisChildren):
                     source.name, "-" if last is None else f"({last}", "+", count=limit
                 )
                 ids = [_s(entry_id) for entry_id, _ in found]
-                hashes = [source.keys.task(_task_id_of(fields)) for _, fields in found]
+                hashes = [source.keys.task(task_id_of(fields)) for _, fields in found]
                 moved, moved_delayed = await self.scripts.move(
                     keys=[source.name, target.name, source.keys.delayed, target.keys.delayed,
                           *hashes],
