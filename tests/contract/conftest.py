@@ -48,9 +48,9 @@ async def backend(request: pytest.FixtureRequest, prefix: str) -> AsyncIterator[
     keys = Keys(prefix)
     if request.param == "memory":
         state = State()
-        yield await _ready(
-            Backend(MemoryBus(state, result_ttl_s=60), MemoryTaskStore(state, keys), keys)
-        )
+        memory = MemoryBus(state, result_ttl_s=60)
+        yield await _ready(Backend(memory, MemoryTaskStore(state, keys), keys))
+        await memory.aclose()
         return
     cluster = request.param == "cluster"
     # Sync session fixtures: an async fixture cannot ask for another async one by name.

@@ -213,7 +213,8 @@ class MemoryBus(MemoryWaiting, MemoryChildren):
 
     def _read_new(self, found: Stream, held: Group, consumer: str, count: int) -> list[RawEntry]:
         at = now_ms()
-        held.seen_ms[consumer] = at
+        if consumer in held.seen_ms:  # a read that finds nothing makes no new consumer
+            held.seen_ms[consumer] = at
         out: list[RawEntry] = []
         for entry_id, fields in found.entries.items():
             if len(out) == count:
@@ -622,7 +623,7 @@ class MemoryBus(MemoryWaiting, MemoryChildren):
             stats.lag = stats.length
             return stats
         stats.pending = len(held.pel)
-        stats.consumers = len({p.consumer for p in held.pel.values()})
+        stats.consumers = len(held.seen_ms.keys() | {p.consumer for p in held.pel.values()})
         if held.pel:
             stats.oldest_pending_ms = now_ms() - next(iter(held.pel.values())).delivered_ms
         stats.lag = sum(1 for i in found.entries if parse_id(i) > held.last)
