@@ -59,6 +59,7 @@ def _s(value: bytes | str) -> str:
 
 
 _OUTCOME = decoder(Outcome)
+_UNSET = Admitted(Enqueued.OK, "")
 _ENQUEUED = decoder(Enqueued)
 _REPLAYED = decoder(Replayed)
 _CANCELLED: dict[bytes | str, Cancelled | TaskState] = {**decoder(TaskState), **decoder(Cancelled)}
@@ -235,7 +236,7 @@ class RedisStreamBus(RedisWaiting, RedisChildren):
                 replies, confirmed = await self._pipelined(script, commands), 0
             else:
                 replies, confirmed = await self._evalsha_commands(script, commands), 0
-        out: list[Admitted] = [Admitted(Enqueued.OK, "")] * len(items)
+        out = [_UNSET] * len(items)  # each one set below
         at = iter(order)
         for reply in replies:  # flat: status, entry id, status, entry id, ...
             pairs = iter(reply)
