@@ -9,9 +9,10 @@ checkers and IDEs.
 
 from __future__ import annotations
 
-import importlib
 import sys
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from deepagents._internal.lazy import lazy_exports
 
 __version__ = "0.1.0"  # the one source of the version: pyproject.toml reads it
 
@@ -21,6 +22,8 @@ _EXPORTS: dict[str, str] = {
     "DeepAgentsError": "deepagents.errors",
     "Delegation": "deepagents.contract.context",
     "ErrorCode": "deepagents.contract",
+    "InboxAction": "deepagents.contract.inbox",
+    "InboxAnswer": "deepagents.contract.inbox",
     "InvalidInput": "deepagents.errors",
     "Orchestrator": "deepagents.orchestrator",
     "Result": "deepagents.contract",
@@ -30,10 +33,12 @@ _EXPORTS: dict[str, str] = {
     "Task": "deepagents.contract",
     "TaskContext": "deepagents.contract.context",
     "TaskHandle": "deepagents.orchestrator",
+    "WebhookSignatureError": "deepagents.contract.webhooks",
     "Worker": "deepagents.worker",
     "current_context": "deepagents.contract.context",
     "load_config": "deepagents.config",
     "load_settings": "deepagents.config",
+    "verify_signature": "deepagents.contract.webhooks",
 }
 
 __lazy_modules__ = frozenset(_EXPORTS.values())
@@ -42,6 +47,8 @@ if TYPE_CHECKING or sys.version_info >= (3, 15):
     from deepagents.config import Settings, load_config, load_settings
     from deepagents.contract import AgentContract, ErrorCode, Result, ResultStatus, Task
     from deepagents.contract.context import Delegation, TaskContext, current_context
+    from deepagents.contract.inbox import InboxAction, InboxAnswer
+    from deepagents.contract.webhooks import WebhookSignatureError, verify_signature
     from deepagents.errors import DeepAgentsError, InvalidInput, RetryableError
     from deepagents.orchestrator import Orchestrator, TaskHandle
     from deepagents.worker import Worker
@@ -51,6 +58,8 @@ __all__ = [
     "DeepAgentsError",
     "Delegation",
     "ErrorCode",
+    "InboxAction",
+    "InboxAnswer",
     "InvalidInput",
     "Orchestrator",
     "Result",
@@ -60,25 +69,17 @@ __all__ = [
     "Task",
     "TaskContext",
     "TaskHandle",
+    "WebhookSignatureError",
     "Worker",
     "__version__",
     "current_context",
     "load_config",
     "load_settings",
+    "verify_signature",
 ]
 
 
 # Hidden from type checkers, which then see only the names imported above (a typo stays
 # an error).
 if not TYPE_CHECKING:
-
-    def __getattr__(name: str) -> Any:
-        module = _EXPORTS.get(name)
-        if module is None:
-            raise AttributeError(f"module 'deepagents' has no attribute {name!r}")
-        value = getattr(importlib.import_module(module), name)
-        globals()[name] = value  # once loaded, a plain attribute
-        return value
-
-    def __dir__() -> list[str]:
-        return sorted({*globals(), *__all__})
+    __getattr__, __dir__ = lazy_exports(__name__, globals(), _EXPORTS, __all__)

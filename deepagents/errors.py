@@ -29,6 +29,7 @@ help::
     │   ├── DelegationTooDeep  a child past delegation.max_depth (not retried)
     │   └── InvalidResult  the agent broke the contract (wrong type, output not JSON): dead-lettered
     ├── ResultTimeout          a handle's result did not arrive in time
+    ├── WebhookSignatureError  a webhook request whose signature does not verify (receivers)
     └── ReplyError             a reply to a task's question was refused (orch.reply)
         ├── ReplyTaskNotFound  no such task
         ├── NotWaiting         the task asks nothing now

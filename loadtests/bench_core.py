@@ -14,6 +14,8 @@ Per run, against a fresh embedded Redis (or --redis-url):
    in the submitter);
 4. baseline in the same run: a bare redis-py loop (XREADGROUP COUNT 100 + pipelined XACK,
    no result, no audit) draining the same number of entries.
+``--processes N``: the worker is ``deepagents worker ... --processes N`` (a supervisor
+forking N workers); CPU is the whole tree's.
 Prints a JSON line per run and the medians.
 """
 
@@ -54,7 +56,9 @@ def pct(values: list[float], q: float) -> float:
     return ordered[min(len(ordered) - 1, round(q * (len(ordered) - 1)))]
 
 
-def start_worker(url: str, prefix: str, config_path: str) -> subprocess.Popen[bytes]:
+def start_worker(
+    url: str, prefix: str, config_path: str, processes: int = 1
+) -> subprocess.Popen[bytes]:
     env = {
         **os.environ,
         "DEEPAGENTS_REDIS_URL": url,
@@ -63,7 +67,8 @@ def start_worker(url: str, prefix: str, config_path: str) -> subprocess.Popen[by
         "DEEPAGENTS_OUTBOX": "true",
     }
     return subprocess.Popen(
-        [sys.executable, "-m", "deepagents", "worker", "agents.echo:EchoAgent"],
+        [sys.executable, "-m", "deepagents", "worker", "agents.echo:EchoAgent"]
+        + (["--processes", str(processes)] if processes > 1 else []),
         env=env,
         cwd=REPO,
         stdout=subprocess.DEVNULL,
@@ -71,8 +76,18 @@ def start_worker(url: str, prefix: str, config_path: str) -> subprocess.Popen[by
     )
 
 
-async def wait_registered(client: Any, prefix: str) -> None:
-    while not await client.hlen(f"{prefix}:agent:echo:instances"):
+def tree_cpu(procs: list[psutil.Process]) -> tuple[float, float]:
+    """User and system CPU seconds of ``procs``."""
+    user = system = 0.0
+    for proc in procs:
+        with contextlib.suppress(psutil.NoSuchProcess):
+            times = proc.cpu_times()
+            user, system = user + times.user, system + times.system
+    return user, system
+
+
+async def wait_registered(client: Any, prefix: str, instances: int = 1) -> None:
+    while await client.hlen(f"{prefix}:agent:echo:instances") < instances:
         await asyncio.sleep(0.05)
 
 
@@ -104,6 +119,7 @@ async def one_run(
     redis_pid: int | None,
     *,
     listen: bool = False,
+    processes: int = 1,
 ) -> dict[str, Any]:
     prefix = f"bench{run}-{os.getpid()}"
     config = parse_config(CONFIG)
@@ -128,17 +144,19 @@ async def one_run(
     # 2. drain with one worker process
     with tempfile.NamedTemporaryFile("w", suffix=".yaml", delete=False) as f:
         f.write(CONFIG)
-    worker = start_worker(url, prefix, f.name)
+    worker = start_worker(url, prefix, f.name, processes)
     try:
+        await wait_registered(client, prefix, processes)
+        # The worker's whole tree: with --processes, the supervisor and its children.
         proc = psutil.Process(worker.pid)
-        await wait_registered(client, prefix)
-        cpu0, harness0 = proc.cpu_times(), time.process_time()
+        tree = [proc, *proc.children(recursive=True)]
+        cpu0, harness0 = tree_cpu(tree), time.process_time()
         redis0 = cpu_s(redis_pid) if redis_pid else 0.0
         start = time.perf_counter()
         while await backlog(client, prefix):
             await asyncio.sleep(0.01)
         drain_s = time.perf_counter() - start
-        cpu1 = proc.cpu_times()
+        cpu1 = tree_cpu(tree)
         await submitter.aclose()  # (listen: after the drain)
         if redis_pid:
             # The Redis server's own CPU per task: the ceiling one Redis core puts on the
@@ -146,11 +164,9 @@ async def one_run(
             out["redis_cpu_us_per_task"] = round((cpu_s(redis_pid) - redis0) / n * 1e6, 1)
         out["harness_cpu_us_per_task"] = round((time.process_time() - harness0) / n * 1e6, 1)
         out["drain_per_s"] = round(n / drain_s)
-        out["worker_cpu_us_per_task"] = round(
-            ((cpu1.user - cpu0.user) + (cpu1.system - cpu0.system)) / n * 1e6, 1
-        )
+        out["worker_cpu_us_per_task"] = round((cpu1[0] + cpu1[1] - cpu0[0] - cpu0[1]) / n * 1e6, 1)
         # The kernel's share: socket writes and reads, per round trip rather than per task.
-        out["worker_sys_us_per_task"] = round((cpu1.system - cpu0.system) / n * 1e6, 1)
+        out["worker_sys_us_per_task"] = round((cpu1[1] - cpu0[1]) / n * 1e6, 1)
         # 3. latency at a fixed offered load, submitted and awaited through an orchestrator
         # (results by its reply channel). The harness's own heap (20,000 tasks and handles
         # from step 1) is frozen first: a full collection of it pauses this process for tens
@@ -226,6 +242,7 @@ async def main(args: argparse.Namespace) -> None:
                     run,
                     None,
                     listen=args.listen,
+                    processes=args.processes,
                 )
             )
         else:
@@ -240,6 +257,7 @@ async def main(args: argparse.Namespace) -> None:
                         run,
                         pid,
                         listen=args.listen,
+                        processes=args.processes,
                     )
                 )
         print(orjson.dumps(runs[-1]).decode(), flush=True)
@@ -262,6 +280,9 @@ if __name__ == "__main__":
     )
     parser.add_argument("--seconds", type=float, default=10.0, help="length of the latency phase")
     parser.add_argument("--redis-url", help="default: a fresh embedded Redis per run")
+    parser.add_argument(
+        "--processes", type=int, default=1, help="deepagents worker --processes N (1: none)"
+    )
     parser.add_argument(
         "--listen-during-drain",
         dest="listen",

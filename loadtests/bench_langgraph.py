@@ -1,5 +1,5 @@
 """Per-step checkpoint cost of LangGraph graphs: deepagents' ``StepSaver`` beside LangGraph's
-``InMemorySaver`` and ``AsyncPostgresSaver`` (issue 33).
+``InMemorySaver``, ``AsyncSqliteSaver`` and ``AsyncPostgresSaver`` (issue 33).
 
     .venv/bin/python loadtests/bench_langgraph.py --runs 3 \\
         --database-url postgresql://postgres@127.0.0.1:5432/test
@@ -15,6 +15,7 @@ at once; wall time / (threads x nodes) in ms.
   fresh embedded Redis (or ``--redis-url``): each thread is a task; its checkpoints are
   owner-checked records sent through the worker's group commit;
 - ``inmemory``: ``InMemorySaver`` (not durable), the floor;
+- ``sqlite``: ``AsyncSqliteSaver`` on a file in a temporary directory (one connection);
 - ``postgres``: ``AsyncPostgresSaver`` on a psycopg pool of 10 (skipped without
   ``--database-url``).
 
@@ -206,6 +207,26 @@ async def stepsaver(url: str, threads: int) -> dict[str, float]:
     }
 
 
+async def sqlite(threads: int, storage_steps: int) -> dict[str, float]:
+    import tempfile
+
+    from langgraph.checkpoint.sqlite.aio import AsyncSqliteSaver
+
+    with tempfile.TemporaryDirectory(prefix="lgbench") as tmp:
+        async with AsyncSqliteSaver.from_conn_string(f"{tmp}/checkpoints.db") as saver:
+            out = await langgraph_saver(saver, threads)
+            long = await loop_thread(saver, storage_steps)
+            async with saver.conn.execute(
+                "SELECT (SELECT coalesce(sum(length(checkpoint) + length(metadata)), 0)"
+                " FROM checkpoints WHERE thread_id = ?)"
+                " + (SELECT coalesce(sum(length(value)), 0) FROM writes WHERE thread_id = ?)",
+                (long, long),
+            ) as cursor:
+                row = await cursor.fetchone()
+            size = int(row[0]) if row is not None else 0
+    return {**out, f"bytes_after_{storage_steps}_steps": size}
+
+
 async def postgres(url: str, threads: int, storage_steps: int) -> dict[str, float]:
     from langgraph.checkpoint.postgres.aio import AsyncPostgresSaver
     from psycopg.rows import dict_row
@@ -261,6 +282,8 @@ async def one_run(redis_url: str, args: argparse.Namespace, run: int) -> dict[st
     out[f"stepsaver_bytes_after_{steps}_steps"] = await stepsaver_storage(redis_url, steps)
     for name, value in (await langgraph_saver(InMemorySaver(), args.threads)).items():
         out[f"inmemory_{name}"] = value
+    for name, value in (await sqlite(args.threads, args.storage_steps)).items():
+        out[f"sqlite_{name}"] = value
     if args.database_url:
         for name, value in (
             await postgres(args.database_url, args.threads, args.storage_steps)

@@ -2,10 +2,11 @@
 drain of a worker process with a no-op Node agent against the in-process EchoAgent; and the
 two HTTP clients' POSTs per second.
 
-    .venv/bin/python loadtests/bench_remote.py --calls 2000 [--breaker]
+    .venv/bin/python loadtests/bench_remote.py --calls 2000 [--breaker] [--methods run]
     .venv/bin/python loadtests/bench_remote.py --clients --calls 3000 --runs 3
     .venv/bin/python loadtests/bench_remote.py --drain --tasks 2000 --runs 5 \
-        --max-connections 8 [--transport grpc] [--methods execute] \
+        --max-connections 8 [--transport grpc] [--methods execute|run|run_batch] \
+        [--batch 32 --batch-wait-ms 0 --batch-requests 2 --concurrency 100] \
         --redis-url redis://127.0.0.1:6379/0
 
 Against the Node reference agent (``agents/remote/node/risk-agent.js``) on 127.0.0.1, one
@@ -18,6 +19,9 @@ load hits both alike:
   deadline, size-capped read, content-type check, response validation, Result).
 
 Prints p50 and p90 of each and the p50 difference (the issue's target: at most 0.5 ms).
+``--methods run`` (or ``run_batch``): the service implements that one-call form alone, the
+bare request is a POST of it (a batch of one for ``run_batch``), and the adapter runs the
+whole contract (can_handle, prepare_context, execute, post_process) of the task.
 
 ``--drain``: per run, N tasks are submitted, then one worker process drains them, timed from
 its registration to an empty backlog: ``deepagents worker agents.echo:EchoAgent`` (the
@@ -25,7 +29,9 @@ contract in the worker's process) and ``deepagents worker --remote noop`` (the s
 as four HTTP calls per task to the Node agent answering ``execute`` with an empty success,
 the fleet's circuit breaker in front of it; ``--transport grpc``: the Python reference agent
 over gRPC with ``--noop`` instead; ``--methods execute``: the Node agent's health says it
-implements ``execute`` alone, so a task is one call). The two alternate within each run
+implements ``execute`` alone, so a task is one call; ``run``: one call per task doing the
+whole contract; ``run_batch``: tasks share requests, up to ``--batch`` per request). The
+two alternate within each run
 (paired: the machine's load drifts alike for both); prints a JSON line per run and the
 medians.
 
@@ -70,34 +76,50 @@ def pct(values: list[float], q: float) -> float:
     return statistics.quantiles(values, n=100)[int(q) - 1]
 
 
-async def bench(url: str, calls: int, redis_url: str | None) -> dict[str, float]:
+async def bench(url: str, calls: int, redis_url: str | None, methods: str) -> dict[str, float]:
     entry = FileConfig.model_validate(
         {"agents": {"bench": {"intents": ["risk_check"], "remote": {"url": url}}}}
     ).agents["bench"]
+    form = next((f for f in ("run_batch", "run") if f in methods.split(",")), "execute")
     # With --breaker the fleet's circuit breaker is in front (its Redis on every call, but a
     # 'closed' trusted for 0.2 s and successes sent every 0.25 s).
     redis = connect(redis_url) if redis_url else None
     prefix = f"benchoverhead-{os.getpid()}"
     agent = remote_agent_class("bench", entry)(redis=redis, prefix=prefix)
     task = Task(intent="risk_check", payload=ORDER, deadline=utcnow() + timedelta(hours=1))
+    await agent.introduce()  # what the service implements
     await agent.can_handle(task)  # sets the delivery's envelope, as the worker's run does
     context = await agent.prepare_context(task)
-    body = orjson.dumps({"protocol": 1, "task": {"id": task.task_id, "intent": task.intent,
+    request = {"protocol": 1, "task": {"id": task.task_id, "intent": task.intent,
         "payload": ORDER, "tenant": None}, "attempt": 1, "time_left_ms": 3600000,
-        "traceparent": None, "idempotency_key": f"{task.task_id}:1",
-        "context": context["remote"]})  # fmt: skip
+        "traceparent": None, "idempotency_key": f"{task.task_id}:1"}  # fmt: skip
+    if form == "execute":
+        request["context"] = context["remote"]
+    elif form == "run_batch":
+        request = {"protocol": 1, "runs": [request]}
+    body = orjson.dumps(request)
+
+    async def adapter_run() -> None:
+        if form == "execute":
+            await agent.execute(context)
+            return
+        # The whole contract of the task, as the worker's runner calls it.
+        assert await agent.can_handle(task)
+        result = await agent.execute(await agent.prepare_context(task))
+        await agent.post_process(result)
+
     bare, adapter = [], []
     async with aiohttp.ClientSession(headers={"content-type": "application/json"}) as client:
         for _ in range(200):  # warm both paths
-            async with client.post(f"{url}/v1/execute", data=body) as response:
+            async with client.post(f"{url}/v1/{form}", data=body) as response:
                 await response.read()
-            await agent.execute(context)
+            await adapter_run()
         for _ in range(calls):
             t0 = time.perf_counter()
-            async with client.post(f"{url}/v1/execute", data=body) as response:
+            async with client.post(f"{url}/v1/{form}", data=body) as response:
                 orjson.loads(await response.read())
             t1 = time.perf_counter()
-            await agent.execute(context)
+            await adapter_run()
             t2 = time.perf_counter()
             bare.append((t1 - t0) * 1000)
             adapter.append((t2 - t1) * 1000)
@@ -172,13 +194,17 @@ async def clients(url: str, calls: int, runs: int) -> dict[str, float]:
 
 
 DRAIN_CONFIG = """
+tiers:
+  p2: {{concurrency: {concurrency}, max_wait_ms: 120000}}
 defaults: {{shards: 2, max_backlog: 10000000, batch_size: 100}}
 agents:
   echo: {{class: "agents.echo:EchoAgent"}}
-  noop: {{intents: [risk_check], remote: {{url: "{url}", max_connections: {pool}}}}}
+  noop: {{intents: [risk_check], remote: {{url: "{url}", max_connections: {pool},
+    batch: {{max_tasks: {batch}, max_wait_ms: {wait}, max_requests: {requests}}}}}}}
 """
 
 
+FOUR_CALLS = "can_handle,prepare_context,execute,post_process"
 CONFIG_TEXT: dict[str, str] = {}  # config file -> its text (read in async code: no file I/O)
 
 
@@ -187,7 +213,8 @@ def start_node(fault: str = "", methods: str = "") -> tuple[subprocess.Popen[byt
     if node is None:
         raise SystemExit("bench_remote: node is not installed")
     script = ROOT / "agents" / "remote" / "node" / "risk-agent.js"
-    env = {**os.environ, "RISK_AGENT_TEST_HOOKS": "1" if fault else "0", "RISK_AGENT_FAULT": fault,
+    hooks = "1" if fault or methods else "0"  # RISK_AGENT_METHODS is a test hook
+    env = {**os.environ, "RISK_AGENT_TEST_HOOKS": hooks, "RISK_AGENT_FAULT": fault,
            "RISK_AGENT_METHODS": methods}  # fmt: skip
     proc = subprocess.Popen([node, str(script), "--port", "0"], stdout=subprocess.PIPE, env=env)
     assert proc.stdout is not None
@@ -205,8 +232,19 @@ def start_worker(url: str, prefix: str, config_path: str, agent: str) -> subproc
     )  # fmt: skip
 
 
-async def drain_once(url: str, config_path: str, agent: str, n: int, run: int) -> float:
-    """Tasks per second one worker process drains for ``agent`` (echo or noop)."""
+def cpu_s(pid: int) -> float:
+    """The CPU seconds (user and system) process ``pid`` has used so far."""
+    with open(f"/proc/{pid}/stat") as f:
+        fields = f.read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+async def drain_once(
+    url: str, config_path: str, agent: str, n: int, run: int, service_pid: int
+) -> tuple[float, float, float]:
+    """Tasks per second one worker process drains for ``agent`` (echo or noop), and the CPU
+    milliseconds per task the worker and the service used meanwhile: on a loaded machine
+    the rate depends on what the other processes take, the CPU per task much less."""
     prefix = f"benchremote{run}{agent}-{os.getpid()}"
     config = parse_config(CONFIG_TEXT[config_path])
     settings = Settings(prefix=prefix, outbox=True)
@@ -223,9 +261,12 @@ async def drain_once(url: str, config_path: str, agent: str, n: int, run: int) -
         while not await client.hlen(f"{prefix}:agent:{agent}:instances"):
             await asyncio.sleep(0.02)
         start = time.perf_counter()
+        worker_cpu, service_cpu = cpu_s(worker.pid), cpu_s(service_pid)
         while sum([await client.xlen(s) for s in streams]):
             await asyncio.sleep(0.01)
         elapsed = time.perf_counter() - start
+        worker_cpu = cpu_s(worker.pid) - worker_cpu
+        service_cpu = cpu_s(service_pid) - service_cpu
     finally:
         worker.terminate()
         worker.wait(30)
@@ -233,11 +274,12 @@ async def drain_once(url: str, config_path: str, agent: str, n: int, run: int) -
         for i in range(0, len(keys), 500):
             await client.delete(*keys[i : i + 500])
         await client.aclose()
-    return n / elapsed
+    return n / elapsed, worker_cpu * 1000 / n, service_cpu * 1000 / n
 
 
-def start_grpc_noop() -> tuple[subprocess.Popen[bytes], str]:
-    command = [sys.executable, "-m", "agents.remote.python.risk_grpc", "--port", "0", "--noop"]
+def start_grpc_noop(methods: str) -> tuple[subprocess.Popen[bytes], str]:
+    command = [sys.executable, "-m", "agents.remote.python.risk_grpc", "--port", "0", "--noop",
+               "--methods", methods or FOUR_CALLS]  # fmt: skip
     proc = subprocess.Popen(command, stdout=subprocess.PIPE, cwd=ROOT)
     assert proc.stdout is not None
     port = int(proc.stdout.readline().split()[1])
@@ -245,21 +287,43 @@ def start_grpc_noop() -> tuple[subprocess.Popen[bytes], str]:
 
 
 async def drain(
-    url: str, n: int, runs: int, pool: int, transport: str, methods: str
+    url: str,
+    n: int,
+    runs: int,
+    pool: int,
+    transport: str,
+    methods: str,
+    batch: int,
+    wait: float,
+    concurrency: int,
+    requests: int,
 ) -> dict[str, Any]:
-    proc, service = start_node("noop", methods) if transport == "http" else start_grpc_noop()
-    text = DRAIN_CONFIG.format(url=service, pool=pool)
+    if transport == "http":
+        proc, service = start_node("noop", methods)
+    else:
+        proc, service = start_grpc_noop(methods)
+    text = DRAIN_CONFIG.format(
+        url=service, pool=pool, batch=batch, wait=wait, concurrency=concurrency, requests=requests
+    )
     with tempfile.NamedTemporaryFile("w", suffix=".yaml", delete=False) as f:
         f.write(text)
     CONFIG_TEXT[f.name] = text
     echo: list[float] = []
     noop: list[float] = []
+    echo_cpu: list[float] = []
+    noop_cpu: list[float] = []
+    service_cpu: list[float] = []
     try:
         for run in range(runs):
             order = ("echo", "noop") if run % 2 == 0 else ("noop", "echo")
             for agent in order:
-                rate = await drain_once(url, f.name, agent, n, run)
+                rate, worker_ms, service_ms = await drain_once(url, f.name, agent, n, run, proc.pid)
                 (echo if agent == "echo" else noop).append(rate)
+                if agent == "echo":
+                    echo_cpu.append(worker_ms)
+                else:
+                    noop_cpu.append(worker_ms)
+                    service_cpu.append(service_ms)
             line = {"run": run, "echo_per_s": round(echo[-1]), "noop_remote_per_s": round(noop[-1])}
             print(orjson.dumps(line).decode(), flush=True)
     finally:
@@ -273,9 +337,15 @@ async def drain(
         "transport": transport,
         "max_connections": pool,
         "methods": methods or "all four",
+        "batch": batch if "run_batch" in methods else None,
+        "concurrency": concurrency,
+        "batch_requests": requests if "run_batch" in methods else None,
         "echo_median_per_s": round(statistics.median(echo)),
         "noop_remote_median_per_s": round(statistics.median(noop)),
         "noop_over_echo_median": round(statistics.median(ratios), 3),
+        "cpu_ms_per_task_echo_worker": round(statistics.median(echo_cpu), 3),
+        "cpu_ms_per_task_remote_worker": round(statistics.median(noop_cpu), 3),
+        "cpu_ms_per_task_service": round(statistics.median(service_cpu), 3),
     }
 
 
@@ -285,7 +355,18 @@ def main() -> None:
     parser.add_argument("--drain", action="store_true", help="the drain benchmark instead")
     parser.add_argument("--clients", action="store_true", help="httpx against aiohttp")
     parser.add_argument(
-        "--methods", default="", help="--drain: the Node agent implements only these (execute)"
+        "--methods",
+        default="",
+        help="the service implements only these (execute; run; run_batch); default: the "
+        "four contract methods",
+    )
+    parser.add_argument("--batch", type=int, default=32, help="run_batch: tasks per request")
+    parser.add_argument("--batch-wait-ms", type=float, default=0.0, help="run_batch: max wait")
+    parser.add_argument(
+        "--batch-requests", type=int, default=2, help="run_batch: batches in flight at most"
+    )
+    parser.add_argument(
+        "--concurrency", type=int, default=100, help="--drain: the tier's, for both agents"
     )
     parser.add_argument(
         "--breaker", action="store_true", help="overhead with the fleet's breaker (Redis)"
@@ -314,6 +395,10 @@ def main() -> None:
                         args.max_connections,
                         args.transport,
                         args.methods,
+                        args.batch,
+                        args.batch_wait_ms,
+                        args.concurrency,
+                        args.batch_requests,
                     )
                 )
             ).decode()
@@ -328,16 +413,16 @@ def main() -> None:
             proc.wait(10)
         print(orjson.dumps({"calls": args.calls, "runs": args.runs} | rates).decode())
         return
-    proc, url = start_node()
+    proc, url = start_node(methods=args.methods or FOUR_CALLS)
     try:
         redis_url = args.redis_url if args.breaker else None
-        figures = asyncio.run(bench(url, args.calls, redis_url))
+        figures = asyncio.run(bench(url, args.calls, redis_url, args.methods))
     finally:
         proc.kill()
         proc.wait(10)
     print(
         orjson.dumps(
-            {"calls": args.calls, "breaker": args.breaker}
+            {"calls": args.calls, "breaker": args.breaker, "methods": args.methods or "all four"}
             | {k: round(v, 3) for k, v in figures.items()}
         ).decode()
     )

@@ -73,3 +73,20 @@ class BlockingAgent(AgentContract):
         if context["payload"].get("hold") and not self.release.wait(120):
             raise RuntimeError("held for 120 s and never released")
         return Result(output={"finished": time.monotonic()})
+
+
+class StartsAgent(AgentContract):
+    """Does nothing; ``started`` lists each task's fairness key (else its tenant) in the
+    order their executions began (in-process tests of dispatch order)."""
+
+    name = "starts"
+    version = "1.0.0"
+    intents = ("start",)
+
+    def __init__(self) -> None:
+        self.started: list[str] = []
+
+    async def execute(self, context: dict[str, Any]) -> Result:
+        task = context["task"]
+        self.started.append(task.fairness_key or task.tenant or "")
+        return Result(output=None)

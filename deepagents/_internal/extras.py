@@ -16,9 +16,10 @@ EXTRAS: dict[str, tuple[str, ...]] = {
     "audit": ("asyncpg",),
     "grpc": ("grpc", "google.protobuf"),
     "mcp": ("mcp",),
-    "langgraph": ("langgraph", "langchain_core"),
+    "langgraph": ("langgraph", "langchain_core", "langchain"),
     "otlp": ("opentelemetry.exporter.otlp.proto.http",),
     "cron": ("croniter",),
+    "a2a": ("a2a",),
 }
 
 

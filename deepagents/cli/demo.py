@@ -4,7 +4,9 @@ Starts an embedded Redis when no DEEPAGENTS_REDIS_URL is set, runs one worker pr
 example agent, submits a mixed workload (urgent trades, normal trades, risk checks,
 research) at a fixed offered rate, shows progress, and ends with a summary. Beside it run a
 few long-running research pipelines, each of which stops to ask for an approval; the demo's
-automatic approver answers them (``demo_pipeline.py``), so the demo runs unattended.
+automatic approver answers them (``demo_pipeline.py``), so the demo runs unattended; and,
+with the extra ``deepagents[langgraph]``, a few LangGraph research graphs whose approval
+(an ``interrupt()``) the same approver answers (``demo_graph.py``).
 """
 
 from __future__ import annotations
@@ -23,7 +25,7 @@ import tempfile
 import time
 import uuid
 from collections import defaultdict
-from collections.abc import Iterator
+from collections.abc import Collection, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -35,6 +37,7 @@ from rich.table import Table
 
 from deepagents._internal.extras import require_extra
 from deepagents._internal.redis_server import free_port
+from deepagents.cli import demo_graph
 from deepagents.cli.common import console as cli_console
 from deepagents.cli.common import embedded_redis_if_needed, redis_client, require_reachable, run
 from deepagents.cli.demo_pipeline import AGENT_CLASS as PIPELINE_CLASS
@@ -52,6 +55,15 @@ AGENT_CLASSES = {
     "research": "agents.research:ResearchAgent",
     "research_pipeline": PIPELINE_CLASS,
 }
+if demo_graph.available():  # the extra deepagents[langgraph]: the research graph too
+    AGENT_CLASSES[demo_graph.AGENT] = demo_graph.AGENT_CLASS
+
+
+def running(graphs: int) -> dict[str, str]:
+    """The agents the demo starts a worker for: no graph worker when it runs no graph."""
+    return {n: p for n, p in AGENT_CLASSES.items() if graphs or n != demo_graph.AGENT}
+
+
 UNKNOWN_SYMBOL = "ZZ"  # not in agents/data/futures.csv: the risk agent rejects it
 SYMBOLS = ("IF", "IC", "RB", "CU", "AU", "ES", "NQ", "CL", "GC")
 
@@ -68,6 +80,13 @@ def register(sub: Any) -> None:
         type=int,
         default=3,
         help="long-running research pipelines, approved automatically (default 3)",
+    )
+    p.add_argument(
+        "--graphs",
+        type=int,
+        default=2,
+        help="LangGraph research graphs, approved automatically (default 2; needs the "
+        "extra deepagents[langgraph])",
     )
     p.add_argument(
         "--no-audit",
@@ -153,6 +172,7 @@ def start_workers(
     count: int,
     extra_env: dict[str, str],
     log_dir: Path,
+    classes: dict[str, str] = AGENT_CLASSES,
 ) -> list[subprocess.Popen[bytes]]:
     """Worker processes; each logs to its own file (a pipe nobody reads would fill and stall
     the worker)."""
@@ -164,7 +184,7 @@ def start_workers(
         "DEEPAGENTS_CONFIG": config_path,
     }
     procs = []
-    for name, path in AGENT_CLASSES.items():
+    for name, path in classes.items():
         for i in range(count):
             with (log_dir / f"worker-{name}-{i}.log").open("wb") as log:
                 procs.append(
@@ -195,7 +215,11 @@ def _tail_logs(log_dir: Path) -> str:
 
 
 async def wait_for_workers(
-    orch: Orchestrator, procs: list[subprocess.Popen[bytes]], log_dir: Path, timeout: float = 60
+    orch: Orchestrator,
+    procs: list[subprocess.Popen[bytes]],
+    log_dir: Path,
+    timeout: float = 60,
+    names: Collection[str] = AGENT_CLASSES,
 ) -> None:
     """Until every agent type has registered an instance (or a worker died)."""
 
@@ -207,7 +231,7 @@ async def wait_for_workers(
                 logs = _tail_logs(log_dir)
                 raise DeepAgentsError(f"a worker exited at start (code {proc.returncode}):\n{logs}")
         agents = await registry.agents()
-        if all(agents.get(name, {}).get("instances") for name in AGENT_CLASSES):
+        if all(agents.get(name, {}).get("instances") for name in names):
             return
         await asyncio.sleep(0.1)
     raise DeepAgentsError(f"workers did not register within {timeout} s")
@@ -327,6 +351,10 @@ def demo_settings_and_config(config_arg: str | None) -> tuple[Settings, FileConf
 def main(args: argparse.Namespace) -> int:
     if args.pipelines < 0:
         raise ConfigError(f"--pipelines must be 0 or more, not {args.pipelines}")
+    if args.graphs < 0:
+        raise ConfigError(f"--graphs must be 0 or more, not {args.graphs}")
+    if not demo_graph.available():
+        args.graphs = 0  # without the extra, the demo runs without its graphs
     base, config, config_path = demo_settings_and_config(args.config)
     if base.redis_url is not None:  # before PostgreSQL and the simulator are started
         require_reachable(base.redis_url.get_secret_value(), cluster=base.redis_cluster)
@@ -353,7 +381,8 @@ def main(args: argparse.Namespace) -> int:
                 console.print("[dim]started an embedded PostgreSQL for the audit log[/dim]")
         log_dir = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="deepagents-demo-")))
         config_file = str(config_path or write_config(config, log_dir / "deepagents.yaml"))
-        procs = start_workers(url, prefix, config_file, args.workers, env, log_dir)
+        classes = running(args.graphs)
+        procs = start_workers(url, prefix, config_file, args.workers, env, log_dir, classes)
         try:
             return run(_demo(url, db_url, config, settings, procs, args, console, log_dir))
         finally:
@@ -415,16 +444,18 @@ async def _demo(
                 writer, draining = await start_audit_writer(client, db_url, config, settings)
             async with Orchestrator.from_client(client, config=config, settings=settings) as orch:
                 console.print(f"waiting for {len(procs)} worker process(es)…")
-                await wait_for_workers(orch, procs, log_dir)
+                await wait_for_workers(orch, procs, log_dir, names=running(args.graphs))
                 console.print(
                     f"submitting {args.tasks} tasks at {args.rate:.0f}/s (10% urgent trades → p0, "
                     "30% trades → p1, 30% risk checks and 30% research → p2)"
                 )
                 tally = Tally()
-                async with approving(orch) as approver:
+                replies = {demo_graph.AGENT: demo_graph.APPROVAL}
+                async with approving(orch, replies) as approver:
                     pipelines = asyncio.create_task(run_pipelines(orch, args.pipelines, args.seed))
+                    graphs = asyncio.create_task(demo_graph.run_graphs(orch, args.graphs))
                     elapsed = await drive(orch, args, tally, console)
-                    runs = await pipelines
+                    runs, graph_runs = await pipelines, await graphs
                 status = await Admin.from_client(client, config, settings).status()
                 dead = sum(
                     row["dead_letters"] for row in status if row["tier"] == config.tier_names[0]
@@ -435,6 +466,9 @@ async def _demo(
                     console.print("outcomes other than success:", *outcomes(tally.errors), sep="\n")
                 if args.pipelines:
                     console.print(pipeline_line(runs, len(approver.approved)))
+                if args.graphs:
+                    answered = approver.by_agent.get(demo_graph.AGENT, 0)
+                    console.print(demo_graph.graph_line(graph_runs, answered))
             if writer is not None and db_url is not None:
                 await show_trails(writer, db_url, settings, tally, runs, console)
         finally:

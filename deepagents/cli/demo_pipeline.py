@@ -47,33 +47,42 @@ def pipeline_task(rng: random.Random, n: int) -> dict[str, Any]:
 
 @dataclass
 class Approver:
-    """Approves every open question of the pipeline agent, until stopped."""
+    """Answers every open question of the agents in ``answers`` (agent -> its reply), until
+    stopped: the pipeline's approvals and, with the extra, the research graph's."""
 
     orch: Orchestrator
+    answers: dict[str, dict[str, Any]] = field(default_factory=lambda: {AGENT: APPROVAL})
     approved: list[str] = field(default_factory=list)
+    by_agent: dict[str, int] = field(default_factory=dict)
     _stop: asyncio.Event = field(default_factory=asyncio.Event)
 
     async def run(self) -> None:
         while not self._stop.is_set():
-            for waiting in await self.orch.waiting(AGENT):
-                await self._approve(waiting.task_id)
+            for agent, answer in self.answers.items():
+                for waiting in await self.orch.waiting(agent):
+                    await self._approve(agent, waiting.task_id, answer)
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(self._stop.wait(), POLL_S)
 
-    async def _approve(self, task_id: str) -> None:
+    async def _approve(self, agent: str, task_id: str, answer: dict[str, Any]) -> None:
         try:
-            await self.orch.reply(task_id, APPROVAL)
+            await self.orch.reply(task_id, answer)
         except (AlreadyReplied, NotWaiting):  # someone (or the wait's timeout) came first
             return
-        self.approved.append(task_id)
+        self.by_agent[agent] = self.by_agent.get(agent, 0) + 1
+        if agent == AGENT:
+            self.approved.append(task_id)
 
     def stop(self) -> None:
         self._stop.set()
 
 
 @contextlib.asynccontextmanager
-async def approving(orch: Orchestrator) -> AsyncIterator[Approver]:
-    approver = Approver(orch)
+async def approving(
+    orch: Orchestrator, extra: dict[str, dict[str, Any]] | None = None
+) -> AsyncIterator[Approver]:
+    """The approver of the pipelines, and of ``extra``'s agents with their replies."""
+    approver = Approver(orch, {AGENT: APPROVAL, **(extra or {})})
     task = asyncio.create_task(approver.run())
     try:
         yield approver

@@ -7,6 +7,7 @@ it sets (``func``) takes the parsed arguments and returns the exit code.
 from __future__ import annotations
 
 import argparse
+import gc
 import importlib
 import sys
 from collections.abc import Sequence
@@ -32,6 +33,7 @@ COMMANDS: dict[str, str] = {
     "rollout": "show or change an agent's canary rollout",
     "rollout-controller": "promote or roll back canaries from their error rate and p95",
     "scheduler": "fire the config's recurring schedules (one leader per fleet)",
+    "schedules": "list, pause, resume or trigger recurring schedules",
     "reply": "answer the question a waiting task asks",
     "tasks": "open questions (waiting); one task's record or events",
     "result": "a task's result by id, as JSON",
@@ -84,10 +86,18 @@ def chosen_command(argv: Sequence[str]) -> str:
 def main(argv: Sequence[str] | None = None) -> int:
     _without_httpx_cli()
     argv = sys.argv[1:] if argv is None else list(argv)
-    args = build_parser(chosen_command(argv) or "").parse_args(argv)
-    from deepagents.cli.common import report
-    from deepagents.errors import DeepAgentsError
-    from deepagents.telemetry.logs import configure_logging
+    # No collector passes while the command's modules load: imports allocate thousands of
+    # long-lived objects (classes, schemas) and free almost none, so each pass walks them for
+    # nothing: 2% of the instructions of `deepagents worker --help` (callgrind, paired; in
+    # docs/benchmarks.md). Collected as usual once the command runs.
+    gc.disable()
+    try:
+        args = build_parser(chosen_command(argv) or "").parse_args(argv)
+        from deepagents.cli.common import report
+        from deepagents.errors import DeepAgentsError
+        from deepagents.telemetry.logs import configure_logging
+    finally:
+        gc.enable()
 
     # JSON lines unless stderr is a terminal (DEEPAGENTS_LOG_FORMAT overrides).
     fmt, debug_loggers = _log_settings()

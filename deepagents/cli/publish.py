@@ -13,7 +13,7 @@ import orjson
 
 from deepagents.cli.common import load_runtime, redis_client, require_redis_url, run
 from deepagents.contract.codec import encode_result
-from deepagents.errors import ConfigError, InvalidPayload
+from deepagents.errors import ConfigError, InvalidPayload, ResultTimeout
 from deepagents.orchestrator import Orchestrator
 
 
@@ -29,6 +29,16 @@ def register(sub: Any) -> None:
     )
     p.add_argument(
         "--idempotency-key", help="a repeat with this key returns the first task, not a new one"
+    )
+    p.add_argument(
+        "--fairness-key",
+        help="in a tier with fair_share: the queue the task shares it through (default: tenant)",
+    )
+    p.add_argument(
+        "--fairness-weight",
+        type=float,
+        metavar="WEIGHT",
+        help="in a tier with fair_share: that queue's weight (default 1)",
     )
     when = p.add_mutually_exclusive_group()
     when.add_argument(
@@ -88,7 +98,13 @@ def main(args: argparse.Namespace) -> int:
     payload = parse_payload(args.payload)
     url = require_redis_url(runtime.settings)
     task: dict[str, Any] = {"intent": args.intent, "payload": payload}
-    for field in ("tenant", "priority", "idempotency_key"):
+    if args.fairness_weight is not None and not (
+        args.fairness_weight > 0 and math.isfinite(args.fairness_weight)
+    ):
+        raise ConfigError(
+            f"--fairness-weight must be a positive number, not {args.fairness_weight:g}"
+        )
+    for field in ("tenant", "priority", "idempotency_key", "fairness_key", "fairness_weight"):
         if getattr(args, field) is not None:
             task[field] = getattr(args, field)
     if not_before is not None:
@@ -110,9 +126,18 @@ def main(args: argparse.Namespace) -> int:
                     "shard": handle.shard,
                     "duplicate": handle.duplicate,
                 }
+                if handle.warning:
+                    line["warning"] = handle.warning
                 sys.stdout.write(orjson.dumps(line).decode() + "\n")
                 return 0
-            result = await handle.result(timeout=args.wait)
+            try:
+                result = await handle.result(timeout=args.wait)
+            except ResultTimeout:
+                # Why it has no result, when the reason is that nobody serves its agent.
+                warning = await orch.unserved(handle.agent) or handle.warning
+                if warning:
+                    sys.stderr.write(f"deepagents: publish: {warning}\n")
+                raise
             sys.stdout.write(encode_result(result).decode() + "\n")
             return 0 if result.status.value != "failed" else 3
 

@@ -19,6 +19,7 @@ from deepagents.orchestrator import Orchestrator
 from deepagents.orchestrator.schedules import Scheduler
 from deepagents.store.lease import RedisLease
 from deepagents.store.schedule_cursors import ScheduleCursors
+from deepagents.telemetry.serve import serve_metrics, stop_server
 
 
 def register(sub: Any) -> None:
@@ -30,6 +31,11 @@ def register(sub: Any) -> None:
         "--lease-ttl", type=_positive, default=5.0, help="seconds a dead leader holds the lease"
     )
     p.add_argument("--id", help="this scheduler's name in the lease and the logs")
+    p.add_argument(
+        "--metrics-port",
+        type=int,
+        help="serve /metrics here (firings by outcome, lateness; see docs/reference/metrics.md)",
+    )
     p.set_defaults(func=main)
 
 
@@ -44,12 +50,19 @@ def _positive(text: str) -> float:
 
 
 def _check_intents(orch: Orchestrator) -> None:
-    """A schedule whose intent no agent serves would be refused at every slot: say so now."""
+    """A schedule whose intent no agent serves would be refused at every slot: say so now.
+    So would a jitter past how far ahead a task may be scheduled."""
+    horizon = orch.settings.max_schedule_ahead_s
     for name, schedule in sorted(orch.config.schedules.items()):
         if schedule.intent not in orch.router.by_intent:
             raise ConfigError(
                 f"schedules.{name}: no agent serves intent {schedule.intent!r} "
                 f"(known: {orch.router.known_intents()})"
+            )
+        if schedule.jitter_s > horizon:
+            raise ConfigError(
+                f"schedules.{name}: jitter_s {schedule.jitter_s:g} is beyond "
+                f"DEEPAGENTS_MAX_SCHEDULE_AHEAD_S ({horizon}); its delayed tasks would be refused"
             )
 
 
@@ -73,12 +86,23 @@ def main(args: argparse.Namespace) -> int:
                 client, orch.keys.schedules_lease, owner, int(lease_ttl * 1000), what="schedules"
             )
             cursors = ScheduleCursors(client, orch.keys)
+            metrics = orch.telemetry.metrics
             scheduler = Scheduler(
-                orch, runtime.config.schedules, cursors, lease, interval_s=args.interval
+                orch,
+                runtime.config.schedules,
+                cursors,
+                lease,
+                interval_s=args.interval,
+                metrics=metrics.schedule if metrics is not None else None,
             )
+            server = serve_metrics(orch.telemetry, args.metrics_port, runtime.settings.metrics_host)
             stop = asyncio.Event()
-            with on_stop(asyncio.get_running_loop(), stop.set, stop.set):
-                await scheduler.run(stop)
+            try:
+                with on_stop(asyncio.get_running_loop(), stop.set, stop.set):
+                    await scheduler.run(stop)
+            finally:
+                if server is not None:
+                    stop_server(server)
 
     run(schedule())
     return 0

@@ -31,8 +31,11 @@ from deepagents.compose import services_for
 from deepagents.config.schema import FileConfig
 from deepagents.orchestrator.admin import Admin
 from deepagents.orchestrator.coverage import Coverage, coverage
+from deepagents.orchestrator.schedules import schedule_views
 from deepagents.store.base import Registry
+from deepagents.store.schedule_cursors import ScheduleCursors
 from deepagents.telemetry.watch import Snapshot, p95, snapshot, throughput
+from deepagents.transport.keys import Keys
 
 
 def register(sub: Any) -> None:
@@ -57,7 +60,9 @@ EMPTY_HINT = "no stream holds a task, a pending entry, a delayed task or a dead 
 
 
 def _busy(row: dict[str, Any]) -> bool:
-    return bool(row["length"] or row["pending"] or row["dead_letters"] or row["delayed"])
+    return bool(
+        row["length"] or row.get("fair") or row["pending"] or row["dead_letters"] or row["delayed"]
+    )
 
 
 def render(rows: list[dict[str, Any]], show_all: bool) -> Table:
@@ -74,6 +79,7 @@ def render(rows: list[dict[str, Any]], show_all: bool) -> Table:
         "readers",
         "oldest pending",
         "lag",
+        "fair queue",
         "delayed (shard)",
         "dead letters (shard)",
     ):
@@ -93,6 +99,7 @@ def render(rows: list[dict[str, Any]], show_all: bool) -> Table:
             "-" if r.get("readers") is None else str(r["readers"]),
             f"{r['oldest_pending_ms'] / 1000:.1f} s",
             "-" if r["lag"] is None else str(r["lag"]),
+            str(r.get("fair", 0)),
             str(r["delayed"]) if first else "",
             str(r["dead_letters"]) if first else "",
         )
@@ -139,6 +146,24 @@ def render_health(health: dict[str, dict[str, Any]]) -> Table:
             f"{h['ratio']:.0%}",
             h.get("circuit") or "-",
             "; ".join([*_dead(h.get("dead") or ()), *([h["detail"]] if h.get("detail") else [])]),
+        )
+    return table
+
+
+def render_schedules(views: list[dict[str, Any]]) -> Table:
+    """The config's recurring schedules (``deepagents schedules list``, as a table)."""
+    table = Table(title="schedules")
+    for col in ("schedule", "rhythm", "paused", "last slot", "next slot", "buffered"):
+        table.add_column(col, justify="left")
+    for v in views:
+        rhythm = f"every {v['every_s']:g} s" if v["every_s"] else f"{v['cron']} {v['timezone']}"
+        table.add_row(
+            v["schedule"],
+            rhythm,
+            "paused" if v["paused"] else "-",
+            v["last_slot"] or "-",
+            v["next_slot"] or "-",
+            v["buffered"] or "-",
         )
     return table
 
@@ -241,7 +266,10 @@ def main(args: argparse.Namespace) -> int:
         return 0
 
     async def collect() -> tuple[
-        list[dict[str, Any]], dict[str, dict[str, Any]], dict[str, Coverage]
+        list[dict[str, Any]],
+        dict[str, dict[str, Any]],
+        dict[str, Coverage],
+        list[dict[str, Any]],
     ]:
         async with redis_client(url, cluster=runtime.settings.redis_cluster) as client:
             services = services_for(client, runtime.settings)
@@ -250,11 +278,14 @@ def main(args: argparse.Namespace) -> int:
             rows = await admin.status(args.agent)
             agents = [args.agent] if args.agent else admin.agents
             covered = await _coverage(services.registry, runtime.config, agents, rows)
-            return rows, health, covered
+            cursors = ScheduleCursors(client, Keys(runtime.settings.prefix))
+            views = await schedule_views(cursors, runtime.config.schedules)
+            return rows, health, covered, views
 
-    rows, health, covered = run(collect())
+    rows, health, covered, views = run(collect())
     if args.json:  # each row's "readers" names a stream no live worker reads (0)
         sys.stdout.write(orjson.dumps(rows).decode() + "\n")
-    else:  # what one frame of --watch shows
-        console().print(render(rows, args.all), render_unread(covered), render_health(health))
+    else:  # what one frame of --watch shows, and the schedules
+        tables = [render(rows, args.all), render_unread(covered), render_health(health)]
+        console().print(*tables, *([render_schedules(views)] if views else []))
     return 0

@@ -212,6 +212,23 @@ def _preload(plan: Plan) -> None:
         preload()
 
 
+def _warn_unconfigured(plan: Plan) -> None:
+    """An agent class the config does not name runs, but with the default settings, and no
+    orchestrator reading that config routes a task to it: most likely a typo or the wrong
+    config file, so it is said at start rather than found out from tasks that never run."""
+    name = plan.agent.name
+    if name in plan.config.agents:
+        return
+    log.warning(
+        "agent %r (%s.%s) has no entry under agents: in the config: it runs with the "
+        "default settings, and orchestrators that read this config route no task to it",
+        name,
+        plan.agent.__module__,
+        plan.agent.__qualname__,
+        extra={"action": "agent_not_configured", "agent": name},
+    )
+
+
 def _child_plan(plan: Plan, fork: Fork) -> Plan:
     """A forked worker's own consumer name (its slot's: a replacement re-reads at once what
     the dead one left pending) and its own /metrics port."""
@@ -235,6 +252,8 @@ def serve_process(plan: Plan, fork: Fork | None = None) -> int:
     supervisor."""
     args, settings, cls = plan.args, plan.settings, plan.agent
     telemetry = configure(settings, service=f"deepagents-worker-{cls.name}")
+    if fork is None or fork.slot == 0:  # said once, not by every forked child
+        _warn_unconfigured(plan)
     probes = WorkerProbes()
     server = serve_metrics(telemetry, settings.metrics_port, settings.metrics_host, probes.probes())
 

@@ -70,6 +70,26 @@ class BodyLimits(_Strict):
     )
 
 
+class A2AEdge(_Strict):
+    """A2A (the Agent2Agent protocol, JSON-RPC binding) at the gateway's edge: an agent card
+    and the A2A methods per agent type (docs/gateway.md, "A2A"; the ``a2a`` extra)."""
+
+    enabled: bool = Field(
+        default=False, description="serve /a2a/{agent} and the agent cards (needs a restart)"
+    )
+    default_agent: str | None = Field(
+        default=None,
+        pattern=r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$",
+        description="the agent type whose card /.well-known/agent-card.json serves",
+    )
+    public_url: str | None = Field(
+        default=None,
+        pattern=r"^https?://[^/?#\s]+(/[^?#\s]*)?$",
+        description="the gateway's URL as A2A clients reach it, named in the cards; unset: "
+        "the URL each card request came to",
+    )
+
+
 class GatewayConfig(_Strict):
     api_keys: tuple[ApiKey, ...] = ()
     metrics_keys: tuple[str, ...] = Field(
@@ -114,6 +134,7 @@ class GatewayConfig(_Strict):
         gt=0,
         description="an in-flight slot is freed after this even if a gateway died holding it",
     )
+    a2a: A2AEdge = Field(default_factory=A2AEdge)
 
     @field_validator("metrics_keys")
     @classmethod

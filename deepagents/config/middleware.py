@@ -74,11 +74,17 @@ class LimitsConfig(_Strict):
     name: Literal["limits"]
     model_calls: int | None = Field(default=None, ge=1, description="per task")
     tool_calls: int | None = Field(default=None, ge=1, description="per task")
+    cost_usd: float | None = Field(
+        default=None, gt=0, description="the task's model spend, its children's included"
+    )
+    tokens: int | None = Field(
+        default=None, ge=1, description="the task's model tokens, its children's included"
+    )
 
     @model_validator(mode="after")
     def _something(self) -> LimitsConfig:
-        if self.model_calls is None and self.tool_calls is None:
-            raise ValueError("limits needs model_calls or tool_calls")
+        if (self.model_calls, self.tool_calls, self.cost_usd, self.tokens) == (None,) * 4:
+            raise ValueError("limits needs model_calls, tool_calls, cost_usd or tokens")
         return self
 
 

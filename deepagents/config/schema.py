@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import re
 from enum import StrEnum
-from typing import Annotated, Any
+from typing import Annotated, Any, Literal
 
 from pydantic import (
     BaseModel,
@@ -27,6 +27,7 @@ from deepagents.config.middleware import (
 from deepagents.config.models import BreakerConfig, ModelsSection
 from deepagents.config.rollouts import RolloutConfig
 from deepagents.config.slots import CronSlots, IntervalSlots, Slots, check_cron
+from deepagents.config.webhooks import WEBHOOK_NAME_PATTERN, WebhookConfig
 from deepagents.contract.task import AGENT_NAME_RE, INTENT_RE
 
 TIER_NAME_PATTERN = r"^[a-z0-9][a-z0-9_-]{0,15}$"
@@ -48,6 +49,11 @@ class TierConfig(_Strict):
     concurrency: int = Field(ge=1, le=10_000, description="tasks of this tier run at once")
     max_wait_ms: int = Field(default=60_000, ge=1, description="queue wait before on_overdue")
     on_overdue: OverdueAction = OverdueAction.ALERT
+    fair_share: bool = Field(
+        default=False,
+        description="serve fairness keys (default: the tenant) round-robin by weight "
+        "within the tier, instead of in submit order",
+    )
 
 
 def default_tiers() -> dict[str, TierConfig]:
@@ -190,10 +196,41 @@ class RemoteBreakerConfig(BreakerConfig):
     )
 
 
+class RemoteBatchConfig(_Strict):
+    """How a remote agent's tasks share requests when its service implements ``run_batch``
+    (docs/remote-agents.md): a batch leaves when it holds ``max_tasks`` or ``max_wait_ms``
+    after its first task, whichever comes first, once fewer than ``max_requests`` batches
+    are in flight. Each task keeps its own delivery."""
+
+    max_tasks: int = Field(
+        default=32, ge=1, le=1000, description="tasks per request at most; 1: one call per task"
+    )
+    max_wait_ms: float = Field(
+        default=0.0,
+        ge=0,
+        le=1000,
+        description="the longest a task waits for others to share its request; 0: only "
+        "those ready at the same instant (the event loop's turn) share it",
+    )
+    max_requests: int = Field(
+        default=2,
+        ge=1,
+        le=1000,
+        description="batches in flight at once; while all are, the next one keeps gathering "
+        "tasks (up to max_tasks) and leaves when one returns",
+    )
+
+
 class RemoteConfig(_Strict):
     """An agent served over HTTP (docs/remote-agents.md). The URL comes only from here:
     nothing in a task can steer where the worker connects."""
 
+    protocol: Literal["deepagents", "a2a"] = Field(
+        default="deepagents",
+        description="deepagents: the wire protocol of docs/remote-agents.md (HTTP or gRPC); "
+        "a2a: an A2A agent (JSON-RPC binding) at url, its card at url + "
+        "/.well-known/agent-card.json (the a2a extra)",
+    )
     url: str = Field(
         pattern=r"^(https?://[^/?#\s]+(/[^?#\s]*)?|grpcs?://[^/?#\s]+)$",
         description="base URL: http(s)://host[:port][/path], or grpc(s)://host:port for "
@@ -213,6 +250,19 @@ class RemoteConfig(_Strict):
     )
     tls: RemoteTLS | None = None
     breaker: RemoteBreakerConfig = Field(default_factory=RemoteBreakerConfig)
+    batch: RemoteBatchConfig = Field(default_factory=RemoteBatchConfig)
+    ask_timeout_s: float = Field(
+        default=86_400.0,
+        gt=0,
+        description="a2a: how long a question the agent asks (input-required) waits for a "
+        "reply through ctx.ask before the task fails reply_timeout",
+    )
+
+    @model_validator(mode="after")
+    def _a2a_over_http(self) -> RemoteConfig:
+        if self.protocol == "a2a" and not self.url.startswith("http"):
+            raise ValueError("protocol a2a needs an http(s):// url")
+        return self
 
 
 class McpToolPolicy(_Strict):
@@ -363,6 +413,7 @@ class Overlap(StrEnum):
 
     ALLOW = "allow"  # fire anyway
     SKIP = "skip"  # not fired (counted as skipped)
+    BUFFER_ONE = "buffer_one"  # held, and fired once that task ends; a second one is skipped
 
 
 class ScheduleConfig(_Strict):
@@ -389,11 +440,20 @@ class ScheduleConfig(_Strict):
         default=3600, gt=0, le=7 * 86_400, description="catch_up all: how far back"
     )
     overlap: Overlap = Overlap.ALLOW
+    jitter_s: float = Field(
+        default=0,
+        ge=0,
+        le=3600,
+        description="each slot's task runs up to this much after the slot (the same delay "
+        "for a slot whichever scheduler fires it)",
+    )
 
     @model_validator(mode="after")
     def _one_rhythm(self) -> ScheduleConfig:
         if (self.every_s is None) == (self.cron is None):
             raise ValueError("give every_s or cron, one of them")
+        if self.every_s is not None and self.jitter_s >= self.every_s:
+            raise ValueError("jitter_s must be below every_s (a slot's task before the next)")
         if self.cron is not None:
             check_cron(self.cron, self.timezone)
         return self
@@ -417,6 +477,17 @@ class FileConfig(_Strict):
     asks: AsksConfig = Field(default_factory=AsksConfig)
     delegation: DelegationConfig = Field(default_factory=DelegationConfig)
     schedules: dict[str, ScheduleConfig] = Field(default_factory=dict)
+    webhooks: dict[str, WebhookConfig] = Field(default_factory=dict)
+
+    @field_validator("webhooks")
+    @classmethod
+    def _webhook_names(cls, webhooks: dict[str, WebhookConfig]) -> dict[str, WebhookConfig]:
+        for name in webhooks:
+            if not re.match(WEBHOOK_NAME_PATTERN, name):
+                raise ValueError(
+                    f"webhook name {name!r} must be 1-64 of A-Z a-z 0-9 _ - (it names a stream)"
+                )
+        return webhooks
 
     @field_validator("schedules")
     @classmethod

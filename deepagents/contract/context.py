@@ -17,6 +17,7 @@ from typing import Any, Literal, TypeVar, overload
 
 from pydantic import BaseModel
 
+from deepagents.contract.inbox import InboxAction, InboxAnswer
 from deepagents.contract.result import Result
 from deepagents.errors import StepError
 
@@ -110,6 +111,30 @@ class TaskContext(ABC):
         """Record ``state`` durably (owner-checked). Over the agent's ``max_state_bytes`` the
         task fails with ``state_too_large`` and the stored checkpoint stays as it was."""
 
+    @overload
+    async def ask(
+        self,
+        question: str,
+        *,
+        schema: type[M],
+        timeout_s: float,
+        on_timeout: OnTimeout = "fail",
+        default: M | None = None,
+    ) -> M: ...
+
+    @overload
+    async def ask(
+        self,
+        question: str,
+        *,
+        schema: type[M],
+        timeout_s: float,
+        on_timeout: OnTimeout = "fail",
+        default: M | None = None,
+        actions: Sequence[InboxAction | str],
+        proposal: M | None = None,
+    ) -> InboxAnswer[M]: ...
+
     @abstractmethod
     async def ask(
         self,
@@ -119,8 +144,14 @@ class TaskContext(ABC):
         timeout_s: float,
         on_timeout: OnTimeout = "fail",
         default: M | None = None,
-    ) -> M:
-        """Park the task until a person answers ``question`` (validated by ``schema``)."""
+        actions: Sequence[InboxAction | str] | None = None,
+        proposal: M | None = None,
+    ) -> M | InboxAnswer[M]:
+        """Park the task until a person answers ``question`` (validated by ``schema``).
+
+        With ``actions`` (any of ``accept``, ``edit``, ``respond``, ``ignore``) the person
+        acts on ``proposal`` the Agent Inbox way, and an ``InboxAnswer`` says what they
+        did (docs/human-replies.md, "Actions")."""
 
     async def delegate(
         self,

@@ -57,6 +57,10 @@ class Task(BaseModel):
     not_before: AwareDatetime | None = None
     priority: int | None = Field(default=None, ge=0, le=9, description="tier hint: 0 = p0")
     tenant: str | None = Field(default=None, min_length=1, max_length=128)
+    # In a tier with fair_share: the queue this task shares the tier through (default:
+    # its tenant), and that queue's weight against the others' (default 1).
+    fairness_key: str | None = Field(default=None, min_length=1, max_length=256)
+    fairness_weight: float | None = Field(default=None, gt=0, le=1000)
     idempotency_key: str | None = Field(default=None, min_length=1, max_length=256)
     traceparent: str | None = Field(default=None, max_length=256)
     # A child task (``ctx.delegate``): its parent's id, and how many parents are above it

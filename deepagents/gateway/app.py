@@ -18,6 +18,7 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.types import ASGIApp
 
+from deepagents._internal.extras import require_extra
 from deepagents._internal.heap import freeze_startup_heap
 from deepagents.compose import open_services
 from deepagents.config.load import load_settings, load_settings_config
@@ -164,12 +165,22 @@ def create_app(
     app.include_router(replies_router)
     app.include_router(agents_router)
     app.include_router(ops_router)
+    if config.gateway.a2a.enabled:
+        _mount_a2a(app, config)
     _install_handlers(app)
     # Inside the metrics middleware (added later = further out), so it is measured too.
     app.add_middleware(SubmitFastPath, on_error=exception_response)
     app.add_middleware(MetricsMiddleware, metrics=metrics)
     app.openapi = lambda: build_openapi(app)  # type: ignore[method-assign]
     return app
+
+
+def _mount_a2a(app: FastAPI, config: FileConfig) -> None:
+    """A2A at the edge (``a2a_edge.py``): the SDK is imported here, and only when enabled."""
+    require_extra("a2a", "gateway.a2a.enabled")
+    from deepagents.gateway.a2a_edge import mount
+
+    mount(app, config.gateway.a2a.default_agent, list(config.agents))
 
 
 def _install_handlers(app: FastAPI) -> None:

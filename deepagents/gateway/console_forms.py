@@ -107,6 +107,24 @@ def render_fields(fields: list[FormField], values: dict[str, str], errors: dict[
     return "".join(parts)
 
 
+def shown_values(fields: list[FormField], value: Any) -> dict[str, str]:
+    """A value as the form's texts (the proposal an edit starts from)."""
+    if len(fields) == 1 and fields[0].name == ANSWER and fields[0].kind is Kind.JSON:
+        return {ANSWER: orjson.dumps(value).decode()}
+    if not isinstance(value, dict):
+        return {}
+    out = {}
+    for field in fields:
+        if field.name not in value:
+            continue
+        v = value[field.name]
+        if field.kind in (Kind.STRING, Kind.CHOICE) and isinstance(v, str):
+            out[field.name] = v
+        else:
+            out[field.name] = orjson.dumps(v).decode()
+    return out
+
+
 def posted_values(form: dict[str, str]) -> dict[str, str]:
     return {k[len(_PREFIX) :]: v for k, v in form.items() if k.startswith(_PREFIX)}
 

@@ -9,9 +9,11 @@ from typing import Any
 
 import orjson
 
+from deepagents.contract.inbox import Inbox, InboxAction
 from deepagents.gateway.console_forms import FormField, render_fields
 from deepagents.store.audit.task_events import TaskEvent
 from deepagents.store.rollout_state import RolloutState
+from deepagents.store.webhooks import EndpointStatus
 from deepagents.transport.base import Waiting, now_ms
 
 NAV = (("inbox", "/ui/inbox", "Inbox"), ("queues", "/ui/queues", "Queues"))
@@ -129,6 +131,7 @@ def task_page(
     result: dict[str, Any] | None,
     events_recorded: bool,
     dead_letter: str | None = None,
+    inbox: Inbox | None = None,
 ) -> str:
     state = str(info.get("state") or "unknown")
     facts = [
@@ -146,7 +149,9 @@ def task_page(
     )
     parts = [f'<p class="notice" role="status">{e(notice)}</p>' if notice else ""]
     parts.append(f'<dl class="card">{dl}</dl>')
-    if question is not None:
+    if question is not None and inbox is not None:
+        parts.append(_inbox_question(task_id, csrf, question, inbox, fields, values, errors))
+    elif question is not None:
         parts.append(
             f'<section class="card question"><h2>Question</h2><p>{e(question["question"])}</p>'
             f'<form method="post" action="/ui/tasks/{e(task_id)}/reply">'
@@ -156,7 +161,7 @@ def task_page(
             '<button type="submit" name="action" value="respond">Send the answer</button>'
             "</form></section>"
         )
-    if state in ("queued", "scheduled", "waiting"):
+    if state in ("queued", "scheduled", "running", "retrying", "waiting"):  # not ended yet
         parts.append(
             f'<form method="post" action="/ui/tasks/{e(task_id)}/cancel" class="actions">'
             f'<input type="hidden" name="csrf" value="{e(csrf)}">'
@@ -189,6 +194,62 @@ def task_page(
     return layout(f"Task {task_id}", "".join(parts), tenant=tenant, csrf=csrf, refresh_s=refresh)
 
 
+RESPONSE = ":response"  # the respond form's text: no schema field can be named so
+_LABELS = {
+    InboxAction.ACCEPT: "Accept",
+    InboxAction.EDIT: "Save the edit",
+    InboxAction.RESPOND: "Send the response",
+    InboxAction.IGNORE: "Ignore",
+}
+
+
+def _inbox_question(
+    task_id: str,
+    csrf: str,
+    question: dict[str, Any],
+    inbox: Inbox,
+    fields: list[FormField],
+    values: dict[str, str],
+    errors: dict[str, str],
+) -> str:
+    """A question with actions: the proposal, then one form per action it allows."""
+
+    def form(action: InboxAction, inner: str = "") -> str:
+        css = ' class="danger"' if action is InboxAction.IGNORE else ""
+        return (
+            f'<form method="post" action="/ui/tasks/{e(task_id)}/reply" '
+            f'data-action="{action.value}"><input type="hidden" name="csrf" value="{e(csrf)}">'
+            f'<input type="hidden" name="ask" value="{e(question["ask"])}">'
+            f'<input type="hidden" name="action" value="{action.value}">{inner}'
+            f'<button type="submit"{css}>{_LABELS[action]}</button></form>'
+        )
+
+    asked = e(question["question"])
+    parts = [f'<section class="card question" data-inbox><h2>Question</h2><p>{asked}</p>']
+    if inbox.proposal is not None:
+        shown = orjson.dumps(inbox.proposal, option=orjson.OPT_INDENT_2).decode()
+        parts.append(f"<h3>Proposed</h3><pre data-proposal>{e(shown)}</pre>")
+    if InboxAction.ACCEPT in inbox.actions:
+        parts.append(form(InboxAction.ACCEPT))
+    if InboxAction.EDIT in inbox.actions:
+        parts.append(
+            "<h3>Edit</h3>" + form(InboxAction.EDIT, render_fields(fields, values, errors))
+        )
+    if InboxAction.RESPOND in inbox.actions:
+        error = errors.get(RESPONSE)
+        shown_error = f'<p class="error" data-error="response">{e(error)}</p>' if error else ""
+        text = (
+            f'<div class="field{" invalid" if error else ""}"><label for="response">'
+            "Respond in words instead</label>"
+            f'<textarea id="response" name="response" rows="3">{e(values.get(RESPONSE, ""))}'
+            f"</textarea>{shown_error}</div>"
+        )
+        parts.append("<h3>Respond</h3>" + form(InboxAction.RESPOND, text))
+    if InboxAction.IGNORE in inbox.actions:
+        parts.append(form(InboxAction.IGNORE))
+    return "".join(parts) + "</section>"
+
+
 def _rollouts(rollouts: list[RolloutState]) -> str:
     if not rollouts:
         return "<h2>Rollouts</h2><p>No rollout is running.</p>"
@@ -205,12 +266,38 @@ def _rollouts(rollouts: list[RolloutState]) -> str:
     )
 
 
+def _webhooks(statuses: list[EndpointStatus]) -> str:
+    """The endpoints told of this tenant's tasks: a dead one shows since when and why."""
+    if not statuses:
+        return "<h2>Webhooks</h2><p>No webhook is configured for your tasks.</p>"
+    rows = []
+    for s in statuses:
+        failing = s.failing_s()
+        if failing:
+            health = (
+                f'<td class="error">failing for {failing:.0f} s ({s.attempts} attempts)</td>'
+                f"<td>{e(s.error or '')}</td>"
+            )
+        else:
+            health = "<td>ok</td><td></td>"
+        last = _when(s.delivered_ms) if s.delivered_ms else "never"
+        rows.append(
+            f'<tr data-webhook="{e(s.endpoint)}"><td>{e(s.endpoint)}</td>{health}'
+            f"<td>{s.backlog}</td><td>{e(last)}</td></tr>"
+        )
+    return (
+        "<h2>Webhooks</h2><table><thead><tr><th>endpoint</th><th>state</th><th>last error</th>"
+        f"<th>backlog</th><th>last delivery</th></tr></thead><tbody>{''.join(rows)}</tbody></table>"
+    )
+
+
 def queues(
     tenant: str,
     csrf: str,
     rows: list[dict[str, Any]],
     workers: dict[str, int],
     rollouts: list[RolloutState],
+    webhooks: list[EndpointStatus],
 ) -> str:
     cols = (
         "agent", "version", "tier", "shard", "length", "pending", "lag",
@@ -224,7 +311,8 @@ def queues(
         for r in rows
     )
     table = f"<table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>"
-    return layout("Queues", table + _rollouts(rollouts), tenant=tenant, csrf=csrf, refresh_s=5)
+    body = table + _rollouts(rollouts) + _webhooks(webhooks)
+    return layout("Queues", body, tenant=tenant, csrf=csrf, refresh_s=5)
 
 
 def message(title: str, text: str, *, tenant: str | None, csrf: str = "") -> str:

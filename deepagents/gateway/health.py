@@ -145,9 +145,12 @@ class FullCheck:
 
     async def _timed_out(self, task_id: str, hops: list[Hop], redis_ms: float | None) -> Health:
         state = "unknown"
-        try:
+        try:  # where it is stuck, then stopped there (a running one too)
+            info = await self.orchestrator.lookup(task_id)
+            state = info.get("state", state) if info is not None else "missing"
             outcome = await self.orchestrator.cancel(task_id)
-            state = "queued" if outcome == "ok" else outcome
+            if outcome != "ok":
+                state = outcome
         except DeepAgentsError:
             pass
         hop = _STUCK_AT.get(state, "reply")

@@ -5,6 +5,9 @@ the server from Redis and the audit store; nothing is kept in the gateway's memo
 from __future__ import annotations
 
 import time
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Annotated, Any
 from urllib.parse import parse_qsl
@@ -14,6 +17,7 @@ from starlette.requests import Request
 from starlette.responses import FileResponse, HTMLResponse, RedirectResponse, Response
 
 from deepagents.contract.codec import decode_result
+from deepagents.contract.inbox import Inbox, InboxAction, inbox_of
 from deepagents.errors import (
     AlreadyReplied,
     ErrorCode,
@@ -24,7 +28,13 @@ from deepagents.errors import (
 )
 from deepagents.gateway import console_pages as pages
 from deepagents.gateway.auth import Principal
-from deepagents.gateway.console_forms import answer_from, fields_of, posted_values
+from deepagents.gateway.console_forms import (
+    FormField,
+    answer_from,
+    fields_of,
+    posted_values,
+    shown_values,
+)
 from deepagents.gateway.console_session import (
     SECURITY_HEADERS,
     SignedOut,
@@ -42,6 +52,7 @@ from deepagents.orchestrator.admin import Admin, DeadLetterNotFound
 from deepagents.orchestrator.replies import question_of
 from deepagents.store.audit.task_events import OutboxCursor
 from deepagents.store.rollout_state import RolloutState
+from deepagents.store.webhooks import EndpointStatus, WebhookQueue
 
 router = APIRouter(prefix="/ui", include_in_schema=False)
 StateDep = Annotated[GatewayState, Depends(get_state)]
@@ -173,21 +184,28 @@ async def _task_page(
     notice: str = "",
     status: int = 200,
 ) -> Response:
-    question = question_of(info)
+    # The events first, then the state: an event is written with (or after) the state it
+    # moves to, so the state read after them is at least as new as the newest shown.
     log = events_log(state)
     location = await state.tasks.location(task_id)
     events = [] if location is None else await log.read(location, task_id, OutboxCursor())
+    info = await state.orchestrator.lookup(task_id) or info
+    question = question_of(info)
     raw = info.get("result")
-    shown = None
+    shown, inbox, fields = None, None, []
     if question is not None:
         shown = {"ask": question.ask, "question": question.question}
+        inbox = inbox_of(question.schema)
+        fields = fields_of(inbox.schema if inbox is not None else question.schema)
+        if inbox is not None and values is None:
+            values = shown_values(fields, inbox.proposal)  # an edit starts from the proposal
     text = pages.task_page(
         tenant=session.tenant,
         csrf=session.csrf,
         task_id=task_id,
         info=info,
         question=shown,
-        fields=fields_of(question.schema) if question is not None else [],
+        fields=fields,
         values=values or {},
         errors=errors or {},
         notice=notice,
@@ -195,6 +213,7 @@ async def _task_page(
         result=decode_result(raw).model_dump(mode="json") if raw else None,
         events_recorded=log.recorded,
         dead_letter=await _dead_letter(state, task_id, info),
+        inbox=inbox,
     )
     return page(text, status)
 
@@ -230,34 +249,61 @@ async def task(request: Request, state: StateDep, task_id: str) -> Response:
         )
 
 
-async def _checked_form(request: Request, session: Session) -> dict[str, str] | None:
+@dataclass(frozen=True, slots=True)
+class Action:
+    """A checked form posted to act on one of the tenant's tasks."""
+
+    session: Session
+    form: dict[str, str]
+    info: dict[str, Any]
+
+
+@asynccontextmanager
+async def _acting(
+    request: Request, state: GatewayState, task_id: str
+) -> AsyncIterator[Action | Response]:
+    """The prelude of every form that acts on a task: a session, a form from the console's
+    own page (CSRF), the tenant's admission held for the block, and the task, the tenant's
+    own. Yields the ``Action``, or the response that refuses it."""
+    session = _session(request, state)
+    if session is None:
+        yield to_sign_in()
+        return
     form = await _form(request)
-    return form if form_allowed(request, session.key, form.get("csrf")) else None
+    if not form_allowed(request, session.key, form.get("csrf")):
+        text = "this form did not come from the console's own page; nothing was changed"
+        yield page(pages.message("Refused", text, tenant=session.tenant, csrf=session.csrf), 403)
+        return
+    async with state.admission.admit(session.tenant, 1):
+        info = await _owned(state, session, task_id)
+        yield _not_found(session, task_id) if info is None else Action(session, form, info)
 
 
-def _refused(session: Session) -> Response:
-    text = "this form did not come from the console's own page; nothing was changed"
-    return page(pages.message("Refused", text, tenant=session.tenant, csrf=session.csrf), 403)
+def _done(task_id: str, what: str) -> Response:
+    return RedirectResponse(
+        f"/ui/tasks/{task_id}?done={what}", status_code=303, headers=SECURITY_HEADERS
+    )
 
 
 @router.post("/tasks/{task_id}/reply")
 async def reply(request: Request, state: StateDep, task_id: str) -> Response:
-    session = _session(request, state)
-    if session is None:
-        return to_sign_in()
-    form = await _checked_form(request, session)
-    if form is None:
-        return _refused(session)
-    async with state.admission.admit(session.tenant, 1):
-        info = await _owned(state, session, task_id)
-        if info is None:
-            return _not_found(session, task_id)
+    async with _acting(request, state, task_id) as act:
+        if isinstance(act, Response):
+            return act
+        session, info = act.session, act.info
         question = question_of(info)
-        values = posted_values(form)
-        if question is None or question.ask != form.get("ask"):
+        values = posted_values(act.form)
+        if question is None or question.ask != act.form.get("ask"):
             return await _answered_elsewhere(state, session, task_id, info)
-        fields = fields_of(question.schema)
-        answer, errors = answer_from(fields, values)
+        inbox = inbox_of(question.schema)
+        fields = fields_of(question.schema if inbox is None else inbox.schema)
+        if inbox is None:
+            answer, errors = answer_from(fields, values)
+        else:
+            answer, errors = _inbox_answer(inbox, fields, act.form, values)
+            if act.form.get("action") != InboxAction.EDIT:  # the edit form shows the proposal
+                values = shown_values(fields, inbox.proposal)
+            values[pages.RESPONSE] = act.form.get("response", "")
         if errors:
             return await _task_page(
                 state, session, task_id, info, values=values, errors=errors, status=422
@@ -265,64 +311,81 @@ async def reply(request: Request, state: StateDep, task_id: str) -> Response:
         try:
             await state.orchestrator.reply(task_id, answer)
         except InvalidReply as exc:
-            field = exc.field if exc.field in {f.name for f in fields} else fields[0].name
-            errors = {field: exc.reason}
+            errors = {_field_of(exc.field, fields, inbox is not None): exc.reason}
             return await _task_page(
                 state, session, task_id, info, values=values, errors=errors, status=422
             )
         except (AlreadyReplied, NotWaiting, ReplyTaskNotFound):
             return await _answered_elsewhere(state, session, task_id, info)
-    return RedirectResponse(
-        f"/ui/tasks/{task_id}?done=replied", status_code=303, headers=SECURITY_HEADERS
-    )
+    return _done(task_id, "replied")
+
+
+def _inbox_answer(
+    inbox: Inbox, fields: list[FormField], form: dict[str, str], values: dict[str, str]
+) -> tuple[dict[str, Any], dict[str, str]]:
+    """The envelope a question with actions takes (contract/inbox.py), from the form of the
+    action the person chose; errors by field as ``answer_from`` gives them."""
+    try:
+        action = InboxAction(form.get("action", ""))
+    except ValueError:
+        action = None
+    if action is None or action not in inbox.actions:
+        offered = ", ".join(a.value for a in inbox.actions)
+        return {}, {pages.RESPONSE: f"choose one of the actions offered: {offered}"}
+    if action is InboxAction.EDIT:
+        value, errors = answer_from(fields, values)
+        return {"action": action.value, "value": value}, errors
+    if action is InboxAction.RESPOND:
+        text = form.get("response", "").strip()
+        if not text:
+            return {}, {pages.RESPONSE: "write a response"}
+        return {"action": action.value, "value": text}, {}
+    return {"action": action.value}, {}
+
+
+def _field_of(path: str, fields: list[FormField], inbox: bool) -> str:
+    """The form field a refusal's JSON path names (an envelope's ``value.<field>`` for an
+    edit, ``value`` for a response), else the first field."""
+    names = {f.name for f in fields}
+    if inbox:
+        if path in ("value", "action"):
+            return pages.RESPONSE
+        path = path.removeprefix("value.")
+    return path if path in names else fields[0].name
 
 
 async def _answered_elsewhere(
     state: GatewayState, session: Session, task_id: str, info: dict[str, Any]
 ) -> Response:
-    fresh = await state.orchestrator.lookup(task_id) or info
     notice = (
         "This question was answered already (elsewhere); the first answer stands and yours "
         "was not applied."
     )
-    return await _task_page(state, session, task_id, fresh, notice=notice, status=409)
+    return await _task_page(state, session, task_id, info, notice=notice, status=409)
 
 
 @router.post("/tasks/{task_id}/cancel")
 async def cancel(request: Request, state: StateDep, task_id: str) -> Response:
-    session = _session(request, state)
-    if session is None:
-        return to_sign_in()
-    if await _checked_form(request, session) is None:
-        return _refused(session)
-    async with state.admission.admit(session.tenant, 1):
-        info = await _owned(state, session, task_id)
-        if info is None:
-            return _not_found(session, task_id)
+    async with _acting(request, state, task_id) as act:
+        if isinstance(act, Response):
+            return act
         outcome = await state.orchestrator.cancel(task_id)
-    if outcome != "ok":
-        notice = f"Too late to cancel: the task is {outcome}."
-        fresh = await state.orchestrator.lookup(task_id) or info
-        return await _task_page(state, session, task_id, fresh, notice=notice, status=409)
-    return RedirectResponse(
-        f"/ui/tasks/{task_id}?done=cancelled", status_code=303, headers=SECURITY_HEADERS
-    )
+        if outcome != "ok":
+            notice = f"Too late to cancel: the task is {outcome}."
+            return await _task_page(
+                state, act.session, task_id, act.info, notice=notice, status=409
+            )
+    return _done(task_id, "cancelled")
 
 
 @router.post("/tasks/{task_id}/replay")
 async def replay(request: Request, state: StateDep, task_id: str) -> Response:
-    session = _session(request, state)
-    if session is None:
-        return to_sign_in()
-    form = await _checked_form(request, session)
-    if form is None:
-        return _refused(session)
-    async with state.admission.admit(session.tenant, 1):
-        info = await _owned(state, session, task_id)
-        if info is None:
-            return _not_found(session, task_id)
+    async with _acting(request, state, task_id) as act:
+        if isinstance(act, Response):
+            return act
+        session, info = act.session, act.info
         entry = await _dead_letter(state, task_id, info)
-        if entry is None or entry != form.get("entry"):
+        if entry is None or entry != act.form.get("entry"):
             notice = "Not in the dead-letter stream (any more): nothing was replayed."
             return await _task_page(state, session, task_id, info, notice=notice, status=409)
         admin = Admin(state.services.bus, state.tasks, state.config)
@@ -330,9 +393,7 @@ async def replay(request: Request, state: StateDep, task_id: str) -> Response:
             await admin.replay(entry, agent=str(info["agent"]))
         except (DeadLetterNotFound, InvalidPayload) as exc:
             return await _task_page(state, session, task_id, info, notice=str(exc), status=409)
-    return RedirectResponse(
-        f"/ui/tasks/{task_id}?done=replayed", status_code=303, headers=SECURITY_HEADERS
-    )
+    return _done(task_id, "replayed")
 
 
 @router.get("/queues")
@@ -344,13 +405,14 @@ async def queues(request: Request, state: StateDep) -> Response:
         rows = await Admin(state.services.bus, state.tasks, state.config).status()
         found = await state.registry.agents()
         rollouts = await _rollouts(state)
+        webhooks = await _webhooks(state, session.tenant)
     now_ms = int(time.time() * 1000)
     workers = {}
     for name, info in found.items():
         window = state.config.agent_settings(name).visibility_timeout_ms
         seen = [int(ms) for ms in dict(info["instances"]).values()]  # type: ignore[call-overload]
         workers[name] = sum(1 for ms in seen if now_ms - ms <= window)
-    return page(pages.queues(session.tenant, session.csrf, rows, workers, rollouts))
+    return page(pages.queues(session.tenant, session.csrf, rows, workers, rollouts, webhooks))
 
 
 async def _rollouts(state: GatewayState) -> list[RolloutState]:
@@ -360,3 +422,14 @@ async def _rollouts(state: GatewayState) -> list[RolloutState]:
         return []
     found = [await store.get(agent) for agent in sorted(state.config.rollouts)]
     return [r for r in found if r is not None]
+
+
+async def _webhooks(state: GatewayState, tenant: str) -> list[EndpointStatus]:
+    """The endpoints told of this tenant's tasks (another tenant's endpoints stay hidden)."""
+    client = state.services.client
+    names = [
+        n for n, hook in state.config.webhooks.items() if not hook.tenants or tenant in hook.tenants
+    ]
+    if client is None or not names:
+        return []
+    return await WebhookQueue(client, state.services.keys).statuses(names)

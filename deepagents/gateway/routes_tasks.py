@@ -111,7 +111,18 @@ def _accepted(handle: TaskHandle) -> Accepted:
         tier=handle.tier,
         duplicate=handle.duplicate,
         href=f"/v1/tasks/{handle.task_id}",
+        warning=handle.warning,
     )
+
+
+# The header a 202 carries when a task's agent has no live worker (its body's ``warning``).
+WARNING_HEADER = "Deepagents-Warning"
+
+
+def _warned(headers: dict[str, str], handles: list[TaskHandle]) -> dict[str, str]:
+    """``headers`` with the first warning among ``handles``, if any (one line: a header)."""
+    warning = next((h.warning for h in handles if h.warning), None)
+    return headers if warning is None else {**headers, WARNING_HEADER: warning}
 
 
 # ResultView is the Result without its task id: its fields, in the Result's order.
@@ -225,7 +236,8 @@ async def submit_one_core(
             if result is not None:
                 _refuse_dropped(state, handle, result)
                 return _json(finished_view(handle, result))
-    return _json(_accepted(handle), 202, {"Location": f"/v1/tasks/{handle.task_id}"})
+    headers = _warned({"Location": f"/v1/tasks/{handle.task_id}"}, [handle])
+    return _json(_accepted(handle), 202, headers)
 
 
 def _refuse_dropped(state: GatewayState, handle: TaskHandle, result: Result) -> None:
@@ -266,7 +278,7 @@ async def submit_batch(request: Request, state: StateDep, principal: PrincipalDe
         principal.tenant, len(tasks), **_claims(state, tasks, principal.tenant)
     ):
         handles = await _submit(state, tasks, principal.tenant)
-    return _json(BatchAccepted(tasks=[_accepted(h) for h in handles]), 202)
+    return _json(BatchAccepted(tasks=[_accepted(h) for h in handles]), 202, _warned({}, handles))
 
 
 async def _owned(state: GatewayState, task_id: str, tenant: str) -> dict[str, Any]:
@@ -343,7 +355,7 @@ async def get_task(
     "/tasks/{task_id}/cancel",
     response_model=Cancelled,
     responses=responses_for(ErrorCode.NOT_FOUND, ErrorCode.TOO_LATE, *_AUTH),
-    summary="Cancel a task that has not started, or that waits for a reply",
+    summary="Cancel a task that has not ended (queued, scheduled, running or waiting)",
 )
 async def cancel_task(task_id: TaskId, state: StateDep, principal: PrincipalDep) -> Response:
     async with state.admission.admit(principal.tenant, 1):
@@ -355,6 +367,5 @@ async def cancel_task(task_id: TaskId, state: StateDep, principal: PrincipalDep)
         raise Problem(ErrorCode.NOT_FOUND, f"no task {task_id} for your tenant")
     raise Problem(
         ErrorCode.TOO_LATE,
-        f"the task is {outcome}; only a queued or scheduled task, or one waiting for a "
-        "reply, can be cancelled",
+        f"the task is {outcome}; only a task that has not ended can be cancelled",
     )

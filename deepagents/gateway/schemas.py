@@ -45,6 +45,20 @@ class SubmitRequest(_Body):
         max_length=256,
         description="the same key (per tenant) returns the first task instead of a new one",
     )
+    fairness_key: str | None = Field(
+        default=None,
+        min_length=1,
+        max_length=64,
+        description="in a tier with fair_share: the queue this task shares the tier "
+        "through, within your tenant's (default: your tenant's own)",
+    )
+    fairness_weight: float | None = Field(
+        default=None,
+        gt=0,
+        le=1000,
+        allow_inf_nan=False,
+        description="in a tier with fair_share: the queue's weight (default 1)",
+    )
     traceparent: str | None = Field(
         default=None,
         pattern=r"^[0-9a-f]{2}-[0-9a-f]{32}-[0-9a-f]{16}-[0-9a-f]{2}$",
@@ -62,6 +76,11 @@ class Accepted(BaseModel):
     tier: str
     duplicate: bool = Field(description="true: an earlier task with this idempotency key")
     href: str = Field(description="where to read the task's state and result")
+    warning: str | None = Field(
+        default=None,
+        description="set when no live worker serves the task's agent: the task is accepted "
+        "and waits until one starts (also in the `Deepagents-Warning` header)",
+    )
 
 
 class BatchAccepted(BaseModel):

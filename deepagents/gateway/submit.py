@@ -125,6 +125,9 @@ def _task(req: SubmitRequest, tenant: str, now: datetime) -> Task:
     if req.delay_s is not None:
         # A delay past any date (1e300 s) is refused as too far, not as an overflow.
         fields["not_before"] = now + timedelta(seconds=min(req.delay_s, _FAR_S))
+    if req.fairness_key is not None:
+        # Under the tenant's name: a tenant's keys never join another tenant's queue.
+        fields["fairness_key"] = f"{tenant}/{req.fairness_key}"
     return Task(**fields, tenant=tenant)
 
 

@@ -2,7 +2,8 @@
 
 ``LangGraphAgent`` runs a graph as an agent; ``StepSaver`` is the checkpoint saver on the
 task's records; ``graph_tools`` and ``DeepAgentsChat`` route a node's tool and model calls
-through ``wrap_tool_call`` and ``wrap_model_call`` as steps (docs/langgraph.md).
+through ``wrap_tool_call`` and ``wrap_model_call`` as steps, and ``DeepAgentsMiddleware``
+does so for LangChain's ``create_agent`` graphs (docs/langgraph.md).
 Importing ``deepagents`` never imports this package (nor LangGraph).
 """
 
@@ -12,12 +13,14 @@ require_extra("langgraph", "LangGraph graphs (deepagents.langgraph)")
 
 from deepagents.langgraph.agent import GraphKit, InterruptReply, LangGraphAgent  # noqa: E402
 from deepagents.langgraph.chat_model import DeepAgentsChat  # noqa: E402
+from deepagents.langgraph.middleware import DeepAgentsMiddleware  # noqa: E402
 from deepagents.langgraph.records import TaskRecords, ThreadRecords  # noqa: E402
 from deepagents.langgraph.saver import StepSaver  # noqa: E402
 from deepagents.langgraph.tools import graph_tool, graph_tools  # noqa: E402
 
 __all__ = [
     "DeepAgentsChat",
+    "DeepAgentsMiddleware",
     "GraphKit",
     "InterruptReply",
     "LangGraphAgent",

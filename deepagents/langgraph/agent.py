@@ -35,10 +35,11 @@ from deepagents.contract.result import Result
 from deepagents.contract.task import Task
 from deepagents.errors import StepError
 from deepagents.langgraph.chat_model import DeepAgentsChat
+from deepagents.langgraph.middleware import DeepAgentsMiddleware
 from deepagents.langgraph.records import TaskRecords
 from deepagents.langgraph.saver import StepSaver
 from deepagents.langgraph.tools import graph_tools
-from deepagents.tools import Tool
+from deepagents.tools import Tool, ToolPolicy
 
 ASKS = "lgask"  # the record kind: interrupt id -> its question's number
 
@@ -61,10 +62,17 @@ class GraphKit:
         """A chat model calling ``model`` (a name under ``models:``) via wrap_model_call."""
         return DeepAgentsChat(model=model, agent=self.agent, task=self.task)
 
+    def middleware(self, model: str, *, policy: ToolPolicy | None = None) -> DeepAgentsMiddleware:
+        """A ``DeepAgentsMiddleware`` for ``create_agent``: its model calls go to ``model``
+        via wrap_model_call, its tool calls via wrap_tool_call, each a step. ``policy``:
+        that of the LangChain tools (not ``tools``, which have their own)."""
+        return DeepAgentsMiddleware(model, task=self.task, agent=self.agent, policy=policy)
+
 
 class LangGraphAgent(AgentContract):
-    """Implement ``build_graph`` (an uncompiled ``StateGraph``: it is compiled here with the
-    task's checkpoint saver). Override ``graph_input`` / ``output`` to map payload and state."""
+    """Implement ``build_graph``: an uncompiled ``StateGraph`` (compiled here with the task's
+    checkpoint saver) or a compiled one (``create_agent``'s: its saver is replaced by the
+    task's). Override ``graph_input`` / ``output`` to map payload and state."""
 
     tools: ClassVar[Sequence[Tool]] = ()
     reply_model: ClassVar[type[BaseModel]] = InterruptReply
@@ -75,7 +83,9 @@ class LangGraphAgent(AgentContract):
     durability: ClassVar[Durability] = "sync"
 
     @abstractmethod
-    def build_graph(self, kit: GraphKit) -> StateGraph[Any]: ...
+    def build_graph(
+        self, kit: GraphKit
+    ) -> StateGraph[Any] | CompiledStateGraph[Any, Any, Any, Any]: ...
 
     def graph_input(self, task: Task) -> Any:
         return dict(task.payload)
@@ -101,7 +111,11 @@ class LangGraphAgent(AgentContract):
         ctx = current_context()
         kit = GraphKit(task, self.name, graph_tools(self.tools, task=task, agent=self.name))
         saver = StepSaver(TaskRecords(ctx))
-        graph = self.build_graph(kit).compile(checkpointer=saver)
+        built = self.build_graph(kit)
+        if isinstance(built, CompiledStateGraph):
+            graph = built.copy({"checkpointer": saver})
+        else:
+            graph = built.compile(checkpointer=saver)
         config: RunnableConfig = {
             "configurable": {"thread_id": task.task_id},
             "recursion_limit": self.recursion_limit,

@@ -19,6 +19,10 @@ from deepagents.contract.toolcalls import ToolCall
 from deepagents.langgraph.scope import step_name
 from deepagents.tools import Tool, arguments_digest, wrap_tool_call
 
+# Metadata of the LangChain tools made here: their calls are steps already
+# (DeepAgentsMiddleware lets them pass).
+STEP_TOOL = "deepagents_step"
+
 
 def graph_tools(tools: Sequence[Tool], *, task: Task | None, agent: str) -> list[BaseTool]:
     return [graph_tool(tool, task=task, agent=agent) for tool in tools]
@@ -28,8 +32,7 @@ def graph_tool(tool: Tool, *, task: Task | None, agent: str) -> BaseTool:
     async def call(**arguments: Any) -> Any:
         # The arguments' digest too: calls a node makes at once (ToolNode gathers them)
         # replay by what they asked, whatever order they start in.
-        digest = _digest(arguments)
-        name = step_name(f"tool:{tool.server}/{tool.name}:{digest}")
+        name = step_name(f"tool:{tool.server}/{tool.name}:{digest(arguments)}")
         ctx = active_context()
         if ctx is None:
             return await _call(tool, arguments, name, task, agent)
@@ -42,6 +45,7 @@ def graph_tool(tool: Tool, *, task: Task | None, agent: str) -> BaseTool:
         name=tool.name,
         description=tool.definition.description or tool.name,
         args_schema=dict(tool.definition.parameters),
+        metadata={STEP_TOOL: True},
     )
 
 
@@ -55,7 +59,8 @@ async def _call(
     return result.content
 
 
-def _digest(arguments: dict[str, Any]) -> str:
+def digest(arguments: dict[str, Any]) -> str:
+    """A short digest of a call's arguments, for its step name."""
     try:
         return arguments_digest(arguments)[:16]
     except TypeError:  # not JSON: wrap_tool_call refuses it as the model's error anyway

@@ -13,8 +13,9 @@ httpx, hvac and redis on the way.
 
 from __future__ import annotations
 
-import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from deepagents._internal.lazy import lazy_exports
 
 if TYPE_CHECKING:
     from deepagents.config.models import ModelConfig
@@ -101,9 +102,13 @@ __all__ = [
 ]
 
 
-def __getattr__(name: str) -> Any:
-    module = _WHERE.get(name)
-    if module is None:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    path = module if module.startswith("deepagents.") else f"{__name__}.{module}"
-    return getattr(importlib.import_module(path), name)
+if not TYPE_CHECKING:
+    __getattr__, __dir__ = lazy_exports(
+        __name__,
+        globals(),
+        {
+            name: m if m.startswith("deepagents.") else f"{__name__}.{m}"
+            for name, m in _WHERE.items()
+        },
+        __all__,
+    )

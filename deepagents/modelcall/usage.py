@@ -38,6 +38,10 @@ class UsageLedger:
     # audit events (that delivery wrote their model_call events).
     carried_tokens: int = 0
     carried_cost_usd: float = 0.0
+    # Of this delivery's attempts, those of steps whose records (with their usage) landed:
+    # a later delivery replays those, so a retry hands on only the rest (``unrecorded``).
+    recorded_tokens: int = 0
+    recorded_cost_usd: float = 0.0
 
     def add(
         self, requested_model: str, attempts: tuple[AttemptRecord, ...], degraded: bool
@@ -51,6 +55,18 @@ class UsageLedger:
         self.attempts.extend(other.attempts)
         self.requested.extend(other.requested)
         self.degraded = self.degraded or other.degraded
+
+    def recorded(self, step: UsageLedger) -> None:
+        """A step's usage (already in this ledger, ``add_ledger``) landed in its record."""
+        self.recorded_tokens += sum(a.tokens_in + a.tokens_out for a in step.attempts)
+        self.recorded_cost_usd += sum(a.cost_usd for a in step.attempts)
+
+    def unrecorded(self) -> tuple[int, float]:
+        """This delivery's spend that no step record holds: what a retry hands on to the
+        task's next delivery (tokens, cost in USD)."""
+        tokens = sum(a.tokens_in + a.tokens_out for a in self.attempts) - self.recorded_tokens
+        cost = sum(a.cost_usd for a in self.attempts) - self.recorded_cost_usd
+        return max(0, tokens), max(0.0, round(cost, 6))
 
     def carry(self, tokens: int, cost_usd: float, degraded: bool) -> None:
         """A recorded step's usage, replayed rather than run again."""

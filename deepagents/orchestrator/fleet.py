@@ -16,6 +16,7 @@ from deepagents.compose import Services
 from deepagents.config.schema import FileConfig
 from deepagents.orchestrator.admin import Admin
 from deepagents.orchestrator.coverage import coverage
+from deepagents.store.webhooks import WebhookQueue
 from deepagents.telemetry.metrics import FleetMetrics
 
 # Pending entries looked at per stream and sample: pools bound what a worker holds, so a
@@ -29,6 +30,10 @@ class FleetSampler:
         self.admin = Admin(services.bus, services.tasks, config)
         self.registry = services.registry
         self.metrics = metrics
+        client = services.client
+        self.webhooks = (
+            WebhookQueue(client, services.keys) if client is not None and config.webhooks else None
+        )
         for name, tier in config.tiers.items():
             metrics.max_wait.labels(name).set(tier.max_wait_ms / 1000)
         for name, model in config.models.items():
@@ -44,6 +49,7 @@ class FleetSampler:
         await self._waiting()
         await self._health()
         await self._readers()
+        await self._webhooks()
         self.metrics.sample_seconds.set(time.perf_counter() - started)
 
     async def _oldest_idle(self, rows: list[dict[str, Any]]) -> None:
@@ -65,6 +71,7 @@ class FleetSampler:
         for r in rows:
             labels = (r["stream"], r["agent"], r["agent"], r["tier"], str(r["shard"]))
             m.length.labels(*labels).set(r["length"])
+            m.fair_queue.labels(*labels).set(r["fair"])
             m.pending.labels(*labels).set(r["pending"])
             m.oldest_pending.labels(*labels).set(r["oldest_pending_ms"] / 1000)
             # Redis < 7 has no lag in XINFO GROUPS: the unread length is the closest figure.
@@ -83,6 +90,14 @@ class FleetSampler:
             per_agent[agent] += length
         for agent, total in per_agent.items():
             self.metrics.audit_backlog.labels(agent).set(total)
+
+    async def _webhooks(self) -> None:
+        """Each endpoint's backlog, and how long it has been failing (a dead endpoint)."""
+        if self.webhooks is None:
+            return
+        for status in await self.webhooks.statuses(self.config.webhooks):
+            self.metrics.webhook_backlog.labels(status.endpoint).set(status.backlog)
+            self.metrics.webhook_failing.labels(status.endpoint).set(status.failing_s())
 
     async def _readers(self) -> None:
         for agent in self.admin.agents:

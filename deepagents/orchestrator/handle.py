@@ -24,6 +24,8 @@ class TaskHandle:
     shard: int
     duplicate: bool  # True: an earlier submit with the same idempotency key won
     _orchestrator: ResultSource
+    # Said at submit when no live worker serves its agent (``unserved.py``): it waits.
+    warning: str | None = None
 
     async def result(self, timeout: float | None = 30.0) -> Result:
         """The task's Result; raises ResultTimeout if it has not finished in time."""

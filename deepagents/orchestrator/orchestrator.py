@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import hashlib
 import logging
 import uuid
@@ -59,6 +60,7 @@ from deepagents.orchestrator.replies import (
     question_of,
 )
 from deepagents.orchestrator.routing import Route, Router, agent_specs
+from deepagents.orchestrator.unserved import Unserved
 from deepagents.orchestrator.versions import version_routing
 from deepagents.store.base import Registry, TaskRecords
 from deepagents.store.registry import AgentHealth
@@ -69,6 +71,7 @@ from deepagents.transport.base import (
     Admitted,
     ChildEnded,
     Enqueue,
+    Fairness,
     MessageBus,
     ReplyListener,
     Waiting,
@@ -115,6 +118,7 @@ class Orchestrator:
         self._replies: ReplyListener | None = None
         self._listener: asyncio.Task[None] | None = None
         self._coalescer = SubmitCoalescer(self)
+        self._unserved = Unserved(self.registry, config)
         self.answers = Replies(
             self.bus,
             self.tasks,
@@ -252,7 +256,26 @@ class Orchestrator:
         valid = _validated(task)
         if delay is not None:
             valid = valid.model_copy(update={"not_before": utcnow() + delay})
-        return await self._coalescer.submit(valid, recorded=recorded)
+        return await self._warned(await self._coalescer.submit(valid, recorded=recorded))
+
+    async def _warned(self, handle: TaskHandle) -> TaskHandle:
+        """The handle, with a warning when no live worker serves its agent."""
+        warning = await self._unserved.warning(handle.agent)
+        return handle if warning is None else dataclasses.replace(handle, warning=warning)
+
+    async def _all_warned(self, handles: list[TaskHandle]) -> list[TaskHandle]:
+        """``_warned`` for a batch: asked once per agent type, not per task."""
+        said = {agent: await self._unserved.warning(agent) for agent in {h.agent for h in handles}}
+        if not any(said.values()):
+            return handles
+        return [
+            dataclasses.replace(h, warning=said[h.agent]) if said[h.agent] else h for h in handles
+        ]
+
+    async def unserved(self, agent: str) -> str | None:
+        """A warning when no live worker serves ``agent`` now (read at most once a second),
+        else None: what a submit's handle carries in ``warning``."""
+        return await self._unserved.warning(agent)
 
     async def submit_many(
         self, tasks: Sequence[Task | Mapping[str, Any]], *, recorded: Collection[str] = ()
@@ -264,10 +287,10 @@ class Orchestrator:
         ``recorded``: task ids whose location keys the caller already wrote (see
         ``locations``), in a round trip it makes anyway; they are not written again."""
         if not self.telemetry.tracing.recording:
-            return await self._submit_many(tasks, None, recorded)
+            return await self._all_warned(await self._submit_many(tasks, None, recorded))
         spans: list[Span] = []
         try:
-            return await self._submit_many(tasks, spans, recorded)
+            return await self._all_warned(await self._submit_many(tasks, spans, recorded))
         except Exception as exc:
             for span in spans:
                 span.set_status(StatusCode.ERROR, type(exc).__name__)
@@ -378,7 +401,21 @@ class Orchestrator:
             locations=self._locations(prepared, recorded),
             location_ttl_s=self.location_ttl_s,
             due_ms=_due_ms([task for task, _, _, _ in prepared]),
+            fair=self._fairness(prepared),
         )
+
+    def _fairness(self, prepared: list[tuple[Task, Route, bytes, bool]]) -> list[Fairness | None]:
+        """Each task's share of a fair tier (its key: its fairness key, else its tenant);
+        none at all when no task goes to a fair tier (the common case costs nothing)."""
+        tiers = self.config.tiers
+        if not any(tiers[route.tier].fair_share for _, route, _, _ in prepared):
+            return []
+        return [
+            Fairness(task.fairness_key or task.tenant or "", task.fairness_weight or 1.0)
+            if tiers[route.tier].fair_share
+            else None
+            for task, route, _, _ in prepared
+        ]
 
     async def _enqueue_parts(
         self,
@@ -624,10 +661,12 @@ class Orchestrator:
         return await self.answers.waiting(shards, limit, tenant)
 
     async def cancel(self, task_id: str) -> str:
-        """Cancel a task that has not started, or that waits for a reply or for its
-        children. Returns 'ok', 'missing', or the state (running, done, dead) that made it
-        too late. A cancelled parent's unfinished children are cancelled too, running ones
-        included; a cancelled child's end goes to its parent."""
+        """Cancel a task that has not ended: queued, scheduled, running, or waiting for a
+        reply or for its children. Returns 'ok', 'missing', or the state (done, dead) that
+        made it too late. A running task's worker hears of it on its agent's cancel channel
+        and stops its run; its commit, if it races this one, finds the task done. A
+        cancelled parent's unfinished children are cancelled too; a cancelled child's end
+        goes to its parent."""
         return await self._cancel(task_id, cascaded=False)
 
     async def _cancel(self, task_id: str, *, cascaded: bool) -> str:
@@ -650,7 +689,12 @@ class Orchestrator:
             )
         result_json = encode_result(result)
         status = await self.bus.cancel(
-            self.keys.shard(agent, loc.shard), task_id, result_json, events, running=cascaded
+            self.keys.shard(agent, loc.shard),
+            task_id,
+            result_json,
+            events,
+            running=True,
+            notify=self.keys.cancel_channel(agent),
         )
         if status != "ok":
             return status
@@ -715,7 +759,7 @@ class Orchestrator:
             self._arrived.popitem(last=False)
 
 
-_CANCELLED = "cancelled before it started (or while it waited for a reply)"
+_CANCELLED = "cancelled by request"
 
 
 def _validated(raw: Task | Mapping[str, Any]) -> Task:

@@ -27,7 +27,7 @@ from deepagents.errors import (
 from deepagents.store.base import TaskRecords
 from deepagents.telemetry.metrics import Metrics
 from deepagents.transport.base import HumanWaits, Waiting, now_ms
-from deepagents.transport.keys import Keys
+from deepagents.transport.keys import Keys, ShardKeys
 
 # Runs a reply's schema check, a blocking call, where and on whose budget its caller says.
 CheckRunner = Callable[[Callable[[], None]], Awaitable[None]]
@@ -148,11 +148,23 @@ class Replies:
     ) -> list[Waiting]:
         """The oldest ``limit`` open questions over the given (agent, shard)s, oldest first;
         with ``tenant``, that tenant's tasks' alone."""
-        out: list[Waiting] = []
+        # The ids and ages of every shard's oldest first, then the questions of the oldest
+        # ``limit`` of them all only: each shard's would be read in full, then most thrown.
+        found: list[tuple[float, str, ShardKeys]] = []
         for agent, shard in shards:
-            out += await self.bus.waiting(self.keys.shard(agent, shard), limit, tenant)
+            keys = self.keys.shard(agent, shard)
+            found += [
+                (asked, t, keys) for t, asked in await self.bus.waiting_ids(keys, limit, tenant)
+            ]
+        found.sort(key=lambda f: (f[0], f[1]))
+        by_shard: dict[ShardKeys, list[tuple[str, float]]] = {}
+        for asked, task_id, keys in found[:limit]:
+            by_shard.setdefault(keys, []).append((task_id, asked))
+        out: list[Waiting] = []
+        for keys, ids in by_shard.items():
+            out += await self.bus.waiting_of(keys, ids)
         out.sort(key=lambda w: (w.asked_ms, w.task_id))
-        return out[:limit]
+        return out
 
 
 def _validate(answer: Any, schema_json: str) -> None:

@@ -6,6 +6,10 @@ deadline; when the deadline is what ran out, the call ends as ``TimeoutError``, 
 worker answers ``deadline_exceeded``. A cancelled call closes its connection, so a slow
 service cannot pile up connections. Given a Redis client, every call first asks the fleet's
 circuit breaker (``circuit.py``).
+
+A service that implements ``run`` does the whole contract in one call per task; one that
+implements ``run_batch`` is sent several tasks per request (``batch.py``). The worker keeps
+the delivery protocol of each task either way: only the round trip is shared.
 """
 
 from __future__ import annotations
@@ -24,11 +28,12 @@ from pydantic import BaseModel, ValidationError
 from deepagents._internal.extras import require_extra
 from deepagents.config.schema import AgentEntry, RemoteConfig
 from deepagents.contract.agent import AgentContract, current_attempt
-from deepagents.contract.result import ErrorInfo, Result, ResultMetrics, ResultStatus
+from deepagents.contract.result import ErrorCode, ErrorInfo, Result, ResultMetrics, ResultStatus
 from deepagents.contract.task import Task, utcnow
 from deepagents.errors import ConfigError, RetryableError
 from deepagents.remote import wire
 from deepagents.remote.answers import BadAnswer, SecretMask, parse_answer
+from deepagents.remote.batch import Batcher
 from deepagents.remote.circuit import FleetCircuit
 from deepagents.remote.errors import (
     ServiceDown,
@@ -96,6 +101,7 @@ class RemoteAgent(AgentContract):
         # Calls wait here, not in the connection pool, so the worker's deadline bounds the
         # wait and the pool never holds a long queue.
         self._slots = asyncio.Semaphore(config.max_connections)
+        self._http_limit = config.max_response_bytes
         self._http = HttpWire(
             config.url.rstrip("/") + wire.PREFIX,
             _headers(config),
@@ -106,8 +112,18 @@ class RemoteAgent(AgentContract):
         # The contract methods the service implements (its /v1/health says), once known.
         self._methods: frozenset[str] | None = None
         self._learning: asyncio.Future[frozenset[str]] | None = None
+        batch = config.batch
+        self._batch_size = batch.max_tasks
+        self._batcher = Batcher(
+            self._send_batch,
+            max_tasks=batch.max_tasks,
+            max_wait_s=batch.max_wait_ms / 1000,
+            max_answer_bytes=config.max_response_bytes,
+            max_requests=batch.max_requests,
+        )
 
     async def aclose(self) -> None:
+        await self._batcher.aclose()
         if self._circuit is not None:
             await self._circuit.aclose()
         if self._grpc is not None:
@@ -132,25 +148,39 @@ class RemoteAgent(AgentContract):
             "idempotency_key": f"{task.task_id}:{current_attempt.get()}",
         }
         _envelope.set(envelope)
-        if "can_handle" not in await self._implemented():
+        methods = await self._implemented()
+        if wire.RUN in methods or wire.RUN_BATCH in methods:
+            envelope["_run"] = True  # one call, in execute, does the whole contract
+            return True
+        if "can_handle" not in methods:
             return True  # its intents routed it here: that is all a service without it asks
         answer = await self._call(task, "can_handle", {}, wire.CanHandleResponse)
         return answer.can_handle
 
     async def prepare_context(self, task: Task) -> dict[str, Any]:
-        if "prepare_context" not in await self._implemented():
+        if _envelope.get().get("_run") or "prepare_context" not in await self._implemented():
             return {"task": task, "remote": {}}
         answer = await self._call(task, "prepare_context", {}, wire.PrepareContextResponse)
         return {"task": task, "remote": answer.context}
 
     async def execute(self, context: dict[str, Any]) -> Result:
         task: Task = context["task"]
+        if _envelope.get().get("_run"):
+            return await self._run(task)
         body = {"context": context["remote"]}
         answer = await self._call(task, "execute", body, wire.ExecuteResponse)
         return _result(answer.result)
 
+    async def _run(self, task: Task) -> Result:
+        """The whole contract in one call (or one share of a batch): the service's
+        can_handle said no, or the result its post_process left."""
+        answer = await self._call(task, wire.RUN, {}, wire.RunResponse)
+        if not answer.can_handle or answer.result is None:
+            return Result.failed(ErrorCode.REJECTED, f"{self.name} cannot handle this task")
+        return _result(answer.result)
+
     async def post_process(self, result: Result) -> Result | dict[str, Any]:
-        if "post_process" not in await self._implemented():
+        if _envelope.get().get("_run") or "post_process" not in await self._implemented():
             return {}
         task: Task = _envelope.get()["_task"]
         sent = {
@@ -282,9 +312,11 @@ class RemoteAgent(AgentContract):
         left_ms: int | None,
     ) -> R:
         envelope = _envelope.get()
-        fields = {k: v for k, v in envelope.items() if k != "_task"}
+        fields = {k: v for k, v in envelope.items() if not k.startswith("_")}
         document = {**fields, "time_left_ms": left_ms, **extra}
         headers = {"idempotency-key": envelope["idempotency_key"]}
+        if step == wire.RUN and self._batched():
+            return await self._shared(document, model, timeout, by_deadline)
         if task.traceparent is not None:
             headers["traceparent"] = task.traceparent
         if left_ms is not None:
@@ -296,13 +328,55 @@ class RemoteAgent(AgentContract):
         raw = await self._post(step, orjson.dumps(document), headers, timeout, by_deadline)
         return _validated(step, model, raw, self._mask)
 
+    def _batched(self) -> bool:
+        """Whether ``run`` goes in a batch: the service implements ``run_batch``, and batches
+        are configured (or it implements no ``run`` to send one task alone)."""
+        methods = self._methods or _ALL_METHODS
+        if wire.RUN_BATCH not in methods:
+            return False
+        return self._batch_size > 1 or wire.RUN not in methods
+
+    async def _shared(
+        self, document: dict[str, Any], model: type[R], timeout: float, by_deadline: bool
+    ) -> R:
+        """This task's answer out of a batch, as ``run`` would have answered it."""
+        try:
+            item = await self._batcher.run(document, timeout)
+        except TimeoutError as exc:
+            if by_deadline:
+                raise TimeoutError("run: the task's deadline passed during the call") from exc
+            raise ServiceDown(f"run: no answer within {timeout:g} s") from exc
+        answer = _validated_doc(wire.RUN_BATCH, wire.RunAnswer, item, self._mask)
+        if answer.problem is not None:
+            problem = answer.problem
+            body = orjson.dumps(problem.model_dump(exclude_none=True))
+            raise status_error(wire.RUN, problem.status or 500, None, body, self._mask.text)
+        return model.model_validate(answer.model_dump(include={"can_handle", "result"}))
+
+    async def _send_batch(self, runs: list[dict[str, Any]]) -> bytes:
+        """One ``run_batch`` request; its answer's body, or the error of all its tasks."""
+        document = {"protocol": wire.PROTOCOL_VERSION, "runs": runs}
+        if self._grpc is not None:
+            async with self._slots:
+                return await self._grpc.call(wire.RUN_BATCH, document, {}, self._timeout, False)
+        limit = self._http_limit * len(runs)
+        return await self._post(
+            wire.RUN_BATCH, orjson.dumps(document), {}, self._timeout, False, limit
+        )
+
     async def _post(
-        self, step: str, body: bytes, headers: dict[str, str], timeout: float, by_deadline: bool
+        self,
+        step: str,
+        body: bytes,
+        headers: dict[str, str],
+        timeout: float,
+        by_deadline: bool,
+        limit: int | None = None,
     ) -> bytes:
         """The answer's body over HTTP, once it is a 200 of ``application/json``."""
         try:
             async with self._slots:
-                answer: Answer = await self._http.post(step, body, headers, timeout)
+                answer: Answer = await self._http.post(step, body, headers, timeout, limit)
         except TimeoutError as exc:
             if by_deadline:
                 raise TimeoutError(f"{step}: the task's deadline passed during the call") from exc
@@ -324,9 +398,17 @@ def _validated(step: str, model: type[R], raw: bytes, mask: SecretMask) -> R:
     """The answer as ``model``: parsed strictly (``answers.py``), the worker's secrets
     masked in its strings, then validated; ``RemoteProtocolError`` otherwise."""
     try:
-        doc = mask.tree(parse_answer(raw))
+        doc = parse_answer(raw)
     except BadAnswer as exc:
         raise protocol_error(step, f"response refused: {exc}", raw, mask.text) from None
+    return _validated_doc(step, model, doc, mask, raw)
+
+
+def _validated_doc(
+    step: str, model: type[R], doc: Any, mask: SecretMask, raw: bytes | None = None
+) -> R:
+    """A parsed answer as ``model``, the worker's secrets masked in its strings."""
+    doc = mask.tree(doc)
     try:
         return model.model_validate(doc)
     except ValidationError as exc:
@@ -334,7 +416,8 @@ def _validated(step: str, model: type[R], raw: bytes, mask: SecretMask) -> R:
             f"{'.'.join(map(str, e['loc'])) or 'body'}: {e['type']}" for e in exc.errors()[:3]
         )
         why = f"response does not match the schema ({where})"
-        raise protocol_error(step, why, raw, mask.text) from exc
+        shown = raw if raw is not None else orjson.dumps(doc)
+        raise protocol_error(step, why, shown, mask.text) from exc
 
 
 def _grpc_wire(config: RemoteConfig) -> GrpcWire | None:
@@ -373,5 +456,11 @@ def remote_agent_class(name: str, entry: AgentEntry) -> type[RemoteAgent]:
     """The ``RemoteAgent`` class of one configured agent type."""
     if entry.remote is None:
         raise ConfigError("has no remote section", field=f"agents.{name}")
+    base: type[RemoteAgent] = RemoteAgent
+    if entry.remote.protocol == "a2a":  # an A2A agent (the a2a extra, imported only then)
+        require_extra("a2a", f"the A2A agent at {entry.remote.url}")
+        from deepagents.remote.a2a_agent import A2ARemoteAgent
+
+        base = A2ARemoteAgent
     attrs = {"name": name, "intents": tuple(entry.intents), "remote": entry.remote}
-    return type(f"Remote_{name.replace('-', '_')}", (RemoteAgent,), attrs)
+    return type(f"Remote_{name.replace('-', '_')}", (base,), attrs)

@@ -3,7 +3,12 @@
 Rules: ``health`` (GET /v1/health answers the schema), ``schema`` (each step's answer to a
 valid request is JSON of its schema), ``invalid_request`` (a request without a task is
 refused with a 4xx, not run and not a 5xx), ``deadline`` (an execute with little time left
-is answered within it), ``idempotency`` (a repeat with the same key gets the same result).
+is answered within it), ``idempotency`` (a repeat with the same key gets the same result),
+``one_call`` (``run`` and ``run_batch``, when its health lists them: the schema, the four
+steps' result, and in a batch each task answered once, by its id).
+
+A service that lists ``run`` or ``run_batch`` is checked in the form the worker would use
+(a batch first), and its four steps only where it lists them.
 """
 
 from __future__ import annotations
@@ -68,7 +73,9 @@ class Checker:
                 pass  # the health rule says what is wrong with it
             else:
                 if answer.methods:
-                    methods = frozenset(answer.methods) | {"execute"}
+                    methods = frozenset(answer.methods)
+                    if not methods & {wire.RUN, wire.RUN_BATCH}:
+                        methods |= {"execute"}  # the four-call form's one required step
             self._methods = methods
         return step in self._methods
 
@@ -96,6 +103,58 @@ class Checker:
             first = exc.errors()[0]
             where = ".".join(map(str, first["loc"])) or "body"
             raise _Broken(f"{step}: {where}: {first['msg']}") from exc
+
+    def _form(self) -> str:
+        """The call a worker would make for a task: ``run_batch``, ``run`` or ``execute``."""
+        for form in (wire.RUN_BATCH, wire.RUN):
+            if self.implements(form):
+                return form
+        return "execute"
+
+    def _result(self, envelope: dict[str, Any]) -> wire.WireResult:
+        """A task's result, in the form a worker would use."""
+        form = self._form()
+        if form == "execute":
+            return self._steps(envelope).result
+        if form == wire.RUN:
+            answer: wire.RunResponse = self._answer(
+                wire.RUN, self._post(wire.RUN, envelope), wire.RunResponse
+            )
+        else:
+            (answer,) = self._batch([envelope])
+        if not answer.can_handle or answer.result is None:
+            raise _Broken(f"{form}: can_handle false for intent {self.intent!r} (give --intent)")
+        return answer.result
+
+    def _batch(self, envelopes: list[dict[str, Any]]) -> list[wire.RunAnswer]:
+        """The answers of one ``run_batch``, in the order of the tasks sent: each task
+        answered once, by its id, with no problem."""
+        body = {"protocol": wire.PROTOCOL_VERSION, "runs": envelopes}
+        batch: wire.RunBatchResponse = self._answer(
+            wire.RUN_BATCH, self._post(wire.RUN_BATCH, body), wire.RunBatchResponse
+        )
+        by_id: dict[str, wire.RunAnswer] = {}
+        for item in batch.answers:
+            try:
+                answer = wire.RunAnswer.model_validate(item)
+            except ValidationError as exc:
+                first = exc.errors()[0]
+                where = ".".join(map(str, first["loc"])) or "answer"
+                raise _Broken(f"run_batch: an answer: {where}: {first['msg']}") from exc
+            if answer.id in by_id:
+                raise _Broken(f"run_batch: task {answer.id} answered twice")
+            by_id[answer.id] = answer
+        out = []
+        for envelope in envelopes:
+            found = by_id.pop(envelope["task"]["id"], None)
+            if found is None:
+                raise _Broken("run_batch: a task of the batch has no answer")
+            if found.problem is not None:
+                raise _Broken(f"run_batch: a valid task answered with a problem: {found.problem}")
+            out.append(found)
+        if by_id:
+            raise _Broken("run_batch: an answer names no task of the batch")
+        return out
 
     def _steps(self, envelope: dict[str, Any]) -> wire.ExecuteResponse:
         """The steps the service implements, in order, as a worker calls them; the execute
@@ -133,36 +192,82 @@ class Checker:
         return f"ok, version {answer.version}" if answer.version else 'ok (no version: "0")'
 
     def schema(self) -> str:
-        self._steps(_envelope(self.intent, self.payload, None))
         steps = [step for step in wire.STEPS if self.implements(step)]
+        if "execute" in steps:
+            self._steps(_envelope(self.intent, self.payload, None))
+        else:
+            self._result(_envelope(self.intent, self.payload, None))
+            steps = [self._form()]
         return "all four steps" if len(steps) == 4 else f"{', '.join(steps)} (as its health says)"
 
     def invalid_request(self) -> str:
-        response = self._post("execute", {"protocol": wire.PROTOCOL_VERSION, "attempt": 1})
+        form = wire.RUN if self._form() == wire.RUN else "execute"
+        if self._form() == wire.RUN_BATCH:
+            body: dict[str, Any] = {"protocol": wire.PROTOCOL_VERSION, "attempt": 1}
+            response = self._post(wire.RUN_BATCH, body)  # no runs at all
+        else:
+            response = self._post(form, {"protocol": wire.PROTOCOL_VERSION, "attempt": 1})
         if not 400 <= response.status_code < 500:
             raise _Broken(f"a request without a task got HTTP {response.status_code}, not 4xx")
         return f"HTTP {response.status_code}"
 
     def deadline(self) -> str:
         envelope = _envelope(self.intent, self.payload, None)
-        body = {**envelope, "time_left_ms": DEADLINE_MS, "context": self._context(envelope)}
+        form = self._form()
+        if form == "execute":
+            body = {**envelope, "time_left_ms": DEADLINE_MS, "context": self._context(envelope)}
+        elif form == wire.RUN:
+            body = {**envelope, "time_left_ms": DEADLINE_MS}
+        else:
+            runs = [{**envelope, "time_left_ms": DEADLINE_MS}]
+            body = {"protocol": wire.PROTOCOL_VERSION, "runs": runs}
         started = time.monotonic()
         try:
-            self._post("execute", body, timeout=(DEADLINE_MS + SLACK_MS) / 1000)
+            self._post(form, body, timeout=(DEADLINE_MS + SLACK_MS) / 1000)
         except httpx.TimeoutException as exc:
-            raise _Broken(f"execute: no answer within the {DEADLINE_MS} ms left") from exc
+            raise _Broken(f"{form}: no answer within the {DEADLINE_MS} ms left") from exc
         return f"answered in {(time.monotonic() - started) * 1000:.0f} ms"
 
     def idempotency(self) -> str:
         envelope = _envelope(self.intent, self.payload, None)
-        first = self._steps(envelope)
-        again = self._steps(envelope)  # the same task, attempt and key: a duplicate
-        if first.result != again.result:
-            raise _Broken("execute: a repeat with the same idempotency key answered differently")
+        first = self._result(envelope)
+        again = self._result(envelope)  # the same task, attempt and key: a duplicate
+        if first != again:
+            form = self._form()
+            raise _Broken(f"{form}: a repeat with the same idempotency key answered differently")
         return "same result"
 
+    def one_call(self) -> str:
+        forms = [form for form in (wire.RUN, wire.RUN_BATCH) if self.implements(form)]
+        if not forms:
+            return "neither run nor run_batch: four calls per task"
+        reference = None
+        if self.implements("execute"):  # the one-call forms give what the steps give
+            reference = self._steps(_envelope(self.intent, self.payload, None)).result
+        if wire.RUN in forms:
+            answer: wire.RunResponse = self._answer(
+                wire.RUN,
+                self._post(wire.RUN, _envelope(self.intent, self.payload, None)),
+                wire.RunResponse,
+            )
+            if reference is not None and _work(answer.result) != _work(reference):
+                raise _Broken("run: not the result of the four steps")
+        if wire.RUN_BATCH in forms:
+            envelopes = [_envelope(self.intent, self.payload, None) for _ in range(3)]
+            for item in self._batch(envelopes):
+                if reference is not None and _work(item.result) != _work(reference):
+                    raise _Broken("run_batch: not the result of the four steps")
+        return f"{' and '.join(forms)}: one answer per task"
 
-RULES = ("health", "schema", "invalid_request", "deadline", "idempotency")
+
+def _work(result: wire.WireResult | None) -> tuple[Any, ...]:
+    """What a result says of the work (metrics may differ: timings, say)."""
+    if result is None:
+        return ()
+    return (result.status, result.output, result.error)
+
+
+RULES = ("health", "schema", "invalid_request", "deadline", "idempotency", "one_call")
 
 
 def check(url: str, intent: str, payload: dict[str, Any], timeout_s: float = 10) -> list[Verdict]:

@@ -22,6 +22,8 @@ from deepagents.store.breaker import BreakerState, CircuitBreaker, Keyed, Permit
 from deepagents.store.models import RedisClient
 from deepagents.transport.keys import Keys
 
+# The calls whose success is the service's work done (the others are trivial steps).
+_WORK = frozenset({"execute", "run"})
 # The longest random spread added to a refused task's wait.
 MAX_SPREAD_S = 60.0
 
@@ -70,8 +72,8 @@ class FleetCircuit:
         """One call's outcome. Only a service that did not answer, or answered 5xx, is
         unwell; any other answer (a 4xx, a 429, a malformed body) shows it is up. The window
         counts one outcome per attempt, as the model-call breaker counts one per call: the
-        step that failed, or else ``execute``'s answer (the trivial steps' successes would
-        dilute a service whose work fails); and a failure once per task.
+        step that failed, or else ``execute``'s (or ``run``'s) answer (the trivial steps'
+        successes would dilute a service whose work fails); and a failure once per task.
 
         A service not there at all (``ServiceUnreachable``) whose circuit is open once this
         failure is counted (it tripped it, or another worker did) raises the refusal the
@@ -86,7 +88,7 @@ class FleetCircuit:
             )
             if down and state is not BreakerState.CLOSED:
                 raise self._refusal(task, step, self._config.cooldown_s) from error
-        elif step == "execute" and error is None and self._breaker.note_success():
+        elif step in _WORK and error is None and self._breaker.note_success():
             # A success in a closed circuit only feeds the window: the answer need not wait.
             self._background.send(self._breaker.flush())
 

@@ -44,6 +44,8 @@ STEPS: dict[str, tuple[str, type[Message], type[Message]]] = {
     "execute": ("Execute", pb.ExecuteRequest, pb.ExecuteResponse),
     "post_process": ("PostProcess", pb.PostProcessRequest, pb.PostProcessResponse),
     "health": ("Health", pb.HealthRequest, pb.HealthResponse),
+    "run": ("Run", pb.StepRequest, pb.RunResponse),
+    "run_batch": ("RunBatch", pb.RunBatchRequest, pb.RunBatchResponse),
 }
 _DOWN = {
     grpc.StatusCode.UNAVAILABLE,
@@ -83,11 +85,18 @@ def _channel(config: RemoteConfig) -> grpc.aio.Channel:
 
 def _request(step: str, body: dict[str, Any]) -> Message:
     """The JSON request as its message; absent values (``null``) stay unset."""
+    fields = _set(body)
+    if isinstance(fields.get("runs"), list):  # a batch: each task's request likewise
+        fields["runs"] = [_set(run) for run in fields["runs"]]
+    return json_format.ParseDict(fields, STEPS[step][1](), ignore_unknown_fields=True)
+
+
+def _set(body: dict[str, Any]) -> dict[str, Any]:
     fields = {k: v for k, v in body.items() if v is not None}
     for part in ("task", "result"):  # their optional fields too (not the JSON inside)
         if isinstance(fields.get(part), dict):
             fields[part] = {k: v for k, v in fields[part].items() if v is not None}
-    return json_format.ParseDict(fields, STEPS[step][1](), ignore_unknown_fields=True)
+    return fields
 
 
 class GrpcWire:

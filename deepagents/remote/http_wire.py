@@ -68,18 +68,32 @@ class HttpWire:
             )
         return self._session
 
-    async def post(self, step: str, body: bytes, headers: dict[str, str], timeout: float) -> Answer:
-        """``POST <base>/<step>``: the answer, its body read up to the size limit. Raises
+    async def post(
+        self,
+        step: str,
+        body: bytes,
+        headers: dict[str, str],
+        timeout: float,
+        limit: int | None = None,
+    ) -> Answer:
+        """``POST <base>/<step>``: the answer, its body read up to the size limit (``limit``
+        when given: a batch's answer may hold one answer's worth per task). Raises
         ``TimeoutError`` when ``timeout`` ran out, ``aiohttp.ClientError`` when the service
         could not be reached or broke the connection, ``RemoteProtocolError`` past the
         size limit."""
-        return await self._request("POST", step, body, headers, timeout)
+        return await self._request("POST", step, body, headers, timeout, limit or self._limit)
 
     async def get(self, step: str, timeout: float) -> Answer:
-        return await self._request("GET", step, None, {}, timeout)
+        return await self._request("GET", step, None, {}, timeout, self._limit)
 
     async def _request(
-        self, method: str, step: str, body: bytes | None, headers: dict[str, str], timeout: float
+        self,
+        method: str,
+        step: str,
+        body: bytes | None,
+        headers: dict[str, str],
+        timeout: float,
+        limit: int,
     ) -> Answer:
         session = self._open()
         async with session.request(
@@ -90,7 +104,7 @@ class HttpWire:
             timeout=aiohttp.ClientTimeout(total=timeout),
             allow_redirects=False,
         ) as response:
-            raw = await self._read(step, response)
+            raw = await self._read(step, response, limit)
             return Answer(
                 response.status,
                 response.headers.get("content-type", ""),
@@ -98,17 +112,17 @@ class HttpWire:
                 raw,
             )
 
-    async def _read(self, step: str, response: aiohttp.ClientResponse) -> bytes:
+    async def _read(self, step: str, response: aiohttp.ClientResponse, limit: int) -> bytes:
         """The body, refused past the size limit without reading the rest."""
         declared = response.headers.get("content-length", "")
-        if declared.isdigit() and int(declared) > self._limit:
-            raise protocol_error(step, f"response of {declared} bytes over {self._limit}")
+        if declared.isdigit() and int(declared) > limit:
+            raise protocol_error(step, f"response of {declared} bytes over {limit}")
         chunks: list[bytes] = []
         size = 0
         async for chunk in response.content.iter_any():
             size += len(chunk)
-            if size > self._limit:
-                raise protocol_error(step, f"response over {self._limit} bytes", b"".join(chunks))
+            if size > limit:
+                raise protocol_error(step, f"response over {limit} bytes", b"".join(chunks))
             chunks.append(chunk)
         return b"".join(chunks)
 

@@ -5,11 +5,13 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 PROTOCOL_VERSION: Literal[1] = 1
 PREFIX = "/v1"
 STEPS = ("can_handle", "prepare_context", "execute", "post_process")
+# The one-call forms: the whole contract of one task, or of several in one request.
+RUN, RUN_BATCH = "run", "run_batch"
 
 
 class _Request(BaseModel):
@@ -82,7 +84,59 @@ class PostProcessResponse(_Response):
     metrics: dict[str, float] | None = None
 
 
-Method = Literal["can_handle", "prepare_context", "execute", "post_process"]
+class Problem(_Response):
+    """The body of a 4xx or 5xx answer (RFC 7807); optional, read for its detail."""
+
+    type: str = "about:blank"
+    title: str | None = None
+    status: int | None = None
+    detail: str | None = None
+
+
+class RunResponse(_Response):
+    """The whole contract of one task, done by the service: ``can_handle`` false (the task
+    is not its to run, and no result), or the result post_process left."""
+
+    can_handle: bool = True
+    result: WireResult | None = None
+
+    @model_validator(mode="after")
+    def _answered(self) -> RunResponse:
+        if self.can_handle and self.result is None:
+            raise ValueError("a result is required unless can_handle is false")
+        return self
+
+
+class RunBatchRequest(_Request):
+    """Several tasks in one request: each is the request ``run`` would get, and each is
+    answered on its own, in any order."""
+
+    protocol: Literal[1] = PROTOCOL_VERSION
+    runs: list[StepRequest] = Field(min_length=1)
+
+
+class RunAnswer(RunResponse):
+    """One task's answer in a batch: its id, then what ``run`` would answer, or the problem
+    (RFC 7807, with the status an HTTP answer of its own would have had) that ended it."""
+
+    id: str
+    problem: Problem | None = None
+
+    @model_validator(mode="after")
+    def _answered(self) -> RunAnswer:
+        if self.problem is None and self.can_handle and self.result is None:
+            raise ValueError("a result or a problem is required unless can_handle is false")
+        return self
+
+
+class RunBatchResponse(_Response):
+    answers: list[dict[str, Any]] = Field(
+        description="one RunAnswer per task of the request: each is read on its own, so a "
+        "malformed one fails its task only"
+    )
+
+
+Method = Literal["can_handle", "prepare_context", "execute", "post_process", "run", "run_batch"]
 
 
 class HealthResponse(_Response):
@@ -100,21 +154,14 @@ class HealthResponse(_Response):
     methods: list[Method] | None = Field(
         default=None,
         description=(
-            "The contract methods the service implements (absent: all four). The worker "
-            "calls no other: without can_handle it takes every task its intents route, "
-            "without prepare_context it sends an empty context, without post_process it "
-            "keeps execute's result. execute is called whatever the list says."
+            "The calls the service implements (absent: the four contract methods). The "
+            "worker calls no other: with run_batch it sends several tasks per request, with "
+            "run one call per task; otherwise, without can_handle it takes every task its "
+            "intents route, without prepare_context it sends an empty context, without "
+            "post_process it keeps execute's result. execute is called whatever the list "
+            "says when the service implements neither run nor run_batch."
         ),
     )
-
-
-class Problem(_Response):
-    """The body of a 4xx or 5xx answer (RFC 7807); optional, read for its detail."""
-
-    type: str = "about:blank"
-    title: str | None = None
-    status: int | None = None
-    detail: str | None = None
 
 
 REQUESTS: dict[str, type[StepRequest]] = {
@@ -122,12 +169,14 @@ REQUESTS: dict[str, type[StepRequest]] = {
     "prepare_context": StepRequest,
     "execute": ExecuteRequest,
     "post_process": PostProcessRequest,
+    "run": StepRequest,
 }
 RESPONSES: dict[str, type[_Response]] = {
     "can_handle": CanHandleResponse,
     "prepare_context": PrepareContextResponse,
     "execute": ExecuteResponse,
     "post_process": PostProcessResponse,
+    "run": RunResponse,
     "health": HealthResponse,
 }
 
@@ -137,6 +186,9 @@ def json_schema() -> dict[str, Any]:
     defs: dict[str, Any] = {}
     messages: dict[str, type[BaseModel]] = {f"{s}_request": m for s, m in REQUESTS.items()}
     messages |= {f"{step}_response": m for step, m in RESPONSES.items()}
+    messages["run_batch_request"] = RunBatchRequest
+    messages["run_batch_response"] = RunBatchResponse
+    messages["run_answer"] = RunAnswer
     messages["problem"] = Problem
     for name, model in messages.items():
         schema = model.model_json_schema(ref_template="#/$defs/{model}")

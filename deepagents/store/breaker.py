@@ -15,6 +15,7 @@ closes or re-opens it. Each step is one Lua script on the keys' hash slot, timed
 
 from __future__ import annotations
 
+import asyncio
 import time
 from dataclasses import dataclass
 from enum import StrEnum
@@ -183,6 +184,8 @@ class CircuitBreaker:
         self._allow = redis.register_script(_ALLOW)
         self._record = redis.register_script(_RECORD)
         self._closed_until = 0.0  # time.monotonic() until which 'closed' is trusted
+        # The state being read now: True once it read 'closed' (a call's plain leave).
+        self._reading: asyncio.Future[bool] | None = None
         self._pending_ok = 0
         self._flushed_at = time.monotonic()
         window_ms = int(config.window_s * 1000)
@@ -193,12 +196,27 @@ class CircuitBreaker:
         # no round trip, and a breaker opened by another worker is seen that much later.
         if time.monotonic() < self._closed_until:
             return Permit(True)
-        allowed, extra = await self._allow(
-            keys=[self._keys.breaker],
-            args=[int(self._config.cooldown_s * 1000), max(1, int(probe_ttl_s * 1000))],
-        )
+        # Calls arriving while another reads the state share its 'closed': a busy process
+        # does not send one read per call each time the cache runs out. Any other answer
+        # (open, a probe to give) each call reads for itself.
+        reading = self._reading
+        if reading is not None and not reading.done() and await asyncio.shield(reading):
+            return Permit(True)
+        mine: asyncio.Future[bool] | None = None
+        if self._reading is None or self._reading.done():
+            mine = self._reading = asyncio.get_running_loop().create_future()
+        closed = False
+        try:
+            allowed, extra = await self._allow(
+                keys=[self._keys.breaker],
+                args=[int(self._config.cooldown_s * 1000), max(1, int(probe_ttl_s * 1000))],
+            )
+            closed = bool(allowed) and not extra
+        finally:
+            if mine is not None and not mine.done():
+                mine.set_result(closed)
         if allowed:
-            if not extra:
+            if closed:
                 self._closed_until = time.monotonic() + self._config.state_cache_s
             return Permit(True, probe=bool(extra))
         return Permit(False, retry_in_s=int(extra) / 1000)

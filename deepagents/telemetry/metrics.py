@@ -123,6 +123,7 @@ class Metrics:
         self.rollout = RolloutMetrics(r)
         self.rollout_rerouted = self.rollout.rerouted
         self.steps = StepMetrics(r)
+        self.schedule = ScheduleMetrics(r)
 
     def tier(self, agent: str, tier: str) -> TierMetrics:
         return TierMetrics(self, agent, tier)
@@ -245,6 +246,28 @@ class RolloutFleetMetrics:
         )  # fmt: skip
 
 
+# A slot fires within a tick (0.2 s) when a leader is up; a catch-up, hours late.
+SCHEDULE_LATENESS_BUCKETS = (0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 15, 60, 300, 3600)
+
+
+class ScheduleMetrics:
+    """Set by the scheduler that leads (``deepagents scheduler --metrics-port``)."""
+
+    def __init__(self, registry: CollectorRegistry) -> None:
+        r = registry
+        self.firings = Counter(
+            "deepagents_schedule_firings",
+            "Slots of a recurring schedule by outcome: fired, duplicate (another leader "
+            "fired it), skipped (catch-up, overlap or paused), buffered (overlap buffer_one)",
+            ("schedule", "outcome"), registry=r,
+        )  # fmt: skip
+        self.lateness = FastHistogram(
+            "deepagents_schedule_lateness_seconds",
+            "How long after its slot a slot's task was submitted (before its jitter)",
+            ("schedule",), buckets=SCHEDULE_LATENESS_BUCKETS, registry=r,
+        )  # fmt: skip
+
+
 STEP_OUTCOMES = ("completed", "replayed")
 
 
@@ -328,6 +351,11 @@ class FleetMetrics:
         self.registry = registry if registry is not None else CollectorRegistry()
         r, sl = self.registry, STREAM_LABELS
         self.length = Gauge("deepagents_stream_length", "Entries in the stream", sl, registry=r)
+        self.fair_queue = Gauge(
+            "deepagents_stream_fair_queue",
+            "A fair tier's tasks still waiting in its fair queue, ahead of the stream", sl,
+            registry=r,
+        )  # fmt: skip
         self.pending = Gauge(
             "deepagents_stream_pending_messages", "Delivered, not yet acknowledged", sl,
             registry=r,
@@ -361,6 +389,15 @@ class FleetMetrics:
         self.audit_backlog = Gauge(
             "deepagents_audit_outbox_backlog", "Audit events waiting in the outbox streams",
             ("agent",), registry=r,
+        )  # fmt: skip
+        self.webhook_backlog = Gauge(
+            "deepagents_webhook_backlog", "Webhook deliveries the endpoint has not taken yet",
+            ("endpoint",), registry=r,
+        )  # fmt: skip
+        self.webhook_failing = Gauge(
+            "deepagents_webhook_failing_seconds",
+            "How long the endpoint has refused or missed its current delivery (0: healthy)",
+            ("endpoint",), registry=r,
         )  # fmt: skip
         self.readers = Gauge(
             "deepagents_stream_readers",
@@ -427,6 +464,7 @@ __all__ = [
     "ModelCallMetrics",
     "RolloutFleetMetrics",
     "RolloutMetrics",
+    "ScheduleMetrics",
     "StepMetrics",
     "TierMetrics",
 ]

@@ -51,6 +51,14 @@ class StreamRef:
 # task, and a frozen dataclass sets each field through object.__setattr__.
 
 
+class Fairness(NamedTuple):
+    """A task's share of its tier when the tier is fair (``fair_share``): its key's queue
+    is served round-robin with the others', ``weight`` times as often as a key of weight 1."""
+
+    key: str
+    weight: float = 1.0
+
+
 class RawEntry(NamedTuple):
     """An entry as read; ``fields`` is None when its body was deleted (payload lost)."""
 
@@ -125,6 +133,11 @@ class Begun(NamedTuple):
     # The task has step records (worker/steps.py): an earlier delivery recorded some. A
     # delivery of a task without any need not read them.
     stepped: bool = False
+    # A task begun before (a redelivery, a retry, a resume): when it first began (ms), and
+    # what its earlier deliveries spent on model calls outside recorded steps. 0 otherwise.
+    first_ms: int = 0
+    spent_tokens: int = 0
+    spent_cost_usd: float = 0.0
 
 
 class CommitItem(NamedTuple):
@@ -165,6 +178,10 @@ class Reschedule:
     # False: this delivery is given back (the task hash's count goes down by one), so a
     # task that only waits (an open circuit) never nears max_deliveries.
     counted: bool = True
+    # What this delivery spent on model calls outside recorded steps (a recorded step's
+    # usage is in its record): the next delivery's Result counts it.
+    spent_tokens: int = 0
+    spent_cost_usd: float = 0.0
 
 
 class StepRecord(NamedTuple):
@@ -182,6 +199,9 @@ class Promoted(NamedTuple):
     dead_lettered: int  # members that were not delayed tasks (decode_error)
     # task ids whose wait for a reply is due (left in the set: ``wake`` takes each out)
     waits: tuple[str, ...] = ()
+    # (task id, error) of the dead-lettered members whose task could still be read: each
+    # stays 'retrying' until ``end_damaged`` ends it
+    damaged: tuple[tuple[str, str], ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -298,6 +318,8 @@ class StreamStats:
     lag: int | None = None
     dead_letters: int = 0
     delayed: int = 0
+    # A fair tier's tasks still in its fair queue (not in the stream's length yet).
+    fair: int = 0
 
 
 class ReplyListener(Protocol):
@@ -340,16 +362,30 @@ class TaskQueue(Protocol):
         locations: Sequence[tuple[str, str]] = (),
         location_ttl_s: int = 0,
         due_ms: Sequence[int] = (),
+        fair: Sequence[Fairness | None] = (),
     ) -> list[Admitted]:
         """``due_ms``: none, or one per item: 0 enqueues it now; a later time (ms since the
         epoch) holds it in its shard's delayed set, state ``scheduled``, until the delayed
         pump moves it to its tier (its entry id is '' until then). A bus built to wait for
-        replicas raises ``NotReplicated`` when fewer confirm the batch in time."""
+        replicas raises ``NotReplicated`` when fewer confirm the batch in time.
+
+        ``fair``: none, or one per item: None enqueues it in order; a ``Fairness`` puts it
+        in its tier stream's fair queue (state ``queued``, entry id '') unless the stream
+        has nothing unread and the fair queue is empty (then straight in, so a reader
+        blocked on the stream wakes). ``read_fair`` moves it to the stream in its turn."""
         ...
 
     async def read(
         self, stream: StreamRef, group: str, consumer: str, count: int, block_ms: int | None
     ) -> list[RawEntry]: ...
+
+    async def read_fair(
+        self, stream: StreamRef, group: str, consumer: str, count: int, block_ms: int | None
+    ) -> list[RawEntry]:
+        """As ``read``, first moving up to ``count`` tasks of the stream's fair queue into
+        the stream, lowest virtual finish time first (weighted fair queueing over fairness
+        keys), in the same step on the server."""
+        ...
 
     async def read_own_pending(
         self, stream: StreamRef, group: str, consumer: str, count: int, after: str
@@ -397,6 +433,11 @@ class TaskQueue(Protocol):
 
     async def deliveries(self, stream: StreamRef, task_ids: Sequence[str]) -> list[int]: ...
 
+    async def cancelled(self, stream: StreamRef, task_ids: Sequence[str]) -> list[str]:
+        """Which of these tasks were cancelled (``cancel``): the heartbeat's check of the
+        running ones, for a cancel whose message on the cancel channel was lost."""
+        ...
+
     async def hand_back(
         self,
         stream: StreamRef,
@@ -419,6 +460,14 @@ class TaskQueue(Protocol):
     async def promote_due(
         self, keys: ShardKeys, tiers: Sequence[str], limit: int = 500
     ) -> Promoted: ...
+
+    async def end_damaged(
+        self, keys: ShardKeys, task_id: str, result_json: bytes, events_json: bytes
+    ) -> Cancelled | TaskState:
+        """End dead, with ``result_json``, a task whose delayed-set member was damaged
+        (``Promoted.damaged``), while it is still retrying or scheduled: ok, missing, or the
+        state that left it alone. Its submitter is answered."""
+        ...
 
 
 class Records(Protocol):
@@ -463,6 +512,19 @@ class HumanWaits(Protocol):
     ) -> list[Waiting]:
         """The shard's oldest ``limit`` open questions, oldest first; with ``tenant``, that
         tenant's alone (read from its own index: others' questions cost it nothing)."""
+        ...
+
+    async def waiting_ids(
+        self, keys: ShardKeys, limit: int, tenant: str | None = None
+    ) -> list[tuple[str, float]]:
+        """``waiting``'s (task id, asked at ms) pairs alone, without reading the questions:
+        a listing over several shards keeps the oldest of them all, then reads only those
+        (``waiting_of``)."""
+        ...
+
+    async def waiting_of(self, keys: ShardKeys, ids: Sequence[tuple[str, float]]) -> list[Waiting]:
+        """The open questions of these (task id, asked at) pairs of the shard, in their
+        order; a task that stopped waiting meanwhile is left out."""
         ...
 
     async def asked(self, keys: ShardKeys, task_id: str) -> dict[str, str]:
@@ -540,9 +602,12 @@ class Admin(Protocol):
         events_json: bytes,
         *,
         running: bool = False,
+        notify: str = "",
     ) -> Cancelled | TaskState:
         """Answer a queued, scheduled, retrying or waiting task (``running``: a running one
-        too) with ``result_json``: ok, missing, or the state that prevented it."""
+        too) with ``result_json``: ok, missing, or the state that prevented it. A running
+        task's id is published on ``notify`` (its agent's cancel channel), so its worker
+        stops it; its commit then finds it done and acks its entry as a duplicate."""
         ...
 
     async def move_unstarted(

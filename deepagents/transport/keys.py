@@ -40,6 +40,15 @@ class ShardKeys:
     def stream(self, tier: str) -> str:
         return f"{self.lane}:{tier}"
 
+    def fair(self, tier: str) -> str:
+        # A fair tier's queue ahead of its stream (score = virtual finish time): tasks wait
+        # here until a reader moves them in, key by key in weighted turn.
+        return f"{self.lane}:{tier}:fair"
+
+    def fair_clock(self, tier: str) -> str:
+        # The fair queue's virtual clock ('@') and each key's last finish time ('k:<key>').
+        return f"{self.lane}:{tier}:fairv"
+
     @property
     def delayed(self) -> str:
         # Per version: a retry goes back to the streams of the version that scheduled it.
@@ -148,6 +157,11 @@ class Keys:
     def reply_channel(self, listener_id: str) -> str:
         return f"{self.prefix}:reply:{listener_id}"
 
+    def cancel_channel(self, name: str) -> str:
+        # Pub/sub: the ids of an agent's running tasks just cancelled (cancel.lua), heard
+        # by its workers.
+        return f"{self.prefix}:cancel:{name}"
+
     def agent_versions(self, name: str) -> str:
         # instance -> the version it runs, beside the instances' heartbeats.
         return f"{self.prefix}:agent:{name}:versions"
@@ -174,6 +188,29 @@ class Keys:
     def schedule_cursor(self, name: str) -> str:
         # The newest slot (ms) of a schedule that was fired or passed over.
         return f"{self.prefix}:schedule:{name}:slot"
+
+    def schedule_paused(self, name: str) -> str:
+        # Present while a schedule is paused (``deepagents schedules pause``): every leader
+        # reads it, so a pause outlives a change of leader.
+        return f"{self.prefix}:schedule:{name}:paused"
+
+    def schedule_buffered(self, name: str) -> str:
+        # overlap buffer_one: the one slot held until the task before it ends.
+        return f"{self.prefix}:schedule:{name}:buffered"
+
+    def webhook(self, endpoint: str) -> str:
+        # One endpoint's deliveries to make (a stream, in event order); its own key, so a
+        # dead endpoint's backlog holds up no other endpoint.
+        return f"{self.prefix}:wh:{endpoint}"
+
+    def webhook_lease(self, endpoint: str) -> str:
+        # The one dispatcher delivering to the endpoint at a time (in order, one retry clock).
+        return f"{self.prefix}:wh:{endpoint}:lease"
+
+    @property
+    def webhook_status(self) -> str:
+        # endpoint -> its delivery status (JSON): last success, failing since, last error.
+        return f"{self.prefix}:wh:status"
 
     @property
     def agents_index(self) -> str:

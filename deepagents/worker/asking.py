@@ -33,6 +33,13 @@ from pydantic import BaseModel, ValidationError
 
 from deepagents.contract.answer_schema import UnsafePattern, check_patterns
 from deepagents.contract.events import audit_event, encode_events
+from deepagents.contract.inbox import (
+    InboxAction,
+    InboxAnswer,
+    actions_of,
+    answer_of,
+    envelope_schema,
+)
 from deepagents.contract.task import Task, utcnow
 from deepagents.errors import (
     ConfigError,
@@ -100,21 +107,29 @@ class Asking:
         timeout_s: float,
         on_timeout: str = "fail",
         default: M | None = None,
-    ) -> M:
+        actions: Sequence[InboxAction | str] | None = None,
+        proposal: M | None = None,
+    ) -> Any:
+        """The answer (an ``M``), or with ``actions`` an ``InboxAnswer[M]``."""
         _check(question, timeout_s, on_timeout, default)
+        inbox = None if actions is None else _inbox(schema, actions_of(actions), proposal)
         self.asked += 1
         name = str(self.asked)
         record = await self.bus.ask_record(self.keys, self.task.task_id, name)
         if record.answer_json is not None:
+            if inbox is not None:
+                return _inbox_answer(schema, record.answer_json, name, proposal)
             return _validated(schema, record.answer_json, name)
         if record.timeouts == 0:
-            raise self._park(name, question, schema, timeout_s, on_timeout, default)
+            raise self._park(name, question, schema, timeout_s, on_timeout, default, inbox=inbox)
         if on_timeout == "default":
             assert default is not None  # _check
-            return default
+            return default if inbox is None else InboxAnswer(InboxAction.IGNORE, default)
         if on_timeout == "escalate" and record.timeouts == 1:
             await self._escalate(name, question, schema)
-            raise self._park(name, question, schema, timeout_s, on_timeout, default, True)
+            raise self._park(
+                name, question, schema, timeout_s, on_timeout, default, True, inbox=inbox
+            )
         after = "after escalation " if on_timeout == "escalate" else ""
         raise ReplyTimeout(f"question {name} got no reply {after}within {timeout_s:g} s")
 
@@ -127,6 +142,8 @@ class Asking:
         on_timeout: str,
         default: BaseModel | None,
         escalated: bool = False,
+        *,
+        inbox: dict[str, Any] | None = None,
     ) -> Parked:
         due = now_ms() + math.ceil(timeout_s * 1000)
         if self.task.deadline is not None:  # the task's own deadline ends the wait too
@@ -142,7 +159,7 @@ class Asking:
         self.request = AskRequest(
             name,
             question,
-            orjson.dumps(_answer_schema(schema)),
+            orjson.dumps(inbox or _answer_schema(schema)),
             on_timeout,
             b"" if default is None else default.model_dump_json().encode(),
             due,
@@ -265,10 +282,18 @@ async def ask(
     timeout_s: float,
     on_timeout: str = "fail",
     default: M | None = None,
-) -> M:
+    actions: Sequence[InboxAction | str] | None = None,
+    proposal: M | None = None,
+) -> Any:
     """Ask a person ``question`` from the running task (what ``ctx.ask`` does)."""
     return await current_asking().ask(
-        question, schema=schema, timeout_s=timeout_s, on_timeout=on_timeout, default=default
+        question,
+        schema=schema,
+        timeout_s=timeout_s,
+        on_timeout=on_timeout,
+        default=default,
+        actions=actions,
+        proposal=proposal,
     )
 
 
@@ -292,6 +317,27 @@ def _answer_schema(model: type[BaseModel]) -> dict[str, Any]:
     except UnsafePattern as exc:
         raise ConfigError(f"ask(schema={model.__name__}): {exc}") from None
     return schema
+
+
+def _inbox(
+    schema: type[BaseModel], actions: tuple[InboxAction, ...], proposal: BaseModel | None
+) -> dict[str, Any]:
+    """The envelope answer schema of a question with actions (contract/inbox.py)."""
+    if proposal is None and (InboxAction.ACCEPT in actions or InboxAction.EDIT in actions):
+        raise ConfigError("ask(actions=[accept or edit]) needs the proposal to accept or edit")
+    if proposal is not None and not isinstance(proposal, schema):
+        raise ConfigError(f"ask(proposal=...) must be a {schema.__name__}")
+    shown = None if proposal is None else proposal.model_dump(mode="json")
+    return envelope_schema(_answer_schema(schema), actions, shown)
+
+
+def _inbox_answer(
+    schema: type[M], answer_json: bytes, name: str, proposal: M | None
+) -> InboxAnswer[M]:
+    try:
+        return answer_of(orjson.loads(answer_json), schema, proposal)
+    except (ValueError, ValidationError) as exc:  # checked against the envelope at reply
+        raise InvalidInput(f"the reply to question {name} does not fit: {exc}") from exc
 
 
 def _validated(schema: type[M], answer_json: bytes, name: str) -> M:

@@ -172,6 +172,9 @@ class Begin:
                     context=context,
                     queue_ms=wait,
                     stepped=status.stepped,
+                    first_ms=status.first_ms,
+                    spent_tokens=status.spent_tokens,
+                    spent_cost_usd=status.spent_cost_usd,
                 )
             )
         if refused:

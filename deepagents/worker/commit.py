@@ -17,6 +17,7 @@ from deepagents.contract.events import audit_event, encode_events
 from deepagents.contract.result import ErrorCode, ErrorInfo, Result, ResultStatus
 from deepagents.contract.task import utcnow
 from deepagents.errors import TransportError
+from deepagents.modelcall.usage import current_usage
 from deepagents.telemetry.metrics import Metrics, TierMetrics
 from deepagents.transport.base import (
     ChildWait,
@@ -209,6 +210,8 @@ class Outcomes:
             if self.outbox
             else []
         )
+        usage = current_usage()  # this delivery's, when it ran: the next one counts it
+        tokens, cost = usage.unrecorded() if usage is not None else (0, 0.0)
         item = Reschedule(
             entry_id=flight.entry_id,
             task_id=env.task.task_id,
@@ -219,6 +222,8 @@ class Outcomes:
             reply=env.reply,
             events_json=encode_events(events),
             counted=counted,
+            spent_tokens=tokens,
+            spent_cost_usd=cost,
         )
         flight.move(RESOLVING)
         status = await self.bus.reschedule(flight.stream, self.group, self.consumer, item)

@@ -135,6 +135,17 @@ class DeliveryHandler:
     async def payload_lost(self, ref: StreamRef, entry_ids: list[str]) -> None:
         await self.outcomes.payload_lost(ref, entry_ids)
 
+    def cancelled(self, task_id: str) -> None:
+        """Its task was cancelled while running here (the cancel script answered it): stop
+        its run; its entry is then acked as a duplicate. Nothing when it does not run here."""
+        for flight in list(self.settler.inflight.values()):
+            if flight.envelope.task.task_id == task_id and self.run.cancel(flight):
+                log.info(
+                    "task %s cancelled while running; its run here stops",
+                    task_id,
+                    extra={"action": "run_cancelled", "task_id": task_id},
+                )
+
     def lost(self, ref: StreamRef, entry_id: str) -> None:
         """The heartbeat found another owner of this entry."""
         flight = self.settler.inflight.get((ref.name, entry_id))

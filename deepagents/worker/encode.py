@@ -38,6 +38,8 @@ class Encoder:
         own = result.metrics
         # Truncated to the µs: round(x, 3) formats the float, a cost per task.
         latency_ms = int((time.monotonic() - started) * 1_000_000) / 1000
+        if flight.first_ms:  # begun before: from its first start, across its deliveries
+            latency_ms, queue_ms = _since_first(flight, queue_ms, now)
         if own is NO_METRICS:  # most results: the agent set none, nothing to merge
             metrics = {
                 "latency_ms": latency_ms,
@@ -147,3 +149,16 @@ class Encoder:
             context,
             flight.deliveries,
         )
+
+
+def _since_first(flight: InFlight, queue_ms: int, now: datetime) -> tuple[float, int]:
+    """A task begun before: its latency runs from its first start (wall clock: that start
+    was on another worker, perhaps), and its queue time is the wait before that start when
+    this delivery's entry is the one it first began from (a redelivery; a retry's entry was
+    enqueued after it, so its own wait stands)."""
+    first = flight.first_ms
+    latency_ms = float(max(0, int(now.timestamp() * 1000) - first))
+    enqueued = int(flight.started_at.timestamp() * 1000) - queue_ms
+    if enqueued <= first:
+        queue_ms = first - enqueued
+    return latency_ms, queue_ms

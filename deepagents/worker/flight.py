@@ -72,6 +72,15 @@ class InFlight:
     settled: asyncio.Event | None = None
     # An earlier delivery recorded steps (the begin script says so): read them first.
     stepped: bool = False
+    # Its task was cancelled while it ran (the cancel script answered it already): its run
+    # stops, and its entry is acked as a duplicate rather than left for a reclaim.
+    cancelled: bool = False
+    # A task begun before (the begin script says so): when it first began (ms), its Result's
+    # latency runs from there; and what its earlier deliveries spent on model calls outside
+    # recorded steps, which its Result counts.
+    first_ms: int = 0
+    spent_tokens: int = 0
+    spent_cost_usd: float = 0.0
 
     def move(self, to: FlightState) -> None:
         if not _MASKS[self.state] >> to & 1:

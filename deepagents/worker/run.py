@@ -113,6 +113,17 @@ class Run:
             return True
         return False
 
+    def cancel(self, flight: InFlight) -> bool:
+        """Its task was cancelled (the cancel script answered it already): stop its run, or
+        make its batch's task end it at once. True when this is news. One whose outcome is
+        in the air is left to it: its script finds the task done (a duplicate)."""
+        if flight.cancelled or flight.state not in (BEGUN, RUNNING):
+            return False
+        flight.cancelled = True
+        if flight.state is RUNNING and flight.task is not None:
+            flight.task.cancel()
+        return True
+
     def abandon(self, flight: InFlight) -> None:
         """Shutdown, after the grace period: cancel it, or make its batch's task skip it."""
         if flight.state is BEGUN:
@@ -127,14 +138,25 @@ class Run:
         try:
             await self._contract(flight)
         except asyncio.CancelledError:
-            pass  # lost ownership or shutdown: the entry is someone else's, or handed back
+            # lost ownership or shutdown: the entry is someone else's, or handed back
+            if flight.cancelled and flight.state is RUNNING:
+                self._end_cancelled(flight)
         except Exception:  # the entry stays pending and is reclaimed; never crash the worker
             log.exception("delivery failed", extra={"action": "delivery_crashed"})
         finally:
             if flight.state not in _GROUP_COMMITTED:
                 self.settler.settle(flight)
 
+    def _end_cancelled(self, flight: InFlight) -> None:
+        """Its task was cancelled while it ran: the cancel script answered it, so this
+        commit finds it done and acks its entry as a duplicate (its result is not written)."""
+        result = Result.failed(ErrorCode.CANCELLED, "cancelled while running")
+        self.outcomes.commit(flight, result, time.monotonic(), flight.queue_ms, "failed", [])
+
     async def _contract(self, flight: InFlight) -> None:
+        if flight.cancelled:  # cancelled before its turn in its batch came
+            self._end_cancelled(flight)
+            return
         if flight.deliveries > self.agent_settings.max_deliveries:
             await self._exhausted(flight)  # crashes or failures: dead-letter it
             return
@@ -175,7 +197,13 @@ class Run:
                 counted = decision.action == "retry"
                 kind = "retried" if counted else "waited"
                 await self.outcomes.reschedule(
-                    flight, ref.tier, decision.delay_ms, kind, decision.reason, counted=counted
+                    flight,
+                    ref.tier,
+                    decision.delay_ms,
+                    kind,
+                    decision.reason,
+                    self._unsent(flight),  # its model calls' events: its spend is counted
+                    counted=counted,
                 )
                 return
             if decision.action == "dead_letter":
@@ -183,7 +211,7 @@ class Run:
                     flight, decision.code, decision.reason, started, queue_ms
                 )
                 return
-            result = Result.failed(decision.code, decision.reason)
+            result = _with_spend(Result.failed(decision.code, decision.reason))
         if asking.request is not None or delegating.request is not None:
             await self._park(flight, asking, delegating, events)  # it caught the Parked
             return
@@ -254,6 +282,8 @@ class Run:
         ``degraded``: the agent's degraded_execute runs instead of execute (degrade)."""
         task = flight.envelope.task
         usage = start_usage()  # in this delivery's own task context: nothing to reset
+        if flight.spent_tokens or flight.spent_cost_usd:  # its earlier deliveries' spend
+            usage.carry(flight.spent_tokens, flight.spent_cost_usd, False)
         tools = start_tool_ledger()  # its tool calls' audit events, likewise
         current_attempt.set(flight.envelope.attempt)
         execute = "degraded_execute" if degraded else "execute"
@@ -300,3 +330,10 @@ def _time_left_ms(flight: InFlight) -> float | None:
     if deadline is None:
         return None
     return (deadline - utcnow()).total_seconds() * 1000
+
+
+def _with_spend(result: Result) -> Result:
+    """A failure still reports what the run spent (its model calls, its children's): a
+    parent that reads it counts it, as it counts a success's."""
+    usage = current_usage()  # the ledger ``_run_metered`` started in this task context
+    return usage.apply(result) if usage is not None and usage.counted else result

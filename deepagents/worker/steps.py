@@ -21,7 +21,7 @@ from collections.abc import Awaitable, Callable, Sequence
 from concurrent.futures import Executor
 from contextvars import ContextVar
 from datetime import UTC, datetime
-from typing import Any, TypeVar
+from typing import Any, TypeVar, overload
 
 import orjson
 from opentelemetry.trace import Tracer
@@ -33,6 +33,7 @@ from deepagents.config.schema import AgentSettings
 from deepagents.contract.agent import AgentContract
 from deepagents.contract.context import Delegation, M, OnTimeout, PhaseScope, TaskContext
 from deepagents.contract.events import encode_events
+from deepagents.contract.inbox import InboxAction, InboxAnswer
 from deepagents.contract.result import Result
 from deepagents.errors import StepError
 from deepagents.modelcall.usage import UsageLedger, current_usage, usage_scope
@@ -236,6 +237,8 @@ class DeliverySteps(TaskContext):
                     parent.add_ledger(usage)
         body = encode_json(f"step {step_id!r}'s result", value)
         await self._record_step(step_id, body, started, usage)
+        if parent is not None and usage.attempts:  # a later delivery replays it
+            parent.recorded(usage)
         records[STEP + step_id] = body
         return orjson.loads(body)  # as a later delivery will see it: the JSON, decoded
 
@@ -324,6 +327,7 @@ class DeliverySteps(TaskContext):
         if book.metrics is not None:
             book.metrics.checkpoint_bytes.labels(book.agent.name).observe(len(body))
 
+    @overload
     async def ask(
         self,
         question: str,
@@ -332,11 +336,43 @@ class DeliverySteps(TaskContext):
         timeout_s: float,
         on_timeout: OnTimeout = "fail",
         default: M | None = None,
-    ) -> M:
+    ) -> M: ...
+
+    @overload
+    async def ask(
+        self,
+        question: str,
+        *,
+        schema: type[M],
+        timeout_s: float,
+        on_timeout: OnTimeout = "fail",
+        default: M | None = None,
+        actions: Sequence[InboxAction | str],
+        proposal: M | None = None,
+    ) -> InboxAnswer[M]: ...
+
+    async def ask(
+        self,
+        question: str,
+        *,
+        schema: type[M],
+        timeout_s: float,
+        on_timeout: OnTimeout = "fail",
+        default: M | None = None,
+        actions: Sequence[InboxAction | str] | None = None,
+        proposal: M | None = None,
+    ) -> M | InboxAnswer[M]:
         # The delivery's questions (worker/asking.py): parks the task until a reply.
-        return await current_asking().ask(
-            question, schema=schema, timeout_s=timeout_s, on_timeout=on_timeout, default=default
+        answer: M | InboxAnswer[M] = await current_asking().ask(
+            question,
+            schema=schema,
+            timeout_s=timeout_s,
+            on_timeout=on_timeout,
+            default=default,
+            actions=actions,
+            proposal=proposal,
         )
+        return answer
 
     async def delegate_many(
         self, calls: Sequence[Delegation], *, limit: int | None = None

@@ -26,6 +26,10 @@ from deepagents.config.placement import Placement, check_placement
 from deepagents.config.schema import AgentSettings, FileConfig
 from deepagents.config.settings import Settings
 from deepagents.contract.agent import AgentContract
+from deepagents.contract.codec import encode_result
+from deepagents.contract.events import audit_event, encode_events
+from deepagents.contract.result import ErrorCode, Result
+from deepagents.contract.task import utcnow
 from deepagents.errors import GroupVanished, TransportError
 from deepagents.modelcall.bootstrap import model_calls_scope, simulator_models
 from deepagents.modelcall.credentials import missing_credential
@@ -280,6 +284,7 @@ class Worker:
         ]
         side += [
             asyncio.create_task(self._heartbeat(), name="heartbeat"),
+            asyncio.create_task(self._hear_cancels(handler), name="cancels"),
             asyncio.create_task(self._liveness(registry).run(self._stopped), name="liveness"),
             asyncio.create_task(self._delayed_pump(), name="delayed-pump"),
             asyncio.create_task(self._health_loop(handler.runner, registry), name="health"),
@@ -343,6 +348,8 @@ class Worker:
         higher = [
             self.pools[t] for t in self.config.tier_names[: self.config.tier_names.index(ref.tier)]
         ]
+        # A fair tier's new entries come through its fair queue, moved in as they are read.
+        read = self.bus.read_fair if self.config.tiers[ref.tier].fair_share else self.bus.read
         while not self._stopping:
             for urgent in higher:  # tiers are read in priority order: let urgent work run first
                 await urgent.wait_idle(YIELD_TO_HIGHER_S)
@@ -368,7 +375,7 @@ class Worker:
                     entries = self._not_in_flight(ref, claimed.entries)
                     self.stats.reclaimed += len(entries)
                 else:
-                    entries = await self.bus.read(
+                    entries = await read(
                         ref, self.name, self.consumer, n, self.agent_settings.block_ms
                     )
                     fresh = True
@@ -484,15 +491,43 @@ class Worker:
         while not self._stopping:
             await asyncio.sleep(self._beat_s)
             self._turned_at = time.monotonic()
-            by_stream: dict[StreamRef, list[str]] = defaultdict(list)
+            by_stream: dict[StreamRef, list[InFlight]] = defaultdict(list)
             for flight in list(self.inflight.values()):
-                by_stream[flight.stream].append(flight.entry_id)
+                by_stream[flight.stream].append(flight)
             try:
-                for ref, ids in by_stream.items():
+                for ref, flights in by_stream.items():
+                    ids = [f.entry_id for f in flights]
                     for entry_id in await self.bus.touch(ref, self.name, self.consumer, ids):
                         self._lost(ref, entry_id)
+                    await self._cancelled_meanwhile(ref, flights)
             except TransportError as exc:
                 log.warning("heartbeat failed: %s", exc, extra={"action": "heartbeat_failed"})
+
+    async def _cancelled_meanwhile(self, ref: StreamRef, flights: list[InFlight]) -> None:
+        """The running tasks cancelled without this worker hearing of it (the cancel
+        channel's message was lost while its connection was down) stop now."""
+        running = [f.envelope.task.task_id for f in flights if not f.cancelled]
+        if running and self._handler is not None:
+            for task_id in await self.bus.cancelled(ref, running):
+                self._handler.cancelled(task_id)
+
+    async def _hear_cancels(self, handler: DeliveryHandler) -> None:
+        """The agent's cancel channel: a running task cancelled (``cancel.lua`` publishes
+        its id) stops here at once if it runs here. Pub/sub loses what is published while
+        the connection is down; the heartbeat (``_heartbeat``) finds those too."""
+
+        def heard(data: bytes) -> None:
+            handler.cancelled(data.decode(errors="replace"))
+
+        listener = self.bus.reply_listener(self.keys.cancel_channel(self.name), heard)
+        try:
+            try:
+                await listener.open()
+            except TransportError as exc:  # run() subscribes again, with backoff
+                log.warning("cancel channel: %s", exc, extra={"action": "cancels_failed"})
+            await listener.run()
+        finally:
+            await listener.aclose()
 
     async def _health_loop(self, runner: AgentRunner, registry: Registry) -> None:
         while not self._stopping:
@@ -552,6 +587,8 @@ class Worker:
             promoted = await self.bus.promote_due(keys, tiers)
             if promoted.dead_lettered:
                 self._poisoned(keys.delayed, promoted.dead_lettered)
+            for task_id, error in promoted.damaged:
+                await self._end_damaged(keys, task_id, error)
             if promoted.waits:  # questions whose wait ran out, parents whose sweep is due
                 await wake_due(
                     self.bus,
@@ -577,6 +614,32 @@ class Worker:
                     exc,
                     extra={"action": "promote_refused"},
                 )
+
+    async def _end_damaged(self, keys: ShardKeys, task_id: str, error: str) -> None:
+        """A task whose retry's member was damaged (dead-lettered by the promote script) ends
+        dead with the reason, rather than staying 'retrying' with its submitter waiting."""
+        reason = f"{ErrorCode.DECODE_ERROR}: its retry in the delayed set was damaged ({error})"
+        result = Result.failed(
+            ErrorCode.DEAD_LETTERED, reason, task_id=task_id, agent=self.name, finished_at=utcnow()
+        )
+        events = b""
+        if self.settings.outbox:
+            event = audit_event(
+                "dead_lettered",
+                task_id,
+                agent=self.name,
+                reason=ErrorCode.DECODE_ERROR,
+                error=error,
+            )
+            events = encode_events([event])
+        status = await self.bus.end_damaged(keys, task_id, encode_result(result), events)
+        if status == "ok":
+            log.warning(
+                "task %s ended dead: %s",
+                task_id,
+                reason,
+                extra={"action": "dead_lettered", "task_id": task_id, "reason": "decode_error"},
+            )
 
     def _poisoned(self, delayed: str, n: int) -> None:
         """The promote script moved ``n`` members that were not delayed tasks to the

@@ -1,15 +1,18 @@
 """Enqueue tasks for a peer with its normal API, one call per task, run in the peers' venv:
 
-    enqueue.py taskiq|dramatiq|faststream|bare N [RATE]
+    enqueue.py taskiq|dramatiq|faststream|bare|arq|celery N [RATE|wallclock]
 
 Without RATE: as fast as one producer goes, then prints ``{"enqueue_per_s": ...}``. With
 RATE: paced at RATE tasks/s, each stamped with the wall clock just before its call
-(``stamp.py``)."""
+(``stamp.py``). ``wallclock``: unpaced, each stamped 1 ns after the epoch, so the handler
+records its own wall clock (µs): when the task started, for a start-up measurement."""
 
 import asyncio
 import json
 import sys
 import time
+
+STAMP = 0  # what an unpaced task carries; 1 with ``wallclock``
 
 
 def paced(n: int, rate: float):  # type: ignore[no-untyped-def]
@@ -22,7 +25,7 @@ def paced(n: int, rate: float):  # type: ignore[no-untyped-def]
                 time.sleep(delay)
             yield i, time.time_ns()
         else:
-            yield i, 0
+            yield i, STAMP
 
 
 async def apaced(n: int, rate: float):  # type: ignore[no-untyped-def]
@@ -34,7 +37,7 @@ async def apaced(n: int, rate: float):  # type: ignore[no-untyped-def]
                 await asyncio.sleep(delay)
             yield i, time.time_ns()
         else:
-            yield i, 0
+            yield i, STAMP
 
 
 async def taskiq(n: int, rate: float) -> None:
@@ -61,6 +64,23 @@ async def faststream(n: int, rate: float) -> None:
             await broker.publish({"i": i, "t": t}, stream="faststream")
 
 
+async def arq(n: int, rate: float) -> None:
+    from arq import create_pool
+    from arq_noop import WorkerSettings
+
+    pool = await create_pool(WorkerSettings.redis_settings)
+    async for i, t in apaced(n, rate):
+        await pool.enqueue_job("noop", i, t)
+    await pool.aclose()
+
+
+def celery(n: int, rate: float) -> None:
+    from celery_noop import noop
+
+    for i, t in paced(n, rate):
+        noop.delay(i, t)
+
+
 async def bare(n: int, rate: float) -> None:
     import os
 
@@ -74,10 +94,14 @@ async def bare(n: int, rate: float) -> None:
 
 if __name__ == "__main__":
     peer, count = sys.argv[1], int(sys.argv[2])
-    rate = float(sys.argv[3]) if len(sys.argv) > 3 else 0.0
-    started = time.perf_counter()
-    if peer == "dramatiq":
-        dramatiq(count, rate)
+    if len(sys.argv) > 3 and sys.argv[3] == "wallclock":
+        STAMP, rate = 1, 0.0
     else:
-        asyncio.run({"taskiq": taskiq, "faststream": faststream, "bare": bare}[peer](count, rate))
+        rate = float(sys.argv[3]) if len(sys.argv) > 3 else 0.0
+    started = time.perf_counter()
+    if peer in ("dramatiq", "celery"):
+        {"dramatiq": dramatiq, "celery": celery}[peer](count, rate)
+    else:
+        runs = {"taskiq": taskiq, "faststream": faststream, "bare": bare, "arq": arq}
+        asyncio.run(runs[peer](count, rate))
     print(json.dumps({"enqueue_per_s": round(count / (time.perf_counter() - started))}))

@@ -49,7 +49,11 @@ def test_built_ins_by_name_with_their_settings() -> None:
             "greater than or equal to 2",
         ),
         (["{name: loop_detection, repeats: 30}"], "middleware[0].loop_detection", "<= window"),
-        (["{name: limits}"], "agents.shop.middleware[0].limits", "model_calls or tool_calls"),
+        (
+            ["{name: limits}"],
+            "agents.shop.middleware[0].limits",
+            "model_calls, tool_calls, cost_usd or tokens",
+        ),
         (["{name: guardrail, on_deny: shrug}"], "middleware[0].guardrail.on_deny", "tell_model"),
         (["{name: guardrail, policy: 'not a path'}"], "middleware[0].guardrail.policy", "match"),
         (["{name: pii_redaction, kinds: [shoe_size]}"], "pii_redaction.kinds[0]", "email"),

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Iterator
+from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -105,6 +106,21 @@ async def test_audit_show_lists_each_step_with_its_phase_duration_and_cost(
         assert e["latency_ms"] is not None and e["latency_ms"] >= 0, e
         metered = e["detail"]["step"] in MODEL_STEPS
         assert (e["cost_usd"] or 0) > 0 and e["tokens_used"] > 0 if metered else not e["cost_usd"]
+    # Each model call is in time order between the steps that made it: within a metered
+    # step's run (from its start, its end less its duration, to its end; parallel lanes'
+    # steps overlap), listed before that step's end, and each metered step holds a call.
+    calls = [e for e in events if e["type"] == "model_call"]
+    paid = [e for e in steps if e["detail"]["step"] in MODEL_STEPS]
+    slack = timedelta(milliseconds=5)  # the wall clock against the monotonic one
+
+    def within(call: dict[str, Any], step: dict[str, Any]) -> bool:
+        end = datetime.fromisoformat(step["ts"])
+        start = end - timedelta(milliseconds=step["latency_ms"]) - slack
+        at = datetime.fromisoformat(call["ts"])
+        return start <= at <= end and events.index(call) < events.index(step)
+
+    assert all(any(within(c, e) for e in paid) for c in calls), calls
+    assert all(any(within(c, e) for c in calls) for e in paid), paid
     (done,) = [e for e in events if e["type"] == "succeeded"]
     assert (
         sum(e["tokens_used"] or 0 for e in steps)

@@ -27,7 +27,7 @@ async def test_piped_demo_output_is_readable(
         DEEPAGENTS_AUDIT_SCHEMA=schema,
         PYTHONIOENCODING="utf-8",
     )
-    args = ("demo", "--tasks", "600", "--rate", "600")
+    args = ("demo", "--tasks", "600", "--rate", "600", "--graphs", "0")  # graphs: below
     done = await asyncio.to_thread(deepagents, *args, env=env, timeout=170)
     out = done.stdout
     assert done.returncode == 0, done.stderr[-3000:]
@@ -54,14 +54,16 @@ async def test_the_demo_pipelines_complete_through_their_approval(
 ) -> None:
     """Issue 19: the demo's research pipelines stop to ask for an approval, its automatic
     approver answers through ``Orchestrator.reply``, and each pipeline resumes and finishes;
-    the trail shows its question, the reply, the resume and its steps by phase."""
+    the trail shows its question, the reply, the resume and its steps by phase. Beside
+    them a LangGraph research graph (agents/research_graph.py) parks at its ``interrupt()``,
+    is approved by the same approver through the reply API, and publishes."""
     env = clean_env(
         DEEPAGENTS_REDIS_URL=redis_url,
         DEEPAGENTS_DATABASE_URL=pg_url,
         DEEPAGENTS_AUDIT_SCHEMA=schema,
         PYTHONIOENCODING="utf-8",
     )
-    args = ("demo", "--tasks", "40", "--rate", "200", "--pipelines", "2")
+    args = ("demo", "--tasks", "40", "--rate", "200", "--pipelines", "2", "--graphs", "1")
     done = await asyncio.to_thread(deepagents, *args, env=env, timeout=170)
     out = done.stdout
     assert done.returncode == 0, done.stderr[-3000:]
@@ -69,6 +71,9 @@ async def test_the_demo_pipelines_complete_through_their_approval(
     assert line.startswith("2 research pipelines"), line
     assert "2 questions answered by the demo's automatic approver" in line, line
     assert "2 approved and finished, 0 failed, 0 refused, 0 degraded" in line, line
+    (graph,) = [line for line in out.splitlines() if "LangGraph research graph" in line]
+    assert graph.startswith("1 LangGraph research graph (plan, search tool"), graph
+    assert "1 approved by the demo's automatic approver; 1 published, 0 failed" in graph, graph
     trail = out[out.index("audit trail of research pipeline") :]
     events = [cells for cells in table_rows(trail, "") if cells[0]]
     kinds = [cells[1] for cells in events]
@@ -85,3 +90,5 @@ async def test_the_demo_pipelines_complete_through_their_approval(
 def test_a_negative_pipeline_count_is_one_line() -> None:
     done = deepagents("demo", "--pipelines", "-1", env=clean_env())
     one_line_error(done, 2, "--pipelines must be 0 or more")
+    done = deepagents("demo", "--graphs", "-1", env=clean_env())
+    one_line_error(done, 2, "--graphs must be 0 or more")

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 from datetime import UTC, datetime, timedelta
+from typing import Any
 
 import orjson
 import pytest
@@ -58,4 +59,28 @@ async def test_a_bad_time_is_one_line_and_enqueues_nothing(
 ) -> None:
     done = await asyncio.to_thread(deepagents, "publish", "--intent", "echo", when, env=env)
     one_line_error(done, code, needle)
+    assert await _keys(client, prefix) == []
+
+
+async def test_a_task_published_with_a_fairness_key_and_weight_carries_them(
+    env: dict[str, str], client: Redis, prefix: str
+) -> None:
+    args = ("publish", "--intent", "echo", "--fairness-key", "nightly", "--fairness-weight", "3")
+    done = await asyncio.to_thread(deepagents, *args, env=env)
+    assert done.returncode == 0, done.stderr
+    line = orjson.loads(done.stdout)
+    stream = f"{prefix}:{{{line['agent']}:{line['shard']}}}:{line['tier']}"
+    entries: Any = await client.xrange(stream)
+    ((_, fields),) = entries
+    task = orjson.loads(fields[b"task"])
+    assert (task["fairness_key"], task["fairness_weight"]) == ("nightly", 3.0)
+
+
+@pytest.mark.parametrize("weight", ["0", "nan"])
+async def test_a_bad_fairness_weight_is_one_line_and_enqueues_nothing(
+    env: dict[str, str], client: Redis, prefix: str, weight: str
+) -> None:
+    args = ("publish", "--intent", "echo", f"--fairness-weight={weight}")
+    done = await asyncio.to_thread(deepagents, *args, env=env)
+    one_line_error(done, 2, "--fairness-weight must be a positive number")
     assert await _keys(client, prefix) == []

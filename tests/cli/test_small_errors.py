@@ -83,3 +83,34 @@ def test_a_model_call_logs_no_httpx_line(simulator: tuple[Procs, str], env: dict
     result = orjson.loads(done.stdout)
     assert result["status"] == "success" and not result["degraded"], result  # a model answered
     assert "HTTP Request" not in procs.output(worker)
+
+
+def test_a_wait_that_times_out_names_the_agent_no_worker_serves(env: dict[str, str]) -> None:
+    done = deepagents("publish", "--intent", "echo", "--payload", "{}", "--wait", "1", env=env)
+    lines = done.stderr.splitlines()
+    assert done.returncode == 1, done.stderr
+    said = "no live worker serves agent 'echo': its tasks wait until one starts"
+    assert f"deepagents: publish: {said}" in lines, done.stderr
+    assert lines[-1].startswith("deepagents: error: task ") and "no result after 1" in lines[-1]
+
+
+def test_a_worker_for_an_agent_the_config_does_not_name_says_so_once(
+    env: dict[str, str],
+) -> None:
+    procs = Procs(env)
+    try:
+        worker = procs.worker("tests.agents:LabAgent", "--processes", "2")
+        eventually_sync(
+            lambda: procs.log(worker).count('"worker started"') == 2,
+            timeout=60,
+            what="two forked workers started",
+        )
+        warnings = [
+            orjson.loads(line)
+            for line in procs.log(worker).splitlines()
+            if '"agent_not_configured"' in line
+        ]
+    finally:
+        procs.close()
+    assert [(w["level"], w["agent"]) for w in warnings] == [("warning", "lab")]
+    assert warnings[0]["msg"].startswith("agent 'lab' (tests.agents.LabAgent) has no entry")

@@ -69,9 +69,12 @@ ANYWHERE = (
     "hvac",
     "rich",
     "opentelemetry.exporter",
+    "a2a",  # the a2a extra: the gateway with gateway.a2a.enabled, an A2A remote agent
 )
 # Neither the scheduler nor its dependencies.
 SCHEDULER = ("deepagents.orchestrator", "deepagents.worker", "deepagents.compose", "redis")
+# The model-call layer's client and the agent toolkit's tool loop.
+MODEL_CLIENT = ("httpx", "deepagents.modelcall.calls", "deepagents.agentkit.loop")
 # What a bare import or the top-level help has no use for at all.
 HEAVY = ("pydantic", "httpx", "aiohttp", "yaml", "opentelemetry", "prometheus_client")
 
@@ -90,6 +93,9 @@ def offenders(modules: set[str], forbidden: tuple[str, ...]) -> list[str]:
         ("from deepagents import InvalidInput, current_context", ANYWHERE + SCHEDULER),
         # httpx (which it needs) may bring rich: that is httpx's affair, not a scheduler's.
         ("import deepagents.http_client", (*SCHEDULER, "fastapi", "jsonschema", "hvac")),
+        # The model-call client (httpx) and the tool loop: loaded when the config declares a
+        # model or an agent calls them, not by every worker.
+        ("import deepagents.cli.worker", (*ANYWHERE, *MODEL_CLIENT)),
     ],
 )
 def test_the_package_loads_its_names_lazily(

@@ -17,12 +17,14 @@ from typing import Any
 import httpx
 import pytest
 
+from deepagents._internal.redis_server import free_port
 from deepagents.gateway.auth import hash_key
 from tests.gateway.conftest import Deployment, make_deployment
 from tests.gateway.procs import KEYS, Gateway, Proc, start_gateway, start_worker
 from tests.support.asking import CONFIG
 
 CHROMIUM = Path("/usr/bin/chromium")
+HOOK_SECRET_ENV = "DEEPAGENTS_TEST_CONSOLE_HOOK"
 ARGS = [
     "--headless",
     "--no-sandbox",
@@ -79,9 +81,15 @@ def _config() -> str:
     lab = '  lab: {class: "tests.agents:LabAgent", settings: {max_deliveries: 2}}\n'
     # A rollout on an agent no test submits to, for the Queues page to show.
     rollout = 'rollouts:\n  escalations: {stable: "1.0.0", canary: "1.1.0", weight: 0.2}\n'
+    # Tenant alpha's webhook, at a port nothing listens on: a dead endpoint.
+    hook = (
+        f"webhooks:\n  alpha-hook: {{url: 'http://127.0.0.1:{free_port()}/hook', "
+        f"secret_env: {HOOK_SECRET_ENV}, tenants: [alpha]}}\n"
+    )
     return (
         CONFIG.replace("agents:\n", "agents:\n" + lab, 1)
         + rollout
+        + hook
         + f"gateway:\n  api_keys:\n{keys}\n"
     )
 

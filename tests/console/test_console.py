@@ -7,6 +7,7 @@ the CSP header; no request leaves for another host. Screenshots go to docs/conso
 
 from __future__ import annotations
 
+import asyncio
 import threading
 from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -15,18 +16,25 @@ from typing import Any
 
 import httpx
 import pytest
+from redis.asyncio import Redis as AsyncRedis
 
 from deepagents._internal.redis_server import free_port
+from deepagents.config import load_config
 from deepagents.gateway.console_session import CSP
-from tests.console.conftest import SHOTS
+from deepagents.store.webhooks import Delivery, WebhookDispatcher, WebhookQueue
+from deepagents.transport.keys import Keys
+from tests.console.conftest import HOOK_SECRET_ENV, SHOTS
+from tests.gateway.conftest import Deployment
 from tests.gateway.procs import KEYS, Gateway, auth
 from tests.support.wait import eventually_sync
 
 TIMEOUT_MS = 60_000
 
 
-def _ask(api: httpx.Client, runs: Path, tenant: str = "alpha", item: str = "order 9") -> str:
-    body = {"intent": "approve", "payload": {"runs": str(runs), "item": item}}
+def _ask(
+    api: httpx.Client, runs: Path, tenant: str = "alpha", item: str = "order 9", **more: Any
+) -> str:
+    body = {"intent": "approve", "payload": {"runs": str(runs), "item": item, **more}}
     r = api.post("/v1/tasks", json=body, headers=auth(tenant))
     assert r.status_code == 202, r.text
     task_id = str(r.json()["task_id"])
@@ -182,6 +190,52 @@ def test_another_tenant_s_task_is_not_listed_and_its_page_is_404(
     assert _state(api, theirs, "beta") == "waiting"
 
 
+def test_a_dead_webhook_endpoint_shows_on_the_queues_page(
+    context: Any, gateway: Gateway, deployment: Deployment, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The real dispatcher (in a thread of this process) fails to reach alpha's endpoint;
+    the Queues page shows it failing with its backlog, to alpha and not to beta."""
+    monkeypatch.setenv(HOOK_SECRET_ENV, "whsec-console-test")
+    config = load_config(deployment.config)
+    keys = Keys(deployment.prefix)
+    done = threading.Event()
+
+    async def deliver() -> None:
+        client = AsyncRedis.from_url(deployment.redis_url)
+        try:
+            await WebhookQueue(client, keys).enqueue([Delivery("alpha-hook", "evt-1", b"{}")])
+            dispatcher = WebhookDispatcher(client, keys, config.webhooks, "console-test")
+            running = asyncio.create_task(dispatcher.run())
+            await asyncio.to_thread(done.wait)
+            dispatcher.stop()
+            await running
+        finally:
+            await client.aclose()
+
+    thread = threading.Thread(target=asyncio.run, args=(deliver(),))
+    thread.start()
+    try:
+        page = _sign_in(context, gateway)
+        row = page.locator("tr[data-webhook='alpha-hook']")
+
+        def failing() -> bool:
+            page.goto(gateway.url + "/ui/queues")
+            return "failing for" in row.inner_text()
+
+        eventually_sync(failing, timeout=60, interval=0.5, what="the endpoint shows failing")
+        cells = [c.inner_text() for c in row.locator("td").all()]
+        assert cells[0] == "alpha-hook" and cells[3] == "1" and cells[4] == "never", cells
+        assert cells[2]  # why: the connection's error
+        page.screenshot(path=str(SHOTS / "queues-webhooks.png"), full_page=True)
+        theirs = _sign_in(context.browser.new_context(), gateway, "beta")
+        theirs.goto(gateway.url + "/ui/queues")
+        assert theirs.locator("tr[data-webhook]").count() == 0
+        theirs.context.close()
+    finally:
+        done.set()
+        thread.join()
+
+
 def test_no_page_or_api_works_without_a_key(browser: Any, gateway: Gateway) -> None:
     ctx = browser.new_context()
     try:
@@ -283,3 +337,55 @@ def test_every_page_has_the_csp_and_nothing_is_fetched_from_another_host(
     assert requested, "the browser made no request"
     others = [u for u in requested if not u.startswith(gateway.url + "/")]
     assert others == [], others
+
+
+def test_agent_inbox_actions_accept_edit_respond_and_ignore(
+    context: Any, gateway: Gateway, api: httpx.Client, tmp_path: Path
+) -> None:
+    """A question that allows the four actions shows its proposal and one form per action;
+    each gives the agent what the person did; a bad edit shows the schema's error on its
+    field, an empty response is refused on the response."""
+    every = ["accept", "edit", "respond", "ignore"]
+    tasks = {a: _ask(api, tmp_path / "runs", item=f"refund {a}", actions=every) for a in every}
+    page = _sign_in(context, gateway)
+
+    def open_task(action: str) -> None:
+        page.goto(f"{gateway.url}/ui/tasks/{tasks[action]}")
+        assert '"note": "as drafted"' in page.locator("[data-proposal]").inner_text()
+
+    def finished(action: str) -> dict[str, Any]:
+        page.wait_for_url(f"{gateway.url}/ui/tasks/{tasks[action]}?done=replied")
+        view = api.get(f"/v1/tasks/{tasks[action]}?wait=30", headers=auth()).json()
+        return dict(view["result"]["output"])
+
+    open_task("accept")
+    assert page.locator("form[data-action]").count() == 4
+    page.screenshot(path=str(SHOTS / "question-actions.png"), full_page=True)
+    page.click("form[data-action='accept'] button")
+    accepted = {"approved": True, "note": "as drafted"}
+    assert finished("accept") == {"action": "accept", "value": accepted, "response": None}
+
+    open_task("edit")
+    edit = page.locator("form[data-action='edit']")
+    assert edit.locator("input[name='f.note']").input_value() == "as drafted"
+    edit.locator("input[name='f.note']").fill("x" * 300)
+    edit.locator("button").click()
+    assert "too long" in page.locator("[data-error='note']").inner_text()
+    edit = page.locator("form[data-action='edit']")
+    edit.locator("select[name='f.approved']").select_option("false")
+    edit.locator("input[name='f.note']").fill("half only")
+    edit.locator("button").click()
+    edited = {"approved": False, "note": "half only"}
+    assert finished("edit") == {"action": "edit", "value": edited, "response": None}
+
+    open_task("respond")
+    page.click("form[data-action='respond'] button")
+    assert "write a response" in page.locator("[data-error='response']").inner_text()
+    page.fill("#response", "call the customer first")
+    page.click("form[data-action='respond'] button")
+    said = "call the customer first"
+    assert finished("respond") == {"action": "respond", "value": None, "response": said}
+
+    open_task("ignore")
+    page.click("form[data-action='ignore'] button")
+    assert finished("ignore") == {"action": "ignore", "value": None, "response": None}

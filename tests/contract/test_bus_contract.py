@@ -4,18 +4,24 @@ process kill; the crash cases stay in tests/e2e."""
 
 from __future__ import annotations
 
+import asyncio
 import dataclasses
+from typing import TypeVar
 
 import orjson
+import pytest
 
+from deepagents.errors import GroupVanished
 from deepagents.orchestrator.replies import Replies
 from deepagents.store.tasks import Location
 from deepagents.transport.base import (
     RECLAIM_START,
+    Admitted,
     BeginItem,
     CommitItem,
     DeadLetter,
     Enqueue,
+    Fairness,
     Held,
     Moved,
     Park,
@@ -27,10 +33,12 @@ from deepagents.transport.base import (
     Waiting,
     now_ms,
 )
+from deepagents.transport.memory import MemoryBus
 from tests.contract.conftest import AGENT, Backend
 from tests.support.wait import eventually
 
 LOCATION = Location(AGENT, 0, "p2")
+T = TypeVar("T")
 
 
 def _task(task_id: str) -> bytes:
@@ -198,6 +206,138 @@ async def test_a_cancelled_task_is_answered_and_its_delivery_acked_as_a_duplicat
     await _take(backend, "c1")
     assert await _begin(backend, "c1", running, "t2", fresh=True) == "ok"
     assert await backend.bus.cancel(keys, "t2", b"{}", b"") == "running"
+
+
+async def test_a_running_task_ends_once_whichever_of_its_cancel_and_commit_runs_first(
+    backend: Backend,
+) -> None:
+    keys, channel = backend.ref().keys, backend.keys.cancel_channel(AGENT)
+    heard: list[bytes] = []
+    listener = backend.bus.reply_listener(channel, heard.append)
+    await listener.open()
+    reading = asyncio.create_task(listener.run())
+    try:
+        # The cancel first: the task is answered, its id published on the agent's cancel
+        # channel, and its worker's commit finds it done (a duplicate: its entry acked).
+        first = await _submit(backend, "t1")
+        await _take(backend, "c1")
+        assert await _begin(backend, "c1", first, "t1", fresh=True) == "ok"
+        assert (
+            await backend.bus.cancel(keys, "t1", b'{"c":1}', b"", running=True, notify=channel)
+            == "ok"
+        )
+        assert await _commit(backend, "c1", first, "t1", b'{"n":1}') == "dup"
+        assert await backend.tasks.terminal_result(AGENT, 0, "t1") == b'{"c":1}'
+        assert await eventually(lambda: _value(heard), timeout=10) == [b"t1"]
+        # The commit first: the cancel is too late, and nothing is published.
+        second = await _submit(backend, "t2")
+        await _take(backend, "c1")
+        assert await _begin(backend, "c1", second, "t2", fresh=True) == "ok"
+        assert await _commit(backend, "c1", second, "t2", b'{"n":2}') == "ok"
+        assert (
+            await backend.bus.cancel(keys, "t2", b"{}", b"", running=True, notify=channel) == "done"
+        )
+        assert await backend.tasks.terminal_result(AGENT, 0, "t2") == b'{"n":2}'
+        assert (await backend.bus.stream_stats(backend.ref(), AGENT)).pending == 0
+        # A queued task's cancel tells no worker: none runs it.
+        await _submit(backend, "t3")
+        assert (
+            await backend.bus.cancel(keys, "t3", b"{}", b"", running=True, notify=channel) == "ok"
+        )
+        await backend.bus.cancel(keys, "t1", b"{}", b"", running=True, notify=channel)
+        probe = await _submit(backend, "t4")  # a marker: published after t3's cancel
+        await _take(backend, "c1", 2)
+        assert await _begin(backend, "c1", probe, "t4", fresh=True) == "ok"
+        assert (
+            await backend.bus.cancel(keys, "t4", b"{}", b"", running=True, notify=channel) == "ok"
+        )
+        await eventually(lambda: _value(len(heard) == 2), timeout=10)
+        assert heard == [b"t1", b"t4"]
+        # What the heartbeat asks, for a message lost while a worker's channel was down.
+        ids = ["t1", "t2", "t3", "t4", "nope"]
+        assert await backend.bus.cancelled(backend.ref(), ids) == ["t1", "t3", "t4"]
+    finally:
+        reading.cancel()
+        await asyncio.gather(reading, return_exceptions=True)
+        await listener.aclose()
+
+
+async def test_a_task_begun_again_learns_its_first_start_and_earlier_spend(
+    backend: Backend,
+) -> None:
+    entry_id = await _submit(backend, "t1")
+    await _take(backend, "c1")
+    (first,) = await backend.bus.begin(
+        backend.ref(), AGENT, "c1", [BeginItem(entry_id, "t1", 1)], fresh=True
+    )
+    assert (first.status, first.first_ms, first.spent_tokens) == ("ok", 0, 0)
+    started = int((await backend.tasks.task_fields(LOCATION, "t1"))["first_ms"])
+    retry = Reschedule(entry_id, "t1", 0, "p2", _task("t1"), 2, spent_tokens=30,
+                       spent_cost_usd=0.25)  # fmt: skip
+    assert await backend.bus.reschedule(backend.ref(), AGENT, "c1", retry) == "ok"
+    assert (await backend.bus.promote_due(backend.ref().keys, ["p2"])).moved == 1
+    (entry,) = await _take(backend, "c2")
+    (again,) = await backend.bus.begin(
+        backend.ref(), AGENT, "c2", [BeginItem(entry.entry_id, "t1", 2)], fresh=True
+    )
+    assert again.status == "ok" and again.deliveries == 2
+    assert (again.first_ms, again.spent_tokens, again.spent_cost_usd) == (started, 30, 0.25)
+
+
+async def test_a_damaged_retry_member_names_its_task_which_then_ends_dead_once(
+    backend: Backend,
+) -> None:
+    keys, channel = backend.ref().keys, "reply-of-t1"
+    status, entry_id = await backend.bus.enqueue(
+        backend.ref(), "t1", _task("t1"), reply=channel, max_backlog=100, events_json=b""
+    )
+    assert status == "ok"
+    heard: list[bytes] = []
+    listener = backend.bus.reply_listener(channel, heard.append)
+    await listener.open()
+    reading = asyncio.create_task(listener.run())
+    try:
+        await _take(backend, "c1")
+        assert await _begin(backend, "c1", entry_id, "t1", fresh=True) == "ok"
+        damaged = orjson.dumps({"tier": "p2", "task": _task("t1").decode(), "attempt": "x"})
+        retry = Reschedule(entry_id, "t1", 0, "p2", _task("t1"), 2)
+        assert await backend.bus.reschedule(backend.ref(), AGENT, "c1", retry) == "ok"
+        # the member as a damaged copy would be: its task readable, its attempt not
+        await backend.bus.promote_due(keys, ["p2"], limit=0)
+        assert await _state(backend, "t1") == "retrying"
+        await _replace_delayed(backend, damaged)
+        promoted = await backend.bus.promote_due(keys, ["p2"])
+        error = "attempt is not an integer >= 1"
+        assert (promoted.moved, promoted.dead_lettered, promoted.damaged) == (
+            0,
+            1,
+            (("t1", error),),
+        )
+        assert await backend.bus.end_damaged(keys, "t1", b'{"dead":1}', b"") == "ok"
+        assert await backend.bus.end_damaged(keys, "t1", b'{"dead":2}', b"") == "dead"
+        assert await backend.bus.end_damaged(keys, "nope", b"{}", b"") == "missing"
+        assert await _state(backend, "t1") == "dead"
+        assert await backend.tasks.terminal_result(AGENT, 0, "t1") == b'{"dead":1}'
+        assert await eventually(lambda: _value(heard), timeout=10) == [b'{"dead":1}']
+    finally:
+        reading.cancel()
+        await asyncio.gather(reading, return_exceptions=True)
+        await listener.aclose()
+
+
+async def _replace_delayed(b: Backend, member: bytes) -> None:
+    """The shard's delayed set holds ``member`` alone, due now (a damaged copy)."""
+    delayed = b.ref().keys.delayed
+    if isinstance(b.bus, MemoryBus):
+        b.bus.state.delayed[delayed] = {member: 0}
+        return
+    client = b.bus.client  # type: ignore[attr-defined]
+    await client.delete(delayed)
+    await client.zadd(delayed, {member: 0})
+
+
+async def _value(value: T) -> T:
+    return value
 
 
 async def _schedule(b: Backend, task_id: str, due: int, max_backlog: int = 100) -> str:
@@ -662,3 +802,97 @@ async def test_a_batch_writes_the_locations_of_the_tasks_it_enqueued_only(
         assert await backend.tasks.location("old") is None  # ``_submit`` wrote none
         assert await backend.tasks.location("full") is None
     assert (await backend.bus.stream_stats(ref, AGENT)).length == 2
+
+
+async def _fair(
+    b: Backend, tasks: list[tuple[str, str, float]], max_backlog: int = 100
+) -> list[Admitted]:
+    """Enqueue (task id, fairness key, weight) into the fair tier p2, in one call."""
+    return await b.bus.enqueue_many(
+        [Enqueue(b.ref(), task_id, _task(task_id)) for task_id, _, _ in tasks],
+        max_backlog=max_backlog,
+        fair=[Fairness(key, weight) for _, key, weight in tasks],
+    )
+
+
+async def _read_fair(b: Backend, count: int) -> list[str]:
+    entries = await b.bus.read_fair(b.ref(), AGENT, "c1", count, None)
+    return [orjson.loads((e.fields or {})[b"task"])["task_id"] for e in entries]
+
+
+async def test_a_fair_task_into_an_idle_stream_goes_straight_in(backend: Backend) -> None:
+    ((status, entry_id),) = await _fair(backend, [("t1", "a", 1.0)])
+    assert status == "ok" and entry_id  # a reader blocked on the stream wakes
+    assert await _state(backend, "t1") == "queued"
+    # The stream now holds something unread: the next one waits in the fair queue.
+    ((status, entry_id),) = await _fair(backend, [("t2", "a", 1.0)])
+    assert (status, entry_id) == ("ok", "")
+    assert await _state(backend, "t2") == "queued"
+    assert await _read_fair(backend, 10) == ["t1", "t2"]
+    assert await _read_fair(backend, 10) == []
+
+
+async def test_a_fair_tier_serves_every_key_before_a_flood_goes_on(backend: Backend) -> None:
+    flood = [(f"a{i}", "A", 1.0) for i in range(20)]
+    await _fair(backend, flood)
+    await _fair(backend, [(f"{key}{i}", key, 1.0) for key in "BC" for i in range(3)])
+    started = [task_id for _ in range(10) for task_id in await _read_fair(backend, 1)]
+    # a0 went straight in; then A, B and C in turn (ties in any order), so three of A's.
+    assert sorted(started) == sorted(
+        ["a0", "a1", "a2", "a3", *[f"{k}{i}" for k in "BC" for i in range(3)]]
+    )
+    rest = [task_id for _ in range(10) for task_id in await _read_fair(backend, 5)]
+    assert sorted(rest) == sorted(f"a{i}" for i in range(4, 20))
+
+
+async def test_a_fair_tier_serves_keys_in_proportion_to_their_weights(backend: Backend) -> None:
+    await _fair(backend, [("x", "X", 1.0)])  # straight in: the others all wait their turn
+    await _fair(backend, [(f"a{i}", "A", 3.0) for i in range(30)])
+    await _fair(backend, [(f"b{i}", "B", 1.0) for i in range(30)])
+    assert await _read_fair(backend, 1) == ["x"]
+    started = [task_id for _ in range(4) for task_id in await _read_fair(backend, 4)]
+    assert sum(t.startswith("a") for t in started) == 12
+    assert sum(t.startswith("b") for t in started) == 4
+
+
+async def test_a_task_cancelled_in_the_fair_queue_never_begins(backend: Backend) -> None:
+    await _fair(backend, [("t1", "a", 1.0), ("t2", "a", 1.0)])
+    keys = backend.ref().keys
+    assert await backend.bus.cancel(keys, "t2", b'{"cancelled":1}', b"") == "ok"
+    entries = await backend.bus.read_fair(backend.ref(), AGENT, "c1", 10, None)
+    assert [e.entry_id != "" for e in entries] == [True, True]
+    assert await _begin(backend, "c1", entries[1].entry_id, "t2", fresh=True) == "dup"
+    assert await _begin(backend, "c1", entries[0].entry_id, "t1", fresh=True) == "ok"
+
+
+async def test_a_fair_queue_counts_against_its_tier_s_backlog(backend: Backend) -> None:
+    replies = await _fair(backend, [(f"t{i}", "a", 1.0) for i in range(4)], max_backlog=3)
+    assert [status for status, _ in replies] == ["ok", "ok", "ok", "overloaded"]
+    assert await _state(backend, "t3") is None
+
+
+async def test_a_fair_read_blocks_until_a_task_comes(backend: Backend) -> None:
+    reading = asyncio.ensure_future(backend.bus.read_fair(backend.ref(), AGENT, "c1", 5, 30_000))
+    await asyncio.sleep(0)
+    await _fair(backend, [("t1", "a", 1.0)])
+    (entry,) = await asyncio.wait_for(reading, timeout=30)
+    assert orjson.loads((entry.fields or {})[b"task"])["task_id"] == "t1"
+
+
+async def test_a_fair_read_of_a_stream_without_its_group_says_so_and_loses_nothing(
+    backend: Backend,
+) -> None:
+    ref = backend.ref("p1")  # no group: as after Redis lost its data
+    await backend.bus.enqueue_many(
+        [Enqueue(ref, t, _task(t)) for t in ("t1", "t2")],
+        max_backlog=100,
+        fair=[Fairness("a"), Fairness("a")],
+    )
+    with pytest.raises(GroupVanished):
+        await backend.bus.read_fair(ref, AGENT, "c1", 10, None)
+    await backend.bus.ensure_group(ref, AGENT)  # what the worker does then
+    entries = await backend.bus.read_fair(ref, AGENT, "c1", 10, None)
+    assert sorted(orjson.loads((e.fields or {})[b"task"])["task_id"] for e in entries) == [
+        "t1",
+        "t2",
+    ]

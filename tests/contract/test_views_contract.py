@@ -18,7 +18,7 @@ from deepagents.transport.base import (
 )
 from deepagents.transport.states import Outcome, Replayed, TaskState
 from tests.contract.conftest import AGENT, Backend
-from tests.contract.test_bus_contract import _begin, _state, _submit, _take, _task
+from tests.contract.test_bus_contract import TIERS, _begin, _parked, _state, _submit, _take, _task
 from tests.support.wait import eventually
 
 
@@ -188,3 +188,20 @@ async def test_the_views_of_idle_pending_entries_and_of_the_server(backend: Back
     assert await backend.bus.check_server()  # a server it can run on, named
     rtt = await backend.bus.ping_ms()
     assert rtt is not None and rtt >= 0
+
+
+async def test_a_listing_reads_the_waiting_ids_first_then_the_questions_of_those_kept(
+    backend: Backend,
+) -> None:
+    for task_id in ("t1", "t2"):
+        await _parked(backend, task_id)
+    keys = backend.ref().keys
+    ids = await backend.bus.waiting_ids(keys, 10)
+    assert [task_id for task_id, _ in ids] == ["t1", "t2"]
+    assert ids[0][1] <= ids[1][1]  # oldest first, by when they asked
+    assert await backend.bus.waiting_ids(keys, 1) == ids[:1]
+    assert await backend.bus.waiting_ids(keys, 10, "nobody") == []
+    assert await backend.bus.waiting_of(keys, ids) == await backend.bus.waiting(keys, 10)
+    # A task answered meanwhile is left out of the questions read.
+    assert (await backend.bus.answer(keys, TIERS, "t1", "1", b"{}", b"")).status == "ok"
+    assert [w.task_id for w in await backend.bus.waiting_of(keys, ids)] == ["t2"]

@@ -33,6 +33,7 @@ EXTRA_MODULES = (
     "psutil",
     "opentelemetry.exporter",
     "croniter",
+    "a2a",
 )
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(600)]
@@ -123,6 +124,28 @@ def test_a_cron_schedule_without_the_extra_names_it(
     )
     _names_the_extra(
         slim, ("scheduler",), "cron", DEEPAGENTS_REDIS_URL=redis_url, DEEPAGENTS_CONFIG=str(config)
+    )
+
+
+def test_an_a2a_remote_agent_without_the_extra_names_it(
+    slim: Path, redis_url: str, tmp_path: Path
+) -> None:
+    config = tmp_path / "a2a.yaml"
+    config.write_text(
+        (REPO / "config" / "deepagents.yaml")
+        .read_text()
+        .replace(
+            "\nagents:\n",
+            "\nagents:\n  fx: {intents: [fx], remote: {protocol: a2a, url: 'http://127.0.0.1:9'}}\n",
+            1,
+        )
+    )
+    _names_the_extra(
+        slim,
+        ("worker", "--remote", "fx"),
+        "a2a",
+        DEEPAGENTS_REDIS_URL=redis_url,
+        DEEPAGENTS_CONFIG=str(config),
     )
 
 

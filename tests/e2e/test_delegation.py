@@ -184,6 +184,61 @@ async def test_cancelling_a_parent_with_running_children_ends_each_cancelled_onc
     assert all(len(v) == 1 and v[0]["reason"] == ErrorCode.CANCELLED for v in kids.values())
 
 
+async def test_cancelling_a_running_parent_cancels_its_running_child(
+    client: Redis, prefix: str, tmp_path: Path, delegation_procs: Procs
+) -> None:
+    effects, runs = tmp_path / "effects", tmp_path / "runs"
+    config = load_config(_config(tmp_path))
+    delegation_procs.worker(PARENT)
+    delegation_procs.worker(HELPER)
+    await registered(client, prefix, "parent", 1)
+    await registered(client, prefix, "helper", 1)
+    # Two children at once, the first ends at once: the parent is woken and runs again (for
+    # an hour) while the second child runs (for an hour).
+    payload = {"n": 3, "limit": 2, "sleeps": [0, 3600, 3600], "hold": 3600,
+               "effects": str(effects), "runs": str(runs)}  # fmt: skip
+    async with Orchestrator.from_client(
+        client, config=config, settings=Settings(prefix=prefix, outbox=True)
+    ) as orch:
+        handle = await orch.submit(Task(intent="fanout", payload=payload))
+
+        async def running_again() -> bool:
+            return len(_lines(runs)) == 2 and await _is(orch, handle.task_id, "running")
+
+        await eventually(running_again, timeout=60, what="the parent's second run")
+        info = await orch.lookup(handle.task_id)
+        assert info is not None
+        first, second = info["children"].split()
+        assert await _is(orch, second, "running")
+        assert await orch.cancel(handle.task_id) == "ok"
+        parent = await handle.result(timeout=30)
+        got = await orch.get_result(second)
+        assert got is not None and got.error is not None
+        assert got.error.code == ErrorCode.CANCELLED
+        assert await orch.cancel(second) == "done"
+        done = await orch.get_result(first)
+        assert done is not None and done.status is ResultStatus.SUCCESS
+
+        async def all_acked() -> bool:
+            for agent, shards in (("parent", 2), ("helper", 3)):
+                for shard in range(shards):
+                    name = f"{prefix}:{{{agent}:{shard}}}:p2"
+                    if (
+                        await client.exists(name)
+                        and (await client.xpending(name, agent))["pending"]
+                    ):
+                        return False
+            return True
+
+        await eventually(all_acked, timeout=30, what="both runs stopped, their entries acked")
+    assert parent.error is not None and parent.error.code == ErrorCode.CANCELLED
+    kids = await committed_events(client, prefix, "helper", 3)
+    assert sorted(kids) == sorted([first, second])  # the third never submitted
+    assert [e["reason"] for e in kids[second]] == [ErrorCode.CANCELLED]
+    assert _ended(effects) == 1  # the second child's run was stopped, not finished
+    assert len(_lines(runs)) == 2
+
+
 async def _is(orch: Orchestrator, task_id: str, state: str) -> bool:
     return await orch.task_state(task_id) == state
 

@@ -9,6 +9,7 @@ import asyncio
 import signal
 from collections import Counter
 from collections.abc import Callable, Iterator
+from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -193,6 +194,16 @@ async def test_a_pipeline_killed_mid_execution_resumes_without_rerunning_a_step(
         assert r.metrics.tokens_used == sum(c.tokens for c in calls if c.task_id == h.task_id)
     events = [e for h in handles for e in await outbox_events(client, prefix, h.task_id)]
     assert any(e["type"] == "resumed" and e["steps"] > 0 for e in events)
+    for h, r in zip(handles, results, strict=True):  # latency from the first start on
+        starts = [
+            datetime.fromisoformat(e["ts"])
+            for e in events
+            if e["task_id"] == h.task_id and e["type"] == "started"
+        ]
+        assert len(starts) >= 2 and r.metrics.latency_ms >= (max(starts) - min(starts)) / _MS
+
+
+_MS = timedelta(milliseconds=1)
 
 
 def _hold_after(sim: SimulatorThread, fast: int) -> Callable[[], None]:

@@ -131,6 +131,15 @@ CASES: list[tuple[str, bytes, dict[str, str], int, str]] = [
         422,
         "validation_error",
     ),
+    ("fairness weight 0", b'{"intent":"echo","fairness_weight":0}', JSON, 422, "validation_error"),
+    (
+        "fairness weight huge",
+        b'{"intent":"echo","fairness_weight":1e9}',
+        JSON,
+        422,
+        "validation_error",
+    ),
+    ("fairness key empty", b'{"intent":"echo","fairness_key":""}', JSON, 422, "validation_error"),
 ]
 
 

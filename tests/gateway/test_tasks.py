@@ -2,16 +2,20 @@
 
 from __future__ import annotations
 
+import json
 import time
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from datetime import UTC, datetime, timedelta
+from typing import Any
 
 import httpx
 import pytest
 
+from deepagents.gateway.routes_tasks import WARNING_HEADER as WARNING
 from tests.gateway.conftest import Deployment
 from tests.gateway.procs import Gateway, Proc, auth, start_gateway, start_worker
+from tests.support.wait import eventually_sync
 
 
 @pytest.fixture(scope="module")
@@ -92,6 +96,19 @@ def test_a_task_for_later_is_scheduled_until_due_and_can_be_cancelled(
     assert again["task_id"] == at["task_id"] and again["duplicate"] is True
 
 
+def test_a_fairness_key_is_scoped_by_tenant(http: httpx.Client, deployment: Deployment) -> None:
+    """A tenant's fairness keys live under its name: no tenant can join another's queue."""
+    accepted = submit(http, tenant="beta", fairness_key="batch", fairness_weight=2)
+    found = []
+    for key in deployment.redis.scan_iter(match=f"{deployment.prefix}:*:p2", _type="stream"):
+        entries: Any = deployment.redis.xrange(key)
+        for _, fields in entries:
+            task = json.loads(fields[b"task"])
+            if task["task_id"] == accepted["task_id"]:
+                found.append(task)
+    assert [(t["fairness_key"], t["fairness_weight"]) for t in found] == [("beta/batch", 2.0)]
+
+
 def test_idempotency_key_is_scoped_by_tenant(http: httpx.Client, deployment: Deployment) -> None:
     before = deployment.queued_entries()
     first = submit(http, tenant="alpha", idempotency_key="order-42")
@@ -168,3 +185,33 @@ def test_metrics_count_requests(http: httpx.Client) -> None:
     text = http.get("/metrics").text
     assert 'deepagents_gateway_requests_total{method="POST",route="/v1/tasks",status="202"}' in text
     assert "deepagents_gateway_request_seconds_bucket" in text
+
+
+def test_a_task_no_live_worker_serves_is_accepted_with_a_warning(
+    http: httpx.Client, echo_worker: Proc
+) -> None:
+    order = {"symbol": "IF", "side": "buy", "quantity": 1, "price": "4000.5",
+             "available_funds": "1000000.00"}  # fmt: skip
+
+    def post(intent: str, **body: object) -> httpx.Response:
+        r = http.post("/v1/tasks", json={"intent": intent, **body}, headers=auth())
+        assert r.status_code == 202, r.text
+        return r
+
+    # No risk worker runs (one that ran in an earlier test has stopped): said in a header
+    # and in the body, and the task is queued all the same.
+    warned = eventually_sync(
+        lambda: (r := post("risk_check", payload=order)).headers.get(WARNING) and r,
+        timeout=30,
+        what="a warning",
+    )
+    assert isinstance(warned, httpx.Response)
+    text = "no live worker serves agent 'risk': its tasks wait until one starts"
+    assert warned.headers[WARNING] == text and warned.json()["warning"] == text
+    batch = http.post("/v1/tasks/batch", json={"tasks": [{"intent": "risk_check",
+                      "payload": order}]}, headers=auth())  # fmt: skip
+    assert batch.headers[WARNING] == text and batch.json()["tasks"][0]["warning"] == text
+    assert http.get(warned.json()["href"], headers=auth()).json()["state"] == "queued"
+    # An echo worker runs: nothing to say.
+    quiet = eventually_sync(lambda: WARNING not in (r := post("echo")).headers and r, timeout=30)
+    assert isinstance(quiet, httpx.Response) and quiet.json()["warning"] is None

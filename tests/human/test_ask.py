@@ -326,3 +326,44 @@ async def test_the_exporter_counts_the_waiting_tasks(
     sample = fleet.registry.get_sample_value
     counted = [sample("deepagents_waiting_tasks", {"agent": "approver", "shard": s}) for s in "01"]
     assert sum(n or 0 for n in counted) == 3
+
+
+async def test_a_question_with_actions_takes_each_agent_inbox_answer(
+    orch: Orchestrator, worker: Worker, tmp_path: Path
+) -> None:
+    """accept gives the proposal, edit the edited value, respond the text, ignore nothing;
+    an action the question does not allow, and an edit that breaks the schema, are refused
+    naming the field, as any reply is."""
+    every = ["accept", "edit", "respond", "ignore"]
+    handles = {a: await _submit(orch, tmp_path, actions=every, proposal="drafted") for a in every}
+    narrow = await _submit(orch, tmp_path, actions=["accept", "ignore"], proposal="drafted")
+    for h in [*handles.values(), narrow]:
+        info = await _waiting(orch, h)
+    schema = orjson.loads(info["ask_schema"])
+    assert schema["x-deepagents-inbox"]["actions"] == ["accept", "ignore"]
+    assert schema["x-deepagents-inbox"]["proposal"] == {"approved": True, "note": "drafted"}
+
+    with pytest.raises(InvalidReply) as refused:
+        await orch.reply(narrow.task_id, {"action": "respond", "value": "no"})
+    assert refused.value.field == "action"
+    with pytest.raises(InvalidReply) as bad_edit:
+        await orch.reply(handles["edit"].task_id, {"action": "edit", "value": {"note": "x" * 300}})
+    assert bad_edit.value.field.startswith("value")
+    await orch.reply(handles["accept"].task_id, {"action": "accept"})
+    edited = {"approved": False, "note": "changed"}
+    await orch.reply(handles["edit"].task_id, {"action": "edit", "value": edited})
+    await orch.reply(handles["respond"].task_id, {"action": "respond", "value": "call me"})
+    await orch.reply(handles["ignore"].task_id, {"action": "ignore"})
+    await orch.reply(narrow.task_id, {"action": "ignore"})
+    outputs = {a: (await h.result(timeout=60)).output for a, h in handles.items()}
+    assert outputs == {
+        "accept": {
+            "action": "accept",
+            "value": {"approved": True, "note": "drafted"},
+            "response": None,
+        },
+        "edit": {"action": "edit", "value": edited, "response": None},
+        "respond": {"action": "respond", "value": None, "response": "call me"},
+        "ignore": {"action": "ignore", "value": None, "response": None},
+    }
+    assert (await narrow.result(timeout=60)).output["action"] == "ignore"

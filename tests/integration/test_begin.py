@@ -6,7 +6,7 @@ from __future__ import annotations
 import orjson
 from redis.asyncio import Redis
 
-from deepagents.transport.base import BeginItem, CommitItem, StreamRef
+from deepagents.transport.base import BeginItem, Begun, CommitItem, StreamRef
 from deepagents.transport.keys import Keys
 from deepagents.transport.redis_streams.bus import RedisStreamBus
 from tests.support.replies import as_bytes, entries
@@ -34,7 +34,10 @@ async def test_stale_fresh_begin_runs_in_vain_and_cannot_commit(client: Redis, p
     (stale,) = await bus.begin(ref, "echo", "a", [item], fresh=True)
     assert stale.status == "ok"
     (claimed,) = await bus.begin(ref, "echo", "b", [item])
-    assert claimed == ("ok", 2, False)
+    assert (claimed.status, claimed.deliveries, claimed.stepped) == ("ok", 2, False)
+    # the second delivery learns when the task first began: its latency runs from there
+    first = await client.hget(ref.keys.task("t1"), "first_ms")
+    assert first is not None and claimed.first_ms == int(first) > 0
 
     assert await bus.commit(ref, "echo", "a", [CommitItem(entry_id, "t1", b"a", "", b"")]) == [
         "lost"
@@ -49,11 +52,13 @@ async def test_claimed_begin_checks_the_owner(client: Redis, prefix: str) -> Non
     bus, ref, entry_id = await _setup(client, prefix)
     item = BeginItem(entry_id, "t1", 1)
     await bus.read(ref, "echo", "a", 10, None)
-    assert await bus.begin(ref, "echo", "b", [item]) == [("lost", 0, False)]
-    assert await bus.begin(ref, "echo", "a", [item]) == [("ok", 1, False)]
-    assert await bus.begin(ref, "echo", "a", [item]) == [("ok", 2, False)]  # a restart's re-read
+    assert _head(await bus.begin(ref, "echo", "b", [item])) == [("lost", 0, False)]
+    assert _head(await bus.begin(ref, "echo", "a", [item])) == [("ok", 1, False)]
+    assert _head(await bus.begin(ref, "echo", "a", [item])) == [
+        ("ok", 2, False)
+    ]  # a restart's re-read
     await client.xack(ref.name, "echo", entry_id)
-    assert await bus.begin(ref, "echo", "a", [item]) == [("gone", 0, False)]
+    assert _head(await bus.begin(ref, "echo", "a", [item])) == [("gone", 0, False)]
     await bus.aclose()
 
 
@@ -61,7 +66,7 @@ async def test_fresh_begin_of_a_finished_task_is_a_duplicate(client: Redis, pref
     bus, ref, entry_id = await _setup(client, prefix)
     await client.hset(ref.keys.task("t1"), mapping={"state": "done", "result": "r"})
     await bus.read(ref, "echo", "a", 10, None)
-    assert await bus.begin(ref, "echo", "a", [BeginItem(entry_id, "t1", 1)], fresh=True) == [
+    assert _head(await bus.begin(ref, "echo", "a", [BeginItem(entry_id, "t1", 1)], fresh=True)) == [
         ("dup", 0, False)
     ]
     assert await client.xlen(ref.name) == 0
@@ -89,16 +94,24 @@ async def test_each_delivery_records_its_start_and_count_at_begin(
     bus, ref, entry_id = await _setup(client, prefix)
     item = BeginItem(entry_id, "t1", 1, _started("t1"))
     await bus.read(ref, "echo", "a", 10, None)
-    assert await bus.begin(ref, "echo", "a", [item], fresh=True) == [("ok", 1, False)]
+    assert _head(await bus.begin(ref, "echo", "a", [item], fresh=True)) == [("ok", 1, False)]
     await client.xautoclaim(ref.name, "echo", "b", 0, "0-0")  # a dies; b reclaims
-    assert await bus.begin(ref, "echo", "b", [item]) == [("ok", 2, False)]
-    assert await bus.begin(ref, "echo", "a", [item]) == [("lost", 0, False)]  # no event
+    assert _head(await bus.begin(ref, "echo", "b", [item])) == [("ok", 2, False)]
+    assert _head(await bus.begin(ref, "echo", "a", [item])) == [("lost", 0, False)]  # no event
     expected = {"type": "started", "task_id": "t1"}
     assert await _outbox(client, ref) == [
         {**expected, "deliveries": 1},
         {**expected, "deliveries": 2},
     ]
     await client.hset(ref.keys.task("t1"), "state", "done")
-    assert await bus.begin(ref, "echo", "b", [item]) == [("dup", 0, False)]  # no event either
+    assert _head(await bus.begin(ref, "echo", "b", [item])) == [
+        ("dup", 0, False)
+    ]  # no event either
     assert len(await _outbox(client, ref)) == 2
     await bus.aclose()
+
+
+def _head(begun: list[Begun]) -> list[tuple[str, int, bool]]:
+    """Status, deliveries and stepped of each (a redelivery's first start and spend are
+    asserted on their own)."""
+    return [(b.status, b.deliveries, b.stepped) for b in begun]

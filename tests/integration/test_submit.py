@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import logging
 from datetime import timedelta
 from pathlib import Path
 
@@ -14,6 +15,7 @@ from agents.echo import EchoAgent
 from agents.risk import RiskAgent
 from deepagents._internal.redis_server import EmbeddedRedis
 from deepagents.config import FileConfig, Settings, load_config, parse_config
+from deepagents.config.schema import AgentEntry
 from deepagents.contract import Task
 from deepagents.contract.task import utcnow
 from deepagents.errors import (
@@ -25,8 +27,10 @@ from deepagents.errors import (
     TransportError,
     UnknownIntent,
 )
-from deepagents.orchestrator import Orchestrator
+from deepagents.orchestrator import Orchestrator, TaskHandle
 from deepagents.transport.redis_streams import connect
+from tests.support.wait import eventually
+from tests.support.workers import running_worker
 
 REPO = Path(__file__).resolve().parents[2]
 ORDER = {"symbol": "IF", "side": "buy", "quantity": 2, "price": 3800, "available_funds": 1_000_000}
@@ -307,3 +311,28 @@ async def test_a_large_batch_whose_first_part_fails_still_lands_the_others(
         again = await orch.submit_many(tasks)
     assert [h.duplicate for h in again] == [s != first for s in shards]
     assert await client.xlen(f"{prefix}:{{echo:{first}}}:p2") == shards.count(first)
+
+
+async def test_a_submit_no_live_worker_serves_carries_a_warning_and_logs_it_once(
+    client: Redis, settings: Settings, caplog: pytest.LogCaptureFixture
+) -> None:
+    config = FileConfig(agents={"echo": AgentEntry(settings={"shards": 1})})
+    said = "no live worker serves agent 'echo': its tasks wait until one starts"
+    caplog.set_level(logging.WARNING, logger="deepagents.orchestrator")
+    async with Orchestrator.from_client(
+        client, config=config, settings=settings, agents=[EchoAgent]
+    ) as orch:
+        first = await orch.submit(Task(intent="echo", payload={}))
+        (second,) = await orch.submit_many([Task(intent="echo", payload={})])
+        assert first.warning == second.warning == said
+        assert [r.getMessage() for r in caplog.records] == [f"{said} (accepted anyway)"]
+        async with running_worker(client, settings, config):
+            served = await eventually(
+                lambda: _unwarned(orch), timeout=30, what="a submit without a warning"
+            )
+            assert served is not None and await served.result(timeout=30)
+
+
+async def _unwarned(orch: Orchestrator) -> TaskHandle | None:
+    handle = await orch.submit(Task(intent="echo", payload={}))
+    return handle if handle.warning is None else None

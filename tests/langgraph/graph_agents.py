@@ -112,3 +112,47 @@ class ApprovalGraphAgent(LangGraphAgent):
         graph.add_conditional_edges("draft", more, ["approve", END])
         graph.add_conditional_edges("approve", more, ["approve", END])
         return graph
+
+
+class ReactGraphAgent(LangGraphAgent):
+    """LangChain's ``create_agent`` under ``DeepAgentsMiddleware``. The simulated model,
+    scripted by the payload's ``prompt``, asks for ``note_fact`` (a LangChain tool: it
+    counts its calls in a file) and ``wait_once`` (hangs on its first run: the test kills
+    the worker there, after ``note_fact`` completed) in one turn, then answers."""
+
+    name = "reactgraph"
+    version = "1.0.0"
+    intents = ("reactgraph",)
+
+    def build_graph(self, kit: GraphKit) -> Any:
+        from langchain.agents import create_agent
+        from langchain_core.language_models.fake_chat_models import FakeListChatModel
+        from langchain_core.tools import tool as lc_tool
+
+        from deepagents.tools import ToolPolicy
+
+        @lc_tool
+        def note_fact(fact: str) -> str:
+            """Note a fact (a side effect the test counts)."""
+            _note("tool", f"{fact} {os.getpid()}")
+            return f"noted {fact}"
+
+        @lc_tool
+        async def wait_once() -> str:
+            """Hang on the first run (the test kills the worker there)."""
+            hang = Path(os.environ["LG_DIR"]) / "hung"
+            if not hang.exists():
+                hang.write_text(str(os.getpid()))
+                await asyncio.Event().wait()
+            return "waited"
+
+        # Never called: the middleware puts the deployment's model in its place.
+        unused = FakeListChatModel(responses=["not routed through deepagents"])
+        return create_agent(  # compiled: LangGraphAgent gives it the task's saver
+            unused,
+            tools=[note_fact, wait_once],
+            middleware=[kit.middleware("sim", policy=ToolPolicy(timeout_s=600, retries=0))],
+        )
+
+    def graph_input(self, task: Any) -> Any:
+        return {"messages": [{"role": "user", "content": task.payload["prompt"]}]}

@@ -56,3 +56,39 @@ async def test_a_tool_loop_calls_the_model_and_the_tool_through_deepagents(
     last = messages[-1]
     assert isinstance(last, AIMessage) and not last.tool_calls
     assert "lookup=" in str(last.content) and "clear" in str(last.content)
+
+
+async def test_create_agent_under_the_middleware_uses_deepagents_calls(
+    calls: ModelCalls,  # noqa: F811 -- the fixture
+) -> None:
+    """LangChain's ``create_agent`` under ``DeepAgentsMiddleware``: the simulator answers
+    (not the graph's own model), a graph_tools tool passes through as it is, and a
+    LangChain tool that raises goes through ``wrap_tool_call``: a failed call the model
+    reads, an error ``ToolMessage``."""
+    from langchain.agents import create_agent
+    from langchain_core.language_models.fake_chat_models import FakeListChatModel
+    from langchain_core.tools import tool as lc_tool
+
+    from deepagents.langgraph import DeepAgentsMiddleware
+
+    SEEN.clear()
+
+    @lc_tool
+    def broken(reason: str) -> str:
+        """Always fails."""
+        raise ValueError(f"broken: {reason}")
+
+    graph = create_agent(
+        FakeListChatModel(responses=["the graph's own model"]),
+        tools=[*graph_tools([lookup], task=None, agent="weather"), broken],
+        middleware=[DeepAgentsMiddleware("sim", agent="weather")],
+    )
+    ask = 'Weather?\nsim: call lookup {"city": "Oslo"}\nsim: call broken {"reason": "x"}'
+    final = await graph.ainvoke({"messages": [HumanMessage(ask)]})
+    messages = final["messages"]
+    assert SEEN == ["Oslo"]
+    results = {m.name: m for m in messages if isinstance(m, ToolMessage)}
+    assert "clear" in str(results["lookup"].content) and results["lookup"].status == "success"
+    assert results["broken"].status == "error" and "broken: x" in str(results["broken"].content)
+    last = messages[-1]
+    assert isinstance(last, AIMessage) and "tool results:" in str(last.content)

@@ -6,6 +6,9 @@ swept."""
 
 from __future__ import annotations
 
+import asyncio
+from typing import Any
+
 from redis.asyncio import Redis
 
 from deepagents.config.models import BreakerConfig
@@ -68,3 +71,41 @@ async def test_fields_of_tasks_past_the_window_are_swept(client: Redis, prefix: 
         return not any(n.startswith(b"t:old-") for n in names)
 
     await eventually(swept, timeout=30, what="the old tasks' fields swept")
+
+
+async def test_calls_arriving_together_share_one_read_of_a_closed_state(
+    client: Redis, prefix: str
+) -> None:
+    """With the cached 'closed' run out, the calls arriving while one reads the state share
+    that read; an open state each reads for itself (each is refused with its own wait), and
+    a half-open one gives one probe, however many arrive together."""
+    b = breaker(client, prefix, cooldown_s=0.2)
+    reads = 0
+    allow = b._allow
+
+    async def counted(*args: Any, **kwargs: Any) -> Any:
+        nonlocal reads
+        reads += 1
+        return await allow(*args, **kwargs)
+
+    b._allow = counted  # type: ignore[assignment]
+    permits = await asyncio.gather(*(b.allow(probe_ttl_s=5) for _ in range(50)))
+    assert all(p.allowed and not p.probe for p in permits)
+    assert reads == 1
+    for task in "abc":
+        await b.record(False, probe=False, task=task)
+    reads = 0
+    permits = await asyncio.gather(*(b.allow(probe_ttl_s=5) for _ in range(20)))
+    assert not any(p.allowed for p in permits)
+    assert reads == 20
+
+    opened_ms = int(as_bytes(await client.hget(f"{prefix}:{{b}}:cb", "opened_at")))
+
+    async def cooled_down() -> bool:
+        seconds, micros = await client.time()
+        return seconds * 1000 + micros // 1000 >= opened_ms + 200
+
+    await eventually(cooled_down, what="the cool-down over")
+    permits = await asyncio.gather(*(b.allow(probe_ttl_s=5) for _ in range(20)))
+    assert sum(p.probe for p in permits) == 1
+    assert not any(p.allowed and not p.probe for p in permits)

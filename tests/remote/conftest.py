@@ -65,18 +65,21 @@ def _start(command: list[str], env: dict[str, str], log: Path | None) -> Service
 
 
 StartNode = Callable[..., Service]
+# The four contract methods, one call each: what a service implementing no one-call form says.
+FOUR_CALLS = "can_handle,prepare_context,execute,post_process"
 
 
 @pytest.fixture
 def node_agent(tmp_path: Path) -> Iterator[StartNode]:
     """Starts the Node reference agent (``fault``: RISK_AGENT_FAULT; ``port``: 0 for any,
     or the port of one stopped before, to start the service again; ``methods``:
-    RISK_AGENT_METHODS, the contract methods it implements); stops it after. Skipped, or
+    RISK_AGENT_METHODS, the calls it implements: by default the four-call form, which the
+    faults play; "run" or "run_batch" for the one-call forms); stops it after. Skipped, or
     failed in CI, without ``node`` (``require_node``)."""
     node = require_node()
     started: list[Service] = []
 
-    def start(fault: str = "", port: int = 0, methods: str = "") -> Service:
+    def start(fault: str = "", port: int = 0, methods: str = FOUR_CALLS) -> Service:
         log = tmp_path / f"node-calls-{len(started)}.jsonl"
         env = {"RISK_AGENT_TEST_HOOKS": "1", "RISK_AGENT_FAULT": fault, "RISK_AGENT_LOG": str(log),
                "RISK_AGENT_METHODS": methods}  # fmt: skip

@@ -9,23 +9,43 @@ import sys
 import orjson
 import pytest
 
-from tests.remote.conftest import Service, StartNode
+from tests.remote.conftest import FOUR_CALLS, Service, StartNode
 from tests.support.procs import REPO
 
 ORDER = {"symbol": "IF", "side": "buy", "quantity": 2, "price": "4000.5",
          "available_funds": "1000000.00"}  # fmt: skip
 
 
-def agent_check(service: Service) -> subprocess.CompletedProcess[str]:
+def agent_check(
+    service: Service, payload: dict[str, object] = ORDER
+) -> subprocess.CompletedProcess[str]:
     command = [sys.executable, "-m", "deepagents", "agent-check", service.url,
-               "--intent", "risk_check", "--payload", orjson.dumps(ORDER).decode()]  # fmt: skip
+               "--intent", "risk_check", "--payload", orjson.dumps(payload).decode()]  # fmt: skip
     return subprocess.run(command, cwd=REPO, capture_output=True, text=True, timeout=120)
 
 
-def test_the_node_agent_passes(node_agent: StartNode) -> None:
-    run = agent_check(node_agent())
+@pytest.mark.parametrize(
+    ("methods", "says"),
+    [
+        (FOUR_CALLS, "neither run nor run_batch"),
+        (f"{FOUR_CALLS},run,run_batch", "run and run_batch: one answer per task"),
+    ],
+)
+def test_the_node_agent_passes(node_agent: StartNode, methods: str, says: str) -> None:
+    service = node_agent(methods=methods)
+    run = agent_check(service)
     assert run.returncode == 0, run.stdout + run.stderr
-    assert "all 5 rules hold" in run.stdout
+    assert "all 6 rules hold" in run.stdout
+    assert says in run.stdout
+    allowed = set(methods.split(","))
+    assert {str(call["step"]) for call in service.calls()} <= allowed
+
+
+def test_a_batch_answering_a_task_twice_breaks_one_call(node_agent: StartNode) -> None:
+    """The check's batch carries the order it is given: one asking to be answered twice."""
+    run = agent_check(node_agent(methods="run_batch"), {**ORDER, "batch": "twice"})
+    assert run.returncode == 1, run.stdout + run.stderr
+    assert "answered twice" in run.stdout
 
 
 def test_a_service_of_execute_alone_passes_and_nothing_else_is_called(

@@ -16,9 +16,10 @@ from redis.asyncio import Redis
 from deepagents.config import FileConfig
 from deepagents.contract import ResultStatus, Task
 from deepagents.errors import CircuitOpen
-from deepagents.remote import remote_agent_class
+from deepagents.remote import RemoteAgent, remote_agent_class
 from deepagents.remote.errors import ServiceDown, ServiceUnhealthy
 from tests.remote.conftest import Service, _start, _stop
+from tests.remote.test_one_call import same_answers_at_once
 from tests.remote.test_reference_agents import executor, same_answers
 from tests.support.procs import REPO
 
@@ -37,6 +38,12 @@ def _start_grpc(*extra: str) -> Service:
     return service
 
 
+async def contract(agent: RemoteAgent, task: Task) -> None:
+    """The contract's calls as the worker makes them (one ``run_batch`` share, by default)."""
+    assert await agent.can_handle(task)
+    await agent.execute(await agent.prepare_context(task))
+
+
 @pytest.fixture
 def grpc_agent() -> Iterator[Service]:
     service = _start_grpc()
@@ -48,6 +55,12 @@ async def test_the_python_agent_over_grpc_answers_as_the_risk_agent(
     grpc_agent: Service, executor: ThreadPoolExecutor
 ) -> None:
     await same_answers(grpc_agent, executor)
+
+
+async def test_over_grpc_tasks_at_once_share_run_batch_requests_and_answer_alike(
+    grpc_agent: Service, executor: ThreadPoolExecutor
+) -> None:
+    await same_answers_at_once(grpc_agent, executor)
 
 
 async def test_a_grpc_service_down_is_retried_opens_the_circuit_and_is_unhealthy(
@@ -64,12 +77,12 @@ async def test_a_grpc_service_down_is_retried_opens_the_circuit_and_is_unhealthy
         _stop(grpc_agent)
         for _ in range(2):
             with pytest.raises(ServiceDown, match="UNAVAILABLE"):
-                await agent.can_handle(Task(intent="risk_check", payload=ORDER))
+                await contract(agent, Task(intent="risk_check", payload=ORDER))
         # The third opens it: that task waits, its delivery not counted, as if refused.
         with pytest.raises(CircuitOpen):
-            await agent.can_handle(Task(intent="risk_check", payload=ORDER))
+            await contract(agent, Task(intent="risk_check", payload=ORDER))
         with pytest.raises(CircuitOpen):
-            await agent.can_handle(Task(intent="risk_check", payload=ORDER))
+            await contract(agent, Task(intent="risk_check", payload=ORDER))
         with pytest.raises(ServiceUnhealthy):
             await agent.health_check()
     finally:

@@ -24,7 +24,15 @@ import redis
 
 from deepagents.gateway.auth import hash_key
 from tests.gateway.procs import KEYS, Gateway, Proc, auth, env_for, start_gateway
-from tests.remote.conftest import NODE, NODE_AGENT, Service, _start, _stop, remote_config
+from tests.remote.conftest import (
+    FOUR_CALLS,
+    NODE,
+    NODE_AGENT,
+    Service,
+    _start,
+    _stop,
+    remote_config,
+)
 from tests.support.wait import eventually_sync
 
 pytestmark = pytest.mark.skipif(NODE is None, reason="node is not installed")
@@ -61,7 +69,8 @@ class Stack:
 @pytest.fixture(scope="module")
 def stack(redis_url: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
     assert NODE is not None
-    service = _start([NODE, str(NODE_AGENT), "--port", "0"], {"RISK_AGENT_TEST_HOOKS": "1"}, None)
+    hooks = {"RISK_AGENT_TEST_HOOKS": "1", "RISK_AGENT_METHODS": FOUR_CALLS}
+    service = _start([NODE, str(NODE_AGENT), "--port", "0"], hooks, None)
     prefix = f"h{uuid.uuid4().hex[:10]}"
     keys = "\n".join(
         f"    - {{tenant: {t}, sha256: {hash_key(k)}, name: {t}-test}}" for t, k in KEYS.items()

@@ -110,6 +110,30 @@ async def test_a_service_slower_than_the_deadline_is_deadline_exceeded_and_leaks
     assert service.stats()["open"] <= 2
 
 
+async def test_a_cancelled_running_task_aborts_its_call_to_the_service_and_ends_once(
+    node_agent: StartNode, fleet: Fleet, client: Redis, prefix: str
+) -> None:
+    service = node_agent("slow:600000")  # holds the call until its client hangs up
+    async with fleet(service, timeout_s=300) as (orch, _):
+        handle = await orch.submit(
+            Task(intent="risk_check", payload=ORDER, deadline=utcnow() + timedelta(minutes=5))
+        )
+        eventually_sync(lambda: service.stats()["pending"] == 1, timeout=30, what="the call")
+        assert await orch.cancel(str(handle.task_id)) == "ok"
+        result = await handle.result(timeout=30)
+        # The worker's call was aborted (its connection closed): the service stopped the work.
+        eventually_sync(lambda: service.stats()["aborted"] == 1, timeout=30, what="abort")
+        assert [c["task"] for c in service.calls("aborted")] == [str(handle.task_id)]
+        assert service.stats()["pending"] == 0
+        assert await orch.cancel(str(handle.task_id)) == "done"
+        committed = await committed_events(client, prefix, "risk-node", 2)
+    assert result.error is not None and result.error.code == "cancelled"
+    assert [(e["type"], e.get("reason")) for e in committed[str(handle.task_id)]] == [
+        ("failed", "cancelled")
+    ]
+    assert len(service.calls("execute")) == 1  # never run again
+
+
 @pytest.mark.parametrize(
     ("fault", "options", "says"),
     [

@@ -37,7 +37,9 @@ class Decision(BaseModel):
 
 
 class ApprovalAgent(AgentContract):
-    """Asks for approval of ``payload.item``; answers with the decision."""
+    """Asks for approval of ``payload.item``; answers with the decision. With
+    ``payload.actions`` it proposes a decision and asks which of those actions the person
+    takes (``ctx.ask(..., actions=...)``), and answers with what they did."""
 
     name = "approver"
     version = "1.0.0"
@@ -50,6 +52,18 @@ class ApprovalAgent(AgentContract):
         task_id = context["task"].task_id
         _note(runs, f"{task_id} start")
         await ctx.step("prepare", _note, runs, f"{task_id} prepared")
+        if payload.get("actions"):  # the Agent Inbox way: act on a proposed decision
+            acted = await ctx.ask(
+                f"approve {payload.get('item', 'it')}?",
+                schema=Decision,
+                timeout_s=float(payload.get("timeout_s", 600)),
+                actions=payload["actions"],
+                proposal=Decision(approved=True, note=payload.get("proposal", "as drafted")),
+            )
+            value = acted.value.model_dump() if acted.value is not None else None
+            return Result(
+                output={"action": acted.action.value, "value": value, "response": acted.response}
+            )
         decision = await ctx.ask(
             f"approve {payload.get('item', 'it')}?",
             schema=Decision,

@@ -8,7 +8,8 @@ another agent type, for the tests with real worker processes.
 
 A child appends ``start <task id> <pid>`` when it starts and ``end <task id>`` just before
 it returns, to the file its payload names (O_APPEND, one write per line): how many run at
-once is read back from that file; ``runs`` in the parent's payload counts its runs."""
+once is read back from that file; ``runs`` in the parent's payload counts its runs, and
+``hold`` keeps a parent's second run running that long before it delegates again."""
 
 from __future__ import annotations
 
@@ -34,7 +35,9 @@ async def run_child(context: dict[str, Any]) -> Result:
     path = payload.get("effects")
     if path:
         _line(path, f"start {task_id} {os.getpid()}\n")
-    await asyncio.sleep(float(payload.get("sleep", 0.0)))
+    sleeps = payload.get("sleeps") or []  # per child, by index; else ``sleep`` for all
+    i = payload.get("i", 0)
+    await asyncio.sleep(float(sleeps[i] if i < len(sleeps) else payload.get("sleep", 0.0)))
     if path:
         _line(path, f"end {task_id}\n")
     if payload.get("fail"):
@@ -49,6 +52,10 @@ async def run_parent(context: dict[str, Any], child_intent: str) -> Result:
     ctx, payload = context["ctx"], context["payload"]
     if payload.get("runs"):
         _line(payload["runs"], f"run {os.getpid()}\n")
+        with open(payload["runs"]) as runs:
+            again = len(runs.readlines()) > 1
+        if again and payload.get("hold"):  # woken by a child's end: runs on, for a while
+            await asyncio.sleep(float(payload["hold"]))
     n, limit = int(payload.get("n", 1)), payload.get("limit")
     calls = [
         Delegation(
@@ -57,6 +64,7 @@ async def run_parent(context: dict[str, Any], child_intent: str) -> Result:
                 "i": i,
                 "effects": payload.get("effects", ""),
                 "sleep": payload.get("sleep", 0.0),
+                "sleeps": payload.get("sleeps", []),
                 "fail": i in payload.get("fail", []),
             },
         )
@@ -117,3 +125,48 @@ def most_at_once(lines: list[str]) -> int:
         running += 1 if line.startswith("start ") else -1 if line.startswith("end ") else 0
         most = max(most, running)
     return most
+
+
+class SpendingParent(AgentContract):
+    """``spend``: delegates ``n`` children that each make one metered model call, then (with
+    ``ask``) makes one of its own through the tool loop, under ``Limits(cost_usd=...)``
+    when the payload gives ``cost_usd``: the children's spend counts against it."""
+
+    name = "spender"
+    version = "1"
+    intents = ("spend",)
+
+    async def execute(self, context: dict[str, Any]) -> Result:
+        from deepagents.agentkit import Limits, run_tools
+
+        ctx, payload, task = context["ctx"], context["payload"], context["task"]
+        calls = [Delegation("metered", {"i": i}) for i in range(int(payload.get("n", 2)))]
+        results = await ctx.delegate_many(calls)
+        output: dict[str, Any] = {"children": [r.task_id for r in results]}
+        if payload.get("ask"):
+            limit = payload.get("cost_usd")
+            loop = await run_tools(
+                model="sim",
+                messages=[{"role": "user", "content": "Sum up what the children found."}],
+                middleware=[Limits(cost_usd=limit)] if limit else [],
+                task=task,
+            )
+            output["answer"] = loop.text
+        return Result(output=output)
+
+
+class MeteredChild(AgentContract):
+    """``metered``: one model call on the model ``sim``; its usage is the Result's."""
+
+    name = "metered"
+    version = "1"
+    intents = ("metered",)
+
+    async def execute(self, context: dict[str, Any]) -> Result:
+        from deepagents.modelcall import wrap_model_call
+
+        i = context["payload"]["i"]
+        reply = await wrap_model_call(
+            "sim", prompt=f"Find fact {i}.", task=context["task"], agent=self.name
+        )
+        return Result(output={"i": i, "text": reply.text})

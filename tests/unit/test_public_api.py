@@ -21,6 +21,8 @@ PUBLIC_NAMES = {
     "Delegation",
     "DeepAgentsError",
     "ErrorCode",
+    "InboxAction",
+    "InboxAnswer",
     "InvalidInput",
     "Orchestrator",
     "Result",
@@ -30,11 +32,13 @@ PUBLIC_NAMES = {
     "Task",
     "TaskContext",
     "TaskHandle",
+    "WebhookSignatureError",
     "Worker",
     "__version__",
     "current_context",
     "load_config",
     "load_settings",
+    "verify_signature",
 }
 
 # The wire strings: clients branch on them, so none may be renamed or dropped.
@@ -124,7 +128,7 @@ ERROR_CODES = {
 
 
 # Top-level modules of optional extras that a module may import at its top.
-OPTIONAL = {"grpc", "google", "mcp"}
+OPTIONAL = {"grpc", "google", "mcp", "a2a"}
 
 
 def _package_classes() -> Iterator[type]:

@@ -7,7 +7,8 @@
 //
 // RISK_AGENT_TEST_HOOKS=1 turns on the hooks the tests use to play a faulty service:
 // RISK_AGENT_FAULT (see `fault` below), RISK_AGENT_LOG (one JSON line per call) and
-// GET /_stats (connections open and accepted, slow calls pending).
+// GET /_stats (connections open and accepted, slow calls pending and aborted: a slow call's
+// client that hangs up stops its work, logged as an 'aborted' line).
 'use strict';
 
 const fs = require('node:fs');
@@ -163,6 +164,61 @@ const STEPS = {
   },
 };
 
+// the one-call forms: the whole contract of one task in one call, or of several tasks in one
+// request, each answered on its own (a task that fails has its own problem, the others go on)
+
+function run(req) {
+  if (!STEPS.can_handle(req).can_handle) return { can_handle: false };
+  const { context } = STEPS.prepare_context(req);
+  const { result } = STEPS.execute({ ...req, context });
+  const post = STEPS.post_process({ ...req, result });
+  if (post.result) return { result: post.result };
+  return { result: { ...result, metrics: { ...(result.metrics || {}), ...(post.metrics || {}) } } };
+}
+
+function runOne(one) {
+  const id = one && one.task && typeof one.task.id === 'string' ? one.task.id : '';
+  if (!id || one.protocol !== 1) {
+    return { id, problem: { title: 'not a protocol v1 request', status: 400 } };
+  }
+  try {
+    return { id, ...run(one) };
+  } catch (err) {
+    if (err instanceof Invalid) return { id, problem: { title: 'invalid input', status: 422, detail: err.message } };
+    return { id, problem: { title: 'internal error', status: 500, detail: String(err && err.message) } };
+  }
+}
+
+function runBatch(req) {
+  if (!Array.isArray(req.runs)) throw new Invalid('runs: a list of run requests');
+  const answers = [];
+  req.runs.forEach((one, i) => {
+    const kind = HOOKS && one.task && one.task.payload && one.task.payload.batch;
+    if (kind) return answers.push(...batchHook(kind, one, req.runs, i));
+    if (FAULT === 'noop') return answers.push({ id: one.task.id, result: { status: 'success', output: {} } });
+    return answers.push(runOne(one));
+  });
+  return { answers };
+}
+
+// payload.batch (with the hooks on): this task's answer in a batch is a bad one, so one batch
+// carries bad and good answers side by side.
+function batchHook(kind, one, runs, i) {
+  const { id } = one.task;
+  const ok = { status: 'success', output: {} };
+  switch (kind) {
+    case 'omit': return []; // no answer for this task
+    case 'twice': return [{ id, result: ok }, { id, result: ok }];
+    case 'steal': { // answers with the id of the next task of the batch (the previous if last)
+      const other = runs[i + 1 < runs.length ? i + 1 : i - 1];
+      return [{ id: other ? other.task.id : `${id}-other`, result: ok }];
+    }
+    case 'huge': return [{ id, result: { status: 'success', output: 'x'.repeat(one.task.payload.size) } }];
+    case 'malformed': return [{ id, result: { status: 'maybe' } }];
+    default: return [{ id, problem: { title: 'unknown batch hook', status: 400, detail: kind } }];
+  }
+}
+
 // test hooks: a faulty service on demand ---------------------------------------------------
 
 const HOOKS = process.env.RISK_AGENT_TEST_HOOKS === '1';
@@ -181,8 +237,10 @@ const LOG = HOOKS ? process.env.RISK_AGENT_LOG : undefined;
 // (its health answer says so; the others answer 404).
 const METHODS = HOOKS && process.env.RISK_AGENT_METHODS
   ? process.env.RISK_AGENT_METHODS.split(',') : null;
+// What it implements unless told otherwise: the four steps and the one-call forms.
+const ALL_METHODS = ['can_handle', 'prepare_context', 'execute', 'post_process', 'run', 'run_batch'];
 const seen = new Map(); // task id -> execute calls so far
-const stats = { open: 0, accepted: 0, pending: 0, elsewhere: 0, cookies: 0 };
+const stats = { open: 0, accepted: 0, pending: 0, aborted: 0, elsewhere: 0, cookies: 0, requests: 0 };
 
 function fault(req, res) {
   const [kind, arg] = FAULT.split(':');
@@ -211,13 +269,21 @@ function fault(req, res) {
     case 'retry_after':
       return calls === 1 && send(429, 'application/problem+json', '{"title":"slow down"}',
         { 'retry-after': String(n) });
-    case 'slow':
+    case 'slow': {
       if (req.time_left_ms === null || req.time_left_ms === undefined) return false;
-      // calls held open: a client that gives up must close its connection
+      // calls held open: a client that gives up (a deadline, a cancelled task) must close
+      // its connection, and the work stops here when it does
       stats.pending = (stats.pending || 0) + 1;
-      res.on('close', () => { stats.pending -= 1; });
-      setTimeout(() => send(200, 'application/json', '{"result":{"status":"success"}}'), n);
+      const timer = setTimeout(() => send(200, 'application/json', '{"result":{"status":"success"}}'), n);
+      res.on('close', () => {
+        stats.pending -= 1;
+        if (res.writableFinished) return;
+        clearTimeout(timer);
+        stats.aborted += 1;
+        if (LOG) fs.appendFileSync(LOG, JSON.stringify({ step: 'aborted', task: req.task.id, at_ms: Date.now() }) + '\n');
+      });
       return true;
+    }
     case 'garbage':
       return send(200, 'application/json', 'this is {not json password=hunter2');
     case 'content_type':
@@ -284,14 +350,15 @@ function problem(res, status, title, detail) {
 
 function handle(req, res, raw) {
   if (req.method === 'GET' && req.url === '/v1/health') {
-    const health = { status: 'ok', version: VERSION };
-    return json(res, 200, METHODS ? { ...health, methods: METHODS } : health);
+    // With the hooks on and no RISK_AGENT_METHODS, a service of the first protocol: no list.
+    const methods = HOOKS ? METHODS : ALL_METHODS;
+    return json(res, 200, methods ? { status: 'ok', version: VERSION, methods } : { status: 'ok', version: VERSION });
   }
   if (HOOKS && req.method === 'GET' && req.url === '/_stats') return json(res, 200, stats);
   if (HOOKS && req.headers.cookie) stats.cookies += 1;
   if (HOOKS && req.url === '/v1/elsewhere') stats.elsewhere += 1;
   const step = req.url.startsWith('/v1/') ? req.url.slice(4) : null;
-  if (!Object.hasOwn(STEPS, step || '') || (METHODS && !METHODS.includes(step))) {
+  if (!ALL_METHODS.includes(step || '') || (METHODS && !METHODS.includes(step))) {
     return problem(res, 404, 'no such step', req.url);
   }
   if (req.method !== 'POST') return problem(res, 405, 'method not allowed', req.method);
@@ -304,21 +371,40 @@ function handle(req, res, raw) {
   } catch (err) {
     return problem(res, 400, 'invalid JSON', err.message);
   }
-  if (body === null || typeof body !== 'object' || body.protocol !== 1 || !body.task) {
+  const batch = step === 'run_batch';
+  if (body === null || typeof body !== 'object' || body.protocol !== 1 || !(batch || body.task)) {
     return problem(res, 400, 'not a protocol v1 request', 'needs protocol 1 and a task');
   }
   if (LOG) {
-    const line = { step, task: body.task.id, attempt: body.attempt, key: body.idempotency_key,
-      time_left_ms: body.time_left_ms, at_ms: Date.now(), body };
-    fs.appendFileSync(LOG, JSON.stringify(line) + '\n');
+    const each = batch ? (Array.isArray(body.runs) ? body.runs : []) : [body];
+    stats.requests += 1; // the lines of one batch share their request's number
+    const lines = each.map((one) => JSON.stringify({ step, task: one.task && one.task.id,
+      attempt: one.attempt, key: one.idempotency_key, time_left_ms: one.time_left_ms,
+      at_ms: Date.now(), request: stats.requests, body: one }) + '\n');
+    fs.appendFileSync(LOG, lines.join(''));
+  }
+  if (batch) {
+    if (FAULT === 'garbage') {
+      res.writeHead(200, { 'content-type': 'application/json' });
+      return res.end('this is {not json password=hunter2');
+    }
+    const hold = FAULT.startsWith('hold:') ? Number(FAULT.split(':')[1]) : 0;
+    let answer;
+    try {
+      answer = runBatch(body);
+    } catch (err) {
+      return problem(res, 400, 'bad request', String(err && err.message));
+    }
+    if (hold) return void setTimeout(() => json(res, 200, answer), hold);
+    return json(res, 200, answer);
   }
   const payload = body.task.payload || {};
   if (HOOKS && step === 'execute' && typeof payload.hostile === 'string') {
     return hostile(payload.hostile, req, res);
   }
-  if (step === 'execute' && FAULT && fault(body, res)) return undefined;
+  if ((step === 'execute' || step === 'run') && FAULT && fault(body, res)) return undefined;
   try {
-    return json(res, 200, STEPS[step](body));
+    return json(res, 200, step === 'run' ? run(body) : STEPS[step](body));
   } catch (err) {
     if (err instanceof Invalid) return problem(res, 422, 'invalid input', err.message);
     return problem(res, 500, 'internal error', String(err && err.message));

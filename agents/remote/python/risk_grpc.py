@@ -32,13 +32,17 @@ def _handler(
 ) -> Callable[[Message, Any], Any]:
     async def handle(request: Message, context: grpc.aio.ServicerContext) -> Message:
         if step == "health":
-            return response(status="ok", methods=methods, version=VERSION)
+            return response(status="ok", methods=methods or list(STEPS), version=VERSION)
         if methods and step not in methods:  # as a service that has no such rpc answers
             await context.abort(grpc.StatusCode.UNIMPLEMENTED, f"no {step} here")
-        if noop and step == "execute":
-            return json_format.ParseDict(NOOP, response())
         body = json_format.MessageToDict(request, preserving_proto_field_name=True)
-        body.setdefault("task", {}).setdefault("tenant", None)
+        if noop and step in ("execute", "run"):
+            return json_format.ParseDict(NOOP, response())
+        if noop and step == "run_batch":
+            answers = [{"id": run["task"]["id"], **NOOP} for run in body.get("runs", ())]
+            return json_format.ParseDict({"answers": answers}, response())
+        for one in [body, *body.get("runs", ())]:
+            one.setdefault("task", {}).setdefault("tenant", None)
         try:
             if body.get("protocol") != 1:
                 raise ValueError("not a protocol v1 request")
@@ -78,11 +82,14 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--port", type=int, default=8789)
     parser.add_argument("--host", default="127.0.0.1")
-    parser.add_argument("--noop", action="store_true", help="execute answers an empty success")
+    parser.add_argument(
+        "--noop", action="store_true", help="execute and run answer an empty success"
+    )
     parser.add_argument(
         "--methods",
         type=lambda text: text.split(","),
-        help="execute[,...]: implement only these contract methods, and say so in Health",
+        help="execute[,...]: implement only these calls, and say so in Health (default: all "
+        "four contract methods, run and run_batch)",
     )
     args = parser.parse_args(argv)
     unknown = set(args.methods or ()) - set(STEPS)

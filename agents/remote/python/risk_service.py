@@ -50,11 +50,40 @@ def post_process(body: dict[str, Any]) -> dict[str, Any]:
     return {"metrics": AGENT.post_process(result)}
 
 
+def run(body: dict[str, Any]) -> dict[str, Any]:
+    """The whole contract of one task in one call, as a worker would run the four steps."""
+    if not can_handle(body)["can_handle"]:
+        return {"can_handle": False}
+    executed = execute({**body, **prepare_context(body)})["result"]
+    metrics = post_process({**body, "result": executed})["metrics"]
+    return {"result": {**executed, "metrics": metrics}}
+
+
+def run_batch(body: dict[str, Any]) -> dict[str, Any]:
+    """Several tasks in one request, each answered on its own: one that fails has its own
+    problem, with the status its own request would have been answered."""
+    answers = []
+    for one in body["runs"]:
+        task_id = one["task"]["id"]
+        try:
+            answers.append({"id": task_id, **run(one)})
+        except InvalidInput as exc:
+            problem = {"title": "invalid input", "status": 422, "detail": str(exc)}
+            answers.append({"id": task_id, "problem": problem})
+        except (ValueError, KeyError, TypeError, AttributeError) as exc:
+            detail = f"{type(exc).__name__}: {exc}"
+            answers.append({"id": task_id, "problem": {"title": "bad request", "status": 400,
+                                                       "detail": detail}})  # fmt: skip
+    return {"answers": answers}
+
+
 STEPS = {
     "can_handle": can_handle,
     "prepare_context": prepare_context,
     "execute": execute,
     "post_process": post_process,
+    "run": run,
+    "run_batch": run_batch,
 }
 
 
@@ -80,7 +109,7 @@ class Handler(BaseHTTPRequestHandler):
 
     def do_GET(self) -> None:
         if self.path == "/v1/health":
-            self._send(200, {"status": "ok", "version": VERSION})
+            self._send(200, {"status": "ok", "version": VERSION, "methods": list(STEPS)})
         else:
             self._problem(404, "not found", self.path)
 

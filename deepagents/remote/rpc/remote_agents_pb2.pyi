@@ -133,6 +133,40 @@ class PostProcessResponse(_message.Message):
     metrics: _containers.ScalarMap[str, float]
     def __init__(self, result: _Optional[_Union[WireResult, _Mapping]] = ..., metrics: _Optional[_Mapping[str, float]] = ...) -> None: ...
 
+class RunResponse(_message.Message):
+    __slots__ = ("can_handle", "result")
+    CAN_HANDLE_FIELD_NUMBER: _ClassVar[int]
+    RESULT_FIELD_NUMBER: _ClassVar[int]
+    can_handle: bool
+    result: WireResult
+    def __init__(self, can_handle: _Optional[bool] = ..., result: _Optional[_Union[WireResult, _Mapping]] = ...) -> None: ...
+
+class RunBatchRequest(_message.Message):
+    __slots__ = ("protocol", "runs")
+    PROTOCOL_FIELD_NUMBER: _ClassVar[int]
+    RUNS_FIELD_NUMBER: _ClassVar[int]
+    protocol: int
+    runs: _containers.RepeatedCompositeFieldContainer[StepRequest]
+    def __init__(self, protocol: _Optional[int] = ..., runs: _Optional[_Iterable[_Union[StepRequest, _Mapping]]] = ...) -> None: ...
+
+class RunAnswer(_message.Message):
+    __slots__ = ("id", "can_handle", "result", "problem")
+    ID_FIELD_NUMBER: _ClassVar[int]
+    CAN_HANDLE_FIELD_NUMBER: _ClassVar[int]
+    RESULT_FIELD_NUMBER: _ClassVar[int]
+    PROBLEM_FIELD_NUMBER: _ClassVar[int]
+    id: str
+    can_handle: bool
+    result: WireResult
+    problem: Problem
+    def __init__(self, id: _Optional[str] = ..., can_handle: _Optional[bool] = ..., result: _Optional[_Union[WireResult, _Mapping]] = ..., problem: _Optional[_Union[Problem, _Mapping]] = ...) -> None: ...
+
+class RunBatchResponse(_message.Message):
+    __slots__ = ("answers",)
+    ANSWERS_FIELD_NUMBER: _ClassVar[int]
+    answers: _containers.RepeatedCompositeFieldContainer[RunAnswer]
+    def __init__(self, answers: _Optional[_Iterable[_Union[RunAnswer, _Mapping]]] = ...) -> None: ...
+
 class HealthRequest(_message.Message):
     __slots__ = ()
     def __init__(self) -> None: ...

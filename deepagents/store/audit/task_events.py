@@ -80,7 +80,7 @@ def _plain(values: dict[str, Any]) -> TaskEvent:
     return TaskEvent(str(data["event_id"]), str(data.get("type", "unknown")), data)
 
 
-def _from_row(row: Row) -> TaskEvent:
+def event_from_row(row: Row) -> TaskEvent:
     return _plain(dict(zip(COLUMNS, row, strict=True)))
 
 
@@ -153,7 +153,7 @@ class TaskEventLog:
             mine = [e for e in entries if task_id.encode() in e[2].get(b"events", b"")]
             out.extend(
                 event
-                for event in map(_from_row, self._decoder.rows(mine))
+                for event in map(event_from_row, self._decoder.rows(mine))
                 if event.data.get("task_id") == task_id
             )
             if len(page) < _PAGE:

@@ -23,7 +23,7 @@ import signal
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
-from typing import TypeVar
+from typing import TYPE_CHECKING, TypeVar
 
 from redis.asyncio import Redis, RedisCluster
 
@@ -38,6 +38,9 @@ from deepagents.store.audit.outbox import Backlog, Entry, Outbox
 from deepagents.store.audit.retention import Maintenance
 from deepagents.store.audit.sink import PgSink
 from deepagents.transport.keys import Keys
+
+if TYPE_CHECKING:
+    from deepagents.store.webhooks import WebhookDispatcher, WebhookQueue
 
 log = logging.getLogger("deepagents.audit")
 T = TypeVar("T")
@@ -70,6 +73,7 @@ class AuditWriter:
         consumer: str | None = None,
         run_migrations: bool = True,
         scan_s: float = 30.0,
+        deliver_webhooks: bool = True,
     ) -> None:
         self.settings = settings
         self.url = dsn or database_url(settings)
@@ -94,6 +98,20 @@ class AuditWriter:
         self.decoder = BatchDecoder.from_settings(settings)
         self.maintenance = Maintenance(settings.audit_retention_days)
         self.stats = WriterStats()
+        # Webhooks: queued here after the commit (their events are then stored, redacted,
+        # and ordered), delivered by a dispatcher beside the drain loop, never in its way.
+        self.webhooks = dict(config.webhooks)
+        self.webhook_queue: WebhookQueue | None = None
+        self.dispatcher: WebhookDispatcher | None = None
+        if self.webhooks:
+            # Imported here: the webhooks' modules read the audit events this package defines.
+            from deepagents.store.webhooks import WebhookDispatcher, WebhookQueue
+
+            keys = Keys(settings.prefix)
+            self.webhook_queue = WebhookQueue(client, keys)
+            if deliver_webhooks:
+                name = consumer or settings.consumer_name()
+                self.dispatcher = WebhookDispatcher(client, keys, self.webhooks, name)
         self.ready = asyncio.Event()
         self._stop = asyncio.Event()
         self._next_claim = 0.0
@@ -103,6 +121,8 @@ class AuditWriter:
 
     def stop(self) -> None:
         self._stop.set()
+        if self.dispatcher is not None:
+            self.dispatcher.stop()
 
     @property
     def stopping(self) -> bool:
@@ -113,6 +133,9 @@ class AuditWriter:
         return await self.outbox.backlog()
 
     async def run(self) -> None:
+        delivering = None
+        if self.dispatcher is not None:
+            delivering = asyncio.create_task(self.dispatcher.run(), name="webhooks")
         try:
             await self._start()
             while not self.stopping:
@@ -122,6 +145,9 @@ class AuditWriter:
             if self._inflight is not None:
                 self._inflight.cancel()  # only on an error: its entries stay pending
                 await asyncio.gather(self._inflight, return_exceptions=True)
+            if delivering is not None:
+                self.dispatcher.stop()  # type: ignore[union-attr]
+                await asyncio.gather(delivering, return_exceptions=True)
             await self.sink.close()
 
     async def _start(self) -> None:
@@ -220,6 +246,16 @@ class AuditWriter:
         self.stats.events += stored
         self.stats.duplicates += len(rows) - stored
         _fault("crash_after_commit")
+        if self.webhook_queue is not None:
+            from deepagents.store.webhooks import deliveries
+
+            queue, hooks = self.webhook_queue, self.webhooks
+            # Before the ack: a crash in between queues them again (at least once).
+            if (
+                await self._retry("queue webhooks", lambda: queue.enqueue(deliveries(hooks, rows)))
+                is None
+            ):
+                return
         if await self._retry("ack audit entries", lambda: self._ack(entries)):
             self.stats.entries += len(entries)
 

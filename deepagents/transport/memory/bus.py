@@ -9,6 +9,7 @@ the event loop, as a script is on the server."""
 from __future__ import annotations
 
 import asyncio
+import heapq
 from collections.abc import Callable, Sequence
 from typing import NamedTuple
 
@@ -23,6 +24,7 @@ from deepagents.transport.base import (
     CommitItem,
     DeadLetter,
     Enqueue,
+    Fairness,
     Held,
     Moved,
     Promoted,
@@ -47,6 +49,8 @@ _CANCELLABLE = frozenset(
     {TaskState.QUEUED, TaskState.SCHEDULED, TaskState.RETRYING, TaskState.WAITING}
 )
 _CANCELLABLE_RUNNING = _CANCELLABLE | {TaskState.RUNNING}
+# A task's first start and its earlier deliveries' spend: a replay starts it afresh.
+_FIRST_RUN = ("first_ms", "spent_tokens", "spent_cost")
 
 
 class MemoryBus(MemoryWaiting, MemoryChildren):
@@ -116,12 +120,14 @@ class MemoryBus(MemoryWaiting, MemoryChildren):
         locations: Sequence[tuple[str, str]] = (),
         location_ttl_s: int = 0,
         due_ms: Sequence[int] = (),
+        fair: Sequence[Fairness | None] = (),
     ) -> list[Admitted]:
         limits = [max_backlog] * len(items) if isinstance(max_backlog, int) else max_backlog
         dues = due_ms or [0] * len(items)
+        shares = fair or [None] * len(items)
         out = [
-            self._enqueue(item, limit, due)
-            for item, limit, due in zip(items, limits, dues, strict=True)
+            self._enqueue(item, limit, due, share)
+            for item, limit, due, share in zip(items, limits, dues, shares, strict=True)
         ]
         # As on one Redis: a task's location record is written with its entry, if enqueued.
         for (status, _), (key, value) in zip(out, locations or [("", "")] * len(out), strict=True):
@@ -139,21 +145,36 @@ class MemoryBus(MemoryWaiting, MemoryChildren):
             )
         return out
 
-    def _enqueue(self, item: Enqueue, limit: int, due: int = 0) -> Admitted:
-        stream, reply = item.stream, item.reply
+    def _enqueue(
+        self, item: Enqueue, limit: int, due: int = 0, share: Fairness | None = None
+    ) -> Admitted:
+        stream, task_json, reply = item.stream, item.task_json, item.reply
         key = stream.keys.task(item.task_id)
         existing = self.state.hash(key)
         if existing is not None:
             return Admitted(Enqueued.EXISTS, existing.get("entry", ""))
         target = self.state.stream(stream.name)
-        if len(target.entries) >= limit:
+        queue = self.state.fair.get(stream.keys.fair(stream.tier), [])
+        if len(target.entries) + (len(queue) if share else 0) >= limit:
             return Admitted(Enqueued.OVERLOADED, "")
         at = str(now_ms())
         if due:  # as the enqueue script: the member a retry's reschedule writes, attempt 1
-            self._schedule(stream, key, item.task_json, reply, at, due)
+            self._schedule(stream, key, task_json, reply, at, due)
             self._outbox(stream.keys, item.events_json)
             return Admitted(Enqueued.OK, "")
-        entry_id = target.add(entry_fields(item.task_json, 1, at, reply))
+        if share is not None and (queue or _unread(target)):
+            self._hold_fair(stream, task_json, reply, at, share)
+            self.state.hashes[key] = {
+                "state": TaskState.QUEUED,
+                "entry": "",
+                "tier": stream.tier,
+                "reply": reply,
+                "enq_ms": at,
+                "deliveries": "0",
+            }
+            self._outbox(stream.keys, item.events_json)
+            return Admitted(Enqueued.OK, "")
+        entry_id = target.add(entry_fields(task_json, 1, at, reply))
         self.state.hashes[key] = {
             "state": TaskState.QUEUED,
             "entry": entry_id,
@@ -164,6 +185,35 @@ class MemoryBus(MemoryWaiting, MemoryChildren):
         }
         self._outbox(stream.keys, item.events_json)
         return Admitted(Enqueued.OK, entry_id)
+
+    def _hold_fair(
+        self, stream: StreamRef, task_json: bytes, reply: str, at: str, share: Fairness
+    ) -> None:
+        """Into the stream's fair queue at its virtual finish time (the enqueue script)."""
+        clock = self.state.fair_clock.setdefault(stream.keys.fair_clock(stream.tier), {})
+        field = f"k:{share.key}"
+        tag = max(clock.get("@", 0.0), clock.get(field, 0.0)) + 1 / share.weight
+        clock[field] = tag
+        member = orjson.dumps(
+            {"task": task_json.decode(), "reply": reply, "enq": at, "key": share.key}
+        )
+        heapq.heappush(self.state.fair.setdefault(stream.keys.fair(stream.tier), []), (tag, member))
+
+    def _release_fair(self, stream: StreamRef, count: int) -> None:
+        """The release script: the fair queue's first ``count`` into the stream."""
+        queue = self.state.fair.get(stream.keys.fair(stream.tier))
+        if not queue:
+            return
+        clock = self.state.fair_clock.setdefault(stream.keys.fair_clock(stream.tier), {})
+        target = self.state.stream(stream.name)
+        for _ in range(min(count, len(queue))):
+            tag, member = heapq.heappop(queue)
+            m = orjson.loads(member)
+            target.add(entry_fields(m["task"].encode(), 1, m["enq"], m["reply"]))
+            field = f"k:{m['key']}"
+            if clock.get(field, tag) <= tag:
+                clock.pop(field, None)
+            clock["@"] = tag
 
     def _schedule(
         self, stream: StreamRef, key: str, task_json: bytes, reply: str, at: str, due: int
@@ -210,6 +260,16 @@ class MemoryBus(MemoryWaiting, MemoryChildren):
         except TimeoutError:
             return []
         return self._read_new(*self._group(stream, group), consumer, count)
+
+    async def read_fair(
+        self, stream: StreamRef, group: str, consumer: str, count: int, block_ms: int | None
+    ) -> list[RawEntry]:
+        found, held = self._group(stream, group)
+        self._release_fair(stream, count)
+        entries = self._read_new(found, held, consumer, count)
+        if entries or block_ms is None:
+            return entries
+        return await self.read(stream, group, consumer, count, block_ms)
 
     def _read_new(self, found: Stream, held: Group, consumer: str, count: int) -> list[RawEntry]:
         at = now_ms()
@@ -297,7 +357,21 @@ class MemoryBus(MemoryWaiting, MemoryChildren):
             )
             if item.started_event:
                 events.append(item.started_event + _b(f"{n}}}"))
-            out.append(Begun(Outcome.OK, n, task.get("stepped") == "1"))
+            first = task.get("first_ms")
+            if first is None:
+                task["first_ms"] = at
+                out.append(Begun(Outcome.OK, n, task.get("stepped") == "1"))
+                continue
+            out.append(
+                Begun(
+                    Outcome.OK,
+                    n,
+                    task.get("stepped") == "1",
+                    first_ms=_int(first),
+                    spent_tokens=_int(task.get("spent_tokens")),
+                    spent_cost_usd=float(task.get("spent_cost", "0")),
+                )
+            )
         if events:
             self._outbox(stream.keys, b"[" + b",".join(events) + b"]")
         return out
@@ -372,6 +446,11 @@ class MemoryBus(MemoryWaiting, MemoryChildren):
         task.update(state=TaskState.RETRYING, due_ms=str(item.due_ms))
         if not item.counted and _int(task.get("deliveries")) > 0:
             task["deliveries"] = str(_int(task["deliveries"]) - 1)
+        if item.spent_tokens > 0:
+            task["spent_tokens"] = str(_int(task.get("spent_tokens")) + item.spent_tokens)
+        if item.spent_cost_usd > 0:
+            spent = float(task.get("spent_cost", "0")) + item.spent_cost_usd
+            task["spent_cost"] = repr(spent)
         self._outbox(stream.keys, item.events_json)
         return Outcome.OK
 
@@ -434,6 +513,11 @@ class MemoryBus(MemoryWaiting, MemoryChildren):
             _int((self.state.hash(stream.keys.task(t)) or {}).get("deliveries")) for t in task_ids
         ]
 
+    async def cancelled(self, stream: StreamRef, task_ids: Sequence[str]) -> list[str]:
+        return [
+            t for t in task_ids if (self.state.hash(stream.keys.task(t)) or {}).get("cancelled")
+        ]
+
     async def hand_back(
         self,
         stream: StreamRef,
@@ -486,7 +570,7 @@ class MemoryBus(MemoryWaiting, MemoryChildren):
         at = now_ms()
         due = sorted((score, m) for m, score in members.items() if score <= at)[:limit]
         moved = dead = 0
-        waits = []
+        waits, damaged = [], []
         for _, member in due:
             if member.startswith(b"w:"):  # left in the set: ``wake`` takes it out
                 waits.append(member[2:].decode())
@@ -505,12 +589,32 @@ class MemoryBus(MemoryWaiting, MemoryChildren):
                     }
                 )
                 dead += 1
+                salvaged = _salvage(member)
+                if salvaged is not None:
+                    damaged.append((salvaged, error))
                 continue
             tier = parsed.tier if parsed.tier in tiers else tiers[-1]
             fields = entry_fields(_b(parsed.task), parsed.attempt, at, parsed.reply)
             self.state.stream(keys.stream(tier)).add(fields)
             moved += 1
-        return Promoted(moved, dead, tuple(waits))
+        return Promoted(moved, dead, tuple(waits), tuple(damaged))
+
+    async def end_damaged(
+        self, keys: ShardKeys, task_id: str, result_json: bytes, events_json: bytes
+    ) -> Cancelled | TaskState:
+        key = keys.task(task_id)
+        task = self.state.hash(key)
+        if task is None or "state" not in task:
+            return Cancelled.MISSING
+        state = TaskState(task["state"])
+        if state not in (TaskState.RETRYING, TaskState.SCHEDULED):
+            return state
+        task.update(state=TaskState.DEAD, result=result_json.decode(), finished_ms=str(now_ms()))
+        self.state.expire(key, self.result_ttl_s)
+        self.state.expire_if_there(keys.steps(task_id), self.result_ttl_s)
+        self._outbox(keys, events_json)
+        self.replies.publish(task.get("reply", ""), result_json)
+        return Cancelled.OK
 
     async def replay(
         self, keys: ShardKeys, dlq_entry: str, tier: str, task_id: str, task_json: bytes, reply: str
@@ -522,7 +626,7 @@ class MemoryBus(MemoryWaiting, MemoryChildren):
         entry_id = self.state.stream(keys.stream(tier)).add(entry_fields(task_json, 1, at, reply))
         key = keys.task(task_id)
         task = self.state.hash_for_write(key)
-        for name in ("result", "owner", "finished_ms", "due_ms"):
+        for name in ("result", "owner", "finished_ms", "due_ms", *_FIRST_RUN):
             task.pop(name, None)
         task.update(state=TaskState.QUEUED, entry=entry_id, enq_ms=at, deliveries="0")
         self.state.persist(key)
@@ -538,6 +642,7 @@ class MemoryBus(MemoryWaiting, MemoryChildren):
         events_json: bytes,
         *,
         running: bool = False,
+        notify: str = "",
     ) -> Cancelled | TaskState:
         key = keys.task(task_id)
         task = self.state.hash(key)
@@ -560,6 +665,8 @@ class MemoryBus(MemoryWaiting, MemoryChildren):
         self.state.expire_if_there(keys.steps(task_id), self.result_ttl_s)
         self._outbox(keys, events_json)
         self.replies.publish(task.get("reply", ""), result_json)
+        if state == TaskState.RUNNING and notify:
+            self.replies.publish(notify, task_id.encode())
         return Cancelled.OK
 
     async def record_steps(
@@ -614,6 +721,7 @@ class MemoryBus(MemoryWaiting, MemoryChildren):
 
     async def stream_stats(self, stream: StreamRef, group: str) -> StreamStats:
         stats = StreamStats(stream=stream.name)
+        stats.fair = len(self.state.fair.get(stream.keys.fair(stream.tier), ()))
         found = self.state.streams.get(stream.name)
         held = None if found is None else found.groups.get(group)
         if found is None:
@@ -660,6 +768,17 @@ class _Member(NamedTuple):
     reply: str
 
 
+def _salvage(member: bytes) -> str | None:
+    """The task id of a member that failed the check, if its task is still readable."""
+    try:
+        parsed = orjson.loads(member)
+        task = orjson.loads(parsed["task"]) if isinstance(parsed, dict) else None
+    except (orjson.JSONDecodeError, KeyError, TypeError):
+        return None
+    task_id = task.get("task_id") if isinstance(task, dict) else None
+    return task_id if isinstance(task_id, str) else None
+
+
 def _delayed_member(member: bytes) -> tuple[_Member | None, str]:
     """A delayed set's member, checked as the promote script checks it."""
     try:
@@ -677,3 +796,11 @@ def _delayed_member(member: bytes) -> tuple[_Member | None, str]:
     if reply is not None and not isinstance(reply, str):
         return None, "reply is not a string"
     return _Member(str(parsed.get("tier")), parsed["task"], int(attempt), reply or ""), ""
+
+
+def _unread(stream: Stream) -> bool:
+    """Some group has not read the stream's last entry (the enqueue script's check)."""
+    if not stream.entries:
+        return False
+    last = parse_id(next(reversed(stream.entries)))
+    return not stream.groups or any(g.last < last for g in stream.groups.values())

@@ -82,6 +82,10 @@ class State:
         self.streams: dict[str, Stream] = {}
         self.hashes: dict[str, dict[str, str]] = {}
         self.delayed: dict[str, dict[bytes, int]] = {}
+        # A fair tier's queue: a heap of (virtual finish time, member); and its clock ('@')
+        # and keys' last finish times ('k:<key>'), as the Redis bus's fair keys hold them.
+        self.fair: dict[str, list[tuple[float, bytes]]] = {}
+        self.fair_clock: dict[str, dict[str, float]] = {}
         self.strings: dict[str, str] = {}
         self._expires: dict[str, float] = {}
 

@@ -169,15 +169,23 @@ class MemoryWaiting:
     async def waiting(
         self, keys: ShardKeys, limit: int, tenant: str | None = None
     ) -> list[Waiting]:
+        return await self.waiting_of(keys, await self.waiting_ids(keys, limit, tenant))
+
+    async def waiting_ids(
+        self, keys: ShardKeys, limit: int, tenant: str | None = None
+    ) -> list[tuple[str, float]]:
         index = self.state.delayed.get(keys.waiting, {})
         listed = index
         if tenant is not None:  # as tenant_waiting.lua: its own index, gone members dropped
             listed = self.state.delayed.get(keys.tenant_waiting(tenant), {})
             for member in [m for m in listed if m not in index]:
                 del listed[member]
+        oldest = sorted(listed.items(), key=lambda kv: (kv[1], kv[0]))[:limit]
+        return [(member.decode(), asked) for member, asked in oldest]
+
+    async def waiting_of(self, keys: ShardKeys, ids: Sequence[tuple[str, float]]) -> list[Waiting]:
         out = []
-        for member, asked in sorted(listed.items(), key=lambda kv: (kv[1], kv[0]))[:limit]:
-            task_id = member.decode()
+        for task_id, asked in ids:
             task = self.state.hash(keys.task(task_id)) or {}
             asked_for = await self.asked(keys, task_id)
             if "ask" not in task or not asked_for:
@@ -187,7 +195,7 @@ class MemoryWaiting:
                     task_id,
                     keys.agent,
                     keys.shard,
-                    asked,
+                    int(asked),
                     task["ask"],
                     asked_for["question"],
                     int(task.get("wait_due_ms") or 0),

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import math
 import time
 from collections.abc import Callable, Sequence
 from typing import Any
@@ -21,6 +22,7 @@ from deepagents.transport.base import (
     CommitItem,
     DeadLetter,
     Enqueue,
+    Fairness,
     Held,
     Moved,
     Promoted,
@@ -74,8 +76,8 @@ EXPOSE_MOST = 10_000
 
 
 def _cancelled(raw: bytes) -> Cancelled | TaskState:
-    """The cancel script's answer: ok, missing, or the task's state that prevented it; a
-    state no script writes is a damaged task record."""
+    """The cancel (or end_damaged) script's answer: ok, missing, or the task's state that
+    prevented it; a state no script writes is a damaged task record."""
     try:
         return _CANCELLED[raw]
     except KeyError:
@@ -200,12 +202,16 @@ class RedisStreamBus(RedisWaiting, RedisChildren):
         locations: Sequence[tuple[str, str]] = (),
         location_ttl_s: int = 0,
         due_ms: Sequence[int] = (),
+        fair: Sequence[Fairness | None] = (),
     ) -> list[Admitted]:
         """Enqueue a batch in one round trip.
         ``max_backlog`` is one limit for all, or one per item (a batch may mix agent types).
 
         ``due_ms``: none, or one per item: 0 enqueues it now; a time (ms since the epoch)
         puts it in its shard's delayed set instead, state ``scheduled``, its entry id ''.
+
+        ``fair``: none, or one per item: a ``Fairness`` for a task of a fair tier (it may
+        wait in the stream's fair queue, entry id '', until ``read_fair`` moves it in).
 
         ``locations``: none, or one per item: its task's location record (key, value), kept
         for ``location_ttl_s``. On one server the enqueue script writes it with the entry, so
@@ -224,7 +230,7 @@ class RedisStreamBus(RedisWaiting, RedisChildren):
         if locations and not inline:
             await self._record_first(items, locations, location_ttl_s, replicas, replica_wait_ms)
         commands, order = self._enqueue_calls(
-            items, limits, locations if inline else (), location_ttl_s, due_ms
+            items, limits, locations if inline else (), location_ttl_s, due_ms, fair
         )
         script = self.scripts.enqueue
         with redis_errors("enqueue and record task locations" if inline else "enqueue"):
@@ -260,6 +266,7 @@ class RedisStreamBus(RedisWaiting, RedisChildren):
         locations: Sequence[tuple[str, str]],
         location_ttl_s: int,
         due_ms: Sequence[int] = (),
+        fair: Sequence[Fairness | None] = (),
     ) -> tuple[list[tuple[Any, ...]], list[int]]:
         """One enqueue script call per shard (its keys share one slot), at most
         ``_ENQUEUE_CALL`` tasks each; and the items' positions in the calls' order."""
@@ -272,15 +279,23 @@ class RedisStreamBus(RedisWaiting, RedisChildren):
         for outbox, positions in by_shard.items():
             for start in range(0, len(positions), _ENQUEUE_CALL):
                 part = positions[start : start + _ENQUEUE_CALL]
+                # The fair keys and arguments only in calls with a fair task: the others
+                # send what they always did.
+                fairs = [fair[i] for i in part] if fair else []
+                has_fair = any(f is not None for f in fairs)
                 keys: list[Any] = [outbox, items[part[0]].stream.keys.delayed]
-                args: list[Any] = [at, ttl]
-                for i in part:
+                args: list[Any] = [at, ttl, "1" if has_fair else ""]
+                for j, i in enumerate(part):
                     item = items[i]
                     stream = item.stream
                     keys += (stream.name, stream.keys.task(item.task_id))
                     due = due_ms[i] if due_ms else 0
                     args += (item.task_json, item.reply, limits[i], stream.tier, item.events_json)
                     args.append(due or "")
+                    if has_fair:
+                        share = fairs[j]
+                        keys += (stream.keys.fair(stream.tier), stream.keys.fair_clock(stream.tier))
+                        args += (share.key, repr(share.weight)) if share else ("", "")
                     if locations:
                         key, value = locations[i]
                         keys.append(key)
@@ -389,6 +404,32 @@ class RedisStreamBus(RedisWaiting, RedisChildren):
         """New entries (``>``), blocking up to ``block_ms`` when there are none."""
         return await self._xreadgroup(stream, group, consumer, count, block_ms, ">")
 
+    async def read_fair(
+        self, stream: StreamRef, group: str, consumer: str, count: int, block_ms: int | None
+    ) -> list[RawEntry]:
+        """The release script (its fair queue's next tasks moved in, then a read that does
+        not block); only when that finds nothing, the blocking read: the enqueue script
+        puts a task straight into a stream with nothing unread, which wakes it."""
+        keys = stream.keys
+        command = (
+            "EVALSHA",
+            self.scripts.release.sha,
+            3,
+            stream.name,
+            keys.fair(stream.tier),
+            keys.fair_clock(stream.tier),
+            group,
+            consumer,
+            now_ms(),
+            count,
+        )
+        with redis_errors(f"release and read {stream.name}"):
+            (reply,) = await self._evalsha_commands(self.scripts.release, [command])
+        entries = _read_entries(reply)
+        if entries or block_ms is None:
+            return entries
+        return await self.read(stream, group, consumer, count, block_ms)
+
     async def read_own_pending(
         self, stream: StreamRef, group: str, consumer: str, count: int, after: str
     ) -> list[RawEntry]:
@@ -460,7 +501,7 @@ class RedisStreamBus(RedisWaiting, RedisChildren):
             args += (item.entry_id, item.attempt, item.started_event)
         with redis_errors(f"begin on {stream.name}"):
             (reply,) = await self._evalsha(self.scripts.begin, [(keys, args)])
-        return [Begun(_OUTCOME[r[0]], r[1], len(r) > 2 and r[2] == 1) for r in reply]
+        return [_begun(r) for r in reply]
 
     async def commit(
         self, stream: StreamRef, group: str, consumer: str, items: Sequence[CommitItem]
@@ -519,6 +560,8 @@ class RedisStreamBus(RedisWaiting, RedisChildren):
             member,
             item.events_json,
             "1" if item.counted else "0",
+            item.spent_tokens,
+            repr(item.spent_cost_usd),
         ]
         with redis_errors(f"reschedule on {stream.name}"):
             return _OUTCOME[await self.scripts.reschedule(keys=keys, args=args)]
@@ -564,6 +607,12 @@ class RedisStreamBus(RedisWaiting, RedisChildren):
             replies = await self.lanes.pipeline(commands)
         return [int(n) if n and n.isdigit() else 0 for n in replies]
 
+    async def cancelled(self, stream: StreamRef, task_ids: Sequence[str]) -> list[str]:
+        commands = [("HGET", stream.keys.task(task_id), "cancelled") for task_id in task_ids]
+        with redis_errors(f"cancels on {stream.name}"):
+            replies = await self.lanes.pipeline(commands)
+        return [t for t, flag in zip(task_ids, replies, strict=True) if flag]
+
     async def hand_back(
         self,
         stream: StreamRef,
@@ -605,11 +654,27 @@ class RedisStreamBus(RedisWaiting, RedisChildren):
         self, keys: ShardKeys, tiers: Sequence[str], limit: int = 500
     ) -> Promoted:
         with redis_errors(f"promote {keys.delayed}"):
-            moved, dead, waits = await self.scripts.promote(
+            moved, dead, waits, damaged = await self.scripts.promote(
                 keys=[keys.delayed, keys.dlq, *(keys.stream(t) for t in tiers)],
                 args=[now_ms(), limit, *tiers],
             )
-        return Promoted(int(moved), int(dead), tuple(_s(w) for w in waits))
+        pairs = zip(damaged[::2], damaged[1::2], strict=True)
+        return Promoted(
+            int(moved),
+            int(dead),
+            tuple(_s(w) for w in waits),
+            tuple((_s(task_id), _s(error)) for task_id, error in pairs),
+        )
+
+    async def end_damaged(
+        self, keys: ShardKeys, task_id: str, result_json: bytes, events_json: bytes
+    ) -> Cancelled | TaskState:
+        with redis_errors(f"end task {task_id}"):
+            status = await self.scripts.end_damaged(
+                keys=[keys.task(task_id), keys.outbox, keys.steps(task_id)],
+                args=[result_json, now_ms(), self.result_ttl_s, events_json],
+            )
+        return _cancelled(status)
 
     async def replay(
         self, keys: ShardKeys, dlq_entry: str, tier: str, task_id: str, task_json: bytes, reply: str
@@ -665,6 +730,7 @@ class RedisStreamBus(RedisWaiting, RedisChildren):
         events_json: bytes,
         *,
         running: bool = False,
+        notify: str = "",
     ) -> Cancelled | TaskState:
         with redis_errors("cancel"):
             status = await self.scripts.cancel(
@@ -683,6 +749,7 @@ class RedisStreamBus(RedisWaiting, RedisChildren):
                     events_json,
                     task_id,
                     "1" if running else "",
+                    notify,
                 ],
             )
         return _cancelled(status)
@@ -718,6 +785,7 @@ class RedisStreamBus(RedisWaiting, RedisChildren):
             pipe.xpending(stream.name, group)
             pipe.xpending_range(stream.name, group, min="-", max="+", count=1)
             pipe.xinfo_groups(stream.name)
+            stats.fair = int(await self.client.zcard(stream.keys.fair(stream.tier)))
             try:
                 length, summary, oldest, groups = await pipe.execute()
             except rex.ResponseError:  # no stream or no group yet
@@ -772,3 +840,33 @@ class RedisStreamBus(RedisWaiting, RedisChildren):
                 pipe.xlen(keys.outbox)
             lengths = await pipe.execute()
         return [int(n) for n in lengths]
+
+
+def _begun(reply: list[Any]) -> Begun:
+    """One entry of the begin script's answer (``lua/begin.lua``)."""
+    if len(reply) < 4:
+        return Begun(_OUTCOME[reply[0]], reply[1], len(reply) > 2 and reply[2] == 1)
+    return Begun(
+        _OUTCOME[reply[0]],
+        reply[1],
+        reply[2] == 1,
+        first_ms=_int_or(reply[3]),
+        spent_tokens=_int_or(reply[4]),
+        spent_cost_usd=_float_or(reply[5]),
+    )
+
+
+def _int_or(value: bytes) -> int:
+    """A number a script read from a task hash; 0 when it is not one (a damaged field)."""
+    try:
+        return int(value)
+    except ValueError:
+        return 0
+
+
+def _float_or(value: bytes) -> float:
+    try:
+        number = float(value)
+    except ValueError:
+        return 0.0
+    return number if math.isfinite(number) else 0.0

@@ -35,6 +35,8 @@ _NAMES = (
     "park_children",
     "child_ended",
     "link_child",
+    "release",
+    "end_damaged",
 )
 
 
@@ -70,6 +72,8 @@ class Scripts:
     park_children: AsyncScript
     child_ended: AsyncScript
     link_child: AsyncScript
+    release: AsyncScript
+    end_damaged: AsyncScript
 
     @staticmethod
     def preload() -> None:

@@ -141,23 +141,24 @@ class RedisWaiting:
     async def waiting(
         self, keys: ShardKeys, limit: int, tenant: str | None = None
     ) -> list[Waiting]:
+        return await self.waiting_of(keys, await self.waiting_ids(keys, limit, tenant))
+
+    async def waiting_ids(
+        self, keys: ShardKeys, limit: int, tenant: str | None = None
+    ) -> list[tuple[str, float]]:
         if tenant is None:
             with redis_errors("list waiting tasks"):
                 ids = await self.client.zrange(keys.waiting, 0, limit - 1, withscores=True)
-            return await self._listed(keys, ids)
-        return await self._tenant_waiting(keys, limit, tenant)
-
-    async def _tenant_waiting(self, keys: ShardKeys, limit: int, tenant: str) -> list[Waiting]:
+            return _readable(keys, ids)
         with redis_errors("list a tenant's waiting tasks"):
             flat = await self.scripts.tenant_waiting(
                 keys=[keys.tenant_waiting(tenant), keys.waiting], args=[limit]
             )
-        return await self._listed(keys, list(zip(flat[::2], map(float, flat[1::2]), strict=True)))
+        return _readable(keys, list(zip(flat[::2], map(float, flat[1::2]), strict=True)))
 
-    async def _listed(self, keys: ShardKeys, ids: Sequence[tuple[Any, float]]) -> list[Waiting]:
-        """The open questions of these (task id, asked at) pairs, in their order. A member
-        that is no task id (not UTF-8: damaged) is left out and counted, never read."""
-        ids = _readable(keys, ids)
+    async def waiting_of(self, keys: ShardKeys, ids: Sequence[tuple[str, float]]) -> list[Waiting]:
+        """The open questions of these (task id, asked at) pairs, in their order (a task
+        that stopped waiting meanwhile is left out)."""
         with redis_errors("list waiting tasks"):
             pipe = self.client.pipeline(transaction=False)
             for task_id, _ in ids:

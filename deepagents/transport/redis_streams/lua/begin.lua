@@ -4,9 +4,13 @@
 -- ARGV[1] group, [2] consumer, [3] now ms, [4] fresh ('1': the batch was just read with
 -- '>' by this consumer), then per entry: entry id, attempt, started event ('' = none: the
 -- event's JSON up to its last value, the delivery count, which only this script knows)
--- Returns per entry {status, deliveries, stepped}: ok | dup (already done: acked and
---   deleted) | lost (another consumer owns it now) | gone (no longer pending); stepped is
---   1 when the task has step records (record_steps.lua marks its hash), else 0
+-- Returns per entry {status, deliveries, stepped[, first ms, spent tokens, spent cost]}:
+--   ok | dup (already done: acked and deleted) | lost (another consumer owns it now) |
+--   gone (no longer pending); stepped is 1 when the task has step records
+--   (record_steps.lua marks its hash), else 0. A task begun before (a redelivery, a retry,
+--   a resume) also gets when it first began and what its earlier deliveries spent on
+--   model calls outside recorded steps (reschedule.lua), as strings: its Result's latency
+--   runs from that first start, its tokens and cost add that spend.
 -- A fresh batch skips the ownership check: nobody can have claimed an entry before it
 -- idled for the visibility timeout, and the commit checks the owner anyway, so a worker
 -- that stalls that long between read and begin only runs the agent in vain.
@@ -23,17 +27,25 @@ for i = 3, #KEYS do
   if skip then
     out[#out + 1] = {skip, 0}
   else
-    local h = redis.call('HMGET', KEYS[i], 'state', 'deliveries', 'stepped')
+    local h = redis.call('HMGET', KEYS[i], 'state', 'deliveries', 'stepped', 'first_ms',
+                         'spent_tokens', 'spent_cost')
     if h[1] == 'done' then
       redis.call('XACK', KEYS[1], ARGV[1], id)
       redis.call('XDEL', KEYS[1], id)
       out[#out + 1] = {'dup', 0}
     else
       local n = (tonumber(h[2]) or 0) + 1
-      redis.call('HSET', KEYS[i], 'state', 'running', 'owner', ARGV[2], 'entry', id,
-                 'attempt', attempt, 'started_ms', ARGV[3], 'deliveries', n)
+      if h[4] then
+        redis.call('HSET', KEYS[i], 'state', 'running', 'owner', ARGV[2], 'entry', id,
+                   'attempt', attempt, 'started_ms', ARGV[3], 'deliveries', n)
+        out[#out + 1] = {'ok', n, h[3] and 1 or 0, h[4], h[5] or '0', h[6] or '0'}
+      else
+        redis.call('HSET', KEYS[i], 'state', 'running', 'owner', ARGV[2], 'entry', id,
+                   'attempt', attempt, 'started_ms', ARGV[3], 'deliveries', n,
+                   'first_ms', ARGV[3])
+        out[#out + 1] = {'ok', n, h[3] and 1 or 0}
+      end
       if event ~= '' then events[#events + 1] = event .. n .. '}' end
-      out[#out + 1] = {'ok', n, h[3] and 1 or 0}
     end
   end
 end

@@ -7,8 +7,10 @@
 -- waiting task may have some; they expire with the result), KEYS[4] delayed set,
 -- KEYS[5] waiting index, KEYS[6] the question's record
 -- ARGV[1] result json, [2] now ms, [3] ttl s, [4] events json, [5] task id, [6] '1': a
--- running task too (a delegated child whose parent was cancelled: its worker's step
--- records and commit then find it done and count a duplicate, so it ends once, cancelled)
+-- running task too (its worker's step records and commit then find it done and count a
+-- duplicate, so it ends once, cancelled: this script or the commit, whichever runs first),
+-- [7] the channel its agent's workers hear cancels on ('' = none): a running task's id is
+-- published there, so the worker running it stops it at once
 -- Returns 'ok', or the state that prevented it (running, done, dead, …; 'missing').
 local h = redis.call('HMGET', KEYS[1], 'state', 'reply')
 if not h[1] then return 'missing' end
@@ -30,4 +32,5 @@ redis.call('EXPIRE', KEYS[1], ARGV[3])
 redis.call('EXPIRE', KEYS[3], ARGV[3])
 if ARGV[4] ~= '' then redis.call('XADD', KEYS[2], '*', 'events', ARGV[4]) end
 if h[2] and h[2] ~= '' then redis.call('PUBLISH', h[2], ARGV[1]) end
+if h[1] == 'running' and ARGV[7] ~= '' then redis.call('PUBLISH', ARGV[7], ARGV[5]) end
 return 'ok'

@@ -2,12 +2,17 @@
 -- (idempotent on task_id), each with its location record when one is given. A task with a
 -- due time goes into the shard's delayed set instead (state scheduled): the promote script
 -- moves it to its tier stream when due, as it moves a retry.
+-- A task of a fair tier (its weight given) goes into its stream's fair queue (score: its
+-- virtual finish time, max(the queue's clock, its key's last finish) + 1 / weight), unless
+-- the stream has nothing unread and the fair queue is empty: then straight into the
+-- stream, so a reader blocked there wakes. The release script moves the rest in.
 -- KEYS[1] outbox stream, KEYS[2] delayed set, then per task: tier stream, task hash[,
--- location key]
+-- fair queue, fair clock][, location key]
 -- ARGV[1] now ms, [2] location TTL s ('' = no location keys: the caller wrote them, or
--- they live on other nodes of a cluster), then per task: task json, reply channel,
--- max backlog, tier, outbox events (a JSON array; '' = outbox off), due ms ('' = now)[,
--- location value]
+-- they live on other nodes of a cluster), [3] '1': the fair keys and arguments are there,
+-- then per task: task json, reply channel, max backlog, tier, outbox events (a JSON array;
+-- '' = outbox off), due ms ('' = now)[, fairness key, weight ('' = not fair)][, location
+-- value]
 -- Returns, flat, per task: status, entry id; status ok | exists (entry id of the first
 -- enqueue) | overloaded (entry id ''). A scheduled task has no entry yet: its id is ''.
 -- Flat, not a pair per task: 97.6k -> 91.9k Redis instructions per task of submit_many
@@ -20,10 +25,45 @@
 -- not rolled back when a command fails in it (an ACL refusing SET, say): failing at the
 -- first write, it has enqueued nothing, so the caller's "not accepted" is true.
 local now, ttl = ARGV[1], ARGV[2]
-local located = ttl ~= ''
-local kstride, astride = located and 3 or 2, located and 7 or 6
+local located, fair = ttl ~= '', ARGV[3] == '1'
+local fk = fair and 2 or 0
+local kstride, astride = (located and 3 or 2) + fk, (located and 7 or 6) + fk
 local n = (#KEYS - 2) / kstride
 local out, accepted, queued, first, again = {}, {}, {}, {}, {}
+
+-- Entry ids compared as Redis orders them.
+local function id_less(a, b)
+  local am, as = string.match(a, '(%d+)-(%d+)')
+  local bm, bs = string.match(b, '(%d+)-(%d+)')
+  am, bm = tonumber(am), tonumber(bm)
+  return am < bm or (am == bm and tonumber(as) < tonumber(bs))
+end
+
+-- Whether some group of the stream has not read its last entry yet (a reader will come
+-- back for it, and release the fair queue then).
+local function unread(stream)
+  local last = redis.call('XREVRANGE', stream, '+', '-', 'COUNT', 1)[1]
+  if not last then return false end
+  local groups = redis.call('XINFO', 'GROUPS', stream)
+  if #groups == 0 then return true end
+  for _, g in ipairs(groups) do
+    for j = 1, #g, 2 do
+      if g[j] == 'last-delivered-id' and id_less(g[j + 1], last[1]) then return true end
+    end
+  end
+  return false
+end
+
+local holding = {}  -- stream -> its fair tasks go to the fair queue (else: straight in)
+local function fair_hold(stream, fset)
+  local h = holding[stream]
+  if h == nil then
+    h = redis.call('ZCARD', fset) > 0 or unread(stream)
+  end
+  holding[stream] = true  -- after this one, the stream has something unread
+  return h
+end
+
 for i = 0, n - 1 do
   local stream, hash = KEYS[3 + i * kstride], KEYS[4 + i * kstride]
   if first[hash] then  -- the same task twice in this batch: the first one enqueues it
@@ -33,8 +73,13 @@ for i = 0, n - 1 do
   else
     -- XLEN once per stream, then counted here (101.0k -> 97.6k Redis instructions per
     -- task of submit_many, callgrind; docs/benchmarks.md).
-    local length = queued[stream] or redis.call('XLEN', stream)
-    if length >= tonumber(ARGV[5 + i * astride]) then
+    -- A fair tier's backlog counts its fair queue too.
+    local length = queued[stream]
+    if not length then
+      length = redis.call('XLEN', stream)
+      if fair then length = length + redis.call('ZCARD', KEYS[5 + i * kstride]) end
+    end
+    if length >= tonumber(ARGV[6 + i * astride]) then
       queued[stream] = length
       out[2 * i + 1], out[2 * i + 2] = 'overloaded', ''
     else
@@ -46,15 +91,28 @@ for i = 0, n - 1 do
 end
 if located then
   for _, i in ipairs(accepted) do
-    redis.call('SET', KEYS[5 + i * kstride], ARGV[3 + i * astride + 6], 'EX', ttl)
+    redis.call('SET', KEYS[5 + fk + i * kstride], ARGV[4 + i * astride + 6 + fk], 'EX', ttl)
   end
 end
 local events = {}
 for _, i in ipairs(accepted) do
-  local stream, hash, a = KEYS[3 + i * kstride], KEYS[4 + i * kstride], 3 + i * astride
+  local stream, hash, a = KEYS[3 + i * kstride], KEYS[4 + i * kstride], 4 + i * astride
   local reply, due = ARGV[a + 1], ARGV[a + 5]
+  local weight = fair and ARGV[a + 7] or ''
   local id = ''
-  if due == '' then
+  if due == '' and weight ~= '' and fair_hold(stream, KEYS[5 + i * kstride]) then
+    local fset, fclock, key = KEYS[5 + i * kstride], KEYS[6 + i * kstride], ARGV[a + 6]
+    local at = redis.call('HMGET', fclock, '@', 'k:' .. key)
+    local tag = math.max(tonumber(at[1] or '0'), tonumber(at[2] or '0')) + 1 / tonumber(weight)
+    tag = string.format('%.17g', tag)
+    redis.call('HSET', fclock, 'k:' .. key, tag)
+    -- '<enq> <#reply> <#key> <reply><key><task>': cut by lengths, not parsed (a JSON
+    -- member cost the release a decode of the task per task).
+    redis.call('ZADD', fset, tag, now .. ' ' .. #reply .. ' ' .. #key .. ' ' .. reply .. key
+                                  .. ARGV[a])
+    redis.call('HSET', hash, 'state', 'queued', 'entry', '', 'tier', ARGV[a + 3],
+               'reply', reply, 'enq_ms', now, 'deliveries', 0)
+  elseif due == '' then
     id = redis.call('XADD', stream, '*', 'task', ARGV[a], 'attempt', 1, 'enq', now,
                     'reply', reply)
     redis.call('HSET', hash, 'state', 'queued', 'entry', id, 'tier', ARGV[a + 3],

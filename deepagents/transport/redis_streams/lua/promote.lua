@@ -7,7 +7,9 @@
 -- touches is in its KEYS).
 -- KEYS[1] delayed set, KEYS[2] dead-letter stream, KEYS[3..] tier streams
 -- ARGV[1] now ms, [2] limit, [3..] tier names
--- Returns {promoted, dead-lettered, {task ids of due waits}}
+-- Returns {promoted, dead-lettered, {task ids of due waits}, {task id, error, ...}}: the
+-- last, of the dead-lettered members whose task id could still be read (the worker ends
+-- each such task dead with end_damaged.lua: it would stay 'retrying' for ever)
 local function parse(member)
   local ok, m = pcall(cjson.decode, member)
   if not ok then return nil, 'not JSON: ' .. tostring(m) end
@@ -22,10 +24,19 @@ local function parse(member)
   return m
 end
 
+-- The task id of a member that failed the check, if its task is still readable.
+local function salvage(member)
+  local ok, m = pcall(cjson.decode, member)
+  if not ok or type(m) ~= 'table' or type(m.task) ~= 'string' then return nil end
+  local parsed, t = pcall(cjson.decode, m.task)
+  if not parsed or type(t) ~= 'table' or type(t.task_id) ~= 'string' then return nil end
+  return t.task_id
+end
+
 local due = redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', ARGV[1], 'LIMIT', 0, ARGV[2])
 local index = {}
 for i = 3, #ARGV do index[ARGV[i]] = i end
-local promoted, dead, waits = 0, 0, {}
+local promoted, dead, waits, damaged = 0, 0, {}, {}
 for _, member in ipairs(due) do
   if string.sub(member, 1, 2) == 'w:' then
     waits[#waits + 1] = string.sub(member, 3)  -- left in the set for the wake script
@@ -40,8 +51,13 @@ for _, member in ipairs(due) do
       redis.call('XADD', KEYS[2], '*', 'source', KEYS[1], 'reason', 'decode_error',
                  'error', err, 'dead_ms', ARGV[1], 'deliveries', '0', 'orig_member', member)
       dead = dead + 1
+      local id = salvage(member)
+      if id then
+        damaged[#damaged + 1] = id
+        damaged[#damaged + 1] = err
+      end
     end
     redis.call('ZREM', KEYS[1], member)
   end
 end
-return {promoted, dead, waits}
+return {promoted, dead, waits, damaged}

@@ -5,7 +5,8 @@
 if #redis.call('XRANGE', KEYS[1], ARGV[1], ARGV[1]) == 0 then return {'missing', ''} end
 local id = redis.call('XADD', KEYS[2], '*', 'task', ARGV[2], 'attempt', '1', 'enq', ARGV[3],
                       'reply', ARGV[4])
-redis.call('HDEL', KEYS[3], 'result', 'owner', 'finished_ms', 'due_ms')
+redis.call('HDEL', KEYS[3], 'result', 'owner', 'finished_ms', 'due_ms', 'first_ms',
+           'spent_tokens', 'spent_cost')
 redis.call('HSET', KEYS[3], 'state', 'queued', 'entry', id, 'enq_ms', ARGV[3], 'deliveries', 0)
 redis.call('PERSIST', KEYS[3])
 redis.call('PERSIST', KEYS[4])

@@ -1,0 +1,157 @@
+"""Tasks sharing one ``run_batch`` request: the round trip is shared, nothing else.
+
+Each task still holds its own delivery (heartbeat, owner-checked commit, retry, dead
+letter) in the worker; here it only waits for its own answer. A batch leaves when it holds
+``max_tasks`` tasks, or ``max_wait_s`` after its first task (0: at the event loop's next
+turn, so the tasks that became ready together share it and a lone task never waits); but
+while ``max_requests`` batches are in flight, the next keeps gathering tasks and leaves when
+one returns. So a busy worker sends few large batches (its round trips, not the tasks, cost
+it most: ``docs/benchmarks.md``), and an idle one sends each task at once.
+
+An answer is read per task: one missing, one answered twice (a service answering another
+task's id), one over the size limit or one that does not match the schema is a protocol
+error of that task only. What cannot be told apart per task (the request failed, the
+service answered an error status, the body is not JSON or not a batch answer) is the
+error of every task of the batch.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+import orjson
+
+from deepagents.remote.answers import BadAnswer, parse_answer
+from deepagents.remote.errors import protocol_error
+
+STEP = "run_batch"
+# Sends one batch (the requests of its tasks) and hands back the answer's body, or raises
+# the error every task of the batch ends with.
+Send = Callable[[list[dict[str, Any]]], Awaitable[bytes]]
+
+
+class Batcher:
+    def __init__(
+        self,
+        send: Send,
+        *,
+        max_tasks: int,
+        max_wait_s: float,
+        max_answer_bytes: int,
+        max_requests: int,
+    ) -> None:
+        self._send = send
+        self._max_tasks = max_tasks
+        self._max_requests = max_requests
+        self._max_wait_s = max_wait_s
+        self._max_answer_bytes = max_answer_bytes
+        self._pending: list[tuple[dict[str, Any], asyncio.Future[dict[str, Any]]]] = []
+        self._timer: asyncio.TimerHandle | asyncio.Handle | None = None
+        self._in_flight: set[asyncio.Task[None]] = set()
+
+    async def run(self, request: dict[str, Any], timeout: float) -> dict[str, Any]:
+        """This task's answer (a JSON object, not validated yet), within ``timeout``."""
+        loop = asyncio.get_running_loop()
+        answer: asyncio.Future[dict[str, Any]] = loop.create_future()
+        self._pending.append((request, answer))
+        if len(self._pending) >= self._max_tasks:
+            self._flush()
+        elif self._timer is None and len(self._in_flight) < self._max_requests:
+            if self._max_wait_s > 0:
+                self._timer = loop.call_later(self._max_wait_s, self._flush)
+            else:
+                self._timer = loop.call_soon(self._flush)
+        try:
+            async with asyncio.timeout(timeout):
+                return await asyncio.shield(answer)
+        finally:
+            # Given up (a timeout, a cancelled task): nobody reads the answer any more.
+            answer.cancel()
+
+    def _flush(self) -> None:
+        if self._timer is not None:
+            self._timer.cancel()
+            self._timer = None
+        # Every request in flight: the tasks keep gathering, and leave when one returns.
+        while self._pending and len(self._in_flight) < self._max_requests:
+            batch = self._pending[: self._max_tasks]
+            del self._pending[: self._max_tasks]
+            sending = asyncio.ensure_future(self._round_trip(batch))
+            self._in_flight.add(sending)
+            sending.add_done_callback(self._sent)
+
+    def _sent(self, sending: asyncio.Task[None]) -> None:
+        self._in_flight.discard(sending)
+        if self._pending and self._timer is None:
+            self._flush()
+
+    async def _round_trip(
+        self, batch: list[tuple[dict[str, Any], asyncio.Future[dict[str, Any]]]]
+    ) -> None:
+        waiting = {request["task"]["id"]: answer for request, answer in batch}
+        try:
+            raw = await self._send([request for request, _ in batch])
+            answers = _answers(raw)
+        except Exception as exc:
+            for answer in waiting.values():
+                if not answer.done():
+                    answer.set_exception(exc)
+            return
+        except BaseException:
+            for answer in waiting.values():
+                answer.cancel()
+            raise
+        for task_id, outcome in self._sorted(answers, set(waiting)):
+            answer = waiting.pop(task_id)
+            if answer.done():
+                continue
+            if isinstance(outcome, Exception):
+                answer.set_exception(outcome)
+            else:
+                answer.set_result(outcome)
+        for answer in waiting.values():
+            if not answer.done():
+                answer.set_exception(
+                    protocol_error(STEP, "the batch's answer has no answer for this task")
+                )
+
+    def _sorted(
+        self, answers: list[Any], ids: set[str]
+    ) -> list[tuple[str, dict[str, Any] | Exception]]:
+        """Each task's answer, or the protocol error it ends with: an id answered twice
+        fails its task (which answer is its own cannot be told); an answer naming no task of
+        the batch is dropped (its task, if any, then has none)."""
+        seen: dict[str, dict[str, Any] | Exception] = {}
+        for item in answers:
+            task_id = item.get("id") if isinstance(item, dict) else None
+            if not isinstance(task_id, str) or task_id not in ids:
+                continue
+            if task_id in seen:
+                seen[task_id] = protocol_error(STEP, "the batch's answer answers this task twice")
+                continue
+            assert isinstance(item, dict)
+            size = len(orjson.dumps(item))
+            if size > self._max_answer_bytes:
+                over = f"this task's answer of {size} bytes is over {self._max_answer_bytes}"
+                seen[task_id] = protocol_error(STEP, over)
+            else:
+                seen[task_id] = item
+        return list(seen.items())
+
+    async def aclose(self) -> None:
+        while self._pending or self._in_flight:
+            self._flush()
+            await asyncio.gather(*self._in_flight, return_exceptions=True)
+
+
+def _answers(raw: bytes) -> list[Any]:
+    try:
+        doc = parse_answer(raw)
+    except BadAnswer as exc:
+        raise protocol_error(STEP, f"response refused: {exc}", raw) from None
+    answers = doc.get("answers") if isinstance(doc, dict) else None
+    if not isinstance(answers, list):
+        raise protocol_error(STEP, "response does not match the schema (answers: a list)", raw)
+    return answers
