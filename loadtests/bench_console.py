@@ -12,9 +12,10 @@ gateway process and one worker process (``tests.support.asking:MixedAgent``: a t
    gateway's RSS before and after and its CPU while they are open, per subscriber; and
    Redis's CPU meanwhile (each follower reads its shard's outbox once a second when idle);
 3. **inbox**: ``--waiting`` tasks parked across 10 tenants, ``--mine`` of them tenant t0's;
-   then wrk on ``GET /ui/inbox`` signed in as t0 (the cookie), ``--runs`` runs of
-   ``--wrk-s`` s at ``--connections``: requests/s, p50/p95/p99 (wrk's own histogram,
-   ``loadtests/wrk_latency.lua``);
+   then wrk on ``GET /ui/inbox`` signed in as t0 (the cookie), on its first page and on its
+   last (reached by following the pages' "next" links, 100 questions a page), paired in
+   each of ``--runs`` runs of ``--wrk-s`` s at ``--connections``: requests/s, p50/p95/p99
+   (wrk's own histogram, ``loadtests/wrk_latency.lua``);
 4. **answer**: ``--answers`` of t0's tasks answered one after the other by the console's own
    form post (``POST /ui/tasks/{id}/reply``, the request the browser sends: cookie, CSRF
    token, same-origin ``Origin``), each timed from the post until its task hash says
@@ -27,7 +28,9 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import html
 import os
+import re
 import statistics
 import subprocess
 import sys
@@ -285,15 +288,29 @@ def sse_phase(
     }
 
 
-def wrk_inbox(d: Deployment, seconds: int, connections: int) -> dict[str, Any]:
+def wrk_inbox(d: Deployment, seconds: int, connections: int, path: str) -> dict[str, Any]:
     out = subprocess.run(
         ["wrk", f"-t{min(2, connections)}", f"-c{connections}", f"-d{seconds}s", "--timeout", "10s",
          "-s", str(REPO / "loadtests" / "wrk_latency.lua"),
-         "-H", f"Cookie: {d.cookie()}", f"{d.base}/ui/inbox"],
+         "-H", f"Cookie: {d.cookie()}", f"{d.base}{path}"],
         capture_output=True, text=True, check=True,
     )  # fmt: skip
     line = [ln for ln in out.stdout.splitlines() if ln.startswith("{")][-1]
     return dict(orjson.loads(line))
+
+
+def last_inbox_page(d: Deployment) -> tuple[str, int]:
+    """The path of the inbox's last page, and how many pages there are: each page's "next"
+    link followed from the first."""
+    path, pages = "/ui/inbox", 1
+    with httpx.Client(base_url=d.base, timeout=60, headers={"Cookie": d.cookie()}) as http:
+        while True:
+            r = http.get(path)
+            r.raise_for_status()
+            found = re.search(r'<a rel="next" href="([^"]+)"', r.text)
+            if found is None:
+                return path, pages
+            path, pages = html.unescape(found.group(1)), pages + 1
 
 
 async def answer_phase(d: Deployment, client: Any, prefix: str, ids: list[str]) -> dict[str, Any]:
@@ -373,10 +390,16 @@ async def large_deployment(
         mine = await park(d, client, counts)
         print(f"# load average {loadavg()}", file=sys.stderr)
         if "inbox" in phases:
-            wrk_inbox(d, 2, args.connections)  # warm-up
-            runs = [wrk_inbox(d, args.wrk_s, args.connections) for _ in range(args.runs)]
-            print(orjson.dumps({"phase": "inbox", "runs": runs, "median_p95_ms": statistics.median(
-                r["p95_ms"] for r in runs)}).decode())  # fmt: skip
+            last, pages = last_inbox_page(d)
+            wrk_inbox(d, 2, args.connections, "/ui/inbox")  # warm-up
+            runs = [
+                {where: wrk_inbox(d, args.wrk_s, args.connections, path)
+                 for where, path in (("first", "/ui/inbox"), ("last", last))}
+                for _ in range(args.runs)
+            ]  # fmt: skip
+            print(orjson.dumps({"phase": "inbox", "pages": pages, "runs": runs, **{
+                f"{where}_page_median_p95_ms": statistics.median(r[where]["p95_ms"] for r in runs)
+                for where in ("first", "last")}}).decode())  # fmt: skip
         if "answer" in phases:
             print(
                 orjson.dumps(await answer_phase(d, client, d.prefix, mine[: args.answers])).decode()

@@ -28,7 +28,9 @@ its registration to an empty backlog: ``deepagents worker agents.echo:EchoAgent`
 contract in the worker's process) and ``deepagents worker --remote noop`` (the same contract
 as four HTTP calls per task to the Node agent answering ``execute`` with an empty success,
 the fleet's circuit breaker in front of it; ``--transport grpc``: the Python reference agent
-over gRPC with ``--noop`` instead; ``--methods execute``: the Node agent's health says it
+over gRPC with ``--noop`` instead; ``--transport pull``: the worker in pull mode and the
+Python puller ``agents/remote/python/risk_puller.py --noop`` leasing up to ``--batch`` tasks
+per call; ``--methods execute``: the Node agent's health says it
 implements ``execute`` alone, so a task is one call; ``run``: one call per task doing the
 whole contract; ``run_batch``: tasks share requests, up to ``--batch`` per request). The
 two alternate within each run
@@ -204,6 +206,15 @@ agents:
 """
 
 
+PULL_CONFIG = """
+tiers:
+  p2: {{concurrency: {concurrency}, max_wait_ms: 120000}}
+defaults: {{shards: 2, max_backlog: 10000000, batch_size: 100}}
+agents:
+  echo: {{class: "agents.echo:EchoAgent"}}
+  noop: {{intents: [risk_check], remote: {{mode: pull,
+    pull: {{listen: "127.0.0.1:{port}", token_from_env: BENCH_PULL_TOKEN}}}}}}
+"""
 FOUR_CALLS = "can_handle,prepare_context,execute,post_process"
 CONFIG_TEXT: dict[str, str] = {}  # config file -> its text (read in async code: no file I/O)
 
@@ -277,6 +288,24 @@ async def drain_once(
     return n / elapsed, worker_cpu * 1000 / n, service_cpu * 1000 / n
 
 
+def start_puller(batch: int) -> tuple[subprocess.Popen[bytes], int]:
+    """The no-op Python puller, pointed at the port the pull-mode worker will listen on
+    (it asks again until the worker is there)."""
+    import socket
+
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = int(probe.getsockname()[1])
+    os.environ["BENCH_PULL_TOKEN"] = os.environ["DEEPAGENTS_PULL_TOKEN"] = "bench-pull-token"
+    command = [sys.executable, "-m", "agents.remote.python.risk_puller", "--noop",
+               "--worker", f"http://127.0.0.1:{port}", "--max-tasks", str(batch),
+               "--wait-ms", "1000"]  # fmt: skip
+    proc = subprocess.Popen(command, stdout=subprocess.PIPE, cwd=ROOT)
+    assert proc.stdout is not None
+    proc.stdout.readline()  # "pulling"
+    return proc, port
+
+
 def start_grpc_noop(methods: str) -> tuple[subprocess.Popen[bytes], str]:
     command = [sys.executable, "-m", "agents.remote.python.risk_grpc", "--port", "0", "--noop",
                "--methods", methods or FOUR_CALLS]  # fmt: skip
@@ -298,13 +327,18 @@ async def drain(
     concurrency: int,
     requests: int,
 ) -> dict[str, Any]:
-    if transport == "http":
-        proc, service = start_node("noop", methods)
+    if transport == "pull":
+        proc, port = start_puller(batch)
+        text = PULL_CONFIG.format(port=port, concurrency=concurrency)
     else:
-        proc, service = start_grpc_noop(methods)
-    text = DRAIN_CONFIG.format(
-        url=service, pool=pool, batch=batch, wait=wait, concurrency=concurrency, requests=requests
-    )
+        if transport == "http":
+            proc, service = start_node("noop", methods)
+        else:
+            proc, service = start_grpc_noop(methods)
+        text = DRAIN_CONFIG.format(
+            url=service, pool=pool, batch=batch, wait=wait, concurrency=concurrency,
+            requests=requests,
+        )  # fmt: skip
     with tempfile.NamedTemporaryFile("w", suffix=".yaml", delete=False) as f:
         f.write(text)
     CONFIG_TEXT[f.name] = text
@@ -336,8 +370,8 @@ async def drain(
         "runs": runs,
         "transport": transport,
         "max_connections": pool,
-        "methods": methods or "all four",
-        "batch": batch if "run_batch" in methods else None,
+        "methods": "lease" if transport == "pull" else methods or "all four",
+        "batch": batch if "run_batch" in methods or transport == "pull" else None,
         "concurrency": concurrency,
         "batch_requests": requests if "run_batch" in methods else None,
         "echo_median_per_s": round(statistics.median(echo)),
@@ -376,9 +410,10 @@ def main() -> None:
     parser.add_argument("--max-connections", type=int, default=8, help="the remote's pool")
     parser.add_argument(
         "--transport",
-        choices=("http", "grpc"),
+        choices=("http", "grpc", "pull"),
         default="http",
-        help="the no-op service: the Node agent over HTTP, or the Python one over gRPC",
+        help="the no-op service: the Node agent over HTTP, the Python one over gRPC, or the "
+        "Python puller in pull mode (leasing up to --batch tasks per call)",
     )
     parser.add_argument(
         "--redis-url", default=os.environ.get("DEEPAGENTS_REDIS_URL", "redis://127.0.0.1:6379/0")

@@ -221,9 +221,36 @@ class RemoteBatchConfig(_Strict):
     )
 
 
+class RemotePullConfig(_Strict):
+    """Pull mode (docs/remote-agents.md): the worker serves ``POST /v1/lease`` and
+    ``POST /v1/complete`` on ``listen``, and the service asks it for tasks."""
+
+    listen: str = Field(
+        pattern=r"^([A-Za-z0-9.-]+|\[[0-9A-Fa-f:.]+\]):\d{1,5}$",
+        description="host:port the worker serves the lease calls on (port 0: any free one, "
+        "printed in the worker's log); one worker process per address",
+    )
+    token_from_env: str = Field(
+        min_length=1,
+        description="environment variable holding the token a puller must send as "
+        "'authorization: Bearer <token>'; a call without it is refused",
+    )
+    lease_s: float = Field(
+        default=30.0,
+        gt=0,
+        le=3600,
+        description="how long a puller holds a leased task: past it (or the task's deadline, "
+        "if sooner) the worker takes the task back and retries it, and refuses its completion",
+    )
+    max_wait_ms: int = Field(
+        default=30_000, ge=0, le=300_000, description="the longest one lease call waits"
+    )
+
+
 class RemoteConfig(_Strict):
     """An agent served over HTTP (docs/remote-agents.md). The URL comes only from here:
-    nothing in a task can steer where the worker connects."""
+    nothing in a task can steer where the worker connects. In pull mode there is no URL:
+    the service connects to the worker (``pull``)."""
 
     protocol: Literal["deepagents", "a2a"] = Field(
         default="deepagents",
@@ -231,11 +258,18 @@ class RemoteConfig(_Strict):
         "a2a: an A2A agent (JSON-RPC binding) at url, its card at url + "
         "/.well-known/agent-card.json (the a2a extra)",
     )
-    url: str = Field(
-        pattern=r"^(https?://[^/?#\s]+(/[^?#\s]*)?|grpcs?://[^/?#\s]+)$",
-        description="base URL: http(s)://host[:port][/path], or grpc(s)://host:port for "
-        "gRPC (the grpc extra)",
+    mode: Literal["push", "pull"] = Field(
+        default="push",
+        description="push: the worker calls the service at url; pull: the service asks the "
+        "worker for tasks (the pull section)",
     )
+    url: str = Field(
+        default="",
+        pattern=r"^(https?://[^/?#\s]+(/[^?#\s]*)?|grpcs?://[^/?#\s]+)?$",
+        description="base URL: http(s)://host[:port][/path], or grpc(s)://host:port for "
+        "gRPC (the grpc extra); required in push mode, none in pull mode",
+    )
+    pull: RemotePullConfig | None = None
     timeout_s: float = Field(default=30.0, gt=0, le=3600, description="per call, at most")
     max_connections: int = Field(default=100, ge=1, le=10_000)
     max_response_bytes: int = Field(default=1_048_576, ge=1024, le=1 << 30)
@@ -262,6 +296,19 @@ class RemoteConfig(_Strict):
     def _a2a_over_http(self) -> RemoteConfig:
         if self.protocol == "a2a" and not self.url.startswith("http"):
             raise ValueError("protocol a2a needs an http(s):// url")
+        return self
+
+    @model_validator(mode="after")
+    def _mode_coherent(self) -> RemoteConfig:
+        if self.mode == "push" and not self.url:
+            raise ValueError("push mode needs a url")
+        if self.mode == "pull":
+            if self.url or self.pull is None:
+                raise ValueError("pull mode takes a pull section (listen, token_from_env), no url")
+            if self.protocol != "deepagents":
+                raise ValueError("pull mode speaks the deepagents protocol only")
+        elif self.pull is not None:
+            raise ValueError("a pull section needs mode: pull")
         return self
 
 

@@ -4,17 +4,20 @@ stylesheet of the gateway's own (``static/console.css``)."""
 from __future__ import annotations
 
 import html
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
+from urllib.parse import urlencode
 
 import orjson
 
 from deepagents.contract.inbox import Inbox, InboxAction
 from deepagents.gateway.console_forms import FormField, render_fields
+from deepagents.gateway.questions import encode_cursor
 from deepagents.store.audit.task_events import TaskEvent
 from deepagents.store.rollout_state import RolloutState
 from deepagents.store.webhooks import EndpointStatus
-from deepagents.transport.base import Waiting, now_ms
+from deepagents.transport.base import Waiting, WaitingCursor, now_ms
 
 NAV = (("inbox", "/ui/inbox", "Inbox"), ("queues", "/ui/queues", "Queues"))
 # Columns of an audit event a timeline row shows, when the event has them.
@@ -69,14 +72,51 @@ def _age(ms: int) -> str:
     return f"{seconds} s" if seconds < 120 else f"{seconds // 60} min"
 
 
-def inbox(tenant: str, csrf: str, waiting: list[Waiting], newest_first: bool) -> str:
+@dataclass(frozen=True, slots=True)
+class InboxSpot:
+    """Which page of the inbox: its order, its size, and where it starts (after a place)
+    or ends (before one); with neither, the first page."""
+
+    newest: bool
+    size: int
+    after: WaitingCursor | None = None
+    before: WaitingCursor | None = None
+
+
+def _inbox_link(spot: InboxSpot, **place: WaitingCursor) -> str:
+    query = {"order": "newest" if spot.newest else "oldest", "limit": str(spot.size)}
+    query |= {k: encode_cursor(v) for k, v in place.items()}
+    return "/ui/inbox?" + urlencode(query)
+
+
+def inbox(
+    tenant: str,
+    csrf: str,
+    waiting: list[Waiting],
+    spot: InboxSpot,
+    total: int,
+    earlier: WaitingCursor | None,
+    later: WaitingCursor | None,
+) -> str:
+    """One page of the tenant's open questions, with links to the pages around it."""
+    oldest, newest = (e(_inbox_link(InboxSpot(n, spot.size))) for n in (False, True))
     order = (
-        '<p>Order: <a href="/ui/inbox?order=oldest">oldest first</a> · '
-        '<a href="/ui/inbox?order=newest">newest first</a></p>'
+        f'<p>Order: <a href="{oldest}">oldest first</a> · <a href="{newest}">newest first</a></p>'
     )
+    links = []
+    if earlier is not None:
+        links.append(f'<a rel="prev" href="{e(_inbox_link(spot, before=earlier))}">previous</a>')
+    if later is not None:
+        links.append(f'<a rel="next" href="{e(_inbox_link(spot, after=later))}">next</a>')
+    paging = f'<p class="paging">{" · ".join(links)}</p>' if links else ""
+    shown = "newest" if spot.newest else "oldest"
+    summary = f'<p><span data-total="{total}">{total}</span> waiting, {shown} first.</p>'
     if not waiting:
         return layout(
-            "Inbox", order + "<p>No question is waiting for you.</p>", tenant=tenant, csrf=csrf
+            "Inbox",
+            order + summary + "<p>No question is waiting for you here.</p>" + paging,
+            tenant=tenant,
+            csrf=csrf,
         )
     rows = "".join(
         f'<tr data-task="{e(w.task_id)}"><td><a href="/ui/tasks/{e(w.task_id)}">{e(w.question)}</a>'
@@ -88,13 +128,7 @@ def inbox(tenant: str, csrf: str, waiting: list[Waiting], newest_first: bool) ->
         "<table><thead><tr><th>question</th><th>agent</th><th>waiting</th><th>times out</th>"
         f"<th>then</th><th>task</th></tr></thead><tbody>{rows}</tbody></table>"
     )
-    shown = "newest" if newest_first else "oldest"
-    return layout(
-        "Inbox",
-        f"{order}<p>{len(waiting)} waiting, {shown} first.</p>{table}",
-        tenant=tenant,
-        csrf=csrf,
-    )
+    return layout("Inbox", order + summary + table + paging, tenant=tenant, csrf=csrf)
 
 
 def _row(event: TaskEvent) -> str:

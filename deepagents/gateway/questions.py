@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import base64
+import binascii
 from datetime import UTC, datetime
 from typing import Any
 
 from deepagents.gateway.schemas import QuestionView, WaitingView
 from deepagents.orchestrator.replies import question_of
-from deepagents.transport.base import Waiting, now_ms
+from deepagents.transport.base import Waiting, WaitingCursor, now_ms
 
 
 def _at(ms: int) -> datetime:
@@ -45,3 +47,21 @@ def waiting_view(waiting: Waiting) -> WaitingView:
         timeout_at=_at(waiting.due_ms),
         on_timeout=waiting.on_timeout,
     )
+
+
+def encode_cursor(cursor: WaitingCursor) -> str:
+    """The opaque token a listing's next (or previous) page starts after."""
+    raw = f"{cursor.asked_ms}:{cursor.task_id}".encode()
+    return base64.urlsafe_b64encode(raw).decode().rstrip("=")
+
+
+def decode_cursor(token: str) -> WaitingCursor:
+    """``encode_cursor``'s token back; ValueError when it is not one."""
+    try:
+        raw = base64.urlsafe_b64decode(token + "=" * (-len(token) % 4)).decode()
+    except (binascii.Error, UnicodeDecodeError, ValueError):
+        raise ValueError("not a cursor this listing gave") from None
+    asked, _, task_id = raw.partition(":")
+    if not asked.isdigit() or not task_id or len(task_id) > 200:
+        raise ValueError("not a cursor this listing gave")
+    return WaitingCursor(int(asked), task_id)

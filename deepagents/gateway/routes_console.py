@@ -46,6 +46,7 @@ from deepagents.gateway.console_session import (
     same_origin,
 )
 from deepagents.gateway.problems import Problem
+from deepagents.gateway.questions import decode_cursor
 from deepagents.gateway.routes_events import events_log
 from deepagents.gateway.state import GatewayState, get_state
 from deepagents.orchestrator.admin import Admin, DeadLetterNotFound
@@ -53,12 +54,14 @@ from deepagents.orchestrator.replies import question_of
 from deepagents.store.audit.task_events import OutboxCursor
 from deepagents.store.rollout_state import RolloutState
 from deepagents.store.webhooks import EndpointStatus, WebhookQueue
+from deepagents.transport.base import Waiting, WaitingCursor
 
 router = APIRouter(prefix="/ui", include_in_schema=False)
 StateDep = Annotated[GatewayState, Depends(get_state)]
 STATIC = Path(__file__).parent / "static"
 MAX_FORM_BYTES = 64 * 1024
-INBOX_LIMIT = 500
+INBOX_PAGE = 100  # questions on an inbox page unless ?limit= says otherwise
+INBOX_MAX_PAGE = 500
 DEAD_LETTERS_SCANNED = 1000  # per agent, oldest first: a task dead longer ago needs the CLI
 
 
@@ -143,18 +146,62 @@ async def logout(request: Request, state: StateDep) -> Response:
 
 
 @router.get("/inbox")
-async def inbox(request: Request, state: StateDep, order: str = "oldest") -> Response:
+async def inbox(
+    request: Request,
+    state: StateDep,
+    order: str = "oldest",
+    limit: str = "",
+    after: str = "",
+    before: str = "",
+) -> Response:
     session = _session(request, state)
     if session is None:
         return to_sign_in()
+    try:
+        spot = pages.InboxSpot(
+            newest=order == "newest",
+            size=_page_size(limit),
+            after=decode_cursor(after) if after else None,
+            before=decode_cursor(before) if before else None,
+        )
+    except ValueError as exc:
+        text = f"that is not a page of the inbox ({exc})"
+        return page(
+            pages.message("Not a page", text, tenant=session.tenant, csrf=session.csrf), 400
+        )
     async with state.admission.admit(session.tenant, 1):
-        found = await state.orchestrator.waiting(limit=INBOX_LIMIT, tenant=session.tenant)
-        owners = await state.tasks.owners([w.task_id for w in found])
-    mine = [w for w, owner in zip(found, owners, strict=True) if owner == session.tenant]
-    newest = order == "newest"
-    if newest:
-        mine.reverse()
-    return page(pages.inbox(session.tenant, session.csrf, mine, newest))
+        shown, earlier, later = await _inbox_page(state, session.tenant, spot)
+        owners = await state.tasks.owners([w.task_id for w in shown])
+        total = await state.orchestrator.waiting_total(session.tenant)
+    mine = [w for w, owner in zip(shown, owners, strict=True) if owner == session.tenant]
+    return page(pages.inbox(session.tenant, session.csrf, mine, spot, total, earlier, later))
+
+
+def _page_size(text: str) -> int:
+    if not text:
+        return INBOX_PAGE
+    if not text.isdigit() or not 1 <= int(text) <= INBOX_MAX_PAGE:
+        raise ValueError(f"limit: a whole number from 1 to {INBOX_MAX_PAGE}")
+    return int(text)
+
+
+async def _inbox_page(
+    state: GatewayState, tenant: str, spot: pages.InboxSpot
+) -> tuple[list[Waiting], WaitingCursor | None, WaitingCursor | None]:
+    """The page's questions, in the order shown, with where the pages before and after it
+    end and start (None: there is none)."""
+    orch = state.orchestrator
+    if spot.before is not None:
+        # The page before a place: listed the other way from it, then turned round.
+        back = await orch.waiting_page(
+            spot.size, tenant=tenant, after=spot.before, newest=not spot.newest
+        )
+        if back.first is not None:
+            return list(reversed(back.questions)), back.next, back.first
+    start = spot.after if spot.before is None else None  # nothing before it any more: page 1
+    found = await orch.waiting_page(spot.size, tenant=tenant, after=start, newest=spot.newest)
+    earlier = None if start is None else (found.first or start)
+    return found.questions, earlier, found.next
 
 
 async def _owned(state: GatewayState, session: Session, task_id: str) -> dict[str, Any] | None:
@@ -239,6 +286,7 @@ async def task(request: Request, state: StateDep, task_id: str) -> Response:
         notice = {
             "replied": "Your answer was taken; the task runs again.",
             "cancelled": "Cancelled.",
+            "replayed": "Replayed from the dead-letter stream; the task is queued again.",
         }
         return await _task_page(
             state,

@@ -6,7 +6,8 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Callable
-from typing import Annotated
+from typing import Annotated, Literal
+from urllib.parse import urlencode
 
 from fastapi import APIRouter, Depends, Query
 from starlette.requests import Request
@@ -22,7 +23,7 @@ from deepagents.errors import (
 )
 from deepagents.gateway.body import READ_BODY_CODES
 from deepagents.gateway.problems import FieldError, Problem, responses_for
-from deepagents.gateway.questions import waiting_view
+from deepagents.gateway.questions import decode_cursor, encode_cursor, waiting_view
 from deepagents.gateway.routes_tasks import (
     _AUTH,
     PrincipalDep,
@@ -41,7 +42,14 @@ from deepagents.orchestrator.replies import CheckRunner
 
 router = APIRouter(prefix="/v1", dependencies=[Depends(bearer)], tags=["replies"])
 
-Limit = Annotated[int, Query(ge=1, le=500, description="at most this many, oldest first")]
+Limit = Annotated[int, Query(ge=1, le=500, description="at most this many on a page")]
+Order = Annotated[
+    Literal["oldest", "newest"], Query(description="oldest (the default) or newest first")
+]
+Cursor = Annotated[
+    str | None,
+    Query(max_length=300, description="where the page starts: the previous page's `next` has it"),
+]
 
 
 @router.post(
@@ -104,14 +112,39 @@ def _on_budget(state: GatewayState, tenant: str) -> CheckRunner:
 @router.get(
     "/waiting",
     response_model=WaitingList,
-    responses=responses_for(*_AUTH),
-    summary="Your tasks waiting for a reply, oldest first, with their questions",
+    responses=responses_for(*_AUTH, ErrorCode.VALIDATION_ERROR),
+    summary="Your tasks waiting for a reply, oldest first, with their questions, a page at a time",
 )
-async def waiting(state: StateDep, principal: PrincipalDep, limit: Limit = 100) -> Response:
+async def waiting(
+    state: StateDep,
+    principal: PrincipalDep,
+    limit: Limit = 100,
+    order: Order = "oldest",
+    cursor: Cursor = None,
+) -> Response:
+    after = None
+    if cursor is not None:
+        try:
+            after = decode_cursor(cursor)
+        except ValueError as exc:
+            raise Problem(
+                ErrorCode.VALIDATION_ERROR,
+                f"cursor: {exc}",
+                errors=[FieldError(field="cursor", message=str(exc))],
+            ) from None
+    newest = order == "newest"
     async with state.admission.admit(principal.tenant, 1):
         # The tenant's own waiting index: another tenant's thousands of open questions are
         # never read. The owner records still decide what is shown.
-        found = await state.orchestrator.waiting(limit=limit, tenant=principal.tenant)
-        owners = await state.tasks.owners([w.task_id for w in found])
-    mine = [w for w, owner in zip(found, owners, strict=True) if owner == principal.tenant]
-    return _json(WaitingList(tasks=[waiting_view(w) for w in mine[:limit]]))
+        found = await state.orchestrator.waiting_page(
+            limit, tenant=principal.tenant, after=after, newest=newest
+        )
+        owners = await state.tasks.owners([w.task_id for w in found.questions])
+    mine = [
+        w for w, owner in zip(found.questions, owners, strict=True) if owner == principal.tenant
+    ]
+    following = None
+    if found.next is not None:
+        query = urlencode({"limit": limit, "order": order, "cursor": encode_cursor(found.next)})
+        following = f"/v1/waiting?{query}"
+    return _json(WaitingList(tasks=[waiting_view(w) for w in mine], next=following))

@@ -162,7 +162,11 @@ class WaitingView(BaseModel):
 
 
 class WaitingList(BaseModel):
-    tasks: list[WaitingView] = Field(description="open questions, oldest first")
+    tasks: list[WaitingView] = Field(description="open questions, oldest (or newest) first")
+    next: str | None = Field(
+        default=None,
+        description="the path of the next page (the same order and limit); null on the last",
+    )
 
 
 class Cancelled(BaseModel):

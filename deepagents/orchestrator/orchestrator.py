@@ -57,6 +57,7 @@ from deepagents.orchestrator.replies import (
     Question,
     Replied,
     Replies,
+    WaitingPage,
     question_of,
 )
 from deepagents.orchestrator.routing import Route, Router, agent_specs
@@ -75,6 +76,7 @@ from deepagents.transport.base import (
     MessageBus,
     ReplyListener,
     Waiting,
+    WaitingCursor,
 )
 from deepagents.transport.states import Enqueued
 
@@ -651,14 +653,34 @@ class Orchestrator:
     ) -> list[Waiting]:
         """The oldest ``limit`` open questions (of one agent type, or all), oldest first;
         with ``tenant``, of that tenant's tasks alone, however many others wait."""
+        return await self.answers.waiting(self._waiting_shards(agent), limit, tenant)
+
+    async def waiting_page(
+        self,
+        limit: int = 100,
+        *,
+        tenant: str | None = None,
+        after: WaitingCursor | None = None,
+        newest: bool = False,
+    ) -> WaitingPage:
+        """A page of the open questions of every agent type, oldest (or newest) first,
+        starting after ``after`` (the previous page's ``next``); with ``tenant``, of that
+        tenant's tasks alone, read from its own index."""
+        shards = self._waiting_shards(None)
+        return await self.answers.waiting_page(shards, limit, tenant, after=after, newest=newest)
+
+    async def waiting_total(self, tenant: str) -> int:
+        """How many open questions the tenant has (its waiting index's size)."""
+        return await self.answers.waiting_total(self._waiting_shards(None), tenant)
+
+    def _waiting_shards(self, agent: str | None) -> list[tuple[str, int]]:
         names = [agent] if agent is not None else sorted(self.router.specs)
-        shards = [
+        return [
             (name, shard)
             for name in names
             if name in self.router.specs
             for shard in range(self.router.specs[name].shards)
         ]
-        return await self.answers.waiting(shards, limit, tenant)
 
     async def cancel(self, task_id: str) -> str:
         """Cancel a task that has not ended: queued, scheduled, running, or waiting for a

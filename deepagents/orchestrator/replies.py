@@ -26,7 +26,7 @@ from deepagents.errors import (
 )
 from deepagents.store.base import TaskRecords
 from deepagents.telemetry.metrics import Metrics
-from deepagents.transport.base import HumanWaits, Waiting, now_ms
+from deepagents.transport.base import HumanWaits, Waiting, WaitingCursor, now_ms
 from deepagents.transport.keys import Keys, ShardKeys
 
 # Runs a reply's schema check, a blocking call, where and on whose budget its caller says.
@@ -148,23 +148,56 @@ class Replies:
     ) -> list[Waiting]:
         """The oldest ``limit`` open questions over the given (agent, shard)s, oldest first;
         with ``tenant``, that tenant's tasks' alone."""
-        # The ids and ages of every shard's oldest first, then the questions of the oldest
-        # ``limit`` of them all only: each shard's would be read in full, then most thrown.
+        return (await self.waiting_page(shards, limit, tenant)).questions
+
+    async def waiting_page(
+        self,
+        shards: Iterable[tuple[str, int]],
+        limit: int = 100,
+        tenant: str | None = None,
+        *,
+        after: WaitingCursor | None = None,
+        newest: bool = False,
+    ) -> WaitingPage:
+        """One page of the open questions over the given (agent, shard)s, oldest (or
+        newest) first, starting after ``after``; with ``tenant``, that tenant's alone."""
+        # The ids and ages of every shard's first, then the questions of the first ``limit``
+        # of them all only: each shard's would be read in full, then most thrown. One more
+        # than the page tells whether another page follows.
         found: list[tuple[float, str, ShardKeys]] = []
         for agent, shard in shards:
             keys = self.keys.shard(agent, shard)
-            found += [
-                (asked, t, keys) for t, asked in await self.bus.waiting_ids(keys, limit, tenant)
-            ]
-        found.sort(key=lambda f: (f[0], f[1]))
+            ids = await self.bus.waiting_ids(keys, limit + 1, tenant, after=after, newest=newest)
+            found += [(asked, t, keys) for t, asked in ids]
+        found.sort(key=lambda f: (f[0], f[1]), reverse=newest)
+        page = found[:limit]
         by_shard: dict[ShardKeys, list[tuple[str, float]]] = {}
-        for asked, task_id, keys in found[:limit]:
+        for asked, task_id, keys in page:
             by_shard.setdefault(keys, []).append((task_id, asked))
         out: list[Waiting] = []
         for keys, ids in by_shard.items():
             out += await self.bus.waiting_of(keys, ids)
-        out.sort(key=lambda w: (w.asked_ms, w.task_id))
-        return out
+        out.sort(key=lambda w: (w.asked_ms, w.task_id), reverse=newest)
+        # The next page starts after the last id listed, not the last question shown: one
+        # that ended between the two reads is not listed again.
+        last = WaitingCursor(int(page[-1][0]), page[-1][1]) if len(found) > limit else None
+        first = WaitingCursor(int(page[0][0]), page[0][1]) if page else None
+        return WaitingPage(out, last, first)
+
+    async def waiting_total(self, shards: Iterable[tuple[str, int]], tenant: str) -> int:
+        """How many questions the tenant's waiting index holds over the given shards."""
+        keys = [self.keys.shard(agent, shard) for agent, shard in shards]
+        return sum(await self.bus.waiting_count(keys, tenant))
+
+
+@dataclass(frozen=True, slots=True)
+class WaitingPage:
+    """A page of open questions; where the next starts (None: the last page); the first
+    listed (a page before this one ends there)."""
+
+    questions: list[Waiting]
+    next: WaitingCursor | None
+    first: WaitingCursor | None = None
 
 
 def _validate(answer: Any, schema_json: str) -> None:

@@ -50,6 +50,7 @@ from deepagents.store.models import RedisClient
 
 if TYPE_CHECKING:
     from deepagents.remote.grpc_wire import GrpcWire
+    from deepagents.remote.pull import LeaseBoard, PullServer
 
 R = TypeVar("R", bound=BaseModel)
 _JSON = "application/json"
@@ -96,8 +97,14 @@ class RemoteAgent(AgentContract):
         self._grpc = _grpc_wire(config)
         self._timeout = config.timeout_s
         self._max_retry_after_s = config.max_retry_after_s
+        self._board: LeaseBoard | None = None
+        self._puller: PullServer | None = None
+        secret = [v for v in _headers(config).values() if v != _JSON]
+        if config.pull is not None:
+            self._board, self._puller = _pull_side(config)
+            secret.append(_pull_token(config))
         # What the worker sends that a service must not hand back to a tenant.
-        self._mask = SecretMask(v for v in _headers(config).values() if v != _JSON)
+        self._mask = SecretMask(secret)
         # Calls wait here, not in the connection pool, so the worker's deadline bounds the
         # wait and the pool never holds a long queue.
         self._slots = asyncio.Semaphore(config.max_connections)
@@ -109,8 +116,11 @@ class RemoteAgent(AgentContract):
             max_connections=config.max_connections,
             max_response_bytes=config.max_response_bytes,
         )
-        # The contract methods the service implements (its /v1/health says), once known.
+        # The contract methods the service implements (its /v1/health says), once known;
+        # a puller does the whole contract of each task it leases.
         self._methods: frozenset[str] | None = None
+        if self._board is not None:
+            self._methods = frozenset({wire.RUN})
         self._learning: asyncio.Future[frozenset[str]] | None = None
         batch = config.batch
         self._batch_size = batch.max_tasks
@@ -123,6 +133,8 @@ class RemoteAgent(AgentContract):
         )
 
     async def aclose(self) -> None:
+        if self._puller is not None:
+            await self._puller.aclose()
         await self._batcher.aclose()
         if self._circuit is not None:
             await self._circuit.aclose()
@@ -201,6 +213,10 @@ class RemoteAgent(AgentContract):
         also learns again which contract methods the service implements."""
         if self._circuit is not None and await self._circuit.state() is BreakerState.OPEN:
             raise ServiceUnhealthy("remote service: the fleet's circuit breaker is open")
+        if self._board is not None:
+            if self._board.version:
+                type(self).version = self._board.version
+            return True  # the service calls in: a puller that is gone opens the circuit
         health = await self._health()
         if health.status != "ok":
             where = "Health rpc" if self._grpc is not None else "GET /v1/health: HTTP 200"
@@ -210,7 +226,11 @@ class RemoteAgent(AgentContract):
     async def introduce(self) -> None:
         """Learn what the service says of itself before the worker registers it: its
         version (and methods). One not answering yet is "0" until a health check hears it;
-        one that does not answer within INTRODUCE_S does not hold the worker's start."""
+        one that does not answer within INTRODUCE_S does not hold the worker's start. In
+        pull mode, start serving the lease calls (its pullers say their version there)."""
+        if self._puller is not None:
+            await self._puller.start()
+            return
         with contextlib.suppress(ServiceUnhealthy, TimeoutError):
             async with asyncio.timeout(INTRODUCE_S):
                 await self._health()
@@ -315,6 +335,8 @@ class RemoteAgent(AgentContract):
         fields = {k: v for k, v in envelope.items() if not k.startswith("_")}
         document = {**fields, "time_left_ms": left_ms, **extra}
         headers = {"idempotency-key": envelope["idempotency_key"]}
+        if self._board is not None:
+            return await self._pulled(document, model, timeout, by_deadline)
         if step == wire.RUN and self._batched():
             return await self._shared(document, model, timeout, by_deadline)
         if task.traceparent is not None:
@@ -346,7 +368,26 @@ class RemoteAgent(AgentContract):
             if by_deadline:
                 raise TimeoutError("run: the task's deadline passed during the call") from exc
             raise ServiceDown(f"run: no answer within {timeout:g} s") from exc
-        answer = _validated_doc(wire.RUN_BATCH, wire.RunAnswer, item, self._mask)
+        return self._answered(wire.RUN_BATCH, item, model)
+
+    async def _pulled(
+        self, document: dict[str, Any], model: type[R], timeout: float, by_deadline: bool
+    ) -> R:
+        """This task's answer as a puller completed it (``pull.py``), as ``run`` would have
+        answered it."""
+        assert self._board is not None
+        try:
+            item = await self._board.run(document, timeout)
+        except TimeoutError as exc:  # the task's deadline came first
+            raise TimeoutError("run: the task's deadline passed during the lease") from exc
+        except ServiceDown:
+            if by_deadline:
+                raise TimeoutError("run: the task's deadline passed during the lease") from None
+            raise
+        return self._answered(wire.COMPLETE, item, model)
+
+    def _answered(self, step: str, item: Any, model: type[R]) -> R:
+        answer = _validated_doc(step, wire.RunAnswer, item, self._mask)
         if answer.problem is not None:
             problem = answer.problem
             body = orjson.dumps(problem.model_dump(exclude_none=True))
@@ -418,6 +459,32 @@ def _validated_doc(
         why = f"response does not match the schema ({where})"
         shown = raw if raw is not None else orjson.dumps(doc)
         raise protocol_error(step, why, shown, mask.text) from exc
+
+
+def _pull_token(config: RemoteConfig) -> str:
+    assert config.pull is not None
+    variable = config.pull.token_from_env
+    token = os.environ.get(variable)
+    if not token:
+        raise ConfigError(f"pull mode needs its token in ${variable}, which is not set")
+    return token
+
+
+def _pull_side(config: RemoteConfig) -> tuple[LeaseBoard, PullServer]:
+    """The lease board and the HTTP endpoint of a pull-mode agent (aiohttp's server:
+    imported only then)."""
+    from deepagents.remote.pull import LeaseBoard, PullServer
+
+    pull = config.pull
+    assert pull is not None
+    board = LeaseBoard(
+        lease_s=pull.lease_s,
+        max_wait_s=pull.max_wait_ms / 1000,
+        max_answer_bytes=config.max_response_bytes,
+    )
+    # A completion may carry one answer's worth per task a lease handed out.
+    max_body = config.max_response_bytes * 64
+    return board, PullServer(board, pull.listen, _pull_token(config), max_body)
 
 
 def _grpc_wire(config: RemoteConfig) -> GrpcWire | None:

@@ -12,6 +12,8 @@ PREFIX = "/v1"
 STEPS = ("can_handle", "prepare_context", "execute", "post_process")
 # The one-call forms: the whole contract of one task, or of several in one request.
 RUN, RUN_BATCH = "run", "run_batch"
+# Pull mode: calls the service makes to the worker.
+LEASE, COMPLETE = "lease", "complete"
 
 
 class _Request(BaseModel):
@@ -136,6 +138,63 @@ class RunBatchResponse(_Response):
     )
 
 
+class LeaseRequest(_Response):
+    """Pull mode: a puller asks for up to ``max_tasks`` tasks, waiting up to ``wait_ms`` for
+    the first (a long poll; the worker caps it at its ``max_wait_ms``)."""
+
+    model_config = ConfigDict(extra="ignore", frozen=True, strict=True)
+    max_tasks: int = Field(default=1, ge=1, le=1000)
+    wait_ms: int = Field(default=0, ge=0, le=300_000)
+    version: str | None = Field(
+        default=None,
+        max_length=64,
+        pattern=r"^[A-Za-z0-9][A-Za-z0-9._+-]*$",
+        description="the version of the agent the puller runs, as in a health answer",
+    )
+
+
+class LeasedTask(StepRequest):
+    """One leased task: the request ``run`` would get, with its lease. The lease is the
+    puller's until ``lease_ms`` from the answer; past it the worker retries the task and
+    refuses its completion."""
+
+    lease: str = Field(description="the lease's id: send it back with the task's answer")
+    lease_ms: int = Field(ge=0, description="how long the lease is held, from the answer")
+
+
+class LeaseResponse(_Request):
+    tasks: list[LeasedTask] = Field(description="none when the wait ran out")
+
+
+class CompleteAnswer(RunAnswer):
+    """One leased task's answer: what ``run`` would answer (or a problem), with its lease
+    and the task's id."""
+
+    lease: str
+
+
+class CompleteRequest(_Response):
+    answers: list[dict[str, Any]] = Field(
+        min_length=1,
+        description="one CompleteAnswer per task: each is read on its own, so a malformed "
+        "one fails its task only",
+    )
+
+
+class CompleteOutcome(_Request):
+    lease: str | None = Field(description="the answer's lease, as sent (null: none)")
+    accepted: bool = Field(description="the worker has the answer and will commit it")
+    problem: Problem | None = Field(
+        default=None,
+        description="why not: an unknown, expired or completed lease, or an "
+        "answer that does not match the schema (which then fails its task)",
+    )
+
+
+class CompleteResponse(_Request):
+    outcomes: list[CompleteOutcome] = Field(description="one per answer, in its order")
+
+
 Method = Literal["can_handle", "prepare_context", "execute", "post_process", "run", "run_batch"]
 
 
@@ -190,6 +249,11 @@ def json_schema() -> dict[str, Any]:
     messages["run_batch_response"] = RunBatchResponse
     messages["run_answer"] = RunAnswer
     messages["problem"] = Problem
+    messages["lease_request"] = LeaseRequest
+    messages["lease_response"] = LeaseResponse
+    messages["complete_request"] = CompleteRequest
+    messages["complete_answer"] = CompleteAnswer
+    messages["complete_response"] = CompleteResponse
     for name, model in messages.items():
         schema = model.model_json_schema(ref_template="#/$defs/{model}")
         defs.update(schema.pop("$defs", {}))

@@ -303,6 +303,16 @@ class Waiting:
     on_timeout: str
 
 
+@dataclass(frozen=True, slots=True)
+class WaitingCursor:
+    """A place in a waiting index's order (asked at, then task id): a page of a listing
+    starts after it, so a question asked meanwhile never shifts the pages as an offset
+    would."""
+
+    asked_ms: int
+    task_id: str
+
+
 class Moved(NamedTuple):
     entries: int  # unstarted entries moved to the target stream
     delayed: int  # delayed retries moved to the target's delayed set
@@ -515,11 +525,18 @@ class HumanWaits(Protocol):
         ...
 
     async def waiting_ids(
-        self, keys: ShardKeys, limit: int, tenant: str | None = None
+        self,
+        keys: ShardKeys,
+        limit: int,
+        tenant: str | None = None,
+        *,
+        after: WaitingCursor | None = None,
+        newest: bool = False,
     ) -> list[tuple[str, float]]:
         """``waiting``'s (task id, asked at ms) pairs alone, without reading the questions:
         a listing over several shards keeps the oldest of them all, then reads only those
-        (``waiting_of``)."""
+        (``waiting_of``). With ``after``, those past that place; ``newest`` lists newest
+        first."""
         ...
 
     async def waiting_of(self, keys: ShardKeys, ids: Sequence[tuple[str, float]]) -> list[Waiting]:
@@ -532,7 +549,12 @@ class HumanWaits(Protocol):
         text); {} unless it waits."""
         ...
 
-    async def waiting_count(self, shards: Sequence[ShardKeys]) -> list[int]: ...
+    async def waiting_count(
+        self, shards: Sequence[ShardKeys], tenant: str | None = None
+    ) -> list[int]:
+        """Per shard, its open questions; with ``tenant``, the size of that tenant's index
+        (which may still hold the odd question answered since a park or listing passed)."""
+        ...
 
 
 class ChildWaits(Protocol):

@@ -126,6 +126,7 @@ def test_a_dead_letter_is_replayed_from_the_inspector(
     assert page.locator("tr[data-event='dead_lettered']").count() == 1
     page.click("text=Replay from the dead-letter stream")
     page.wait_for_url(f"{gateway.url}/ui/tasks/{task_id}?done=replayed")
+    assert "Replayed" in page.locator(".notice").inner_text()
 
     def replayed_and_dead_again() -> bool:
         """Run again from its queue (two more deliveries) and dead-lettered a second time,
@@ -188,6 +189,48 @@ def test_another_tenant_s_task_is_not_listed_and_its_page_is_404(
     )
     assert refused.status in (403, 404)
     assert _state(api, theirs, "beta") == "waiting"
+
+
+def _rows(page: Any) -> list[str]:
+    return [str(r.get_attribute("data-task")) for r in page.locator("tr[data-task]").all()]
+
+
+def test_the_inbox_pages_through_every_question_once_and_back(
+    context: Any, gateway: Gateway, api: httpx.Client, tmp_path: Path
+) -> None:
+    payloads = [{"runs": str(tmp_path / "runs"), "item": f"p{i}"} for i in range(12)]
+    submitted = [
+        api.post("/v1/tasks", json={"intent": "approve", "payload": p}, headers=auth("beta"))
+        for p in payloads
+    ]
+    assert all(r.status_code == 202 for r in submitted)
+    mine = [str(r.json()["task_id"]) for r in submitted]
+    eventually_sync(
+        lambda: all(_state(api, t, "beta") == "waiting" for t in mine),
+        timeout=60,
+        what="every task waits for a reply",
+    )
+    page = _sign_in(context, gateway, "beta")
+    page.goto(gateway.url + "/ui/inbox?limit=5")
+    pages = [_rows(page)]
+    total = int(str(page.locator("[data-total]").get_attribute("data-total")))
+    while page.locator("a[rel=next]").count():
+        page.click("a[rel=next]")
+        pages.append(_rows(page))
+    seen = [t for p in pages for t in p]
+    assert len(seen) == len(set(seen)) == total  # each once, and as many as the count says
+    assert set(mine) <= set(seen) and len(pages) >= 3 and all(len(p) <= 5 for p in pages)
+    for earlier in reversed(pages[:-1]):  # and back, page by page
+        page.click("a[rel=prev]")
+        assert _rows(page) == earlier
+    assert page.locator("a[rel=prev]").count() == 0
+    page.goto(gateway.url + "/ui/inbox?order=newest&limit=5")
+    assert _rows(page) == seen[::-1][:5]
+    for task_id in mine:
+        r = api.post(
+            f"/v1/tasks/{task_id}/reply", json={"answer": {"approved": True}}, headers=auth("beta")
+        )
+        assert r.status_code == 200, r.text
 
 
 def test_a_dead_webhook_endpoint_shows_on_the_queues_page(

@@ -31,6 +31,7 @@ from deepagents.transport.base import (
     StepRecord,
     StreamRef,
     Waiting,
+    WaitingCursor,
     now_ms,
 )
 from deepagents.transport.memory import MemoryBus
@@ -675,6 +676,33 @@ async def test_a_tenant_lists_its_own_waiting_tasks_whatever_others_wait(
     assert await backend.bus.cancel(keys, "a1", b'{"cancelled":1}', b"") == "ok"
     assert ids(await backend.bus.waiting(keys, 2, "acme")) == ["a2", "a3"]
     assert ids(await backend.bus.waiting(keys, 10, "nobody")) == []
+
+
+async def _pages(
+    b: Backend, size: int, tenant: str | None, *, newest: bool = False
+) -> list[list[str]]:
+    """Every page of a waiting listing, each starting after the last of the one before."""
+    keys, after, pages = b.ref().keys, None, []
+    while page := await b.bus.waiting_ids(keys, size, tenant, after=after, newest=newest):
+        pages.append([task_id for task_id, _ in page])
+        after = WaitingCursor(int(page[-1][1]), page[-1][0])
+    return pages
+
+
+async def test_a_waiting_listing_pages_after_a_cursor_either_way_listing_each_once(
+    backend: Backend,
+) -> None:
+    keys = backend.ref().keys
+    for i in range(5):  # parked within a few ms: equal asked-at times, ordered by task id
+        await _tenant_parked(backend, f"a{i}", "acme")
+    await _tenant_parked(backend, "b0", "globex")
+    assert (await backend.bus.answer(keys, TIERS, "a2", "1", b"{}", b"")).status == "ok"
+    assert await backend.bus.waiting_count([keys], "acme") == [5]  # a2's member is left
+    assert await _pages(backend, 2, "acme") == [["a0", "a1"], ["a3", "a4"]]
+    assert await backend.bus.waiting_count([keys], "acme") == [4]  # the listing dropped it
+    assert await _pages(backend, 2, "acme", newest=True) == [["a4", "a3"], ["a1", "a0"]]
+    assert await _pages(backend, 3, None, newest=True) == [["b0", "a4", "a3"], ["a1", "a0"]]
+    assert await backend.bus.waiting_count([keys], "globex") == [1]
 
 
 async def test_a_waiting_task_can_be_cancelled(backend: Backend) -> None:

@@ -145,6 +145,34 @@ def test_a_tenant_s_listing_is_its_own_oldest_whatever_others_wait(
     assert _reply(http, mine, {"approved": True}, tenant="beta").status_code == 200
 
 
+def _listed(http: httpx.Client, path: str) -> list[list[str]]:
+    """Every page of ``GET /v1/waiting`` (beta's), following each ``next``."""
+    pages: list[list[str]] = []
+    following: str | None = path
+    while following is not None:
+        r = http.get(following, headers=auth("beta"))
+        assert r.status_code == 200, r.text
+        pages.append([w["task_id"] for w in r.json()["tasks"]])
+        following = r.json()["next"]
+    return pages
+
+
+def test_the_waiting_listing_pages_with_a_cursor_listing_each_question_once(
+    http: httpx.Client, tmp_path: Path
+) -> None:
+    mine = [_ask(http, tmp_path / "runs", tenant="beta") for _ in range(5)]
+    oldest = _listed(http, "/v1/waiting?limit=2")
+    assert [len(p) for p in oldest] == [2, 2, 1]
+    listed = [t for p in oldest for t in p]
+    assert listed == mine  # asked one after the other: oldest first is the order asked
+    newest = _listed(http, "/v1/waiting?limit=3&order=newest")
+    assert [t for p in newest for t in p] == mine[::-1]
+    bad = http.get("/v1/waiting?cursor=not-a-cursor", headers=auth("beta"))
+    assert bad.status_code == 422 and bad.json()["code"] == "validation_error", bad.text
+    for task_id in mine:
+        assert _reply(http, task_id, {"approved": True}, tenant="beta").status_code == 200
+
+
 def test_another_tenant_s_task_or_an_unknown_one_is_404(http: httpx.Client, tmp_path: Path) -> None:
     task_id = _ask(http, tmp_path / "runs")
     other = _reply(http, task_id, {"approved": True}, tenant="beta")

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import socket
 from pathlib import Path
 
 import pytest
@@ -45,6 +46,10 @@ def test_a_worker_needs_exactly_one_known_agent(
         ({"url": '"http://127.0.0.1:9"', "timeout_s": 0}, "timeout_s"),
         ({"url": '"http://127.0.0.1:9"', "headers_from_env": "{authorization: NO_SUCH_VAR}"},
          "header authorization needs $NO_SUCH_VAR"),
+        ({"mode": "pull", "url": '"http://127.0.0.1:9"'},
+         "pull mode takes a pull section (listen, token_from_env), no url"),
+        ({"mode": "pull", "pull": '{listen: "127.0.0.1:0", token_from_env: NO_SUCH_VAR}'},
+         "pull mode needs its token in $NO_SUCH_VAR"),
     ],
 )  # fmt: skip
 def test_a_bad_remote_section_is_one_line(
@@ -54,3 +59,21 @@ def test_a_bad_remote_section_is_one_line(
     config = remote_config("x").replace('{url: "x"}', "{" + options + "}")
     line = worker_error(tmp_path, redis_url, config, "--remote", "risk-node")
     assert says in line, line
+
+
+def test_a_pull_mode_address_taken_is_one_line(tmp_path: Path, redis_url: str) -> None:
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        pull = f'{{listen: "127.0.0.1:{port}", token_from_env: PULL_TOKEN_SET}}'
+        config = remote_config("x").replace('{url: "x"}', f"{{mode: pull, pull: {pull}}}")
+        path = tmp_path / "config.yaml"
+        path.write_text(config)
+        procs = worker_procs(redis_url, "da-test-unused", path, PULL_TOKEN_SET="t" * 16)
+        try:
+            run = procs.run("worker", "--remote", "risk-node")
+        finally:
+            procs.close()
+    assert run.returncode == 2, run.stdout + run.stderr
+    assert f"pull mode: cannot listen on 127.0.0.1:{port}" in run.stderr.strip().splitlines()[-1]

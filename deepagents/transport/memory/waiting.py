@@ -11,6 +11,7 @@ from deepagents.transport.base import (
     Park,
     StreamRef,
     Waiting,
+    WaitingCursor,
     Woken,
     now_ms,
 )
@@ -172,7 +173,13 @@ class MemoryWaiting:
         return await self.waiting_of(keys, await self.waiting_ids(keys, limit, tenant))
 
     async def waiting_ids(
-        self, keys: ShardKeys, limit: int, tenant: str | None = None
+        self,
+        keys: ShardKeys,
+        limit: int,
+        tenant: str | None = None,
+        *,
+        after: WaitingCursor | None = None,
+        newest: bool = False,
     ) -> list[tuple[str, float]]:
         index = self.state.delayed.get(keys.waiting, {})
         listed = index
@@ -180,8 +187,11 @@ class MemoryWaiting:
             listed = self.state.delayed.get(keys.tenant_waiting(tenant), {})
             for member in [m for m in listed if m not in index]:
                 del listed[member]
-        oldest = sorted(listed.items(), key=lambda kv: (kv[1], kv[0]))[:limit]
-        return [(member.decode(), asked) for member, asked in oldest]
+        ordered = sorted(listed.items(), key=lambda kv: (kv[1], kv[0]), reverse=newest)
+        if after is not None:
+            at = (float(after.asked_ms), after.task_id.encode())
+            ordered = [(m, s) for m, s in ordered if ((s, m) < at if newest else (s, m) > at)]
+        return [(member.decode(), asked) for member, asked in ordered[:limit]]
 
     async def waiting_of(self, keys: ShardKeys, ids: Sequence[tuple[str, float]]) -> list[Waiting]:
         out = []
@@ -208,5 +218,14 @@ class MemoryWaiting:
         record = self.state.string(keys.question(task_id))
         return decode_question(None if record is None else record.encode())
 
-    async def waiting_count(self, shards: Sequence[ShardKeys]) -> list[int]:
-        return [len(self.state.delayed.get(keys.waiting, {})) for keys in shards]
+    async def waiting_count(
+        self, shards: Sequence[ShardKeys], tenant: str | None = None
+    ) -> list[int]:
+        return [
+            len(
+                self.state.delayed.get(
+                    keys.waiting if tenant is None else keys.tenant_waiting(tenant), {}
+                )
+            )
+            for keys in shards
+        ]

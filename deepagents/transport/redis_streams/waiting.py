@@ -15,6 +15,7 @@ from deepagents.transport.base import (
     Park,
     StreamRef,
     Waiting,
+    WaitingCursor,
     Woken,
     now_ms,
 )
@@ -144,15 +145,24 @@ class RedisWaiting:
         return await self.waiting_of(keys, await self.waiting_ids(keys, limit, tenant))
 
     async def waiting_ids(
-        self, keys: ShardKeys, limit: int, tenant: str | None = None
+        self,
+        keys: ShardKeys,
+        limit: int,
+        tenant: str | None = None,
+        *,
+        after: WaitingCursor | None = None,
+        newest: bool = False,
     ) -> list[tuple[str, float]]:
-        if tenant is None:
+        if tenant is None and after is None and not newest:
             with redis_errors("list waiting tasks"):
                 ids = await self.client.zrange(keys.waiting, 0, limit - 1, withscores=True)
             return _readable(keys, ids)
+        listed = keys.waiting if tenant is None else keys.tenant_waiting(tenant)
+        cursor = ["", ""] if after is None else [after.asked_ms, after.task_id]
         with redis_errors("list a tenant's waiting tasks"):
             flat = await self.scripts.tenant_waiting(
-                keys=[keys.tenant_waiting(tenant), keys.waiting], args=[limit]
+                keys=[listed, keys.waiting],
+                args=[limit, "desc" if newest else "asc", *cursor],
             )
         return _readable(keys, list(zip(flat[::2], map(float, flat[1::2]), strict=True)))
 
@@ -191,10 +201,12 @@ class RedisWaiting:
             record = await self.client.get(keys.question(task_id))
         return decode_question(record)
 
-    async def waiting_count(self, shards: Sequence[ShardKeys]) -> list[int]:
+    async def waiting_count(
+        self, shards: Sequence[ShardKeys], tenant: str | None = None
+    ) -> list[int]:
         with redis_errors("count waiting tasks"):
             pipe = self.client.pipeline(transaction=False)
             for keys in shards:
-                pipe.zcard(keys.waiting)
+                pipe.zcard(keys.waiting if tenant is None else keys.tenant_waiting(tenant))
             counts = await pipe.execute()
         return [int(n) for n in counts]
