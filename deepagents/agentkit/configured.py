@@ -12,14 +12,8 @@ from contextlib import contextmanager
 from contextvars import ContextVar
 from dataclasses import dataclass
 
-from deepagents.agentkit.approval import Approval
-from deepagents.agentkit.budget import ContextBudget
 from deepagents.agentkit.chain import Chain
-from deepagents.agentkit.guardrail import Guardrail
-from deepagents.agentkit.limits import Limits
-from deepagents.agentkit.loops import LoopDetection
 from deepagents.agentkit.middleware import AgentMiddleware
-from deepagents.agentkit.pii import PiiRedaction
 from deepagents.config.middleware import (
     ApprovalConfig,
     ContextBudgetConfig,
@@ -45,19 +39,32 @@ _current: ContextVar[AgentChain | None] = ContextVar("deepagents_agent_chain", d
 
 
 def build_middleware(entry: MiddlewareEntry) -> AgentMiddleware:
-    """The built-in a YAML entry names, with its settings."""
+    """The built-in a YAML entry names, with its settings. Each built-in's module is loaded
+    when a YAML entry names it: a worker whose agent has none starts without them."""
     match entry:
         case GuardrailConfig():
+            from deepagents.agentkit.guardrail import Guardrail
+
             return Guardrail.from_config(entry)
         case LoopDetectionConfig():
+            from deepagents.agentkit.loops import LoopDetection
+
             return LoopDetection.from_config(entry)
         case LimitsConfig():
+            from deepagents.agentkit.limits import Limits
+
             return Limits.from_config(entry)
         case ContextBudgetConfig():
+            from deepagents.agentkit.budget import ContextBudget
+
             return ContextBudget.from_config(entry)
         case ApprovalConfig():
+            from deepagents.agentkit.approval import Approval
+
             return Approval.from_config(entry)
         case PiiRedactionConfig():
+            from deepagents.agentkit.pii import PiiRedaction
+
             return PiiRedaction.from_config(entry)
 
 
