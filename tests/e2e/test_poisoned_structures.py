@@ -64,9 +64,11 @@ async def test_a_worker_on_poisoned_structures_moves_them_aside_and_runs_the_goo
     retries = [_task_on(s, s) for s in range(SHARDS)]
     for shard_keys, retry in zip(shards, retries, strict=True):
         await _poison_shard(client, shard_keys, retry)
-    # A heartbeat that is not a timestamp: a worker's registration does not rewrite it.
-    await client.hset(keys.agent_instances("echo"), "bogus", "not a number")
     good = await orch.submit_many([Task(intent="echo", payload={"i": i}) for i in range(10)])
+    # A heartbeat that is not a timestamp: a worker's registration does not rewrite it. Set
+    # after the submit, whose check for a live worker reads the heartbeats too (and would
+    # move it aside, counted in this orchestrator's metrics, before the worker meets it).
+    await client.hset(keys.agent_instances("echo"), "bogus", "not a number")
     port = free_port()
     worker = procs.worker("agents.echo:EchoAgent", "--metrics-port", str(port))
 
