@@ -19,17 +19,12 @@ from deepagents.errors import ConfigError
 from deepagents.store.answers import AnswerCache
 from deepagents.store.base import Answers, Registry, Rollouts, TaskRecords
 from deepagents.store.claims import ClaimStore, MemoryClaims
-from deepagents.store.memory_answers import MemoryAnswers
-from deepagents.store.memory_registry import MemoryRegistry
-from deepagents.store.memory_rollouts import MemoryRollouts
-from deepagents.store.memory_tasks import MemoryTaskStore
 from deepagents.store.registry import AgentRegistry
 from deepagents.store.rollouts import RedisRollouts
 from deepagents.store.step_bodies import claim_store
 from deepagents.store.tasks import TaskStore
 from deepagents.transport.base import MessageBus
 from deepagents.transport.keys import Keys
-from deepagents.transport.memory import MemoryBus, State
 from deepagents.transport.redis_streams.bus import RedisStreamBus
 from deepagents.transport.redis_streams.pool import check_reachable, connect
 from deepagents.transport.redis_streams.scripts import Scripts
@@ -81,7 +76,13 @@ def services_for(client: RedisClient, settings: Settings) -> Services:
     keys = Keys(settings.prefix)
     return Services(
         client=client,
-        bus=RedisStreamBus(client, result_ttl_s=settings.result_ttl_s),
+        bus=RedisStreamBus(
+            client,
+            result_ttl_s=settings.result_ttl_s,
+            replicas=settings.min_replicas,
+            replica_wait_ms=settings.replica_wait_ms,
+            allow_evicting=settings.allow_evicting_redis,
+        ),
         tasks=TaskStore(client, keys),
         registry=AgentRegistry(client, keys),
         keys=keys,
@@ -94,12 +95,24 @@ def services_for(client: RedisClient, settings: Settings) -> Services:
 def memory_services(settings: Settings) -> Services:
     """Services in this process (``MemoryBus`` and its stores): the protocol without Redis,
     for unit tests and ``deepagents.testing``. Their records live as long as the object."""
+    # Imported here: a process on Redis (every worker, the gateway) never loads them.
+    from deepagents.store.memory_answers import MemoryAnswers
+    from deepagents.store.memory_registry import MemoryRegistry
+    from deepagents.store.memory_rollouts import MemoryRollouts
+    from deepagents.store.memory_tasks import MemoryTaskStore
+    from deepagents.transport.memory import MemoryBus, State
+
     keys = Keys(settings.prefix)
     state = State()
     registry = MemoryRegistry()
     return Services(
         client=None,
-        bus=MemoryBus(state, result_ttl_s=settings.result_ttl_s),
+        bus=MemoryBus(
+            state,
+            result_ttl_s=settings.result_ttl_s,
+            replicas=settings.min_replicas,
+            replica_wait_ms=settings.replica_wait_ms,
+        ),
         tasks=MemoryTaskStore(state, keys),
         registry=registry,
         keys=keys,

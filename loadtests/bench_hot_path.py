@@ -23,9 +23,9 @@ import orjson
 
 from deepagents._internal.ids import uuid7_str
 from deepagents.contract import Result, Task
-from deepagents.contract.codec import decode_envelope
 from deepagents.contract.task import utcnow
 from deepagents.transport.base import StreamRef
+from deepagents.transport.entries import decode_envelope
 from deepagents.transport.keys import Keys
 from deepagents.worker.encode import Encoder
 from deepagents.worker.flight import InFlight

@@ -24,7 +24,7 @@ from deepagents.orchestrator.routing import Router, agent_specs
 from deepagents.orchestrator.versions import VersionRouting
 from deepagents.store.memory_registry import MemoryRegistry
 from deepagents.store.memory_rollouts import MemoryRollouts
-from deepagents.transport.base import StreamRef
+from deepagents.transport.base import Enqueue, StreamRef
 from deepagents.transport.keys import Keys
 from deepagents.transport.redis_streams import RedisStreamBus, connect
 
@@ -67,7 +67,7 @@ async def moving(url: str, n: int) -> None:
     took = []
     try:
         for _ in range(3):
-            items = [(canary, f"t{i}", b'{"task_id": "t%d"}' % i, "", b"") for i in range(n)]
+            items = [Enqueue(canary, f"t{i}", b'{"task_id": "t%d"}' % i) for i in range(n)]
             for i in range(0, n, 1_000):
                 await bus.enqueue_many(items[i : i + 1_000], max_backlog=10 * n)
             start = time.perf_counter()

@@ -88,7 +88,7 @@ async def _check_redis(runtime: Runtime) -> None:
     async with redis_client(url, max_connections=2, cluster=runtime.settings.redis_cluster) as c:
         bus = services_for(c, runtime.settings).bus
         try:
-            await bus.check_server(allow_evicting=runtime.settings.allow_evicting_redis)
+            await bus.check_server()
         finally:
             await bus.aclose()
 

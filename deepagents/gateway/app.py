@@ -93,7 +93,7 @@ def create_app(
             raise ConfigError("DEEPAGENTS_REDIS_URL is not set", file="environment")
         services = open_services(settings, max_connections=256)
         try:
-            await services.bus.check_server(allow_evicting=settings.allow_evicting_redis)
+            await services.bus.check_server()
             async with Orchestrator(
                 services, config=config, settings=settings, agents=[ProbeAgent]
             ) as orchestrator:

@@ -28,7 +28,7 @@ from deepagents.gateway.probe import PROBE_INTENT
 from deepagents.gateway.schemas import Health, Hop, UnhealthyAgent
 from deepagents.orchestrator import Orchestrator, TaskHandle
 from deepagents.store.base import Registry
-from deepagents.transport.base import MessageBus
+from deepagents.transport.base import Inspection
 
 _STUCK_AT = {"queued": "queue", "retrying": "queue", "running": "worker"}
 PROBE_TTL_S = 300
@@ -38,7 +38,7 @@ def _ms_since(start: float) -> float:
     return round((time.perf_counter() - start) * 1000, 3)
 
 
-async def liveness(bus: MessageBus) -> Health:
+async def liveness(bus: Inspection) -> Health:
     redis_ms = await bus.ping_ms()
     if redis_ms is None:
         return Health(

@@ -10,12 +10,12 @@ from deepagents.contract.events import audit_event, encode_events
 from deepagents.contract.result import Result
 from deepagents.contract.task import Task
 from deepagents.store.base import TaskRecords
-from deepagents.transport.base import ChildEnded, MessageBus
+from deepagents.transport.base import ChildEnded, ChildWaits
 from deepagents.transport.keys import Keys
 
 
 class Children:
-    def __init__(self, bus: MessageBus, tasks: TaskRecords, keys: Keys, *, outbox: bool) -> None:
+    def __init__(self, bus: ChildWaits, tasks: TaskRecords, keys: Keys, *, outbox: bool) -> None:
         self.bus, self.tasks, self.keys, self.outbox = bus, tasks, keys, outbox
 
     async def link(self, child: Task, agent: str, shard: int) -> None:

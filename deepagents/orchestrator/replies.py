@@ -26,7 +26,7 @@ from deepagents.errors import (
 )
 from deepagents.store.base import TaskRecords
 from deepagents.telemetry.metrics import Metrics
-from deepagents.transport.base import MessageBus, Waiting, WaitingCursor, now_ms
+from deepagents.transport.base import HumanWaits, Waiting, WaitingCursor, now_ms
 from deepagents.transport.keys import Keys, ShardKeys
 
 # Runs a reply's schema check, a blocking call, where and on whose budget its caller says.
@@ -84,7 +84,7 @@ def answer_schema(schema_json: str) -> dict[str, Any]:
 class Replies:
     def __init__(
         self,
-        bus: MessageBus,
+        bus: HumanWaits,
         tasks: TaskRecords,
         keys: Keys,
         *,

@@ -39,7 +39,8 @@ from deepagents.store.base import TaskRecords
 from deepagents.store.tasks import IdempotencyClaim, Location
 from deepagents.telemetry.core import Telemetry
 from deepagents.telemetry.tracing import extract, producer_span, traceparent_of
-from deepagents.transport.base import Fairness, MessageBus
+from deepagents.transport.base import Admitted, Enqueue, Fairness, MessageBus
+from deepagents.transport.states import Enqueued
 
 
 class Submitter:
@@ -206,18 +207,20 @@ class Submitter:
 
     async def _enqueue(
         self, prepared: list[tuple[Task, Route, bytes, bool]], recorded: Collection[str], ts: str
-    ) -> list[tuple[str, str]]:
+    ) -> list[Admitted]:
         """Enqueue validated tasks in one round trip: (status, entry id) per task; ``ts`` is
         the time of their ``submitted`` events."""
         reply = self.reply_channel
         if self.settings.outbox:
             items = [
-                (route.stream, task.task_id, task_json, reply, _submitted_events(task, route, ts))
+                Enqueue(
+                    route.stream, task.task_id, task_json, reply, _submitted_events(task, route, ts)
+                )
                 for task, route, task_json, _ in prepared
             ]
         else:
             items = [
-                (route.stream, task.task_id, task_json, reply, b"")
+                Enqueue(route.stream, task.task_id, task_json, reply)
                 for task, route, task_json, _ in prepared
             ]
         specs = self.router.specs
@@ -226,8 +229,6 @@ class Submitter:
             max_backlog=[specs[r.agent].max_backlog for _, r, _, _ in prepared],
             locations=self._locations(prepared, recorded),
             location_ttl_s=self.location_ttl_s,
-            replicas=self.settings.min_replicas,
-            replica_wait_ms=self.settings.replica_wait_ms,
             due_ms=_due_ms([task for task, _, _, _ in prepared]),
             fair=self._fairness(prepared),
         )
@@ -251,7 +252,7 @@ class Submitter:
         parts: list[list[int]],
         recorded: Collection[str],
         ts: str,
-    ) -> list[tuple[str, str]]:
+    ) -> list[Admitted]:
         """Each part in a round trip of its own, side by side (``parts.py``). Every part has
         landed or failed before this returns; a failure is raised then, as one round trip's
         would be (the parts that landed stay enqueued: a retry finds them, by task id)."""
@@ -259,7 +260,7 @@ class Submitter:
             *(self._enqueue([prepared[i] for i in part], recorded, ts) for part in parts),
             return_exceptions=True,
         )
-        replies: list[tuple[str, str]] = [("", "")] * len(prepared)
+        replies: list[Admitted] = [Admitted(Enqueued.OK, "")] * len(prepared)
         for part, outcome in zip(parts, outcomes, strict=True):
             if isinstance(outcome, BaseException):
                 raise outcome

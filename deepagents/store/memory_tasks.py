@@ -6,7 +6,6 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from deepagents.store.tasks import (
-    TERMINAL,
     DeadLetterEntry,
     IdempotencyClaim,
     Location,
@@ -16,6 +15,7 @@ from deepagents.store.tasks import (
 )
 from deepagents.transport.keys import Keys, ShardKeys
 from deepagents.transport.memory import State
+from deepagents.transport.states import TERMINAL
 
 
 class MemoryTaskStore:

@@ -19,9 +19,7 @@ from redis.asyncio import Redis, RedisCluster
 from deepagents.contract.codec import DamagedRecord
 from deepagents.transport.keys import Keys, ShardKeys
 from deepagents.transport.redis_streams.errors import redis_errors
-
-# A task hash's states after which nothing changes it.
-TERMINAL = ("done", "dead")
+from deepagents.transport.states import TERMINAL
 
 
 class Location(NamedTuple):

@@ -13,6 +13,15 @@ from enum import StrEnum
 from typing import NamedTuple, Protocol
 
 from deepagents.transport.keys import ShardKeys
+from deepagents.transport.states import (
+    AnswerStatus,
+    Cancelled,
+    Enqueued,
+    Outcome,
+    Replayed,
+    TaskState,
+    WakeStatus,
+)
 
 
 def now_ms() -> int:
@@ -58,10 +67,55 @@ class RawEntry(NamedTuple):
 
 
 @dataclass(frozen=True, slots=True)
+class ReclaimCursor:
+    """Where a pass of reclaims over a stream's pending entries goes on; opaque above the
+    transport. A pass starts at ``RECLAIM_START`` and has covered every pending entry when
+    the cursor a reclaim hands back is ``at_start`` again."""
+
+    position: str = "0-0"
+
+    @property
+    def at_start(self) -> bool:
+        return self.position == "0-0"
+
+
+RECLAIM_START = ReclaimCursor()
+
+
+@dataclass(frozen=True, slots=True)
 class Claimed:
     entries: list[RawEntry]
     deleted: list[str]  # ids the server dropped from the PEL because the body is gone
-    cursor: str
+    cursor: ReclaimCursor
+
+
+class Enqueue(NamedTuple):
+    """One task to enqueue: its JSON onto ``stream``, with the channel to notify of its
+    result (``reply``, '' for none) and its ``submitted`` audit events (b'': none). A
+    NamedTuple, as the other per-task records: a frozen dataclass built for every submitted
+    task cost the producer 4-5% more instructions per enqueue (docs/benchmarks.md)."""
+
+    stream: StreamRef
+    task_id: str
+    task_json: bytes
+    reply: str = ""
+    events_json: bytes = b""
+
+
+class Admitted(NamedTuple):
+    """What the enqueue did with one task, and its entry id ('' when refused, or held in
+    the delayed set until due)."""
+
+    status: Enqueued
+    entry_id: str
+
+
+@dataclass(frozen=True, slots=True)
+class Held:
+    """An entry a consumer holds, with its task: what a graceful shutdown hands back."""
+
+    entry_id: str
+    task_id: str
 
 
 class BeginItem(NamedTuple):
@@ -74,7 +128,7 @@ class BeginItem(NamedTuple):
 
 
 class Begun(NamedTuple):
-    status: str  # ok | dup | lost | gone
+    status: Outcome
     deliveries: int
     # The task has step records (worker/steps.py): an earlier delivery recorded some. A
     # delivery of a task without any need not read them.
@@ -210,20 +264,19 @@ class ChildWait:
 
 
 class Answered(NamedTuple):
-    """What the reply script did: ok (stored and re-enqueued) | missing | not_waiting |
-    already_replied; ``state`` is the task's state then, ``asked_ms`` when it asked."""
+    """What the reply script did; ``state`` is the task's state then ('' when there is no
+    such task), ``asked_ms`` when it asked."""
 
-    status: str
-    state: str = ""
+    status: AnswerStatus
+    state: TaskState | str = ""
     asked_ms: int = 0
 
 
 class Woken(NamedTuple):
-    """What the wake script did: ok (timed out, re-enqueued) | gone (a reply or a cancel
-    took the wait out first) | stale (the task is not waiting) | sweep (a wait for child
-    tasks: ``children`` are the ones it awaits, to check; the wait moved on)."""
+    """What the wake script did; with ``WakeStatus.SWEEP``, ``children`` are the ones the
+    task awaits, to check."""
 
-    status: str
+    status: WakeStatus
     asked_ms: int = 0
     children: tuple[str, ...] = ()
 
@@ -293,18 +346,10 @@ class ReplyListener(Protocol):
     async def aclose(self) -> None: ...
 
 
-class MessageBus(Protocol):
-    """Every operation the layers above the transport need of the streams. One instance
-    serves one process; ``aclose()`` closes the connections the bus opened itself."""
-
-    @property
-    def cluster(self) -> bool: ...
-
-    async def aclose(self) -> None: ...
-
-    async def check_server(self, *, allow_evicting: bool = False) -> str: ...
-
-    async def ping_ms(self, limit_s: float = 2.0) -> float | None: ...
+class TaskQueue(Protocol):
+    """Tasks in tier streams, each delivered to one consumer of the agent's group at a
+    time: enqueue, read, reclaim, begin, commit, retry (``reschedule``), dead letter,
+    heartbeat (``touch``), hand back; and the delayed set's pump (``promote_due``)."""
 
     async def ensure_group(self, stream: StreamRef, group: str) -> None: ...
 
@@ -317,41 +362,28 @@ class MessageBus(Protocol):
         reply: str,
         max_backlog: int,
         events_json: bytes,
-    ) -> tuple[str, str]: ...
+    ) -> Admitted: ...
 
     async def enqueue_many(
         self,
-        items: Sequence[tuple[StreamRef, str, bytes, str, bytes]],
+        items: Sequence[Enqueue],
         *,
         max_backlog: int | Sequence[int],
         locations: Sequence[tuple[str, str]] = (),
         location_ttl_s: int = 0,
-        replicas: int = 0,
-        replica_wait_ms: int = 1_000,
         due_ms: Sequence[int] = (),
         fair: Sequence[Fairness | None] = (),
-    ) -> list[tuple[str, str]]:
+    ) -> list[Admitted]:
         """``due_ms``: none, or one per item: 0 enqueues it now; a later time (ms since the
         epoch) holds it in its shard's delayed set, state ``scheduled``, until the delayed
-        pump moves it to its tier (its entry id is '' until then).
+        pump moves it to its tier (its entry id is '' until then). A bus built to wait for
+        replicas raises ``NotReplicated`` when fewer confirm the batch in time.
 
         ``fair``: none, or one per item: None enqueues it in order; a ``Fairness`` puts it
         in its tier stream's fair queue (state ``queued``, entry id '') unless the stream
         has nothing unread and the fair queue is empty (then straight in, so a reader
         blocked on the stream wakes). ``read_fair`` moves it to the stream in its turn."""
         ...
-
-    async def set_many(
-        self,
-        pairs: Sequence[tuple[str, str]],
-        ttl_s: int,
-        *,
-        what: str,
-        replicas: int = 0,
-        replica_wait_ms: int = 1_000,
-    ) -> int: ...
-
-    def reply_listener(self, channel: str, deliver: Callable[[bytes], None]) -> ReplyListener: ...
 
     async def read(
         self, stream: StreamRef, group: str, consumer: str, count: int, block_ms: int | None
@@ -376,7 +408,7 @@ class MessageBus(Protocol):
         consumer: str,
         min_idle_ms: int,
         count: int,
-        cursor: str,
+        cursor: ReclaimCursor,
     ) -> Claimed: ...
 
     async def begin(
@@ -391,19 +423,19 @@ class MessageBus(Protocol):
 
     async def commit(
         self, stream: StreamRef, group: str, consumer: str, items: Sequence[CommitItem]
-    ) -> list[str]: ...
+    ) -> list[Outcome]: ...
 
     async def commit_streams(
         self, group: str, consumer: str, batches: Sequence[tuple[StreamRef, Sequence[CommitItem]]]
-    ) -> list[list[str]]: ...
+    ) -> list[list[Outcome]]: ...
 
     async def reschedule(
         self, stream: StreamRef, group: str, consumer: str, item: Reschedule
-    ) -> str: ...
+    ) -> Outcome: ...
 
     async def dead_letter(
         self, stream: StreamRef, group: str, consumer: str, item: DeadLetter
-    ) -> str: ...
+    ) -> Outcome: ...
 
     async def touch(
         self, stream: StreamRef, group: str, consumer: str, entry_ids: Sequence[str]
@@ -421,7 +453,7 @@ class MessageBus(Protocol):
         stream: StreamRef,
         group: str,
         consumer: str,
-        items: Sequence[tuple[str, str]],
+        items: Sequence[Held],
         idle_ms: int,
     ) -> list[str]: ...
 
@@ -441,43 +473,33 @@ class MessageBus(Protocol):
 
     async def end_damaged(
         self, keys: ShardKeys, task_id: str, result_json: bytes, events_json: bytes
-    ) -> str:
+    ) -> Cancelled | TaskState:
         """End dead, with ``result_json``, a task whose delayed-set member was damaged
-        (``Promoted.damaged``), while it is still retrying or scheduled: ok, or the state
-        that left it alone ('missing'). Its submitter is answered."""
+        (``Promoted.damaged``), while it is still retrying or scheduled: ok, missing, or the
+        state that left it alone. Its submitter is answered."""
         ...
 
-    async def replay(
-        self, keys: ShardKeys, dlq_entry: str, tier: str, task_id: str, task_json: bytes, reply: str
-    ) -> tuple[str, str]: ...
 
-    async def cancel(
-        self,
-        keys: ShardKeys,
-        task_id: str,
-        result_json: bytes,
-        events_json: bytes,
-        *,
-        running: bool = False,
-        notify: str = "",
-    ) -> str:
-        """Answer a queued, retrying or waiting task (``running``: a running one too) with
-        ``result_json``: ok, or the state that prevented it ('missing'). A running task's id
-        is published on ``notify`` (its agent's cancel channel), so its worker stops it; its
-        commit then finds it done and acks its entry as a duplicate."""
+class Records(Protocol):
+    """Small records kept beside the tasks (location, idempotency and owner records)."""
+
+    async def set_many(self, pairs: Sequence[tuple[str, str]], ttl_s: int, *, what: str) -> int:
+        """Write each (key, value) for ``ttl_s``; returns the fewest replicas any node
+        confirmed them to (0 for a bus that does not wait for replicas)."""
         ...
 
-    async def move_unstarted(
-        self, source: StreamRef, target: StreamRef, group: str, *, limit: int = 500
-    ) -> Moved:
-        """Move every entry of ``source`` no consumer of ``group`` has been given to
-        ``target`` (same shard, another version), and ``source``'s delayed retries to
-        ``target``'s delayed set: each exactly once, in scripts on the shard's slot."""
-        ...
 
-    # waiting for a person (worker/asking.py, Orchestrator.reply) ---------------------------
+class Replies(Protocol):
+    """Results pushed to the submitter that waits for them."""
 
-    async def park(self, stream: StreamRef, group: str, consumer: str, item: Park) -> str: ...
+    def reply_listener(self, channel: str, deliver: Callable[[bytes], None]) -> ReplyListener: ...
+
+
+class HumanWaits(Protocol):
+    """Tasks waiting for a person's reply (worker/asking.py, the orchestrator's replies):
+    park, answer, wake (its timeout), and the listings of open questions."""
+
+    async def park(self, stream: StreamRef, group: str, consumer: str, item: Park) -> Outcome: ...
 
     async def answer(
         self,
@@ -494,39 +516,6 @@ class MessageBus(Protocol):
     ) -> Woken: ...
 
     async def ask_record(self, keys: ShardKeys, task_id: str, ask: str) -> AskRecord: ...
-
-    # waiting for child tasks (worker/delegation.py) ------------------------------------------
-
-    async def park_children(
-        self, stream: StreamRef, group: str, consumer: str, item: ChildWait
-    ) -> ParkStatus:
-        """Owner-checked: ack the entry and make the task wait for ``item.awaiting``, or
-        re-enqueue it on its tier at once when one it awaits (mode any) or all of them
-        (mode all) ended already."""
-        ...
-
-    async def child_ended(
-        self,
-        keys: ShardKeys,
-        tiers: Sequence[str],
-        parent_id: str,
-        child_id: str,
-        result_json: bytes,
-        events_json: bytes,
-    ) -> ChildEnded:
-        """On the parent's shard: record the child's result once, and wake the parent
-        when it waited for this child and its wait is over."""
-        ...
-
-    async def child_results(
-        self, keys: ShardKeys, task_id: str, child_ids: Sequence[str]
-    ) -> dict[str, bytes]:
-        """The recorded results (JSON) of those of the task's children that ended."""
-        ...
-
-    async def link_child(self, keys: ShardKeys, child_id: str, parent_id: str, depth: int) -> bool:
-        """Name the parent on the child's task hash while it exists (for listings)."""
-        ...
 
     async def waiting(
         self, keys: ShardKeys, limit: int, tenant: str | None = None
@@ -567,9 +556,48 @@ class MessageBus(Protocol):
         (which may still hold the odd question answered since a park or listing passed)."""
         ...
 
+
+class ChildWaits(Protocol):
+    """Parents waiting for their child tasks (worker/delegation.py)."""
+
+    async def park_children(
+        self, stream: StreamRef, group: str, consumer: str, item: ChildWait
+    ) -> ParkStatus:
+        """Owner-checked: ack the entry and make the task wait for ``item.awaiting``, or
+        re-enqueue it on its tier at once when one it awaits (mode any) or all of them
+        (mode all) ended already."""
+        ...
+
+    async def child_ended(
+        self,
+        keys: ShardKeys,
+        tiers: Sequence[str],
+        parent_id: str,
+        child_id: str,
+        result_json: bytes,
+        events_json: bytes,
+    ) -> ChildEnded:
+        """On the parent's shard: record the child's result once, and wake the parent
+        when it waited for this child and its wait is over."""
+        ...
+
+    async def child_results(
+        self, keys: ShardKeys, task_id: str, child_ids: Sequence[str]
+    ) -> dict[str, bytes]:
+        """The recorded results (JSON) of those of the task's children that ended."""
+        ...
+
+    async def link_child(self, keys: ShardKeys, child_id: str, parent_id: str, depth: int) -> bool:
+        """Name the parent on the child's task hash while it exists (for listings)."""
+        ...
+
+
+class StepLog(Protocol):
+    """A running task's durable step records (worker/steps.py)."""
+
     async def record_steps(
         self, group: str, consumer: str, items: Sequence[tuple[StreamRef, StepRecord]]
-    ) -> list[str]:
+    ) -> list[Outcome]:
         """Per item, set its fields in the task's steps hash if this consumer still owns the
         entry and the task has no terminal result: ok | lost | dup. Each item is its own
         owner-checked script; the batch is one round trip."""
@@ -578,6 +606,50 @@ class MessageBus(Protocol):
     async def load_steps(self, keys: ShardKeys, task_id: str) -> dict[str, bytes]:
         """Every field of the task's steps hash ({} when none)."""
         ...
+
+
+class Admin(Protocol):
+    """Operators' changes: replay a dead letter, cancel a task, move a version's unstarted
+    tasks (a rollback)."""
+
+    async def replay(
+        self, keys: ShardKeys, dlq_entry: str, tier: str, task_id: str, task_json: bytes, reply: str
+    ) -> tuple[Replayed, str]: ...
+
+    async def cancel(
+        self,
+        keys: ShardKeys,
+        task_id: str,
+        result_json: bytes,
+        events_json: bytes,
+        *,
+        running: bool = False,
+        notify: str = "",
+    ) -> Cancelled | TaskState:
+        """Answer a queued, scheduled, retrying or waiting task (``running``: a running one
+        too) with ``result_json``: ok, missing, or the state that prevented it. A running
+        task's id is published on ``notify`` (its agent's cancel channel), so its worker
+        stops it; its commit then finds it done and acks its entry as a duplicate."""
+        ...
+
+    async def move_unstarted(
+        self, source: StreamRef, target: StreamRef, group: str, *, limit: int = 500
+    ) -> Moved:
+        """Move every entry of ``source`` no consumer of ``group`` has been given to
+        ``target`` (same shard, another version), and ``source``'s delayed retries to
+        ``target``'s delayed set: each exactly once, in scripts on the shard's slot."""
+        ...
+
+
+class Inspection(Protocol):
+    """Read-only views: the server's fitness, round trip, and backlogs."""
+
+    async def check_server(self) -> str:
+        """Refuse a server this protocol cannot run on (too old, or evicting keys unless the
+        bus was built to allow it); its version."""
+        ...
+
+    async def ping_ms(self, limit_s: float = 2.0) -> float | None: ...
 
     async def stream_stats(self, stream: StreamRef, group: str) -> StreamStats: ...
 
@@ -588,3 +660,26 @@ class MessageBus(Protocol):
     ) -> list[int | None]: ...
 
     async def outbox_lengths(self, shards: Sequence[ShardKeys]) -> list[int]: ...
+
+
+PROTOCOLS: tuple[type, ...] = (
+    TaskQueue,
+    Records,
+    Replies,
+    HumanWaits,
+    ChildWaits,
+    StepLog,
+    Admin,
+    Inspection,
+)
+
+
+class MessageBus(
+    TaskQueue, Records, Replies, HumanWaits, ChildWaits, StepLog, Admin, Inspection, Protocol
+):
+    """The whole bus: the narrow protocols (``TaskQueue``, ``Records``, ``Replies``,
+    ``HumanWaits``, ``ChildWaits``, ``StepLog``, ``Admin``, ``Inspection``) in one object,
+    for the wiring; a caller that needs one part takes that protocol. One instance serves
+    one process; ``aclose()`` closes the connections the bus opened itself."""
+
+    async def aclose(self) -> None: ...

@@ -8,11 +8,12 @@ import logging
 
 import orjson
 
-from deepagents.contract.codec import Envelope, decode_envelopes
+from deepagents.contract.codec import Envelope
 from deepagents.contract.result import ErrorCode
 from deepagents.contract.task import utcnow
 from deepagents.errors import TransportError
 from deepagents.transport.base import BeginItem, RawEntry, StreamRef, now_ms
+from deepagents.transport.entries import decode_envelopes
 from deepagents.worker.delivery_kit import DeliveryKit
 from deepagents.worker.execution import Run
 from deepagents.worker.flight import InFlight

@@ -10,7 +10,7 @@ import time
 from collections.abc import Sequence
 from typing import Any
 
-from deepagents.contract.codec import encode_result, encode_task, salvage_ids
+from deepagents.contract.codec import encode_result, encode_task
 from deepagents.contract.events import audit_event, encode_events
 from deepagents.contract.result import ErrorCode, ErrorInfo, Result, ResultStatus
 from deepagents.contract.task import utcnow
@@ -21,12 +21,14 @@ from deepagents.transport.base import (
     ChildWait,
     CommitItem,
     DeadLetter,
+    Held,
     Park,
     RawEntry,
     Reschedule,
     StreamRef,
     now_ms,
 )
+from deepagents.transport.entries import salvage_ids
 from deepagents.worker.asking import Asking
 from deepagents.worker.delegation import Delegating, Parentage, notify_parent
 from deepagents.worker.delivery_kit import DeliveryKit
@@ -413,10 +415,10 @@ class Outcomes:
         """Make unfinished entries claimable at once (idle = visibility timeout), without
         counting the delivery they had here."""
         vis = self.agent_settings.visibility_timeout_ms
-        by_stream: dict[StreamRef, list[tuple[str, str]]] = {}
+        by_stream: dict[StreamRef, list[Held]] = {}
         for flight in flights:
             if not flight.resolving:
-                item = (flight.entry_id, flight.envelope.task.task_id)
+                item = Held(flight.entry_id, flight.envelope.task.task_id)
                 by_stream.setdefault(flight.stream, []).append(item)
         for ref, items in by_stream.items():
             try:

@@ -37,7 +37,13 @@ from deepagents.store.base import Registry
 from deepagents.telemetry.core import Telemetry, process_telemetry
 from deepagents.telemetry.modelcalls import ModelCallRecorder
 from deepagents.tools.bootstrap import tool_calls_scope
-from deepagents.transport.base import MessageBus, RawEntry, StreamRef
+from deepagents.transport.base import (
+    RECLAIM_START,
+    MessageBus,
+    RawEntry,
+    ReclaimCursor,
+    StreamRef,
+)
 from deepagents.transport.keys import ShardKeys
 from deepagents.worker.agent_calls import AgentRunner
 from deepagents.worker.asking import Asks, Escalate, wake_due
@@ -188,7 +194,7 @@ class Worker:
         self._stop_event = asyncio.Event()
         if self._stopping:
             return
-        await self.bus.check_server(allow_evicting=self.settings.allow_evicting_redis)
+        await self.bus.check_server()
         for ref in self.streams:
             await self.bus.ensure_group(ref, self.name)
         self._executor = ThreadPoolExecutor(
@@ -341,7 +347,7 @@ class Worker:
         vis = self.agent_settings.visibility_timeout_ms
         interval = (self.agent_settings.reclaim_interval_ms or max(100, vis // 2)) / 1000
         next_reclaim = time.monotonic() + interval
-        cursor = "0-0"
+        cursor = RECLAIM_START
         after: str | None = "0"
         backoff = _Backoff()
         higher = [
@@ -366,7 +372,7 @@ class Worker:
                         ref, self.name, self.consumer, vis, n, start
                     )
                     cursor = claimed.cursor
-                    if cursor == "0-0":  # a full pass over the PEL: rest until the next one
+                    if cursor.at_start:  # a full pass over the PEL: rest until the next one
                         next_reclaim = time.monotonic() + interval
                         await self._prune_consumers(ref)
                     if claimed.deleted:
@@ -398,13 +404,15 @@ class Worker:
                     # task's latency from submit (docs/benchmarks.md, "Light-load latency").
                     await asyncio.sleep(0)
 
-    def _reclaim_from(self, ref: StreamRef, next_reclaim: float, cursor: str) -> str | None:
+    def _reclaim_from(
+        self, ref: StreamRef, next_reclaim: float, cursor: ReclaimCursor
+    ) -> ReclaimCursor | None:
         """Where a reclaim pass of the stream goes on from, or None when none is due. A
         dead peer's entries just made claimable (``_liveness``) start a pass now, from the
         start."""
         if ref.name in self._reclaim_now:
             self._reclaim_now.discard(ref.name)
-            return "0-0"
+            return RECLAIM_START
         return cursor if time.monotonic() >= next_reclaim else None
 
     def _not_in_flight(self, ref: StreamRef, entries: list[RawEntry]) -> list[RawEntry]:

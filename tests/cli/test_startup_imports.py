@@ -75,6 +75,8 @@ ANYWHERE = (
 SCHEDULER = ("deepagents.orchestrator", "deepagents.worker", "deepagents.compose", "redis")
 # The model-call layer's client and the agent toolkit's tool loop.
 MODEL_CLIENT = ("httpx", "deepagents.modelcall.calls", "deepagents.agentkit.loop")
+# The in-process backend (tests, deepagents.testing): never in a process on Redis.
+MEMORY_BACKEND = ("deepagents.transport.memory", "deepagents.store.memory_tasks")
 # What a bare import or the top-level help has no use for at all.
 HEAVY = ("pydantic", "httpx", "aiohttp", "yaml", "opentelemetry", "prometheus_client")
 
@@ -95,7 +97,7 @@ def offenders(modules: set[str], forbidden: tuple[str, ...]) -> list[str]:
         ("import deepagents.http_client", (*SCHEDULER, "fastapi", "jsonschema", "hvac")),
         # The model-call client (httpx) and the tool loop: loaded when the config declares a
         # model or an agent calls them, not by every worker.
-        ("import deepagents.cli.worker", (*ANYWHERE, *MODEL_CLIENT)),
+        ("import deepagents.cli.worker", (*ANYWHERE, *MODEL_CLIENT, *MEMORY_BACKEND)),
     ],
 )
 def test_the_package_loads_its_names_lazily(
@@ -179,4 +181,5 @@ async def test_a_worker_runs_its_first_task_without_forbidden_modules(
         procs.close()
     modules = set(listing.read_text().split())
     assert {"deepagents.worker.worker", "deepagents.modelcall.calls", "httpx"} <= modules
-    assert offenders(modules, (*ANYWHERE, "aiohttp")) == []  # aiohttp: remote agents only
+    # aiohttp: remote agents only
+    assert offenders(modules, (*ANYWHERE, *MEMORY_BACKEND, "aiohttp")) == []

@@ -28,6 +28,7 @@ class Backend:
     bus: MessageBus
     tasks: TaskStore | MemoryTaskStore
     keys: Keys
+    cluster: bool = False
 
     def ref(self, tier: str = "p2") -> StreamRef:
         return StreamRef(self.keys.shard(AGENT, 0), tier)
@@ -47,9 +48,9 @@ async def backend(request: pytest.FixtureRequest, prefix: str) -> AsyncIterator[
     keys = Keys(prefix)
     if request.param == "memory":
         state = State()
-        yield await _ready(
-            Backend(MemoryBus(state, result_ttl_s=60), MemoryTaskStore(state, keys), keys)
-        )
+        memory = MemoryBus(state, result_ttl_s=60)
+        yield await _ready(Backend(memory, MemoryTaskStore(state, keys), keys))
+        await memory.aclose()
         return
     cluster = request.param == "cluster"
     # Sync session fixtures: an async fixture cannot ask for another async one by name.
@@ -57,7 +58,7 @@ async def backend(request: pytest.FixtureRequest, prefix: str) -> AsyncIterator[
     client: Redis = connect(url, cluster=cluster)
     bus = RedisStreamBus(client, result_ttl_s=60)
     try:
-        yield await _ready(Backend(bus, TaskStore(client, keys), keys))
+        yield await _ready(Backend(bus, TaskStore(client, keys), keys, cluster))
     finally:
         await bus.aclose()
         async for key in client.scan_iter(match=f"{prefix}:*", count=1000):

@@ -15,13 +15,18 @@ from deepagents.errors import GroupVanished
 from deepagents.orchestrator.replies import Replies
 from deepagents.store.tasks import Location
 from deepagents.transport.base import (
+    RECLAIM_START,
+    Admitted,
     BeginItem,
     CommitItem,
     DeadLetter,
+    Enqueue,
     Fairness,
+    Held,
     Moved,
     Park,
     RawEntry,
+    ReclaimCursor,
     Reschedule,
     StepRecord,
     StreamRef,
@@ -88,7 +93,7 @@ async def test_a_commit_after_a_reclaim_changes_nothing(backend: Backend) -> Non
     entry_id = await _submit(backend, "t1")
     await _take(backend, "c1")
     assert await _begin(backend, "c1", entry_id, "t1", fresh=True) == "ok"
-    claimed = await backend.bus.claim_stale(backend.ref(), AGENT, "c2", 0, 10, "0-0")
+    claimed = await backend.bus.claim_stale(backend.ref(), AGENT, "c2", 0, 10, RECLAIM_START)
     assert [e.entry_id for e in claimed.entries] == [entry_id]
     assert await _commit(backend, "c1", entry_id, "t1", b'{"by":"c1"}') == "lost"
     assert await _state(backend, "t1") == "running"
@@ -105,12 +110,12 @@ async def test_an_entry_is_reclaimed_only_once_idle_for_the_visibility_timeout(
 ) -> None:
     entry_id = await _submit(backend, "t1")
     await _take(backend, "c1")
-    early = await backend.bus.claim_stale(backend.ref(), AGENT, "c2", 60_000, 10, "0-0")
+    early = await backend.bus.claim_stale(backend.ref(), AGENT, "c2", 60_000, 10, RECLAIM_START)
     assert early.entries == [] and early.deleted == []
     assert await backend.bus.touch(backend.ref(), AGENT, "c1", [entry_id]) == []
 
     async def reclaimed() -> list[RawEntry]:
-        found = await backend.bus.claim_stale(backend.ref(), AGENT, "c2", 150, 10, "0-0")
+        found = await backend.bus.claim_stale(backend.ref(), AGENT, "c2", 150, 10, RECLAIM_START)
         return found.entries
 
     assert [e.entry_id for e in await eventually(reclaimed, timeout=10)] == [entry_id]
@@ -170,7 +175,9 @@ async def test_the_last_allowed_delivery_is_dead_lettered_with_its_count(
     await _take(backend, "c1")
     assert await _begin(backend, "c1", entry_id, "t1", fresh=True) == "ok"
     for consumer in ("c2", "c3"):  # two workers die holding it; each reclaim is counted
-        claimed = await backend.bus.claim_stale(backend.ref(), AGENT, consumer, 0, 10, "0-0")
+        claimed = await backend.bus.claim_stale(
+            backend.ref(), AGENT, consumer, 0, 10, RECLAIM_START
+        )
         assert [e.entry_id for e in claimed.entries] == [entry_id]
         assert await _begin(backend, consumer, entry_id, "t1", fresh=False) == "ok"
     assert await backend.bus.deliveries(backend.ref(), ["t1"]) == [3]
@@ -336,7 +343,7 @@ async def _value(value: T) -> T:
 
 async def _schedule(b: Backend, task_id: str, due: int, max_backlog: int = 100) -> str:
     ((status, entry_id),) = await b.bus.enqueue_many(
-        [(b.ref(), task_id, _task(task_id), "", b"")], max_backlog=max_backlog, due_ms=[due]
+        [Enqueue(b.ref(), task_id, _task(task_id))], max_backlog=max_backlog, due_ms=[due]
     )
     return f"{status} {entry_id}".strip()
 
@@ -365,7 +372,7 @@ async def test_a_scheduled_task_is_queued_only_once_due(backend: Backend) -> Non
 
 async def test_a_task_scheduled_in_the_past_or_now_is_queued_at_once(backend: Backend) -> None:
     ((status, entry_id),) = await backend.bus.enqueue_many(
-        [(backend.ref(), "t1", _task("t1"), "", b"")], max_backlog=100, due_ms=[0]
+        [Enqueue(backend.ref(), "t1", _task("t1"))], max_backlog=100, due_ms=[0]
     )
     assert status == "ok" and entry_id
     assert await _state(backend, "t1") == "queued"
@@ -407,10 +414,10 @@ async def test_entries_handed_back_at_shutdown_are_claimable_at_once_and_not_cou
     ids = [await _submit(backend, f"t{n}") for n in range(2)]
     await _take(backend, "c1", 2)
     assert await _begin(backend, "c1", ids[0], "t0", fresh=True) == "ok"
-    items = [(ids[0], "t0"), (ids[1], "t1")]
+    items = [Held(ids[0], "t0"), Held(ids[1], "t1")]
     assert await backend.bus.hand_back(backend.ref(), AGENT, "c1", items, 60_000) == []
     assert await backend.bus.deliveries(backend.ref(), ["t0", "t1"]) == [0, 0]
-    claimed = await backend.bus.claim_stale(backend.ref(), AGENT, "c2", 30_000, 10, "0-0")
+    claimed = await backend.bus.claim_stale(backend.ref(), AGENT, "c2", 30_000, 10, RECLAIM_START)
     assert [e.entry_id for e in claimed.entries] == ids
     assert await backend.bus.hand_back(backend.ref(), AGENT, "c1", items, 60_000) == ids
     assert await _begin(backend, "c2", ids[0], "t0", fresh=False) == "ok"
@@ -426,11 +433,11 @@ async def test_a_dead_consumer_s_entries_are_exposed_to_a_reclaim_at_once(
     await _take(backend, "dead", 3)
     await _take(backend, "alive", 1)
     assert await _begin(backend, "dead", ids[0], "t0", fresh=True) == "ok"
-    early = await backend.bus.claim_stale(backend.ref(), AGENT, "c2", 30_000, 10, "0-0")
+    early = await backend.bus.claim_stale(backend.ref(), AGENT, "c2", 30_000, 10, RECLAIM_START)
     assert early.entries == []
     assert await backend.bus.expose(backend.ref(), AGENT, "dead", 30_000) == 3
     assert await backend.bus.deliveries(backend.ref(), ["t0"]) == [1]
-    claimed = await backend.bus.claim_stale(backend.ref(), AGENT, "c2", 30_000, 10, "0-0")
+    claimed = await backend.bus.claim_stale(backend.ref(), AGENT, "c2", 30_000, 10, RECLAIM_START)
     assert [e.entry_id for e in claimed.entries] == ids[:3]
     assert await backend.bus.expose(backend.ref(), AGENT, "dead", 30_000) == 0
     assert await backend.bus.touch(backend.ref(), AGENT, "dead", ids[:1]) == ids[:1]
@@ -442,7 +449,9 @@ async def test_one_bad_entry_does_not_sink_its_batch(backend: Backend) -> None:
     ids = [await _submit(backend, f"t{n}") for n in range(3)]
     bad = await _submit(backend, "bogus", b"not json")
     assert len(await _take(backend, "c1", 4)) == 4
-    await backend.bus.claim_stale(backend.ref(), AGENT, "c2", 0, 1, ids[1])  # takes t1 only
+    await backend.bus.claim_stale(
+        backend.ref(), AGENT, "c2", 0, 1, ReclaimCursor(ids[1])
+    )  # takes t1 only
     begun = await backend.bus.begin(
         backend.ref(), AGENT, "c1", [BeginItem(e, f"t{n}", 1) for n, e in enumerate(ids)]
     )
@@ -756,7 +765,7 @@ async def test_only_the_entry_s_owner_records_steps_and_only_while_the_task_runs
     )
     assert (first.status, first.stepped) == ("ok", False)
     assert await _record(backend, "c1", entry_id, "t1", **{"step:a": b"1", "state": b"{}"}) == "ok"
-    claimed = await backend.bus.claim_stale(backend.ref(), AGENT, "c2", 0, 10, "0-0")
+    claimed = await backend.bus.claim_stale(backend.ref(), AGENT, "c2", 0, 10, RECLAIM_START)
     assert [e.entry_id for e in claimed.entries] == [entry_id]
     # The worker that lost the entry (paused, partitioned) writes nothing.
     assert await _record(backend, "c1", entry_id, "t1", **{"step:a": b"2", "x": b"1"}) == "lost"
@@ -785,7 +794,9 @@ async def test_only_the_entry_s_owner_records_steps_and_only_while_the_task_runs
 async def test_a_batch_of_step_records_is_checked_record_by_record(backend: Backend) -> None:
     mine, theirs = await _submit(backend, "t1"), await _submit(backend, "t2")
     await _take(backend, "c1", 2)
-    await backend.bus.claim_stale(backend.ref(), AGENT, "c2", 0, 1, theirs)  # takes t2 only
+    await backend.bus.claim_stale(
+        backend.ref(), AGENT, "c2", 0, 1, ReclaimCursor(theirs)
+    )  # takes t2 only
     batch = [
         (backend.ref(), StepRecord(mine, "t1", [("step:a", b"1")])),
         (backend.ref(), StepRecord(theirs, "t2", [("step:a", b"2")])),
@@ -806,7 +817,7 @@ async def test_a_batch_writes_the_locations_of_the_tasks_it_enqueued_only(
     await _submit(backend, "old")
     ref = backend.ref()
     ids = ["old", "new", "new", "full"]
-    items = [(ref, t, _task(t), "", b"") for t in ids]
+    items = [Enqueue(ref, t, _task(t)) for t in ids]
     locations = [backend.tasks.location_record(t, LOCATION) for t in ids]
     replies = await backend.bus.enqueue_many(
         items, max_backlog=[100, 100, 100, 2], locations=locations, location_ttl_s=60
@@ -815,7 +826,7 @@ async def test_a_batch_writes_the_locations_of_the_tasks_it_enqueued_only(
     assert statuses == ["exists", "ok", "exists", "overloaded"]
     assert replies[2][1] == replies[1][1]  # the copy names the entry of the first
     assert await backend.tasks.location("new") == LOCATION
-    if not backend.bus.cluster:  # a cluster writes them before the enqueue, all of them
+    if not backend.cluster:  # a cluster writes them before the enqueue, all of them
         assert await backend.tasks.location("old") is None  # ``_submit`` wrote none
         assert await backend.tasks.location("full") is None
     assert (await backend.bus.stream_stats(ref, AGENT)).length == 2
@@ -823,10 +834,10 @@ async def test_a_batch_writes_the_locations_of_the_tasks_it_enqueued_only(
 
 async def _fair(
     b: Backend, tasks: list[tuple[str, str, float]], max_backlog: int = 100
-) -> list[tuple[str, str]]:
+) -> list[Admitted]:
     """Enqueue (task id, fairness key, weight) into the fair tier p2, in one call."""
     return await b.bus.enqueue_many(
-        [(b.ref(), task_id, _task(task_id), "", b"") for task_id, _, _ in tasks],
+        [Enqueue(b.ref(), task_id, _task(task_id)) for task_id, _, _ in tasks],
         max_backlog=max_backlog,
         fair=[Fairness(key, weight) for _, key, weight in tasks],
     )
@@ -901,7 +912,7 @@ async def test_a_fair_read_of_a_stream_without_its_group_says_so_and_loses_nothi
 ) -> None:
     ref = backend.ref("p1")  # no group: as after Redis lost its data
     await backend.bus.enqueue_many(
-        [(ref, t, _task(t), "", b"") for t in ("t1", "t2")],
+        [Enqueue(ref, t, _task(t)) for t in ("t1", "t2")],
         max_backlog=100,
         fair=[Fairness("a"), Fairness("a")],
     )

@@ -16,7 +16,7 @@ from deepagents.contract.codec import encode_task
 from deepagents.orchestrator import Orchestrator, TaskHandle
 from deepagents.store.registry import AgentRegistry
 from deepagents.telemetry import Metrics
-from deepagents.transport.base import StreamRef
+from deepagents.transport.base import Enqueue, StreamRef
 from deepagents.transport.keys import Keys, ShardKeys, shard_of
 from deepagents.transport.redis_streams.bus import RedisStreamBus
 from tests.e2e.conftest import registered
@@ -64,9 +64,11 @@ async def test_a_worker_on_poisoned_structures_moves_them_aside_and_runs_the_goo
     retries = [_task_on(s, s) for s in range(SHARDS)]
     for shard_keys, retry in zip(shards, retries, strict=True):
         await _poison_shard(client, shard_keys, retry)
-    # A heartbeat that is not a timestamp: a worker's registration does not rewrite it.
-    await client.hset(keys.agent_instances("echo"), "bogus", "not a number")
     good = await orch.submit_many([Task(intent="echo", payload={"i": i}) for i in range(10)])
+    # A heartbeat that is not a timestamp: a worker's registration does not rewrite it. Set
+    # after the submit, whose check for a live worker reads the heartbeats too (and would
+    # move it aside, counted in this orchestrator's metrics, before the worker meets it).
+    await client.hset(keys.agent_instances("echo"), "bogus", "not a number")
     port = free_port()
     worker = procs.worker("agents.echo:EchoAgent", "--metrics-port", str(port))
 
@@ -156,7 +158,7 @@ async def _enqueue_raw(
     ref = StreamRef(Keys(orch.settings.prefix).shard("echo", shard), "p2")
     bus = RedisStreamBus(client)
     try:
-        item = (ref, task.task_id, task_json, orch.reply_channel, b"")
+        item = Enqueue(ref, task.task_id, task_json, orch.reply_channel)
         [(status, _)] = await bus.enqueue_many([item], max_backlog=1_000)
         assert status == "ok"
     finally:

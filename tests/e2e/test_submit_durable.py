@@ -21,6 +21,7 @@ from deepagents.config import FileConfig, Settings
 from deepagents.errors import TransportError
 from deepagents.orchestrator import Orchestrator, TaskHandle
 from deepagents.store.tasks import decode_location
+from deepagents.transport.base import Admitted
 from deepagents.transport.redis_streams import connect
 from tests.support.wait import eventually
 
@@ -58,7 +59,7 @@ async def test_a_submit_is_in_redis_when_its_enqueue_returns(
         async with Orchestrator.from_client(client, config=config, settings=settings) as orch:
             enqueue_many = orch.bus.enqueue_many
 
-            async def enqueue_then_kill(*args: Any, **kwargs: Any) -> list[tuple[str, str]]:
+            async def enqueue_then_kill(*args: Any, **kwargs: Any) -> list[Admitted]:
                 replies = await enqueue_many(*args, **kwargs)
                 batches.append(len(replies))
                 if len(batches) == kill_at:

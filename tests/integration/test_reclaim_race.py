@@ -7,7 +7,7 @@ import asyncio
 
 from redis.asyncio import Redis
 
-from deepagents.transport.base import StreamRef
+from deepagents.transport.base import RECLAIM_START, StreamRef
 from deepagents.transport.keys import Keys
 from deepagents.transport.redis_streams.bus import RedisStreamBus
 from tests.support.wait import eventually
@@ -37,12 +37,12 @@ async def test_each_stale_entry_is_claimed_by_exactly_one_reclaimer(
 
         async def reclaim(bus: RedisStreamBus, name: str) -> list[str]:
             got: list[str] = []
-            cursor = "0-0"
+            cursor = RECLAIM_START
             while True:  # small pages, so the two interleave over many round trips
                 claimed = await bus.claim_stale(ref, "echo", name, IDLE_MS, 10, cursor)
                 got += [e.entry_id for e in claimed.entries]
                 cursor = claimed.cursor
-                if cursor == "0-0":
+                if cursor.at_start:
                     return got
 
         a, b = await asyncio.gather(reclaim(buses[0], "a"), reclaim(buses[1], "b"))

@@ -12,7 +12,7 @@ from deepagents.config import Settings, parse_config
 from deepagents.contract import ErrorCode, ResultStatus, Task
 from deepagents.contract.task import new_task_id
 from deepagents.orchestrator import Orchestrator, TaskHandle
-from deepagents.transport.base import StreamRef, now_ms
+from deepagents.transport.base import Enqueue, StreamRef, now_ms
 from deepagents.transport.keys import Keys
 from deepagents.transport.redis_streams.bus import RedisStreamBus
 from tests.support.replies import Fields, entries
@@ -36,7 +36,7 @@ async def test_an_undecodable_task_that_names_itself_fails_with_the_reason(
     skewed = {"task_id": skewed_id, "intent": "echo", "payload": {}, "speed_hint": 3}
     async with Orchestrator.from_client(client, config=config, settings=settings) as orch:
         victim = await orch.submit(Task(intent="echo", payload={"i": 1}))
-        await bus.enqueue_many([(ref, skewed_id, orjson.dumps(skewed), "", b"")], max_backlog=1_000)
+        await bus.enqueue_many([Enqueue(ref, skewed_id, orjson.dumps(skewed))], max_backlog=1_000)
         # A bogus entry naming the victim, which it was not enqueued for.
         fields: Fields = {"task": orjson.dumps({"task_id": victim.task_id, "x": 1}), "attempt": 1,
                   "enq": now_ms(), "reply": ""}  # fmt: skip

@@ -1,5 +1,6 @@
 """RedisStreamBus and MemoryBus implement the whole MessageBus protocol the layers above
-are typed against.
+are typed against: the composition of the narrow protocols (``PROTOCOLS``), each method
+in exactly one of them.
 
 Checked twice: by mypy (``_typed`` below does not type-check if a bus lacks a member or
 takes other parameters) and here at run time, member by member, so a backend written later
@@ -8,12 +9,13 @@ can be held to the same list."""
 from __future__ import annotations
 
 import inspect
+import typing
 from typing import Any
 
 import pytest
 from redis.asyncio import Redis
 
-from deepagents.transport.base import MessageBus
+from deepagents.transport.base import PROTOCOLS, MessageBus
 from deepagents.transport.memory import MemoryBus
 from deepagents.transport.redis_streams.bus import RedisStreamBus
 
@@ -28,13 +30,19 @@ def _typed_memory() -> MessageBus:
     return MemoryBus()
 
 
-def _members(protocol: type[Any]) -> list[str]:
+def _own(protocol: type[Any]) -> set[str]:
     own = (
         set(vars(protocol))
         - set(vars(object))
         - {"__protocol_attrs__", "__non_callable_proto_members__"}
     )
-    return sorted(n for n in own if not n.startswith("_") or n in ("__aenter__", "__aexit__"))
+    return {n for n in own if not n.startswith("_") or n in ("__aenter__", "__aexit__")}
+
+
+def _members(protocol: type[Any]) -> list[str]:
+    """Its own members and those of the protocols it composes."""
+    parts = [p for p in protocol.__mro__ if getattr(p, "_is_protocol", False)]
+    return sorted(set().union(*(_own(p) for p in parts if p is not typing.Protocol)))
 
 
 def _parameters(function: Any) -> list[tuple[str, Any, bool]]:
@@ -51,7 +59,6 @@ def test_the_protocol_lists_what_callers_use() -> None:
         "aclose",
         "cancel",
         "check_server",
-        "cluster",
         "enqueue_many",
         "outbox_lengths",
         "oldest_idle_ms",
@@ -62,6 +69,17 @@ def test_the_protocol_lists_what_callers_use() -> None:
         "stream_stats",
     }
     assert wanted <= set(_members(MessageBus))
+
+
+def test_each_method_belongs_to_one_protocol_and_none_names_the_server_s_kind() -> None:
+    seen: dict[str, str] = {}
+    for protocol in PROTOCOLS:
+        for name in _own(protocol):
+            assert name not in seen, f"{name} in {seen.get(name)} and {protocol.__name__}"
+            seen[name] = protocol.__name__
+    assert set(seen) | {"aclose"} == set(_members(MessageBus))
+    # Which server runs the bus (a cluster or not) is the transport's own business.
+    assert "cluster" not in seen
 
 
 @pytest.mark.parametrize("bus", BUSES, ids=lambda bus: bus.__name__)

@@ -15,14 +15,9 @@ from redis.crc import key_slot
 from deepagents.config.rules import RuleError, compile_match
 from deepagents.config.schema import RetryPolicy
 from deepagents.contract import Task
-from deepagents.contract.codec import (
-    DecodeError,
-    Envelope,
-    decode_envelope,
-    decode_envelopes,
-    encode_task,
-)
+from deepagents.contract.codec import DecodeError, Envelope, encode_task
 from deepagents.errors import InvalidInput, RetryableError
+from deepagents.transport.entries import decode_envelope, decode_envelopes
 from deepagents.transport.keys import Keys, shard_of
 from deepagents.worker.retry import backoff_ms, decide
 

@@ -15,6 +15,7 @@ from deepagents.errors import TransportError
 from deepagents.transport.base import StepRecord, StreamRef
 from deepagents.transport.keys import Keys
 from deepagents.transport.memory import MemoryBus
+from deepagents.transport.states import Outcome
 from deepagents.worker.steps import step_records
 
 REF = StreamRef(Keys("t").shard("a", 0), "p2")
@@ -35,7 +36,7 @@ class GatedBus(MemoryBus):
 
     async def record_steps(
         self, group: str, consumer: str, items: Sequence[tuple[StreamRef, StepRecord]]
-    ) -> list[str]:
+    ) -> list[Outcome]:
         self.batches.append(len(items))
         await self.gate.wait()
         if len(self.batches) <= self.failures:

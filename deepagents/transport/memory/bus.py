@@ -17,29 +17,38 @@ import orjson
 
 from deepagents.errors import GroupVanished, NotReplicated
 from deepagents.transport.base import (
+    Admitted,
     BeginItem,
     Begun,
     Claimed,
     CommitItem,
     DeadLetter,
+    Enqueue,
     Fairness,
+    Held,
     Moved,
     Promoted,
     RawEntry,
+    ReclaimCursor,
     Reschedule,
     StepRecord,
     StreamRef,
     StreamStats,
     now_ms,
 )
+from deepagents.transport.entries import entry_fields, task_id_of
 from deepagents.transport.keys import ShardKeys
 from deepagents.transport.memory.children import CHILD_WAIT_FIELDS, MemoryChildren
 from deepagents.transport.memory.replies import MemoryReplies, MemoryReplyListener
 from deepagents.transport.memory.state import Fields, Group, State, Stream, parse_id
 from deepagents.transport.memory.waiting import WAIT_FIELDS, MemoryWaiting, drop_wait
+from deepagents.transport.states import TERMINAL, Cancelled, Enqueued, Outcome, Replayed, TaskState
 
 _b = str.encode
-_CANCELLABLE = ("queued", "scheduled", "retrying", "waiting")
+_CANCELLABLE = frozenset(
+    {TaskState.QUEUED, TaskState.SCHEDULED, TaskState.RETRYING, TaskState.WAITING}
+)
+_CANCELLABLE_RUNNING = _CANCELLABLE | {TaskState.RUNNING}
 # A task's first start and its earlier deliveries' spend: a replay starts it afresh.
 _FIRST_RUN = ("first_ms", "spent_tokens", "spent_cost")
 
@@ -48,19 +57,26 @@ class MemoryBus(MemoryWaiting, MemoryChildren):
     """Everything lives in ``state``; hand the same state to a ``MemoryTaskStore`` to read
     the task records the bus writes."""
 
-    def __init__(self, state: State | None = None, *, result_ttl_s: int = 86_400) -> None:
+    def __init__(
+        self,
+        state: State | None = None,
+        *,
+        result_ttl_s: int = 86_400,
+        replicas: int = 0,
+        replica_wait_ms: int = 1_000,
+    ) -> None:
         self.state = state or State()
         self.result_ttl_s = result_ttl_s
+        # One process has no replicas to confirm anything: a bus built to wait for some
+        # refuses every enqueue, as a Redis without replicas does.
+        self.replicas = replicas
+        self.replica_wait_ms = replica_wait_ms
         self.replies = MemoryReplies()
-
-    @property
-    def cluster(self) -> bool:
-        return False
 
     async def aclose(self) -> None:
         return None
 
-    async def check_server(self, *, allow_evicting: bool = False) -> str:
+    async def check_server(self) -> str:
         return "memory"  # nothing is ever evicted
 
     async def ping_ms(self, limit_s: float = 2.0) -> float | None:
@@ -90,88 +106,85 @@ class MemoryBus(MemoryWaiting, MemoryChildren):
         reply: str,
         max_backlog: int,
         events_json: bytes,
-    ) -> tuple[str, str]:
+    ) -> Admitted:
         (result,) = await self.enqueue_many(
-            [(stream, task_id, task_json, reply, events_json)], max_backlog=max_backlog
+            [Enqueue(stream, task_id, task_json, reply, events_json)], max_backlog=max_backlog
         )
         return result
 
     async def enqueue_many(
         self,
-        items: Sequence[tuple[StreamRef, str, bytes, str, bytes]],
+        items: Sequence[Enqueue],
         *,
         max_backlog: int | Sequence[int],
         locations: Sequence[tuple[str, str]] = (),
         location_ttl_s: int = 0,
-        replicas: int = 0,
-        replica_wait_ms: int = 1_000,
         due_ms: Sequence[int] = (),
         fair: Sequence[Fairness | None] = (),
-    ) -> list[tuple[str, str]]:
+    ) -> list[Admitted]:
         limits = [max_backlog] * len(items) if isinstance(max_backlog, int) else max_backlog
         dues = due_ms or [0] * len(items)
         shares = fair or [None] * len(items)
         out = [
-            self._enqueue(*item, limit, due, share)
+            self._enqueue(item, limit, due, share)
             for item, limit, due, share in zip(items, limits, dues, shares, strict=True)
         ]
         # As on one Redis: a task's location record is written with its entry, if enqueued.
         for (status, _), (key, value) in zip(out, locations or [("", "")] * len(out), strict=True):
-            if status == "ok" and key:
+            if status == Enqueued.OK and key:
                 self.state.strings[key] = value
                 self.state.expire(key, location_ttl_s)
-        if replicas:  # one process has no replicas to confirm anything
-            written = [i[1] for i, (status, _) in zip(items, out, strict=True) if status == "ok"]
-            raise NotReplicated(written, confirmed=0, replicas=replicas, wait_ms=replica_wait_ms)
+        if self.replicas:
+            written = [
+                i.task_id
+                for i, (status, _) in zip(items, out, strict=True)
+                if status == Enqueued.OK
+            ]
+            raise NotReplicated(
+                written, confirmed=0, replicas=self.replicas, wait_ms=self.replica_wait_ms
+            )
         return out
 
     def _enqueue(
-        self,
-        stream: StreamRef,
-        task_id: str,
-        task_json: bytes,
-        reply: str,
-        events: bytes,
-        limit: int,
-        due: int = 0,
-        share: Fairness | None = None,
-    ) -> tuple[str, str]:
-        key = stream.keys.task(task_id)
+        self, item: Enqueue, limit: int, due: int = 0, share: Fairness | None = None
+    ) -> Admitted:
+        stream, task_json, reply = item.stream, item.task_json, item.reply
+        key = stream.keys.task(item.task_id)
         existing = self.state.hash(key)
         if existing is not None:
-            return "exists", existing.get("entry", "")
+            return Admitted(Enqueued.EXISTS, existing.get("entry", ""))
         target = self.state.stream(stream.name)
         queue = self.state.fair.get(stream.keys.fair(stream.tier), [])
         if len(target.entries) + (len(queue) if share else 0) >= limit:
-            return "overloaded", ""
+            return Admitted(Enqueued.OVERLOADED, "")
         at = str(now_ms())
         if due:  # as the enqueue script: the member a retry's reschedule writes, attempt 1
             self._schedule(stream, key, task_json, reply, at, due)
-            self._outbox(stream.keys, events)
-            return "ok", ""
+            self._outbox(stream.keys, item.events_json)
+            return Admitted(Enqueued.OK, "")
         if share is not None and (queue or _unread(target)):
             self._hold_fair(stream, task_json, reply, at, share)
             self.state.hashes[key] = {
-                "state": "queued",
+                "state": TaskState.QUEUED,
                 "entry": "",
                 "tier": stream.tier,
                 "reply": reply,
                 "enq_ms": at,
                 "deliveries": "0",
             }
-            self._outbox(stream.keys, events)
-            return "ok", ""
-        entry_id = target.add(_task_fields(task_json, "1", at, reply))
+            self._outbox(stream.keys, item.events_json)
+            return Admitted(Enqueued.OK, "")
+        entry_id = target.add(entry_fields(task_json, 1, at, reply))
         self.state.hashes[key] = {
-            "state": "queued",
+            "state": TaskState.QUEUED,
             "entry": entry_id,
             "tier": stream.tier,
             "reply": reply,
             "enq_ms": at,
             "deliveries": "0",
         }
-        self._outbox(stream.keys, events)
-        return "ok", entry_id
+        self._outbox(stream.keys, item.events_json)
+        return Admitted(Enqueued.OK, entry_id)
 
     def _hold_fair(
         self, stream: StreamRef, task_json: bytes, reply: str, at: str, share: Fairness
@@ -196,7 +209,7 @@ class MemoryBus(MemoryWaiting, MemoryChildren):
         for _ in range(min(count, len(queue))):
             tag, member = heapq.heappop(queue)
             m = orjson.loads(member)
-            target.add(_task_fields(m["task"].encode(), "1", m["enq"], m["reply"]))
+            target.add(entry_fields(m["task"].encode(), 1, m["enq"], m["reply"]))
             field = f"k:{m['key']}"
             if clock.get(field, tag) <= tag:
                 clock.pop(field, None)
@@ -210,7 +223,7 @@ class MemoryBus(MemoryWaiting, MemoryChildren):
         )
         self.state.delayed.setdefault(stream.keys.delayed, {})[member] = due
         self.state.hashes[key] = {
-            "state": "scheduled",
+            "state": TaskState.SCHEDULED,
             "entry": "",
             "tier": stream.tier,
             "reply": reply,
@@ -219,17 +232,9 @@ class MemoryBus(MemoryWaiting, MemoryChildren):
             "deliveries": "0",
         }
 
-    async def set_many(
-        self,
-        pairs: Sequence[tuple[str, str]],
-        ttl_s: int,
-        *,
-        what: str,
-        replicas: int = 0,
-        replica_wait_ms: int = 1_000,
-    ) -> int:
+    async def set_many(self, pairs: Sequence[tuple[str, str]], ttl_s: int, *, what: str) -> int:
         if not pairs:
-            return replicas
+            return 0
         for key, value in pairs:
             self.state.strings[key] = value
             self.state.expire(key, ttl_s)
@@ -268,7 +273,8 @@ class MemoryBus(MemoryWaiting, MemoryChildren):
 
     def _read_new(self, found: Stream, held: Group, consumer: str, count: int) -> list[RawEntry]:
         at = now_ms()
-        held.seen_ms[consumer] = at
+        if consumer in held.seen_ms:  # a read that finds nothing makes no new consumer
+            held.seen_ms[consumer] = at
         out: list[RawEntry] = []
         for entry_id, fields in found.entries.items():
             if len(out) == count:
@@ -296,16 +302,16 @@ class MemoryBus(MemoryWaiting, MemoryChildren):
         consumer: str,
         min_idle_ms: int,
         count: int,
-        cursor: str,
+        cursor: ReclaimCursor,
     ) -> Claimed:
         found, held = self._group(stream, group)
-        at, start = now_ms(), parse_id(cursor)
+        at, start = now_ms(), parse_id(cursor.position)
         entries: list[RawEntry] = []
         deleted: list[str] = []
         ids = [i for i in held.pel if parse_id(i) >= start]
         for n, entry_id in enumerate(ids):
             if len(entries) + len(deleted) == count:
-                return Claimed(entries, deleted, ids[n])
+                return Claimed(entries, deleted, ReclaimCursor(ids[n]))
             if at - held.pel[entry_id].delivered_ms < min_idle_ms:
                 continue
             fields = found.entries.get(entry_id)
@@ -315,7 +321,7 @@ class MemoryBus(MemoryWaiting, MemoryChildren):
                 continue
             held.deliver(entry_id, consumer, at)
             entries.append(RawEntry(entry_id, fields))
-        return Claimed(entries, deleted, "0-0")
+        return Claimed(entries, deleted, ReclaimCursor())
 
     # the protocol's steps -----------------------------------------------------------------
 
@@ -333,16 +339,16 @@ class MemoryBus(MemoryWaiting, MemoryChildren):
         for item in items:
             owner = held.owner(item.entry_id)
             if not fresh and owner != consumer:
-                out.append(Begun("gone" if owner is None else "lost", 0))
+                out.append(Begun(Outcome.GONE if owner is None else Outcome.LOST, 0))
                 continue
             task = self.state.hash_for_write(stream.keys.task(item.task_id))
-            if task.get("state") == "done":
+            if task.get("state") == TaskState.DONE:
                 found.ack_delete(group, item.entry_id)
-                out.append(Begun("dup", 0))
+                out.append(Begun(Outcome.DUP, 0))
                 continue
             n = _int(task.get("deliveries")) + 1
             task.update(
-                state="running",
+                state=TaskState.RUNNING,
                 owner=consumer,
                 entry=item.entry_id,
                 attempt=str(item.attempt),
@@ -354,11 +360,11 @@ class MemoryBus(MemoryWaiting, MemoryChildren):
             first = task.get("first_ms")
             if first is None:
                 task["first_ms"] = at
-                out.append(Begun("ok", n, task.get("stepped") == "1"))
+                out.append(Begun(Outcome.OK, n, task.get("stepped") == "1"))
                 continue
             out.append(
                 Begun(
-                    "ok",
+                    Outcome.OK,
                     n,
                     task.get("stepped") == "1",
                     first_ms=_int(first),
@@ -372,60 +378,62 @@ class MemoryBus(MemoryWaiting, MemoryChildren):
 
     async def commit(
         self, stream: StreamRef, group: str, consumer: str, items: Sequence[CommitItem]
-    ) -> list[str]:
+    ) -> list[Outcome]:
         (statuses,) = await self.commit_streams(group, consumer, [(stream, items)])
         return statuses
 
     async def commit_streams(
         self, group: str, consumer: str, batches: Sequence[tuple[StreamRef, Sequence[CommitItem]]]
-    ) -> list[list[str]]:
+    ) -> list[list[Outcome]]:
         at = str(now_ms())
         return [self._commit(stream, group, consumer, at, items) for stream, items in batches]
 
     def _commit(
         self, stream: StreamRef, group: str, consumer: str, at: str, items: Sequence[CommitItem]
-    ) -> list[str]:
+    ) -> list[Outcome]:
         found, held = self._group(stream, group)
-        out, events = [], []
+        out: list[Outcome] = []
+        events = []
         for item in items:
             key = stream.keys.task(item.task_id)
             task = self.state.hash(key) or {}
             owner = held.owner(item.entry_id)
             if owner is None:  # ours already landed (a repeat after a lost reply), or lost
                 ours = (task.get("owner"), task.get("entry")) == (consumer, item.entry_id)
-                out.append("ok" if task.get("state") == "done" and ours else "lost")
+                landed = task.get("state") == TaskState.DONE and ours
+                out.append(Outcome.OK if landed else Outcome.LOST)
                 continue
             if owner != consumer:
-                out.append("lost")
+                out.append(Outcome.LOST)
                 continue
             found.ack_delete(group, item.entry_id)
-            if task.get("state") == "done":
-                out.append("dup")
+            if task.get("state") == TaskState.DONE:
+                out.append(Outcome.DUP)
                 continue
             result = item.result_json.decode()
             self.state.hash_for_write(key).update(
-                state="done", result=result, owner=consumer, finished_ms=at
+                state=TaskState.DONE, result=result, owner=consumer, finished_ms=at
             )
             self.state.expire(key, self.result_ttl_s)
             self.state.expire_if_there(stream.keys.steps(item.task_id), self.result_ttl_s)
             if item.events_json:
                 events.append(item.events_json[1:-1])
             self.replies.publish(item.reply, item.result_json)
-            out.append("ok")
+            out.append(Outcome.OK)
         if events:
             self._outbox(stream.keys, b"[" + b",".join(events) + b"]")
         return out
 
     async def reschedule(
         self, stream: StreamRef, group: str, consumer: str, item: Reschedule
-    ) -> str:
+    ) -> Outcome:
         found, held = self._group(stream, group)
         if held.owner(item.entry_id) != consumer:
-            return "lost"
+            return Outcome.LOST
         key = stream.keys.task(item.task_id)
         found.ack_delete(group, item.entry_id)
-        if (self.state.hash(key) or {}).get("state") == "done":
-            return "dup"
+        if (self.state.hash(key) or {}).get("state") == TaskState.DONE:
+            return Outcome.DUP
         member = {
             "tier": item.tier,
             "task": item.task_json.decode(),
@@ -435,7 +443,7 @@ class MemoryBus(MemoryWaiting, MemoryChildren):
         }
         self.state.delayed.setdefault(stream.keys.delayed, {})[orjson.dumps(member)] = item.due_ms
         task = self.state.hash_for_write(key)
-        task.update(state="retrying", due_ms=str(item.due_ms))
+        task.update(state=TaskState.RETRYING, due_ms=str(item.due_ms))
         if not item.counted and _int(task.get("deliveries")) > 0:
             task["deliveries"] = str(_int(task["deliveries"]) - 1)
         if item.spent_tokens > 0:
@@ -444,14 +452,14 @@ class MemoryBus(MemoryWaiting, MemoryChildren):
             spent = float(task.get("spent_cost", "0")) + item.spent_cost_usd
             task["spent_cost"] = repr(spent)
         self._outbox(stream.keys, item.events_json)
-        return "ok"
+        return Outcome.OK
 
     async def dead_letter(
         self, stream: StreamRef, group: str, consumer: str, item: DeadLetter
-    ) -> str:
+    ) -> Outcome:
         found, held = self._group(stream, group)
         if item.check_owner and held.owner(item.entry_id) != consumer:
-            return "lost"
+            return Outcome.LOST
         key = stream.keys.task(item.task_id or "-")
         task = self.state.hash(key)
         result = item.result_json if item.task_id else b""
@@ -473,14 +481,14 @@ class MemoryBus(MemoryWaiting, MemoryChildren):
         self.state.stream(stream.keys.dlq).add(record)
         if result:
             self.state.hash_for_write(key).update(
-                state="dead", result=result.decode(), finished_ms=at
+                state=TaskState.DEAD, result=result.decode(), finished_ms=at
             )
             self.state.expire(key, self.result_ttl_s)
             self.state.expire_if_there(stream.keys.steps(item.task_id or "-"), self.result_ttl_s)
             self.replies.publish(item.reply, result)
         found.ack_delete(group, item.entry_id)
         self._outbox(stream.keys, events)
-        return "ok"
+        return Outcome.OK
 
     async def touch(
         self, stream: StreamRef, group: str, consumer: str, entry_ids: Sequence[str]
@@ -515,17 +523,17 @@ class MemoryBus(MemoryWaiting, MemoryChildren):
         stream: StreamRef,
         group: str,
         consumer: str,
-        items: Sequence[tuple[str, str]],
+        items: Sequence[Held],
         idle_ms: int,
     ) -> list[str]:
-        lost = self._reset_idle(stream, group, consumer, [e for e, _ in items], idle_ms)
-        for entry_id, task_id in items:
-            task = self.state.hash(stream.keys.task(task_id))
-            if entry_id in lost or task is None:
+        lost = self._reset_idle(stream, group, consumer, [i.entry_id for i in items], idle_ms)
+        for item in items:
+            task = self.state.hash(stream.keys.task(item.task_id))
+            if item.entry_id in lost or task is None:
                 continue
             n = _int(task.get("deliveries"))
             ours = (task.get("state"), task.get("owner"), task.get("entry"))
-            if ours == ("running", consumer, entry_id) and n > 0:
+            if ours == (TaskState.RUNNING, consumer, item.entry_id) and n > 0:
                 task["deliveries"] = str(n - 1)  # not counted: it never ran to an end here
         return lost
 
@@ -586,44 +594,45 @@ class MemoryBus(MemoryWaiting, MemoryChildren):
                     damaged.append((salvaged, error))
                 continue
             tier = parsed.tier if parsed.tier in tiers else tiers[-1]
-            fields = _task_fields(_b(parsed.task), str(parsed.attempt), str(at), parsed.reply)
+            fields = entry_fields(_b(parsed.task), parsed.attempt, at, parsed.reply)
             self.state.stream(keys.stream(tier)).add(fields)
             moved += 1
         return Promoted(moved, dead, tuple(waits), tuple(damaged))
 
     async def end_damaged(
         self, keys: ShardKeys, task_id: str, result_json: bytes, events_json: bytes
-    ) -> str:
+    ) -> Cancelled | TaskState:
         key = keys.task(task_id)
         task = self.state.hash(key)
         if task is None or "state" not in task:
-            return "missing"
-        if task["state"] not in ("retrying", "scheduled"):
-            return task["state"]
-        task.update(state="dead", result=result_json.decode(), finished_ms=str(now_ms()))
+            return Cancelled.MISSING
+        state = TaskState(task["state"])
+        if state not in (TaskState.RETRYING, TaskState.SCHEDULED):
+            return state
+        task.update(state=TaskState.DEAD, result=result_json.decode(), finished_ms=str(now_ms()))
         self.state.expire(key, self.result_ttl_s)
         self.state.expire_if_there(keys.steps(task_id), self.result_ttl_s)
         self._outbox(keys, events_json)
         self.replies.publish(task.get("reply", ""), result_json)
-        return "ok"
+        return Cancelled.OK
 
     async def replay(
         self, keys: ShardKeys, dlq_entry: str, tier: str, task_id: str, task_json: bytes, reply: str
-    ) -> tuple[str, str]:
+    ) -> tuple[Replayed, str]:
         dlq = self.state.stream(keys.dlq)
         if dlq_entry not in dlq.entries:
-            return "missing", ""
+            return Replayed.MISSING, ""
         at = str(now_ms())
-        entry_id = self.state.stream(keys.stream(tier)).add(_task_fields(task_json, "1", at, reply))
+        entry_id = self.state.stream(keys.stream(tier)).add(entry_fields(task_json, 1, at, reply))
         key = keys.task(task_id)
         task = self.state.hash_for_write(key)
         for name in ("result", "owner", "finished_ms", "due_ms", *_FIRST_RUN):
             task.pop(name, None)
-        task.update(state="queued", entry=entry_id, enq_ms=at, deliveries="0")
+        task.update(state=TaskState.QUEUED, entry=entry_id, enq_ms=at, deliveries="0")
         self.state.persist(key)
         self.state.persist(keys.steps(task_id))
         del dlq.entries[dlq_entry]
-        return "ok", entry_id
+        return Replayed.OK, entry_id
 
     async def cancel(
         self,
@@ -634,50 +643,52 @@ class MemoryBus(MemoryWaiting, MemoryChildren):
         *,
         running: bool = False,
         notify: str = "",
-    ) -> str:
+    ) -> Cancelled | TaskState:
         key = keys.task(task_id)
         task = self.state.hash(key)
         if task is None or "state" not in task:
-            return "missing"
-        allowed = (
-            ("queued", "scheduled", "retrying", "waiting", "running") if running else _CANCELLABLE
-        )
-        if task["state"] not in allowed:
-            return task["state"]
-        was = task["state"]
-        if was == "waiting":
+            return Cancelled.MISSING
+        state = TaskState(task["state"])
+        if state not in (_CANCELLABLE_RUNNING if running else _CANCELLABLE):
+            return state
+        if state == TaskState.WAITING:
             drop_wait(self.state, keys, task_id)
             for name in (*WAIT_FIELDS, *CHILD_WAIT_FIELDS):
                 task.pop(name, None)
         task.update(
-            state="done", result=result_json.decode(), finished_ms=str(now_ms()), cancelled="1"
+            state=TaskState.DONE,
+            result=result_json.decode(),
+            finished_ms=str(now_ms()),
+            cancelled="1",
         )
         self.state.expire(key, self.result_ttl_s)
         self.state.expire_if_there(keys.steps(task_id), self.result_ttl_s)
         self._outbox(keys, events_json)
         self.replies.publish(task.get("reply", ""), result_json)
-        if was == "running" and notify:
+        if state == TaskState.RUNNING and notify:
             self.replies.publish(notify, task_id.encode())
-        return "ok"
+        return Cancelled.OK
 
     async def record_steps(
         self, group: str, consumer: str, items: Sequence[tuple[StreamRef, StepRecord]]
-    ) -> list[str]:
+    ) -> list[Outcome]:
         return [self._record_steps(stream, group, consumer, item) for stream, item in items]
 
-    def _record_steps(self, stream: StreamRef, group: str, consumer: str, item: StepRecord) -> str:
+    def _record_steps(
+        self, stream: StreamRef, group: str, consumer: str, item: StepRecord
+    ) -> Outcome:
         held = self.state.group(stream.name, group)
         if held is None or held.owner(item.entry_id) != consumer:
-            return "lost"
+            return Outcome.LOST
         task = self.state.hash(stream.keys.task(item.task_id)) or {}
-        if task.get("state") in ("done", "dead"):
-            return "dup"
+        if task.get("state") in TERMINAL:
+            return Outcome.DUP
         if item.fields:
             record = self.state.hash_for_write(stream.keys.steps(item.task_id))
             record.update((name, value.decode()) for name, value in item.fields)
             self.state.hash_for_write(stream.keys.task(item.task_id))["stepped"] = "1"
         self._outbox(stream.keys, item.events_json)
-        return "ok"
+        return Outcome.OK
 
     async def load_steps(self, keys: ShardKeys, task_id: str) -> dict[str, bytes]:
         found = self.state.hash(keys.steps(task_id)) or {}
@@ -699,7 +710,7 @@ class MemoryBus(MemoryWaiting, MemoryChildren):
             for entry_id in unstarted:
                 fields = found.entries.pop(entry_id)
                 new = self.state.stream(target.name).add(fields)
-                task = self.state.hash(source.keys.task(_task_id_of(fields)))
+                task = self.state.hash(source.keys.task(task_id_of(fields)))
                 if task is not None and task.get("entry") == entry_id:
                     task["entry"] = new
                 moved += 1
@@ -720,7 +731,7 @@ class MemoryBus(MemoryWaiting, MemoryChildren):
             stats.lag = stats.length
             return stats
         stats.pending = len(held.pel)
-        stats.consumers = len({p.consumer for p in held.pel.values()})
+        stats.consumers = len(held.seen_ms.keys() | {p.consumer for p in held.pel.values()})
         if held.pel:
             stats.oldest_pending_ms = now_ms() - next(iter(held.pel.values())).delivered_ms
         stats.lag = sum(1 for i in found.entries if parse_id(i) > held.last)
@@ -746,20 +757,8 @@ class MemoryBus(MemoryWaiting, MemoryChildren):
         return [len(self.state.stream(keys.outbox).entries) for keys in shards]
 
 
-def _task_id_of(fields: Fields) -> str:
-    try:
-        task_id = orjson.loads(fields.get(b"task", b"{}")).get("task_id")
-    except (orjson.JSONDecodeError, AttributeError):
-        return "-"
-    return task_id if isinstance(task_id, str) and task_id else "-"
-
-
 def _int(raw: str | None) -> int:
     return int(raw) if raw and raw.isdigit() else 0
-
-
-def _task_fields(task_json: bytes, attempt: str, at: str, reply: str) -> Fields:
-    return {b"task": task_json, b"attempt": _b(attempt), b"enq": _b(at), b"reply": _b(reply)}
 
 
 class _Member(NamedTuple):

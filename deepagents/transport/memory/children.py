@@ -14,8 +14,10 @@ from deepagents.transport.base import (
     WaitMode,
     now_ms,
 )
+from deepagents.transport.entries import entry_fields
 from deepagents.transport.keys import ShardKeys, wait_member
 from deepagents.transport.memory.state import Group, State, Stream
+from deepagents.transport.states import TERMINAL, TaskState
 
 # The task hash's fields that only a task waiting for its children has.
 CHILD_WAIT_FIELDS = ("awaiting", "wait_mode", "wait_task", "asked_ms", "wait_due_ms", "sweep_ms")
@@ -38,15 +40,11 @@ class MemoryChildren:
 
     def _requeue(self, target: str, task_json: str, task: dict[str, str]) -> None:
         at = str(now_ms())
-        entry_id = self.state.stream(target).add(
-            {
-                b"task": task_json.encode(),
-                b"attempt": task.get("attempt", "1").encode(),
-                b"enq": at.encode(),
-                b"reply": task.get("reply", "").encode(),
-            }
+        fields = entry_fields(
+            task_json.encode(), task.get("attempt", "1"), at, task.get("reply", "")
         )
-        task.update(state="queued", entry=entry_id, enq_ms=at)
+        entry_id = self.state.stream(target).add(fields)
+        task.update(state=TaskState.QUEUED, entry=entry_id, enq_ms=at)
 
     async def park_children(
         self, stream: StreamRef, group: str, consumer: str, item: ChildWait
@@ -57,7 +55,7 @@ class MemoryChildren:
         found.ack_delete(group, item.entry_id)
         keys = stream.keys
         task = self.state.hash_for_write(keys.task(item.task_id))
-        if task.get("state") == "done":
+        if task.get("state") == TaskState.DONE:
             return ParkStatus.DUP
         steps = self.state.hash(keys.steps(item.task_id)) or {}
         ended = sum(1 for c in item.awaiting if _field(c) in steps)
@@ -75,7 +73,7 @@ class MemoryChildren:
         if 0 < item.deadline_ms < due:
             due = item.deadline_ms
         task.update(
-            state="waiting",
+            state=TaskState.WAITING,
             awaiting=" ".join(item.awaiting),
             wait_mode=item.mode.value,
             wait_task=item.task_json.decode(),
@@ -102,13 +100,13 @@ class MemoryChildren:
         task = self.state.hash(keys.task(parent_id))
         if task is None or "state" not in task:
             return ChildEnded.MISSING
-        if task["state"] in ("done", "dead"):
+        if task["state"] in TERMINAL:
             return ChildEnded.ENDED
         steps = self.state.hash_for_write(keys.steps(parent_id))
         steps[_field(child_id)] = result_json.decode()
         self._outbox(keys, events_json)
         awaiting = task.get("awaiting")
-        if task["state"] != "waiting" or awaiting is None:
+        if task["state"] != TaskState.WAITING or awaiting is None:
             return ChildEnded.RECORDED
         ids = awaiting.split()
         left = sum(1 for c in ids if _field(c) not in steps)

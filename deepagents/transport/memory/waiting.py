@@ -15,9 +15,11 @@ from deepagents.transport.base import (
     Woken,
     now_ms,
 )
+from deepagents.transport.entries import entry_fields
 from deepagents.transport.keys import ShardKeys, wait_member
 from deepagents.transport.memory.state import Group, State, Stream
 from deepagents.transport.questions import decode_question, encode_question, task_of, tenant_of
+from deepagents.transport.states import AnswerStatus, Outcome, TaskState, WakeStatus
 
 # The task hash's fields that only a waiting task has.
 WAIT_FIELDS = ("on_timeout", "asked_ms", "wait_due_ms")
@@ -41,18 +43,18 @@ class MemoryWaiting:
     def _outbox(self, keys: ShardKeys, events: bytes) -> None:
         raise NotImplementedError
 
-    async def park(self, stream: StreamRef, group: str, consumer: str, item: Park) -> str:
+    async def park(self, stream: StreamRef, group: str, consumer: str, item: Park) -> Outcome:
         found, held = self._group(stream, group)
         if held.owner(item.entry_id) != consumer:
-            return "lost"
+            return Outcome.LOST
         found.ack_delete(group, item.entry_id)
         keys = stream.keys
         task = self.state.hash_for_write(keys.task(item.task_id))
-        if task.get("state") == "done":
-            return "dup"
+        if task.get("state") == TaskState.DONE:
+            return Outcome.DUP
         at = now_ms()
         task.update(
-            state="waiting",
+            state=TaskState.WAITING,
             tier=item.tier,
             ask=item.ask,
             on_timeout=item.on_timeout,
@@ -76,7 +78,7 @@ class MemoryWaiting:
             mine[item.task_id.encode()] = at
         index[item.task_id.encode()] = at
         self._outbox(keys, item.events_json)
-        return "ok"
+        return Outcome.OK
 
     def _resume(
         self, keys: ShardKeys, tiers: Sequence[str], task_id: str, task: dict[str, str]
@@ -87,17 +89,12 @@ class MemoryWaiting:
         at = str(now_ms())
         tier = task.get("tier", "")
         target = keys.stream(tier if tier in tiers else tiers[-1])
-        fields = {
-            b"task": task_of(record),
-            b"attempt": task.get("attempt", "1").encode(),
-            b"enq": at.encode(),
-            b"reply": task.get("reply", "").encode(),
-        }
+        fields = entry_fields(task_of(record), task.get("attempt", "1"), at, task.get("reply", ""))
         entry_id = self.state.stream(target).add(fields)
         asked = int(task.get("asked_ms") or 0)
         for name in WAIT_FIELDS:
             task.pop(name, None)
-        task.update(state="queued", entry=entry_id, enq_ms=at)
+        task.update(state=TaskState.QUEUED, entry=entry_id, enq_ms=at)
         return asked
 
     async def answer(
@@ -111,26 +108,26 @@ class MemoryWaiting:
     ) -> Answered:
         task = self.state.hash(keys.task(task_id))
         if task is None or "state" not in task:
-            return Answered("missing")
-        if task["state"] != "waiting" or task.get("ask") != ask:
+            return Answered(AnswerStatus.MISSING)
+        if task["state"] != TaskState.WAITING or task.get("ask") != ask:
             steps = self.state.hash(keys.steps(task_id)) or {}
             if ask and f"ask:{ask}" in steps:
-                return Answered("already_replied", task["state"])
-            return Answered("not_waiting", task["state"])
+                return Answered(AnswerStatus.ALREADY_REPLIED, task["state"])
+            return Answered(AnswerStatus.NOT_WAITING, task["state"])
         self.state.hash_for_write(keys.steps(task_id))[f"ask:{ask}"] = answer_json.decode()
         asked = self._resume(keys, tiers, task_id, task)
         self._outbox(keys, events_json)
-        return Answered("ok", "queued", asked)
+        return Answered(AnswerStatus.OK, TaskState.QUEUED, asked)
 
     async def wake(
         self, keys: ShardKeys, tiers: Sequence[str], task_id: str, events_json: bytes
     ) -> Woken:
         delayed = self.state.delayed.get(keys.delayed, {})
         if delayed.pop(wait_member(task_id).encode(), None) is None:
-            return Woken("gone")
+            return Woken(WakeStatus.GONE)
         task = self.state.hash(keys.task(task_id))
-        if task is None or task.get("state") != "waiting":
-            return Woken("stale")
+        if task is None or task.get("state") != TaskState.WAITING:
+            return Woken(WakeStatus.STALE)
         if "awaiting" in task:  # a wait for child tasks (as wake.lua)
             return self._sweep(keys, tiers, task_id, task, delayed)
         steps = self.state.hash_for_write(keys.steps(task_id))
@@ -138,7 +135,7 @@ class MemoryWaiting:
         steps[field] = str(int(steps.get(field, "0")) + 1)
         asked = self._resume(keys, tiers, task_id, task)
         self._outbox(keys, events_json)
-        return Woken("ok", asked)
+        return Woken(WakeStatus.OK, asked)
 
     def _sweep(
         self,
@@ -154,13 +151,13 @@ class MemoryWaiting:
         if deadline == 0 or now < deadline:
             due = now + int(task.get("sweep_ms") or 30_000)
             delayed[wait_member(task_id).encode()] = min(due, deadline) if deadline else due
-            return Woken("sweep", 0, tuple(task["awaiting"].split()))
+            return Woken(WakeStatus.SWEEP, 0, tuple(task["awaiting"].split()))
         record = task.pop("wait_task", "")
         for name in ("awaiting", "wait_mode", "sweep_ms"):
             task.pop(name, None)
         self.state.strings[keys.question(task_id)] = record + "\n{}"
         self._resume(keys, tiers, task_id, task)
-        return Woken("ok")
+        return Woken(WakeStatus.OK)
 
     async def ask_record(self, keys: ShardKeys, task_id: str, ask: str) -> AskRecord:
         steps = self.state.hash(keys.steps(task_id)) or {}

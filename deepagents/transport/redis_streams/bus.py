@@ -12,23 +12,29 @@ import orjson
 import redis.exceptions as rex
 from redis.asyncio import Redis, RedisCluster
 
+from deepagents.contract.codec import DamagedRecord
 from deepagents.errors import NotReplicated
 from deepagents.transport.base import (
+    Admitted,
     BeginItem,
     Begun,
     Claimed,
     CommitItem,
     DeadLetter,
+    Enqueue,
     Fairness,
+    Held,
     Moved,
     Promoted,
     RawEntry,
+    ReclaimCursor,
     Reschedule,
     StepRecord,
     StreamRef,
     StreamStats,
     now_ms,
 )
+from deepagents.transport.entries import task_id_of
 from deepagents.transport.keys import ShardKeys
 from deepagents.transport.redis_streams.children import RedisChildren
 from deepagents.transport.redis_streams.errors import redis_errors
@@ -37,6 +43,14 @@ from deepagents.transport.redis_streams.pool import check_server
 from deepagents.transport.redis_streams.replies import ReplyChannel
 from deepagents.transport.redis_streams.scripts import Scripts
 from deepagents.transport.redis_streams.waiting import RedisWaiting
+from deepagents.transport.states import (
+    Cancelled,
+    Enqueued,
+    Outcome,
+    Replayed,
+    TaskState,
+    decoder,
+)
 
 # Tasks per enqueue script call: a large submit_many holds the server for at most this many.
 _ENQUEUE_CALL = 256
@@ -44,6 +58,13 @@ _ENQUEUE_CALL = 256
 
 def _s(value: bytes | str) -> str:
     return value.decode() if isinstance(value, bytes) else value
+
+
+_OUTCOME = decoder(Outcome)
+_UNSET = Admitted(Enqueued.OK, "")
+_ENQUEUED = decoder(Enqueued)
+_REPLAYED = decoder(Replayed)
+_CANCELLED: dict[bytes | str, Cancelled | TaskState] = {**decoder(TaskState), **decoder(Cancelled)}
 
 
 # A move stops after this many rounds even if entries keep arriving (an orchestrator
@@ -54,14 +75,13 @@ _MOVE_ROUNDS = 1_000
 EXPOSE_MOST = 10_000
 
 
-def _task_id_of(fields: dict[bytes, bytes]) -> str:
-    """The entry's task id for its hash key; an entry that is not a task moves without
-    one (the target version's worker dead-letters it, as any worker would)."""
+def _cancelled(raw: bytes) -> Cancelled | TaskState:
+    """The cancel (or end_damaged) script's answer: ok, missing, or the task's state that
+    prevented it; a state no script writes is a damaged task record."""
     try:
-        task_id = orjson.loads(fields.get(b"task", b"{}")).get("task_id")
-    except (orjson.JSONDecodeError, AttributeError):
-        return "-"
-    return task_id if isinstance(task_id, str) and task_id else "-"
+        return _CANCELLED[raw]
+    except KeyError:
+        raise DamagedRecord("task", f"the task's state {raw[:40]!r} is not one") from None
 
 
 def _entries(raw: list[Any]) -> list[RawEntry]:
@@ -92,12 +112,27 @@ def _read_entries(reply: dict[Any, Any] | list[Any] | None) -> list[RawEntry]:
 class RedisStreamBus(RedisWaiting, RedisChildren):
     """Uses the client it is given and never closes it; the worker's stream commands (read,
     reclaim, begin, commit) go over connections of its own (``Lanes``), which ``aclose()``
-    closes."""
+    closes.
 
-    def __init__(self, client: Redis, *, result_ttl_s: int = 86_400) -> None:
+    ``replicas``: every enqueue round trip ends with ``WAIT`` for that many replicas, and
+    fewer confirming within ``replica_wait_ms`` raises ``NotReplicated``. ``allow_evicting``:
+    ``check_server`` accepts a server whose ``maxmemory-policy`` evicts keys."""
+
+    def __init__(
+        self,
+        client: Redis,
+        *,
+        result_ttl_s: int = 86_400,
+        replicas: int = 0,
+        replica_wait_ms: int = 1_000,
+        allow_evicting: bool = False,
+    ) -> None:
         # redis-py types replies for str clients; ours speaks bytes (decode_responses=False).
         self.client: Any = client
         self.result_ttl_s = result_ttl_s
+        self.replicas = replicas
+        self.replica_wait_ms = replica_wait_ms
+        self.allow_evicting = allow_evicting
         self.scripts = Scripts.register(client)
         self.lanes = Lanes(client)
         # Once: redis-py's client classes derive from a typing.Protocol, so an isinstance
@@ -107,9 +142,9 @@ class RedisStreamBus(RedisWaiting, RedisChildren):
     async def aclose(self) -> None:
         await self.lanes.aclose()
 
-    async def check_server(self, *, allow_evicting: bool = False) -> str:
+    async def check_server(self) -> str:
         """Refuse a Redis this protocol cannot run on (too old, or evicting keys)."""
-        return await check_server(self.client, allow_evicting=allow_evicting)
+        return await check_server(self.client, allow_evicting=self.allow_evicting)
 
     async def ping_ms(self, limit_s: float = 2.0) -> float | None:
         """PING's round trip in ms; None when Redis does not answer within ``limit_s``."""
@@ -153,25 +188,23 @@ class RedisStreamBus(RedisWaiting, RedisChildren):
         reply: str,
         max_backlog: int,
         events_json: bytes,
-    ) -> tuple[str, str]:
+    ) -> Admitted:
         (result,) = await self.enqueue_many(
-            [(stream, task_id, task_json, reply, events_json)], max_backlog=max_backlog
+            [Enqueue(stream, task_id, task_json, reply, events_json)], max_backlog=max_backlog
         )
         return result
 
     async def enqueue_many(
         self,
-        items: Sequence[tuple[StreamRef, str, bytes, str, bytes]],
+        items: Sequence[Enqueue],
         *,
         max_backlog: int | Sequence[int],
         locations: Sequence[tuple[str, str]] = (),
         location_ttl_s: int = 0,
-        replicas: int = 0,
-        replica_wait_ms: int = 1_000,
         due_ms: Sequence[int] = (),
         fair: Sequence[Fairness | None] = (),
-    ) -> list[tuple[str, str]]:
-        """Enqueue a batch in one round trip; items are (stream, task_id, json, reply, events).
+    ) -> list[Admitted]:
+        """Enqueue a batch in one round trip.
         ``max_backlog`` is one limit for all, or one per item (a batch may mix agent types).
 
         ``due_ms``: none, or one per item: 0 enqueues it now; a time (ms since the epoch)
@@ -186,11 +219,12 @@ class RedisStreamBus(RedisWaiting, RedisChildren):
         location keys sit in other slots: they are written first, in a round trip of their
         own, so a task acknowledged as enqueued is never missing its location.
 
-        ``replicas``: the round trip ends with ``WAIT`` (on a cluster, each node's part
-        does), and fewer replicas confirming the batch within ``replica_wait_ms`` raises
-        ``NotReplicated``."""
+        With ``replicas`` (the bus's), the round trip ends with ``WAIT`` (on a cluster, each
+        node's part does), and fewer replicas confirming the batch within
+        ``replica_wait_ms`` raises ``NotReplicated``."""
         if not items:
             return []
+        replicas, replica_wait_ms = self.replicas, self.replica_wait_ms
         limits = [max_backlog] * len(items) if isinstance(max_backlog, int) else max_backlog
         inline = bool(locations) and not self.cluster
         if locations and not inline:
@@ -208,17 +242,17 @@ class RedisStreamBus(RedisWaiting, RedisChildren):
                 replies, confirmed = await self._pipelined(script, commands), 0
             else:
                 replies, confirmed = await self._evalsha_commands(script, commands), 0
-        out: list[tuple[str, str]] = [("", "")] * len(items)
+        out = [_UNSET] * len(items)  # each one set below
         at = iter(order)
         for reply in replies:  # flat: status, entry id, status, entry id, ...
             pairs = iter(reply)
             for status, entry in zip(pairs, pairs, strict=True):
-                out[next(at)] = (status.decode(), entry.decode())
+                out[next(at)] = Admitted(_ENQUEUED[status], entry.decode())
         if confirmed < replicas:
             written = [
-                item[1]
+                item.task_id
                 for item, (status, _) in zip(items, out, strict=True)
-                if status != "overloaded"
+                if status != Enqueued.OVERLOADED
             ]
             raise NotReplicated(
                 written, confirmed=confirmed, replicas=replicas, wait_ms=replica_wait_ms
@@ -227,7 +261,7 @@ class RedisStreamBus(RedisWaiting, RedisChildren):
 
     def _enqueue_calls(
         self,
-        items: Sequence[tuple[StreamRef, str, bytes, str, bytes]],
+        items: Sequence[Enqueue],
         limits: Sequence[int],
         locations: Sequence[tuple[str, str]],
         location_ttl_s: int,
@@ -238,7 +272,7 @@ class RedisStreamBus(RedisWaiting, RedisChildren):
         ``_ENQUEUE_CALL`` tasks each; and the items' positions in the calls' order."""
         by_shard: dict[str, list[int]] = {}
         for i, item in enumerate(items):
-            by_shard.setdefault(item[0].keys.outbox, []).append(i)
+            by_shard.setdefault(item.stream.keys.outbox, []).append(i)
         at, ttl = now_ms(), location_ttl_s if locations else ""
         sha = self.scripts.enqueue.sha
         commands, order = [], []
@@ -249,13 +283,15 @@ class RedisStreamBus(RedisWaiting, RedisChildren):
                 # send what they always did.
                 fairs = [fair[i] for i in part] if fair else []
                 has_fair = any(f is not None for f in fairs)
-                keys: list[Any] = [outbox, items[part[0]][0].keys.delayed]
+                keys: list[Any] = [outbox, items[part[0]].stream.keys.delayed]
                 args: list[Any] = [at, ttl, "1" if has_fair else ""]
                 for j, i in enumerate(part):
-                    stream, task_id, task_json, reply, events = items[i]
-                    keys += (stream.name, stream.keys.task(task_id))
+                    item = items[i]
+                    stream = item.stream
+                    keys += (stream.name, stream.keys.task(item.task_id))
                     due = due_ms[i] if due_ms else 0
-                    args += (task_json, reply, limits[i], stream.tier, events, due or "")
+                    args += (item.task_json, item.reply, limits[i], stream.tier, item.events_json)
+                    args.append(due or "")
                     if has_fair:
                         share = fairs[j]
                         keys += (stream.keys.fair(stream.tier), stream.keys.fair_clock(stream.tier))
@@ -270,7 +306,7 @@ class RedisStreamBus(RedisWaiting, RedisChildren):
 
     async def _record_first(
         self,
-        items: Sequence[tuple[StreamRef, str, bytes, str, bytes]],
+        items: Sequence[Enqueue],
         locations: Sequence[tuple[str, str]],
         ttl_s: int,
         replicas: int,
@@ -278,16 +314,12 @@ class RedisStreamBus(RedisWaiting, RedisChildren):
     ) -> None:
         """A cluster's location records, before their tasks are enqueued. With ``replicas``,
         each node's part waits on its own (they may sit on other nodes than their tasks)."""
-        confirmed = await self.set_many(
-            locations,
-            ttl_s,
-            what="record task locations",
-            replicas=replicas,
-            replica_wait_ms=replica_wait_ms,
+        confirmed = await self._set_many(
+            locations, ttl_s, "record task locations", replicas, replica_wait_ms
         )
         if confirmed < replicas:
             raise NotReplicated(
-                [item[1] for item in items],
+                [item.task_id for item in items],
                 confirmed=confirmed,
                 replicas=replicas,
                 wait_ms=replica_wait_ms,
@@ -337,14 +369,16 @@ class RedisStreamBus(RedisWaiting, RedisChildren):
     def cluster(self) -> bool:
         return self._cluster
 
-    async def set_many(
+    async def set_many(self, pairs: Sequence[tuple[str, str]], ttl_s: int, *, what: str) -> int:
+        return await self._set_many(pairs, ttl_s, what, 0, self.replica_wait_ms)
+
+    async def _set_many(
         self,
         pairs: Sequence[tuple[str, str]],
         ttl_s: int,
-        *,
         what: str,
-        replicas: int = 0,
-        replica_wait_ms: int = 1_000,
+        replicas: int,
+        replica_wait_ms: int,
     ) -> int:
         """``SET key value EX ttl_s`` for each pair, in one round trip (per node). With
         ``replicas``, each node's part ends with ``WAIT``; returns the fewest replicas any
@@ -425,11 +459,12 @@ class RedisStreamBus(RedisWaiting, RedisChildren):
         consumer: str,
         min_idle_ms: int,
         count: int,
-        cursor: str,
+        cursor: ReclaimCursor,
     ) -> Claimed:
+        start = cursor.position
         with redis_errors(f"XAUTOCLAIM {stream.name}"):
             reply = await self.lanes.call(
-                "XAUTOCLAIM", stream.name, group, consumer, min_idle_ms, cursor, "COUNT", count
+                "XAUTOCLAIM", stream.name, group, consumer, min_idle_ms, start, "COUNT", count
             )
         # 7.0+ adds a third element: ids whose bodies are gone (already removed from the PEL).
         deleted = [i.decode() for i in reply[2]] if len(reply) > 2 else []
@@ -437,7 +472,7 @@ class RedisStreamBus(RedisWaiting, RedisChildren):
             # 6.2 claims such an entry but answers nil in its place: find it among our own
             # pending entries, where it shows with an empty body.
             deleted += await self._own_bodiless(stream, group, consumer)
-        return Claimed(entries=_entries(reply[1]), deleted=deleted, cursor=reply[0].decode())
+        return Claimed(_entries(reply[1]), deleted, ReclaimCursor(reply[0].decode()))
 
     async def _own_bodiless(self, stream: StreamRef, group: str, consumer: str) -> list[str]:
         found: list[str] = []
@@ -470,7 +505,7 @@ class RedisStreamBus(RedisWaiting, RedisChildren):
 
     async def commit(
         self, stream: StreamRef, group: str, consumer: str, items: Sequence[CommitItem]
-    ) -> list[str]:
+    ) -> list[Outcome]:
         (statuses,) = await self.commit_streams(group, consumer, [(stream, items)])
         return statuses
 
@@ -490,18 +525,18 @@ class RedisStreamBus(RedisWaiting, RedisChildren):
         group: str,
         consumer: str,
         batches: Sequence[tuple[StreamRef, Sequence[CommitItem]]],
-    ) -> list[list[str]]:
+    ) -> list[list[Outcome]]:
         """Commit batches of several streams in one round trip: one script call per stream
         (each in its own shard's slot, every key in KEYS), sent together in one pipeline."""
         at = now_ms()
         calls = [self._commit_call(stream, group, consumer, at, items) for stream, items in batches]
         with redis_errors(f"commit on {batches[0][0].name}" if len(batches) == 1 else "commit"):
             replies = await self._evalsha(self.scripts.commit, calls)
-        return [[status.decode() for status in reply] for reply in replies]
+        return [[_OUTCOME[status] for status in reply] for reply in replies]
 
     async def reschedule(
         self, stream: StreamRef, group: str, consumer: str, item: Reschedule
-    ) -> str:
+    ) -> Outcome:
         member = orjson.dumps(
             {
                 "tier": item.tier,
@@ -529,11 +564,11 @@ class RedisStreamBus(RedisWaiting, RedisChildren):
             repr(item.spent_cost_usd),
         ]
         with redis_errors(f"reschedule on {stream.name}"):
-            return _s(await self.scripts.reschedule(keys=keys, args=args))
+            return _OUTCOME[await self.scripts.reschedule(keys=keys, args=args)]
 
     async def dead_letter(
         self, stream: StreamRef, group: str, consumer: str, item: DeadLetter
-    ) -> str:
+    ) -> Outcome:
         task_key = stream.keys.task(item.task_id or "-")
         steps_key = stream.keys.steps(item.task_id or "-")
         keys = [stream.name, task_key, stream.keys.dlq, stream.keys.outbox, steps_key]
@@ -553,7 +588,7 @@ class RedisStreamBus(RedisWaiting, RedisChildren):
             item.unbound_events_json,
         ]
         with redis_errors(f"dead-letter on {stream.name}"):
-            return _s(await self.scripts.dead_letter(keys=keys, args=args))
+            return _OUTCOME[await self.scripts.dead_letter(keys=keys, args=args)]
 
     async def touch(
         self, stream: StreamRef, group: str, consumer: str, entry_ids: Sequence[str]
@@ -583,17 +618,17 @@ class RedisStreamBus(RedisWaiting, RedisChildren):
         stream: StreamRef,
         group: str,
         consumer: str,
-        items: Sequence[tuple[str, str]],
+        items: Sequence[Held],
         idle_ms: int,
     ) -> list[str]:
-        """Entries (entry id, task id) this consumer gives up unfinished at a graceful
+        """Entries this consumer gives up unfinished at a graceful
         shutdown: claimable at once, and their deliveries not counted."""
         if not items:
             return []
         with redis_errors(f"hand back on {stream.name}"):
             lost = await self.scripts.hand_back(
-                keys=[stream.name, *(stream.keys.task(task_id) for _, task_id in items)],
-                args=[group, consumer, idle_ms, *(entry_id for entry_id, _ in items)],
+                keys=[stream.name, *(stream.keys.task(item.task_id) for item in items)],
+                args=[group, consumer, idle_ms, *(item.entry_id for item in items)],
             )
         return [_s(i) for i in lost]
 
@@ -633,23 +668,23 @@ class RedisStreamBus(RedisWaiting, RedisChildren):
 
     async def end_damaged(
         self, keys: ShardKeys, task_id: str, result_json: bytes, events_json: bytes
-    ) -> str:
+    ) -> Cancelled | TaskState:
         with redis_errors(f"end task {task_id}"):
             status = await self.scripts.end_damaged(
                 keys=[keys.task(task_id), keys.outbox, keys.steps(task_id)],
                 args=[result_json, now_ms(), self.result_ttl_s, events_json],
             )
-        return _s(status)
+        return _cancelled(status)
 
     async def replay(
         self, keys: ShardKeys, dlq_entry: str, tier: str, task_id: str, task_json: bytes, reply: str
-    ) -> tuple[str, str]:
+    ) -> tuple[Replayed, str]:
         with redis_errors(f"replay from {keys.dlq}"):
             status, entry = await self.scripts.replay(
                 keys=[keys.dlq, keys.stream(tier), keys.task(task_id), keys.steps(task_id)],
                 args=[dlq_entry, task_json, now_ms(), reply],
             )
-        return _s(status), _s(entry)
+        return _REPLAYED[status], _s(entry)
 
     async def move_unstarted(
         self, source: StreamRef, target: StreamRef, group: str, *, limit: int = 500
@@ -664,7 +699,7 @@ class RedisStreamBus(RedisWaiting, RedisChildren):
                     source.name, "-" if last is None else f"({last}", "+", count=limit
                 )
                 ids = [_s(entry_id) for entry_id, _ in found]
-                hashes = [source.keys.task(_task_id_of(fields)) for _, fields in found]
+                hashes = [source.keys.task(task_id_of(fields)) for _, fields in found]
                 moved, moved_delayed = await self.scripts.move(
                     keys=[source.name, target.name, source.keys.delayed, target.keys.delayed,
                           *hashes],
@@ -696,7 +731,7 @@ class RedisStreamBus(RedisWaiting, RedisChildren):
         *,
         running: bool = False,
         notify: str = "",
-    ) -> str:
+    ) -> Cancelled | TaskState:
         with redis_errors("cancel"):
             status = await self.scripts.cancel(
                 keys=[
@@ -717,11 +752,11 @@ class RedisStreamBus(RedisWaiting, RedisChildren):
                     notify,
                 ],
             )
-        return _s(status)
+        return _cancelled(status)
 
     async def record_steps(
         self, group: str, consumer: str, items: Sequence[tuple[StreamRef, StepRecord]]
-    ) -> list[str]:
+    ) -> list[Outcome]:
         calls = []
         for stream, item in items:
             shard = stream.keys
@@ -731,7 +766,8 @@ class RedisStreamBus(RedisWaiting, RedisChildren):
                 args += (name, value)
             calls.append((keys, args))
         with redis_errors("record steps"):
-            return [_s(status) for status in await self._evalsha(self.scripts.record_steps, calls)]
+            replies = await self._evalsha(self.scripts.record_steps, calls)
+        return [_OUTCOME[status] for status in replies]
 
     async def load_steps(self, keys: ShardKeys, task_id: str) -> dict[str, bytes]:
         with redis_errors(f"load steps of {task_id}"):
@@ -809,9 +845,9 @@ class RedisStreamBus(RedisWaiting, RedisChildren):
 def _begun(reply: list[Any]) -> Begun:
     """One entry of the begin script's answer (``lua/begin.lua``)."""
     if len(reply) < 4:
-        return Begun(reply[0].decode(), reply[1], len(reply) > 2 and reply[2] == 1)
+        return Begun(_OUTCOME[reply[0]], reply[1], len(reply) > 2 and reply[2] == 1)
     return Begun(
-        reply[0].decode(),
+        _OUTCOME[reply[0]],
         reply[1],
         reply[2] == 1,
         first_ms=_int_or(reply[3]),

@@ -23,8 +23,13 @@ from deepagents.transport.keys import ShardKeys
 from deepagents.transport.questions import decode_question, encode_question, tenant_of
 from deepagents.transport.redis_streams.errors import redis_errors
 from deepagents.transport.redis_streams.scripts import Scripts
+from deepagents.transport.states import AnswerStatus, Outcome, TaskState, WakeStatus, decoder
 
 _LISTED = (b"ask", b"wait_due_ms", b"on_timeout")
+_OUTCOME = decoder(Outcome)
+_ANSWER = decoder(AnswerStatus)
+_WAKE = decoder(WakeStatus)
+_STATE = decoder(TaskState)
 
 log = logging.getLogger(__name__)
 
@@ -66,7 +71,7 @@ class RedisWaiting:
     client: Any
     scripts: Scripts
 
-    async def park(self, stream: StreamRef, group: str, consumer: str, item: Park) -> str:
+    async def park(self, stream: StreamRef, group: str, consumer: str, item: Park) -> Outcome:
         keys = stream.keys
         touched = [
             stream.name,
@@ -98,7 +103,7 @@ class RedisWaiting:
                     keys.version,
                 ],
             )
-        return _s(status)
+        return _OUTCOME[status]
 
     async def answer(
         self,
@@ -114,7 +119,7 @@ class RedisWaiting:
                 keys=_task_keys(keys, task_id, tiers),
                 args=[task_id, ask, answer_json, now_ms(), events_json, *tiers],
             )
-        return Answered(_s(status), _s(state), int(asked or 0))
+        return Answered(_ANSWER[status], _STATE.get(state) or _s(state), int(asked or 0))
 
     async def wake(
         self, keys: ShardKeys, tiers: Sequence[str], task_id: str, events_json: bytes
@@ -125,7 +130,7 @@ class RedisWaiting:
                 args=[task_id, now_ms(), events_json, *tiers],
             )
         awaited = tuple(_s(children[0]).split()) if children else ()
-        return Woken(_s(status), int(asked or 0), awaited)
+        return Woken(_WAKE[status], int(asked or 0), awaited)
 
     async def ask_record(self, keys: ShardKeys, task_id: str, ask: str) -> AskRecord:
         with redis_errors("read an answer"):
