@@ -62,8 +62,8 @@ def translate(exc: rex.RedisError, what: str) -> TransportError:
 class redis_errors:  # lower case: used as a function, ``with redis_errors(what):``
     """Raises redis-py's errors as ours, ``what`` saying what was being done. A class,
     not ``@contextmanager``: every Redis call passes here, and a generator's set-up and
-    tear-down were 2.3% of a lone submit's instructions (354k -> 346k, callgrind;
-    ``docs/benchmarks.md``, issue 23)."""
+    tear-down were 2.3% of a lone submit's instructions (callgrind, in
+    ``docs/benchmarks.md``'s submit path)."""
 
     __slots__ = ("what",)
 
