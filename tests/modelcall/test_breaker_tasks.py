@@ -52,7 +52,7 @@ async def test_a_streak_of_down_tasks_opens_it_whatever_the_window_holds(
     assert await b.record(False, task="a", **down) is BreakerState.CLOSED  # a new streak
     assert await b.record(False, task="d", **down) is BreakerState.OPEN
     # a failure that is not "down" (a 500) never feeds the streak
-    other = breaker(client, prefix + "x", down_after=2)
+    other = breaker(client, f"{prefix}:x", down_after=2)
     for task in "pqr":
         for _ in range(2):
             await other.record(True, probe=False)
