@@ -26,7 +26,7 @@ from deepagents._internal.ids import uuid7_str
 from deepagents.contract.agent import current_attempt
 from deepagents.contract.context import active_context
 from deepagents.contract.result import Result
-from deepagents.contract.task import Task, utcnow
+from deepagents.contract.task import Task
 from deepagents.errors import ErrorCode, RetryableError
 from deepagents.remote.a2a_wire import A2AWire, Outcome, failure, message
 from deepagents.remote.agent import INTRODUCE_S, RemoteAgent, _headers, _ssl_context
@@ -141,12 +141,7 @@ class A2ARemoteAgent(RemoteAgent):
     async def _a2a_call(self, task: Task, sent: Any) -> Outcome:
         """One exchange, within the call's timeout and the task's deadline, through the
         fleet's breaker; its failure as the remote wire's errors."""
-        timeout, by_deadline, left_ms = self._timeout, False, None
-        if task.deadline is not None:
-            left = (task.deadline - utcnow()).total_seconds()
-            left_ms = max(0, int(left * 1000))
-            if left <= timeout:
-                timeout, by_deadline = max(left, 0.001), True
+        timeout, by_deadline, left_ms = self._call_timeout(task)
         try:
             if self._circuit is None:
                 return await self._exchange(sent, timeout, by_deadline)

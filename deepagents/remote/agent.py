@@ -292,15 +292,21 @@ class RemoteAgent(AgentContract):
 
     # one call -------------------------------------------------------------------------
 
-    async def _call(self, task: Task, step: str, extra: dict[str, Any], model: type[R]) -> R:
-        envelope = _envelope.get()
-        envelope["_task"] = task
+    def _call_timeout(self, task: Task) -> tuple[float, bool, int | None]:
+        """A call's timeout, whether the task's deadline set it, and the ms the deadline
+        leaves (None without one)."""
         timeout, by_deadline, left_ms = self._timeout, False, None
         if task.deadline is not None:
             left = (task.deadline - utcnow()).total_seconds()
             left_ms = max(0, int(left * 1000))
             if left <= timeout:
                 timeout, by_deadline = max(left, 0.001), True
+        return timeout, by_deadline, left_ms
+
+    async def _call(self, task: Task, step: str, extra: dict[str, Any], model: type[R]) -> R:
+        envelope = _envelope.get()
+        envelope["_task"] = task
+        timeout, by_deadline, left_ms = self._call_timeout(task)
         try:
             if self._circuit is None:
                 return await self._send(task, step, extra, model, timeout, by_deadline, left_ms)
