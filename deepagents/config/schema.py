@@ -45,15 +45,44 @@ class OverdueAction(StrEnum):
     DROP = "drop"  # answer failed/dropped without running it
 
 
+class FairShareConfig(_Strict):
+    """A fair tier's options (``fair_share: {...}``; ``fair_share: true`` is all defaults)."""
+
+    max_running_per_key: int | None = Field(
+        default=None,
+        ge=1,
+        le=100_000,
+        description="per shard: at most this many tasks of one fairness key running (or "
+        "moved into the stream for a reader) at once; the key's next tasks wait their turn "
+        "until one ends, while other keys go on (none: no cap)",
+    )
+
+
 class TierConfig(_Strict):
     concurrency: int = Field(ge=1, le=10_000, description="tasks of this tier run at once")
     max_wait_ms: int = Field(default=60_000, ge=1, description="queue wait before on_overdue")
     on_overdue: OverdueAction = OverdueAction.ALERT
-    fair_share: bool = Field(
-        default=False,
+    fair_share: FairShareConfig | None = Field(
+        default=None,
         description="serve fairness keys (default: the tenant) round-robin by weight "
-        "within the tier, instead of in submit order",
+        "within the tier, instead of in submit order: `true`, or a mapping of options "
+        "(`false` or absent: submit order)",
     )
+
+    @field_validator("fair_share", mode="before")
+    @classmethod
+    def _fair_share_flag(cls, value: Any) -> Any:
+        # `fair_share: true` is fair share with every option at its default. Here, not as
+        # a union with bool: a bad option is then reported as itself.
+        if isinstance(value, bool):
+            return FairShareConfig() if value else None
+        return value
+
+    @property
+    def max_running_per_key(self) -> int:
+        """A fair tier's cap on one key's running tasks per shard; 0: none (or not fair)."""
+        share = self.fair_share
+        return share.max_running_per_key or 0 if share is not None else 0
 
 
 def default_tiers() -> dict[str, TierConfig]:

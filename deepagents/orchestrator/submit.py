@@ -237,11 +237,15 @@ class Submitter:
         """Each task's share of a fair tier (its key: its fairness key, else its tenant);
         none at all when no task goes to a fair tier (the common case costs nothing)."""
         tiers = self.routes.config.tiers
-        if not any(tiers[route.tier].fair_share for _, route, _, _ in prepared):
+        if all(tiers[route.tier].fair_share is None for _, route, _, _ in prepared):
             return []
         return [
-            Fairness(task.fairness_key or task.tenant or "", task.fairness_weight or 1.0)
-            if tiers[route.tier].fair_share
+            Fairness(
+                task.fairness_key or task.tenant or "",
+                task.fairness_weight or 1.0,
+                tiers[route.tier].max_running_per_key,
+            )
+            if tiers[route.tier].fair_share is not None
             else None
             for task, route, _, _ in prepared
         ]

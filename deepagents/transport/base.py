@@ -51,12 +51,21 @@ class StreamRef:
 # task, and a frozen dataclass sets each field through object.__setattr__.
 
 
+# A capped fair tier's reader, while tasks wait for a slot or hold one, blocks this long at
+# most: a slot that frees adds no entry to wake it. It bounds how late a freed slot is used
+# by an otherwise idle reader, and costs such a reader a release script per period.
+CAPPED_POLL_MS = 50
+
+
 class Fairness(NamedTuple):
     """A task's share of its tier when the tier is fair (``fair_share``): its key's queue
     is served round-robin with the others', ``weight`` times as often as a key of weight 1."""
 
     key: str
     weight: float = 1.0
+    # The tier's ``max_running_per_key`` (0: none): at most this many of the key's tasks
+    # hold a slot (moved into the stream, not ended yet) per shard.
+    cap: int = 0
 
 
 class RawEntry(NamedTuple):
@@ -390,11 +399,20 @@ class TaskQueue(Protocol):
     ) -> list[RawEntry]: ...
 
     async def read_fair(
-        self, stream: StreamRef, group: str, consumer: str, count: int, block_ms: int | None
+        self,
+        stream: StreamRef,
+        group: str,
+        consumer: str,
+        count: int,
+        block_ms: int | None,
+        *,
+        cap: int = 0,
     ) -> list[RawEntry]:
         """As ``read``, first moving up to ``count`` tasks of the stream's fair queue into
         the stream, lowest virtual finish time first (weighted fair queueing over fairness
-        keys), in the same step on the server."""
+        keys), in the same step on the server. ``cap`` (the tier's ``max_running_per_key``,
+        0: none): a key whose tasks moved in and not ended yet (pending in the group, or
+        unread) number ``cap`` gets none moved in; its turns wait, in order, until one ends."""
         ...
 
     async def read_own_pending(

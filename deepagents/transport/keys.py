@@ -49,6 +49,16 @@ class ShardKeys:
         # The fair queue's virtual clock ('@') and each key's last finish time ('k:<key>').
         return f"{self.lane}:{tier}:fairv"
 
+    def fair_running(self, tier: str) -> str:
+        # A tier with a per-key cap (``max_running_per_key``): per fairness key, the entry
+        # ids it moved into the stream that may still hold a slot (pruned against the PEL).
+        return f"{self.lane}:{tier}:fairr"
+
+    def fair_held(self, tier: str) -> str:
+        # Tasks whose turn came while their key was at its cap, per key in order (one
+        # sorted set, read by lexical range: '<#key>:<key><seq><member>').
+        return f"{self.lane}:{tier}:fairh"
+
     @property
     def delayed(self) -> str:
         # Per version: a retry goes back to the streams of the version that scheduled it.

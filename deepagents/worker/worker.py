@@ -12,11 +12,12 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import logging
 import math
 import time
 from collections import defaultdict
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 
 from deepagents.agentkit.configured import agent_chain, use_agent_chain
@@ -354,7 +355,7 @@ class Worker:
             self.pools[t] for t in self.config.tier_names[: self.config.tier_names.index(ref.tier)]
         ]
         # A fair tier's new entries come through its fair queue, moved in as they are read.
-        read = self.bus.read_fair if self.config.tiers[ref.tier].fair_share else self.bus.read
+        read = self._new_entries(ref.tier)
         while not self._stopping:
             for urgent in higher:  # tiers are read in priority order: let urgent work run first
                 await urgent.wait_idle(YIELD_TO_HIGHER_S)
@@ -403,6 +404,14 @@ class Worker:
                     # just begun start first, not after this reader has sent it: a lone
                     # task's latency from submit (docs/benchmarks.md, "Light-load latency").
                     await asyncio.sleep(0)
+
+    def _new_entries(self, tier: str) -> Callable[..., Awaitable[list[RawEntry]]]:
+        """How a tier's reader reads new entries: a fair tier's come through its fair
+        queue, moved in as they are read (a key at its cap, if any, gets none)."""
+        config = self.config.tiers[tier]
+        if config.fair_share is None:
+            return self.bus.read
+        return functools.partial(self.bus.read_fair, cap=config.max_running_per_key)
 
     def _reclaim_from(
         self, ref: StreamRef, next_reclaim: float, cursor: ReclaimCursor

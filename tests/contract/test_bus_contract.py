@@ -848,6 +848,27 @@ async def _read_fair(b: Backend, count: int) -> list[str]:
     return [orjson.loads((e.fields or {})[b"task"])["task_id"] for e in entries]
 
 
+async def _capped(b: Backend, tasks: list[tuple[str, str]], cap: int) -> list[Admitted]:
+    """Enqueue (task id, fairness key) into p2 as a tier with ``max_running_per_key``."""
+    return await b.bus.enqueue_many(
+        [Enqueue(b.ref(), task_id, _task(task_id)) for task_id, _ in tasks],
+        max_backlog=100,
+        fair=[Fairness(key, 1.0, cap) for _, key in tasks],
+    )
+
+
+async def _read_capped(
+    b: Backend, count: int, cap: int, consumer: str = "c1"
+) -> dict[str, RawEntry]:
+    entries = await b.bus.read_fair(b.ref(), AGENT, consumer, count, None, cap=cap)
+    return {orjson.loads((e.fields or {})[b"task"])["task_id"]: e for e in entries}
+
+
+async def _run_to_end(b: Backend, consumer: str, task_id: str, entry: RawEntry) -> None:
+    assert await _begin(b, consumer, entry.entry_id, task_id, fresh=True) == "ok"
+    assert await _commit(b, consumer, entry.entry_id, task_id, b"{}") == "ok"
+
+
 async def test_a_fair_task_into_an_idle_stream_goes_straight_in(backend: Backend) -> None:
     ((status, entry_id),) = await _fair(backend, [("t1", "a", 1.0)])
     assert status == "ok" and entry_id  # a reader blocked on the stream wakes
@@ -924,3 +945,68 @@ async def test_a_fair_read_of_a_stream_without_its_group_says_so_and_loses_nothi
         "t1",
         "t2",
     ]
+
+
+async def test_a_key_at_its_cap_gets_no_more_in_until_one_of_its_tasks_ends(
+    backend: Backend,
+) -> None:
+    await _capped(backend, [(f"a{i}", "A") for i in range(6)], cap=2)
+    await _capped(backend, [(f"b{i}", "B") for i in range(3)], cap=2)
+    first = await _read_capped(backend, 10, cap=2)
+    # a0 went straight in; A's second slot took a1; B, below its cap, went on.
+    assert sorted(first) == ["a0", "a1", "b0", "b1"]
+    assert (await backend.bus.stream_stats(backend.ref(), AGENT)).fair == 5  # a2-a5, b2
+    # a0 begun and running, a1 read: nothing more of A; B's last once b0 ends.
+    assert await _begin(backend, "c1", first["a0"].entry_id, "a0", fresh=True) == "ok"
+    await _run_to_end(backend, "c1", "b0", first["b0"])
+    assert sorted(await _read_capped(backend, 10, cap=2)) == ["b2"]
+    # A commit frees one slot; a park (a parked task holds none) another: a2 and a3, in turn.
+    assert await _commit(backend, "c1", first["a0"].entry_id, "a0", b"{}") == "ok"
+    assert await _begin(backend, "c1", first["a1"].entry_id, "a1", fresh=True) == "ok"
+    park = _park(first["a1"].entry_id, "a1", now_ms() + 60_000)
+    assert await backend.bus.park(backend.ref(), AGENT, "c1", park) == "ok"
+    again = await _read_capped(backend, 10, cap=2)
+    assert sorted(again) == ["a2", "a3"]
+    assert (await backend.bus.stream_stats(backend.ref(), AGENT)).fair == 2
+
+
+async def test_a_capped_key_s_slots_of_a_dead_consumer_free_when_their_tasks_end(
+    backend: Backend,
+) -> None:
+    """Counted from the PEL, not a counter: a consumer that dies holding a key's tasks
+    leaves them pending (they hold their slots until a reclaim runs them to their end)."""
+    await _capped(backend, [(f"a{i}", "A") for i in range(4)], cap=2)
+    taken = await _read_capped(backend, 10, cap=2, consumer="dead")
+    assert sorted(taken) == ["a0", "a1"]
+    assert await _read_capped(backend, 10, cap=2, consumer="c2") == {}
+    claimed = await backend.bus.claim_stale(backend.ref(), AGENT, "c2", 0, 10, RECLAIM_START)
+    assert len(claimed.entries) == 2
+    assert await _read_capped(backend, 10, cap=2, consumer="c2") == {}  # still running
+    for entry in claimed.entries:
+        task_id = orjson.loads((entry.fields or {})[b"task"])["task_id"]
+        assert await _begin(backend, "c2", entry.entry_id, task_id, fresh=False) == "ok"
+        assert await _commit(backend, "c2", entry.entry_id, task_id, b"{}") == "ok"
+    assert sorted(await _read_capped(backend, 10, cap=2, consumer="c2")) == ["a2", "a3"]
+
+
+async def test_a_capped_key_s_task_into_an_idle_stream_waits_if_its_key_is_at_the_cap(
+    backend: Backend,
+) -> None:
+    ((_, entry_id),) = await _capped(backend, [("a0", "A")], cap=1)
+    assert entry_id  # straight in, and counted
+    taken = await _read_capped(backend, 10, cap=1)
+    assert list(taken) == ["a0"]
+    # Nothing unread and the fair queue empty, but A's one slot is held: a1 waits.
+    ((_, entry_id),) = await _capped(backend, [("a1", "A")], cap=1)
+    assert entry_id == ""
+    ((_, entry_id),) = await _capped(backend, [("b0", "B")], cap=1)
+    assert entry_id == ""  # behind a1 in the fair queue, as any task then
+    assert list(await _read_capped(backend, 10, cap=1)) == ["b0"]
+    # A blocked read takes the slot soon after it frees: no entry is added to wake it.
+    reading = asyncio.ensure_future(
+        backend.bus.read_fair(backend.ref(), AGENT, "c1", 10, 30_000, cap=1)
+    )
+    await asyncio.sleep(0.01)
+    await _run_to_end(backend, "c1", "a0", taken["a0"])
+    (entry,) = await asyncio.wait_for(reading, timeout=10)
+    assert orjson.loads((entry.fields or {})[b"task"])["task_id"] == "a1"

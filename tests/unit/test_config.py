@@ -60,6 +60,16 @@ def test_a_path_may_be_a_string(monkeypatch: pytest.MonkeyPatch) -> None:
             "",
             "duplicate strategy names",
         ),
+        (
+            "tiers: {p2: {concurrency: 5, fair_share: {max_running_per_key: 0}}}",
+            "tiers.p2.fair_share.max_running_per_key",
+            "greater than or equal to 1",
+        ),
+        (
+            "tiers: {p2: {concurrency: 5, fair_share: {max_running: 2}}}",
+            "tiers.p2.fair_share.max_running",
+            "Extra inputs",
+        ),
         ("surprise: 1", "surprise", "Extra inputs"),
         ("- a\n- b", "", "top level must be a mapping"),
     ],
@@ -104,3 +114,14 @@ def test_bad_environment_names_the_variable(monkeypatch: pytest.MonkeyPatch) -> 
     monkeypatch.setenv("DEEPAGENTS_PREFIX", "has space")
     with pytest.raises(ConfigError, match="DEEPAGENTS_PREFIX"):
         load_settings()
+
+
+def test_fair_share_is_a_flag_or_its_options() -> None:
+    tiers = parse_config(
+        "tiers: {p0: {concurrency: 1}, p1: {concurrency: 1, fair_share: true},"
+        " p2: {concurrency: 1, fair_share: {max_running_per_key: 3}}}",
+        source="x.yaml",
+    ).tiers
+    assert tiers["p0"].fair_share is None and tiers["p0"].max_running_per_key == 0
+    assert tiers["p1"].fair_share is not None and tiers["p1"].max_running_per_key == 0
+    assert tiers["p2"].max_running_per_key == 3

@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import asyncio
 import heapq
+import time
+from collections import deque
 from collections.abc import Callable, Sequence
 from typing import NamedTuple
 
@@ -17,6 +19,7 @@ import orjson
 
 from deepagents.errors import GroupVanished, NotReplicated
 from deepagents.transport.base import (
+    CAPPED_POLL_MS,
     Admitted,
     BeginItem,
     Begun,
@@ -155,14 +158,15 @@ class MemoryBus(MemoryWaiting, MemoryChildren):
             return Admitted(Enqueued.EXISTS, existing.get("entry", ""))
         target = self.state.stream(stream.name)
         queue = self.state.fair.get(stream.keys.fair(stream.tier), [])
-        if len(target.entries) + (len(queue) if share else 0) >= limit:
+        waiting = len(queue) + self._held_count(stream) if share else 0
+        if len(target.entries) + waiting >= limit:
             return Admitted(Enqueued.OVERLOADED, "")
         at = str(now_ms())
         if due:  # as the enqueue script: the member a retry's reschedule writes, attempt 1
             self._schedule(stream, key, task_json, reply, at, due)
             self._outbox(stream.keys, item.events_json)
             return Admitted(Enqueued.OK, "")
-        if share is not None and (queue or _unread(target)):
+        if share is not None and (queue or _unread(target) or self._at_cap(stream, share)):
             self._hold_fair(stream, task_json, reply, at, share)
             self.state.hashes[key] = {
                 "state": TaskState.QUEUED,
@@ -175,6 +179,8 @@ class MemoryBus(MemoryWaiting, MemoryChildren):
             self._outbox(stream.keys, item.events_json)
             return Admitted(Enqueued.OK, "")
         entry_id = target.add(entry_fields(task_json, 1, at, reply))
+        if share is not None and share.cap:
+            self._running(stream).setdefault(share.key, []).append(entry_id)
         self.state.hashes[key] = {
             "state": TaskState.QUEUED,
             "entry": entry_id,
@@ -214,6 +220,59 @@ class MemoryBus(MemoryWaiting, MemoryChildren):
             if clock.get(field, tag) <= tag:
                 clock.pop(field, None)
             clock["@"] = tag
+
+    def _running(self, stream: StreamRef) -> dict[str, list[str]]:
+        return self.state.fair_running.setdefault(stream.keys.fair_running(stream.tier), {})
+
+    def _held(self, stream: StreamRef) -> dict[str, deque[bytes]]:
+        return self.state.fair_held.setdefault(stream.keys.fair_held(stream.tier), {})
+
+    def _held_count(self, stream: StreamRef) -> int:
+        return sum(len(q) for q in self._held(stream).values())
+
+    def _at_cap(self, stream: StreamRef, share: Fairness) -> bool:
+        """The enqueue script's check: the key's listed entries number its cap."""
+        return bool(share.cap) and len(self._running(stream).get(share.key, ())) >= share.cap
+
+    def _release_capped(self, stream: StreamRef, group: str, count: int, cap: int) -> bool:
+        """``release_capped.lua``: held keys below their cap first, then the fair queue in
+        turn, a key at its cap passing its turn to the held set. Answers busy."""
+        queue = self.state.fair.setdefault(stream.keys.fair(stream.tier), [])
+        clock = self.state.fair_clock.setdefault(stream.keys.fair_clock(stream.tier), {})
+        held = self._held(stream)
+        target = self.state.stream(stream.name)
+        slots = _Slots(self._running(stream), target.groups.get(group), cap)
+
+        def move(key: str, member: bytes) -> None:
+            m = orjson.loads(member)
+            slots.add(key, target.add(entry_fields(m["task"].encode(), 1, m["enq"], m["reply"])))
+
+        budget = count
+        # The script's lexical order of '<#key>:<key>'.
+        for key in sorted(held, key=lambda k: f"{len(k.encode())}:{k}".encode()):
+            tasks = held[key]
+            for _ in range(min(slots.free(key), budget, len(tasks))):
+                move(key, tasks.popleft())
+                budget -= 1
+            if not tasks:
+                del held[key]
+        pops = 0
+        while budget and queue and pops < 4:
+            pops += 1
+            for _ in range(min(budget, len(queue))):
+                tag, member = heapq.heappop(queue)
+                key = orjson.loads(member)["key"]
+                if slots.free(key) > 0:
+                    move(key, member)
+                    budget -= 1
+                else:
+                    held.setdefault(key, deque()).append(member)
+                field = f"k:{key}"
+                if clock.get(field, tag) <= tag:
+                    clock.pop(field, None)
+                clock["@"] = tag
+        waiting = bool(queue) or bool(held)
+        return slots.settle(check_all=not waiting) or waiting
 
     def _schedule(
         self, stream: StreamRef, key: str, task_json: bytes, reply: str, at: str, due: int
@@ -262,14 +321,37 @@ class MemoryBus(MemoryWaiting, MemoryChildren):
         return self._read_new(*self._group(stream, group), consumer, count)
 
     async def read_fair(
-        self, stream: StreamRef, group: str, consumer: str, count: int, block_ms: int | None
+        self,
+        stream: StreamRef,
+        group: str,
+        consumer: str,
+        count: int,
+        block_ms: int | None,
+        *,
+        cap: int = 0,
     ) -> list[RawEntry]:
-        found, held = self._group(stream, group)
-        self._release_fair(stream, count)
-        entries = self._read_new(found, held, consumer, count)
-        if entries or block_ms is None:
-            return entries
-        return await self.read(stream, group, consumer, count, block_ms)
+        until = None if not block_ms else time.monotonic() + block_ms / 1000
+        while True:  # as the Redis bus: while busy, short blocks until block_ms has passed
+            found, held = self._group(stream, group)
+            busy = False
+            if cap:
+                busy = self._release_capped(stream, group, count, cap)
+            else:
+                self._release_fair(stream, count)
+            entries = self._read_new(found, held, consumer, count)
+            if entries or block_ms is None:
+                return entries
+            if not busy:
+                return await self.read(stream, group, consumer, count, block_ms)
+            wait = CAPPED_POLL_MS
+            if until is not None:
+                left = int((until - time.monotonic()) * 1000)
+                if left <= 0:
+                    return []
+                wait = min(wait, left)
+            entries = await self.read(stream, group, consumer, count, wait)
+            if entries:
+                return entries
 
     def _read_new(self, found: Stream, held: Group, consumer: str, count: int) -> list[RawEntry]:
         at = now_ms()
@@ -722,6 +804,7 @@ class MemoryBus(MemoryWaiting, MemoryChildren):
     async def stream_stats(self, stream: StreamRef, group: str) -> StreamStats:
         stats = StreamStats(stream=stream.name)
         stats.fair = len(self.state.fair.get(stream.keys.fair(stream.tier), ()))
+        stats.fair += self._held_count(stream)
         found = self.state.streams.get(stream.name)
         held = None if found is None else found.groups.get(group)
         if found is None:
@@ -796,6 +879,44 @@ def _delayed_member(member: bytes) -> tuple[_Member | None, str]:
     if reply is not None and not isinstance(reply, str):
         return None, "reply is not a string"
     return _Member(str(parsed.get("tier")), parsed["task"], int(attempt), reply or ""), ""
+
+
+class _Slots:
+    """A capped key's entries that may hold a slot (``release_capped.lua``'s running list):
+    one holds it while pending in the group or unread; checked once per release, at the cap."""
+
+    def __init__(self, running: dict[str, list[str]], group: Group | None, cap: int) -> None:
+        self.running, self.group, self.cap = running, group, cap
+        self.checked: set[str] = set()
+
+    def check(self, key: str) -> None:
+        if key in self.checked:
+            return
+        self.checked.add(key)
+        found = self.group
+        self.running[key] = [
+            i
+            for i in self.running.get(key, ())
+            if found is not None and (i in found.pel or parse_id(i) > found.last)
+        ]
+
+    def free(self, key: str) -> int:
+        if len(self.running.get(key, ())) >= self.cap:
+            self.check(key)
+        return self.cap - len(self.running.get(key, ()))
+
+    def add(self, key: str, entry_id: str) -> None:
+        self.running.setdefault(key, []).append(entry_id)
+
+    def settle(self, *, check_all: bool) -> bool:
+        """Every key checked when nothing waits; empty lists dropped. Answers whether an
+        entry still holds a slot."""
+        if check_all:
+            for key in list(self.running):
+                self.check(key)
+        for key in [k for k, ids in self.running.items() if not ids]:
+            del self.running[key]
+        return bool(self.running)
 
 
 def _unread(stream: Stream) -> bool:

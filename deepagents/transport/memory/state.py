@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import time
+from collections import deque
 from dataclasses import dataclass, field
 
 from deepagents.transport.base import now_ms
@@ -86,6 +87,10 @@ class State:
         # and keys' last finish times ('k:<key>'), as the Redis bus's fair keys hold them.
         self.fair: dict[str, list[tuple[float, bytes]]] = {}
         self.fair_clock: dict[str, dict[str, float]] = {}
+        # A capped fair tier's entries moved in per key, that may hold a slot; and the
+        # tasks whose turn came while their key was at its cap, per key in order.
+        self.fair_running: dict[str, dict[str, list[str]]] = {}
+        self.fair_held: dict[str, dict[str, deque[bytes]]] = {}
         self.strings: dict[str, str] = {}
         self._expires: dict[str, float] = {}
 

@@ -15,6 +15,7 @@ from redis.asyncio import Redis, RedisCluster
 from deepagents.contract.codec import DamagedRecord
 from deepagents.errors import NotReplicated
 from deepagents.transport.base import (
+    CAPPED_POLL_MS,
     Admitted,
     BeginItem,
     Begun,
@@ -293,9 +294,14 @@ class RedisStreamBus(RedisWaiting, RedisChildren):
                     args += (item.task_json, item.reply, limits[i], stream.tier, item.events_json)
                     args.append(due or "")
                     if has_fair:
-                        share = fairs[j]
-                        keys += (stream.keys.fair(stream.tier), stream.keys.fair_clock(stream.tier))
-                        args += (share.key, repr(share.weight)) if share else ("", "")
+                        share, sk, tier = fairs[j], stream.keys, stream.tier
+                        keys += (sk.fair(tier), sk.fair_clock(tier))
+                        keys += (sk.fair_running(tier), sk.fair_held(tier))
+                        args += (
+                            (share.key, repr(share.weight), share.cap or "")
+                            if share
+                            else ("", "", "")
+                        )
                     if locations:
                         key, value = locations[i]
                         keys.append(key)
@@ -405,11 +411,20 @@ class RedisStreamBus(RedisWaiting, RedisChildren):
         return await self._xreadgroup(stream, group, consumer, count, block_ms, ">")
 
     async def read_fair(
-        self, stream: StreamRef, group: str, consumer: str, count: int, block_ms: int | None
+        self,
+        stream: StreamRef,
+        group: str,
+        consumer: str,
+        count: int,
+        block_ms: int | None,
+        *,
+        cap: int = 0,
     ) -> list[RawEntry]:
         """The release script (its fair queue's next tasks moved in, then a read that does
         not block); only when that finds nothing, the blocking read: the enqueue script
         puts a task straight into a stream with nothing unread, which wakes it."""
+        if cap:
+            return await self._read_capped(stream, group, consumer, count, block_ms, cap)
         keys = stream.keys
         command = (
             "EVALSHA",
@@ -429,6 +444,56 @@ class RedisStreamBus(RedisWaiting, RedisChildren):
         if entries or block_ms is None:
             return entries
         return await self.read(stream, group, consumer, count, block_ms)
+
+    async def _read_capped(
+        self,
+        stream: StreamRef,
+        group: str,
+        consumer: str,
+        count: int,
+        block_ms: int | None,
+        cap: int,
+    ) -> list[RawEntry]:
+        """``read_fair`` of a tier with a per-key cap (``release_capped.lua``). A slot that
+        frees when a task ends adds nothing to the stream, so no blocked read would wake
+        for it: while tasks wait for a slot or hold one, the blocking read is short, and
+        the release runs again after it, until ``block_ms`` has passed."""
+        keys, tier = stream.keys, stream.tier
+        command = (
+            "EVALSHA",
+            self.scripts.release_capped.sha,
+            5,
+            stream.name,
+            keys.fair(tier),
+            keys.fair_clock(tier),
+            keys.fair_running(tier),
+            keys.fair_held(tier),
+            group,
+            consumer,
+            now_ms(),
+            count,
+            cap,
+        )
+        until = None if not block_ms else time.monotonic() + block_ms / 1000
+        while True:
+            with redis_errors(f"release and read {stream.name}"):
+                ((reply, busy),) = await self._evalsha_commands(
+                    self.scripts.release_capped, [command]
+                )
+            entries = _read_entries(reply)
+            if entries or block_ms is None:
+                return entries
+            if not busy:
+                return await self.read(stream, group, consumer, count, block_ms)
+            wait = CAPPED_POLL_MS
+            if until is not None:
+                left = int((until - time.monotonic()) * 1000)
+                if left <= 0:
+                    return []
+                wait = min(wait, left)
+            entries = await self.read(stream, group, consumer, count, wait)
+            if entries:
+                return entries
 
     async def read_own_pending(
         self, stream: StreamRef, group: str, consumer: str, count: int, after: str
@@ -785,7 +850,11 @@ class RedisStreamBus(RedisWaiting, RedisChildren):
             pipe.xpending(stream.name, group)
             pipe.xpending_range(stream.name, group, min="-", max="+", count=1)
             pipe.xinfo_groups(stream.name)
-            stats.fair = int(await self.client.zcard(stream.keys.fair(stream.tier)))
+            # The held set (tasks of keys at their cap) is empty unless the tier has a cap.
+            keys, tier = stream.keys, stream.tier
+            stats.fair = int(await self.client.zcard(keys.fair(tier))) + int(
+                await self.client.zcard(keys.fair_held(tier))
+            )
             try:
                 length, summary, oldest, groups = await pipe.execute()
             except rex.ResponseError:  # no stream or no group yet

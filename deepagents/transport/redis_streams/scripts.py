@@ -36,6 +36,7 @@ _NAMES = (
     "child_ended",
     "link_child",
     "release",
+    "release_capped",
     "end_damaged",
 )
 
@@ -73,6 +74,7 @@ class Scripts:
     child_ended: AsyncScript
     link_child: AsyncScript
     release: AsyncScript
+    release_capped: AsyncScript
     end_damaged: AsyncScript
 
     @staticmethod
