@@ -16,10 +16,18 @@ from __future__ import annotations
 import json
 import math
 from collections.abc import Iterable
-from typing import Any, NoReturn
+from typing import Any, NoReturn, TypeVar
 
-from deepagents.errors import DeepAgentsError, ErrorCode
-from deepagents.remote.errors import REDACTED
+import orjson
+from pydantic import BaseModel, TypeAdapter, ValidationError
+
+from deepagents.errors import DeepAgentsError, ErrorCode, RemoteProtocolError
+from deepagents.remote import wire
+from deepagents.remote.errors import REDACTED, protocol_error
+
+R = TypeVar("R", bound=BaseModel)
+# A batch's answers in one validation: one pass over the list, not one call per answer.
+_RUN_ANSWERS = TypeAdapter(list[wire.RunAnswer])
 
 _INT_MIN, _INT_MAX = -(2**63), 2**64 - 1  # what orjson encodes
 # A header value shorter than this is not masked: it would mask ordinary words.
@@ -96,3 +104,38 @@ class SecretMask:
         if isinstance(value, dict):
             return {self.text(k): self.tree(v) for k, v in value.items()}
         return value
+
+
+def validated(step: str, model: type[R], doc: Any, mask: SecretMask, raw: bytes | None = None) -> R:
+    """A parsed answer as ``model``, the worker's secrets masked in its strings;
+    ``RemoteProtocolError`` saying where it does not match the schema."""
+    doc = mask.tree(doc)
+    try:
+        return model.model_validate(doc)
+    except ValidationError as exc:
+        where = "; ".join(
+            f"{'.'.join(map(str, e['loc'])) or 'body'}: {e['type']}" for e in exc.errors()[:3]
+        )
+        why = f"response does not match the schema ({where})"
+        shown = raw if raw is not None else orjson.dumps(doc)
+        raise protocol_error(step, why, shown, mask.text) from exc
+
+
+def run_answers(
+    step: str, items: list[dict[str, Any]], mask: SecretMask
+) -> list[wire.RunAnswer | RemoteProtocolError]:
+    """Each of a batch's answers as a ``RunAnswer``, or the protocol error of its task: all
+    in one validation when they all match the schema, else each read on its own, so that
+    a malformed answer fails its task only."""
+    docs = [mask.tree(item) for item in items] if mask.secrets else items
+    try:
+        return list(_RUN_ANSWERS.validate_python(docs))
+    except ValidationError:
+        pass
+    read: list[wire.RunAnswer | RemoteProtocolError] = []
+    for doc in docs:
+        try:
+            read.append(validated(step, wire.RunAnswer, doc, mask))
+        except RemoteProtocolError as exc:
+            read.append(exc)
+    return read

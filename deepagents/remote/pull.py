@@ -35,7 +35,7 @@ from pydantic import ValidationError
 
 from deepagents.errors import ConfigError, RemoteProtocolError
 from deepagents.remote import wire
-from deepagents.remote.answers import BadAnswer, parse_answer
+from deepagents.remote.answers import BadAnswer, SecretMask, parse_answer
 from deepagents.remote.errors import ServiceDown, ServiceUnreachable, protocol_error
 
 log = logging.getLogger("deepagents.remote.pull")
@@ -58,7 +58,7 @@ class _Waiting:
 
     request: dict[str, Any]
     leased: asyncio.Future[float]  # the lease's length in seconds, once leased
-    answer: asyncio.Future[dict[str, Any]]
+    answer: asyncio.Future[wire.RunAnswer]
     since: float  # the event loop's time when it began to wait
     lease: str | None = field(default=None)
 
@@ -74,7 +74,10 @@ def problem(status: int, title: str, detail: str) -> dict[str, Any]:
 class LeaseBoard:
     """The tasks of one worker process waiting for pullers, and the leases they hold."""
 
-    def __init__(self, *, lease_s: float, max_wait_s: float, max_answer_bytes: int) -> None:
+    def __init__(
+        self, *, lease_s: float, max_wait_s: float, max_answer_bytes: int, mask: SecretMask
+    ) -> None:
+        self._mask = mask
         self._lease_s = lease_s
         self._max_wait_s = max_wait_s
         self._max_answer_bytes = max_answer_bytes
@@ -87,8 +90,8 @@ class LeaseBoard:
 
     # the worker's side ---------------------------------------------------------------
 
-    async def run(self, request: dict[str, Any], timeout: float) -> dict[str, Any]:
-        """This task's answer (a JSON object matching ``RunAnswer``) once a puller leased
+    async def run(self, request: dict[str, Any], timeout: float) -> wire.RunAnswer:
+        """This task's answer (validated, the worker's secrets masked) once a puller leased
         and completed it. ``NotLeased`` when no puller leased it within ``timeout``,
         ``LeaseExpired`` when its lease ran out first."""
         loop = asyncio.get_running_loop()
@@ -173,16 +176,20 @@ class LeaseBoard:
             if ended is None:
                 return _refused(lease, problem(404, "unknown lease", "no such lease here"))
             return _refused(lease, problem(409, "lease no longer held", f"the lease {ended}"))
-        refusal = self._refusal(waiting, item)
-        if refusal is not None:
-            waiting.answer.set_exception(refusal)
+        answer = self._read(waiting, item)
+        if isinstance(answer, RemoteProtocolError):
+            waiting.answer.set_exception(answer)
             self._end(waiting, "ended: its answer was refused as a protocol error")
-            return _refused(lease, problem(422, "answer refused", str(refusal)))
-        waiting.answer.set_result(item)
+            return _refused(lease, problem(422, "answer refused", str(answer)))
+        waiting.answer.set_result(answer)
         self._end(waiting, "completed already: a task is committed once")
         return {"lease": lease, "accepted": True}
 
-    def _refusal(self, waiting: _Waiting, item: dict[str, Any]) -> RemoteProtocolError | None:
+    def _read(
+        self, waiting: _Waiting, item: dict[str, Any]
+    ) -> wire.CompleteAnswer | RemoteProtocolError:
+        """The answer, validated once with the worker's secrets masked; or why it is
+        refused."""
         size = len(orjson.dumps(item))
         if size > self._max_answer_bytes:
             return protocol_error(
@@ -193,13 +200,12 @@ class LeaseBoard:
             why = f"the answer names task {named!r}, but its lease is for task {waiting.task_id!r}"
             return protocol_error(wire.COMPLETE, why)
         try:
-            wire.CompleteAnswer.model_validate(item)
+            return wire.CompleteAnswer.model_validate(self._mask.tree(item))
         except ValidationError as exc:
             where = "; ".join(
                 f"{'.'.join(map(str, e['loc'])) or 'body'}: {e['type']}" for e in exc.errors()[:3]
             )
             return protocol_error(wire.COMPLETE, f"answer does not match the schema ({where})")
-        return None
 
     def close(self) -> None:
         """Answer the long polls now (the worker is stopping; the tasks it was running
