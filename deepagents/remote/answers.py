@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import json
 import math
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from typing import Any, NoReturn, TypeVar
 
 import orjson
@@ -53,6 +53,60 @@ def parse_answer(raw: bytes) -> Any:
         raise BadAnswer("the answer is nested too deeply") from None
     except (ValueError, UnicodeDecodeError) as exc:
         raise BadAnswer(f"not JSON ({str(exc)[:100]})") from None
+
+
+class Refused:
+    """A value the strict parse refuses (a non-finite number, an integer outside 64 bits),
+    left in its place by ``parse_answers``: the answer that holds it fails alone."""
+
+    __slots__ = ("why",)
+
+    def __init__(self, why: str) -> None:
+        self.why = why
+
+
+def parse_answers(raw: bytes) -> tuple[Any, bool]:
+    """As ``parse_answer``, but for a body of several answers: a value ``parse_answer``
+    refuses becomes a ``Refused`` in its place, so that only the answer holding it fails
+    (``refused_in``); and whether there is one. Invalid JSON still fails the whole body."""
+    found: list[Refused] = []
+
+    def refuse(read: Callable[[str], Any]) -> Callable[[str], Any]:
+        def hook(text: str) -> Any:
+            try:
+                return read(text)
+            except BadAnswer as exc:
+                found.append(Refused(str(exc)))
+                return found[-1]
+
+        return hook
+
+    try:
+        doc = json.loads(
+            raw,
+            parse_constant=refuse(_no_constant),
+            parse_int=refuse(_int),
+            parse_float=refuse(_finite_float),
+        )
+    except RecursionError:
+        raise BadAnswer("the answer is nested too deeply") from None
+    except (ValueError, UnicodeDecodeError) as exc:
+        raise BadAnswer(f"not JSON ({str(exc)[:100]})") from None
+    return doc, bool(found)
+
+
+def refused_in(value: Any) -> str | None:
+    """Why the first ``Refused`` value in ``value`` (parsed JSON) was refused; None if none."""
+    if isinstance(value, Refused):
+        return value.why
+    if isinstance(value, dict):
+        value = list(value.values())
+    if isinstance(value, list):
+        for item in value:
+            why = refused_in(item)
+            if why is not None:
+                return why
+    return None
 
 
 def _no_constant(name: str) -> NoReturn:

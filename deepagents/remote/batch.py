@@ -23,7 +23,13 @@ from typing import Any
 
 import orjson
 
-from deepagents.remote.answers import BadAnswer, SecretMask, parse_answer, run_answers
+from deepagents.remote.answers import (
+    BadAnswer,
+    SecretMask,
+    parse_answers,
+    refused_in,
+    run_answers,
+)
 from deepagents.remote.errors import protocol_error
 from deepagents.remote.wire import RunAnswer
 
@@ -100,7 +106,7 @@ class Batcher:
         waiting = {request["task"]["id"]: answer for request, answer in batch}
         try:
             raw = await self._send([request for request, _ in batch])
-            answers = _answers(raw)
+            answers, suspect = _answers(raw)
         except Exception as exc:
             for answer in waiting.values():
                 if not answer.done():
@@ -110,7 +116,7 @@ class Batcher:
             for answer in waiting.values():
                 answer.cancel()
             raise
-        for task_id, outcome in self._outcomes(answers, set(waiting)).items():
+        for task_id, outcome in self._outcomes(answers, set(waiting), suspect).items():
             answer = waiting.pop(task_id)
             if answer.done():
                 continue
@@ -124,11 +130,14 @@ class Batcher:
                     protocol_error(STEP, "the batch's answer has no answer for this task")
                 )
 
-    def _outcomes(self, answers: list[Any], ids: set[str]) -> dict[str, RunAnswer | Exception]:
-        """Each answered task's answer, or the protocol error it ends with."""
+    def _outcomes(
+        self, answers: list[Any], ids: set[str], suspect: bool
+    ) -> dict[str, RunAnswer | Exception]:
+        """Each answered task's answer, or the protocol error it ends with (``suspect``:
+        some answer holds a value the strict parse refused)."""
         outcomes: dict[str, RunAnswer | Exception] = {}
         items: dict[str, dict[str, Any]] = {}
-        for task_id, item in self._sorted(answers, ids).items():
+        for task_id, item in self._sorted(answers, ids, suspect).items():
             if isinstance(item, Exception):
                 outcomes[task_id] = item
             else:
@@ -138,7 +147,9 @@ class Batcher:
         outcomes.update(zip(items, read, strict=True))
         return outcomes
 
-    def _sorted(self, answers: list[Any], ids: set[str]) -> dict[str, dict[str, Any] | Exception]:
+    def _sorted(
+        self, answers: list[Any], ids: set[str], suspect: bool
+    ) -> dict[str, dict[str, Any] | Exception]:
         """Each task's answer, or the protocol error it ends with: an id answered twice
         fails its task (which answer is its own cannot be told); an answer naming no task of
         the batch is dropped (its task, if any, then has none)."""
@@ -151,6 +162,10 @@ class Batcher:
                 seen[task_id] = protocol_error(STEP, "the batch's answer answers this task twice")
                 continue
             assert isinstance(item, dict)
+            why = refused_in(item) if suspect else None
+            if why is not None:
+                seen[task_id] = protocol_error(STEP, f"this task's answer is refused: {why}")
+                continue
             size = len(orjson.dumps(item))
             if size > self._max_answer_bytes:
                 over = f"this task's answer of {size} bytes is over {self._max_answer_bytes}"
@@ -170,12 +185,14 @@ def _expire(answer: asyncio.Future[RunAnswer]) -> None:
         answer.set_exception(TimeoutError())
 
 
-def _answers(raw: bytes) -> list[Any]:
+def _answers(raw: bytes) -> tuple[list[Any], bool]:
+    """The answers of a batch, and whether one holds a value the strict parse refused;
+    the error of the whole batch when its body is not JSON or not a batch answer."""
     try:
-        doc = parse_answer(raw)
+        doc, suspect = parse_answers(raw)
     except BadAnswer as exc:
         raise protocol_error(STEP, f"response refused: {exc}", raw) from None
     answers = doc.get("answers") if isinstance(doc, dict) else None
     if not isinstance(answers, list):
         raise protocol_error(STEP, "response does not match the schema (answers: a list)", raw)
-    return answers
+    return answers, suspect

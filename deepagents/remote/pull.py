@@ -35,7 +35,13 @@ from pydantic import ValidationError
 
 from deepagents.errors import ConfigError, RemoteProtocolError
 from deepagents.remote import wire
-from deepagents.remote.answers import BadAnswer, SecretMask, parse_answer
+from deepagents.remote.answers import (
+    BadAnswer,
+    SecretMask,
+    parse_answer,
+    parse_answers,
+    refused_in,
+)
 from deepagents.remote.errors import ServiceDown, ServiceUnreachable, protocol_error
 
 log = logging.getLogger("deepagents.remote.pull")
@@ -163,9 +169,10 @@ class LeaseBoard:
             taken.append({**request, "lease": waiting.lease, "lease_ms": int(lease_s * 1000)})
         return taken
 
-    def complete(self, item: Any) -> dict[str, Any]:
+    def complete(self, item: Any, suspect: bool = False) -> dict[str, Any]:
         """The outcome of one answer (``CompleteOutcome``): accepted, or the problem; a
-        malformed answer of a held lease also fails that lease's task."""
+        malformed answer of a held lease also fails that lease's task (``suspect``: some
+        answer of the request holds a value the strict parse refused)."""
         lease = item.get("lease") if isinstance(item, dict) else None
         if not isinstance(lease, str):
             detail = "each answer needs its lease (a string)"
@@ -176,7 +183,7 @@ class LeaseBoard:
             if ended is None:
                 return _refused(lease, problem(404, "unknown lease", "no such lease here"))
             return _refused(lease, problem(409, "lease no longer held", f"the lease {ended}"))
-        answer = self._read(waiting, item)
+        answer = self._read(waiting, item, suspect)
         if isinstance(answer, RemoteProtocolError):
             waiting.answer.set_exception(answer)
             self._end(waiting, "ended: its answer was refused as a protocol error")
@@ -186,10 +193,13 @@ class LeaseBoard:
         return {"lease": lease, "accepted": True}
 
     def _read(
-        self, waiting: _Waiting, item: dict[str, Any]
+        self, waiting: _Waiting, item: dict[str, Any], suspect: bool
     ) -> wire.CompleteAnswer | RemoteProtocolError:
         """The answer, validated once with the worker's secrets masked; or why it is
         refused."""
+        why = refused_in(item) if suspect else None
+        if why is not None:
+            return protocol_error(wire.COMPLETE, f"the answer is refused: {why}")
         size = len(orjson.dumps(item))
         if size > self._max_answer_bytes:
             return protocol_error(
@@ -281,10 +291,12 @@ class PullServer:
 
     async def _complete(self, request: web.Request) -> web.Response:
         try:
-            body = wire.CompleteRequest.model_validate(parse_answer(await request.read()))
+            # A value the strict parse refuses fails the answer holding it, not the request.
+            doc, suspect = parse_answers(await request.read())
+            body = wire.CompleteRequest.model_validate(doc)
         except (BadAnswer, ValidationError) as exc:
             return _problem_answer(problem(400, "bad completion", _why(exc)))
-        outcomes = [self._board.complete(item) for item in body.answers]
+        outcomes = [self._board.complete(item, suspect) for item in body.answers]
         return web.Response(
             body=orjson.dumps({"outcomes": outcomes}), content_type="application/json"
         )
