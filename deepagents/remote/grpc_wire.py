@@ -85,10 +85,34 @@ def _channel(config: RemoteConfig) -> grpc.aio.Channel:
 
 def _request(step: str, body: dict[str, Any]) -> Message:
     """The JSON request as its message; absent values (``null``) stay unset."""
+    if step == "run_batch":
+        return pb.RunBatchRequest(
+            protocol=body["protocol"], runs=[_step_request(run) for run in body["runs"]]
+        )
+    if STEPS[step][1] is pb.StepRequest:
+        return _step_request(body)
     fields = _set(body)
     if isinstance(fields.get("runs"), list):  # a batch: each task's request likewise
         fields["runs"] = [_set(run) for run in fields["runs"]]
     return json_format.ParseDict(fields, STEPS[step][1](), ignore_unknown_fields=True)
+
+
+def _step_request(body: dict[str, Any]) -> pb.StepRequest:
+    """A step's request (``run``'s, each of a batch's) built field by field: what
+    ``ParseDict`` makes of it, at a fraction of its cost per task (its pure-Python walk of
+    the document was most of a gRPC task's cost in the worker)."""
+    task = body["task"]
+    message = pb.StepRequest(
+        protocol=body["protocol"],
+        task=pb.WireTask(id=task["id"], intent=task["intent"], tenant=task.get("tenant")),
+        attempt=body["attempt"],
+        time_left_ms=body.get("time_left_ms"),
+        traceparent=body.get("traceparent"),
+        idempotency_key=body["idempotency_key"],
+    )
+    message.task.payload.SetInParent()  # present even when empty, as ParseDict leaves it
+    message.task.payload.update(task["payload"])
+    return message
 
 
 def _set(body: dict[str, Any]) -> dict[str, Any]:

@@ -128,3 +128,40 @@ def test_the_generated_messages_are_the_protos(tmp_path: Path) -> None:
             f"deepagents/remote/rpc/{name} is not what docs/remote-agents.proto generates "
             "(regenerate it: deepagents/remote/rpc/__init__.py says how)"
         )
+
+
+@pytest.mark.parametrize("step", ["run", "can_handle", "run_batch"])
+def test_a_request_built_field_by_field_is_the_message_parse_dict_makes(step: str) -> None:
+    """The hot steps' requests are built directly, not through json_format: the bytes on
+    the wire are the same as ParseDict's of the same document, whatever the optional
+    fields and the payload's JSON types."""
+    from google.protobuf import json_format
+
+    from deepagents.remote.grpc_wire import STEPS, _request, _set
+
+    payloads = [{}, {"a": 1, "b": [1, 2.5, None, True, "x", {"c": {}}], "d": None, "e": False},
+                {"ü": "é", "big": 2**62, "neg": -3}]  # fmt: skip
+    runs = [
+        {
+            "protocol": 1,
+            "task": {"id": "t1", "intent": "risk_check", "payload": payload, "tenant": tenant},
+            "attempt": 2,
+            "traceparent": traceparent,
+            "idempotency_key": "t1:2",
+            "time_left_ms": left,
+        }
+        for payload in payloads
+        for tenant in (None, "acme")
+        for left in (None, 0, 123_456_789_012)
+        for traceparent in (None, "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01")
+    ]
+    documents = [{"protocol": 1, "runs": runs}] if step == "run_batch" else runs
+    for document in documents:
+        fields = _set(document)
+        if step == "run_batch":
+            fields["runs"] = [_set(run) for run in fields["runs"]]
+        expected = json_format.ParseDict(fields, STEPS[step][1](), ignore_unknown_fields=True)
+        built = _request(step, document)
+        assert built.SerializeToString(deterministic=True) == expected.SerializeToString(
+            deterministic=True
+        ), document
