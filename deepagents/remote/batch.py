@@ -31,6 +31,7 @@ from deepagents.remote.answers import (
     run_answers,
 )
 from deepagents.remote.errors import protocol_error
+from deepagents.remote.expiry import expire_after
 from deepagents.remote.wire import RunAnswer
 
 STEP = "run_batch"
@@ -73,9 +74,7 @@ class Batcher:
                 self._timer = loop.call_later(self._max_wait_s, self._flush)
             else:
                 self._timer = loop.call_soon(self._flush)
-        # A timer on the future rather than a timeout scope on the task: the same
-        # TimeoutError, at a fraction of the cost per task.
-        expiry = loop.call_later(timeout, _expire, answer)
+        expiry = expire_after(answer, timeout)
         try:
             return await answer
         finally:
@@ -178,11 +177,6 @@ class Batcher:
         while self._pending or self._in_flight:
             self._flush()
             await asyncio.gather(*self._in_flight, return_exceptions=True)
-
-
-def _expire(answer: asyncio.Future[RunAnswer]) -> None:
-    if not answer.done():
-        answer.set_exception(TimeoutError())
 
 
 def _answers(raw: bytes) -> tuple[list[Any], bool]:

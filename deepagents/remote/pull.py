@@ -21,6 +21,7 @@ any service; that call waits here for a puller to lease the task and then to com
 from __future__ import annotations
 
 import asyncio
+import base64
 import contextlib
 import hmac
 import logging
@@ -43,6 +44,7 @@ from deepagents.remote.answers import (
     refused_in,
 )
 from deepagents.remote.errors import ServiceDown, ServiceUnreachable, protocol_error
+from deepagents.remote.expiry import expire_after
 
 log = logging.getLogger("deepagents.remote.pull")
 _PROBLEM = "application/problem+json"
@@ -105,17 +107,23 @@ class LeaseBoard:
         self._queue.append(waiting)
         self._arrived.set()
         try:
+            # Timers on the futures (expiry.py): once one fires, no puller can lease the
+            # task or complete it any more.
+            expiry = expire_after(waiting.leased, timeout)
             try:
-                async with asyncio.timeout(timeout):
-                    lease_s = await asyncio.shield(waiting.leased)
+                lease_s = await waiting.leased
             except TimeoutError:
                 raise NotLeased(f"lease: no puller leased the task within {timeout:g} s") from None
+            finally:
+                expiry.cancel()
+            expiry = expire_after(waiting.answer, lease_s)
             try:
-                async with asyncio.timeout(lease_s):
-                    return await asyncio.shield(waiting.answer)
+                return await waiting.answer
             except TimeoutError:
                 why = f"lease: not completed within its lease of {lease_s:g} s (retried)"
                 raise LeaseExpired(why) from None
+            finally:
+                expiry.cancel()
         finally:
             if waiting.lease is None:
                 with contextlib.suppress(ValueError):
@@ -152,6 +160,8 @@ class LeaseBoard:
 
     def _take(self, most: int) -> list[dict[str, Any]]:
         taken: list[dict[str, Any]] = []
+        # The leases' ids, unguessable: one read of the system's random source per call.
+        ids = iter(_lease_ids(min(most, len(self._queue))))
         while self._queue and len(taken) < most:
             waiting = self._queue.popleft()
             if waiting.leased.done():  # its call gave up (deadline, cancel) before a lease
@@ -163,7 +173,7 @@ class LeaseBoard:
                 waited_ms = (asyncio.get_running_loop().time() - waiting.since) * 1000
                 request["time_left_ms"] = left_ms = max(0, int(left_ms - waited_ms))
                 lease_s = max(0.001, min(lease_s, left_ms / 1000))
-            waiting.lease = secrets.token_urlsafe(16)
+            waiting.lease = next(ids)
             self._leases[waiting.lease] = waiting
             waiting.leased.set_result(lease_s)
             taken.append({**request, "lease": waiting.lease, "lease_ms": int(lease_s * 1000)})
@@ -178,6 +188,9 @@ class LeaseBoard:
             detail = "each answer needs its lease (a string)"
             return _refused(None, problem(400, "answer without a lease", detail))
         waiting = self._leases.get(lease)
+        if waiting is not None and waiting.answer.done():  # its lease ran out just now
+            self._end(waiting, "ran out: the worker took the task back and retries it")
+            waiting = None
         if waiting is None:
             ended = self._ended.get(lease)
             if ended is None:
@@ -222,6 +235,15 @@ class LeaseBoard:
         end with it and are redelivered, so their leases end too)."""
         self._closed = True
         self._arrived.set()
+
+
+def _lease_ids(n: int) -> list[str]:
+    """``n`` ids as ``secrets.token_urlsafe(16)`` makes them, from one read."""
+    raw = secrets.token_bytes(16 * n)
+    return [
+        base64.urlsafe_b64encode(raw[i : i + 16]).rstrip(b"=").decode()
+        for i in range(0, 16 * n, 16)
+    ]
 
 
 def _refused(lease: str | None, doc: dict[str, Any]) -> dict[str, Any]:
