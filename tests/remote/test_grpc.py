@@ -4,12 +4,14 @@ retried and opens the fleet's circuit, and the generated messages are the ``.pro
 
 from __future__ import annotations
 
+import math
 import subprocess
 import sys
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
+import orjson
 import pytest
 from redis.asyncio import Redis
 
@@ -165,3 +167,50 @@ def test_a_request_built_field_by_field_is_the_message_parse_dict_makes(step: st
         assert built.SerializeToString(deterministic=True) == expected.SerializeToString(
             deterministic=True
         ), document
+
+
+def test_a_one_call_answer_read_field_by_field_is_the_document_message_to_json_gives() -> None:
+    """run's and run_batch's answers are read without json_format: the document is the one
+    MessageToJson gives of the same message (set and unset optional fields, nested output,
+    non-finite metrics), and an output holding NaN is refused as MessageToJson refuses it."""
+    import json
+
+    from google.protobuf import json_format
+    from google.protobuf.message import Message
+
+    from deepagents.remote.grpc_wire import _answer_doc
+    from deepagents.remote.rpc import remote_agents_pb2 as pb
+
+    def reference(message: Message) -> object:
+        return json.loads(
+            json_format.MessageToJson(
+                message,
+                preserving_proto_field_name=True,
+                always_print_fields_with_no_presence=True,
+                indent=None,
+            )
+        )
+
+    full = pb.WireResult(status="partial", degraded=True, error=pb.WireError(code="x", message="m"))
+    full.metrics.update({"a": 1.0, "b": 2.5, "nan": math.nan, "inf": math.inf, "-inf": -math.inf})
+    full.output.struct_value.update({"n": 1, "s": "é", "l": [1, None, True, {"d": []}], "z": None})
+    empty = pb.WireResult(status="success")
+    empty.output.struct_value.SetInParent()
+    answers = [
+        pb.RunAnswer(id="a", result=full),
+        pb.RunAnswer(id="b", result=empty),
+        pb.RunAnswer(id="c", result=pb.WireResult(status="failed")),  # no output
+        pb.RunAnswer(id="d", can_handle=False),
+        pb.RunAnswer(id="e", problem=pb.Problem(type="about:blank", status=422, detail="no")),
+        pb.RunAnswer(id="f", problem=pb.Problem()),
+    ]
+    batch = pb.RunBatchResponse(answers=answers)
+    assert orjson.loads(orjson.dumps(_answer_doc(batch))) == reference(batch)
+    for one in (pb.RunResponse(result=full), pb.RunResponse(can_handle=False), pb.RunResponse()):
+        assert orjson.loads(orjson.dumps(_answer_doc(one))) == reference(one)
+    bad = pb.RunResponse(result=pb.WireResult(status="success"))
+    bad.result.output.number_value = math.nan
+    with pytest.raises(json_format.SerializeToJsonError, match="NaN"):
+        reference(bad)
+    with pytest.raises(json_format.SerializeToJsonError, match="NaN"):
+        _answer_doc(bad)
