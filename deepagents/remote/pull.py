@@ -21,7 +21,6 @@ any service; that call waits here for a puller to lease the task and then to com
 from __future__ import annotations
 
 import asyncio
-import base64
 import contextlib
 import hmac
 import logging
@@ -160,8 +159,6 @@ class LeaseBoard:
 
     def _take(self, most: int) -> list[dict[str, Any]]:
         taken: list[dict[str, Any]] = []
-        # The leases' ids, unguessable: one read of the system's random source per call.
-        ids = iter(_lease_ids(min(most, len(self._queue))))
         while self._queue and len(taken) < most:
             waiting = self._queue.popleft()
             if waiting.leased.done():  # its call gave up (deadline, cancel) before a lease
@@ -173,7 +170,7 @@ class LeaseBoard:
                 waited_ms = (asyncio.get_running_loop().time() - waiting.since) * 1000
                 request["time_left_ms"] = left_ms = max(0, int(left_ms - waited_ms))
                 lease_s = max(0.001, min(lease_s, left_ms / 1000))
-            waiting.lease = next(ids)
+            waiting.lease = secrets.token_urlsafe(16)
             self._leases[waiting.lease] = waiting
             waiting.leased.set_result(lease_s)
             taken.append({**request, "lease": waiting.lease, "lease_ms": int(lease_s * 1000)})
@@ -235,15 +232,6 @@ class LeaseBoard:
         end with it and are redelivered, so their leases end too)."""
         self._closed = True
         self._arrived.set()
-
-
-def _lease_ids(n: int) -> list[str]:
-    """``n`` ids as ``secrets.token_urlsafe(16)`` makes them, from one read."""
-    raw = secrets.token_bytes(16 * n)
-    return [
-        base64.urlsafe_b64encode(raw[i : i + 16]).rstrip(b"=").decode()
-        for i in range(0, 16 * n, 16)
-    ]
 
 
 def _refused(lease: str | None, doc: dict[str, Any]) -> dict[str, Any]:
