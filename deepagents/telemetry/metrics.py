@@ -353,7 +353,9 @@ class FleetMetrics:
         self.length = Gauge("deepagents_stream_length", "Entries in the stream", sl, registry=r)
         self.fair_queue = Gauge(
             "deepagents_stream_fair_queue",
-            "A fair tier's tasks still waiting in its fair queue, ahead of the stream", sl,
+            "A fair tier's tasks still waiting in its fair queue (and, with a per-key cap, "
+            "for a slot), ahead of the stream",
+            sl,
             registry=r,
         )  # fmt: skip
         self.pending = Gauge(

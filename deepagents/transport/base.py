@@ -337,7 +337,8 @@ class StreamStats:
     lag: int | None = None
     dead_letters: int = 0
     delayed: int = 0
-    # A fair tier's tasks still in its fair queue (not in the stream's length yet).
+    # A fair tier's tasks still in its fair queue or, with a per-key cap, held for a slot
+    # (not in the stream's length yet).
     fair: int = 0
 
 
