@@ -1010,3 +1010,12 @@ async def test_a_capped_key_s_task_into_an_idle_stream_waits_if_its_key_is_at_th
     await _run_to_end(backend, "c1", "a0", taken["a0"])
     (entry,) = await asyncio.wait_for(reading, timeout=10)
     assert orjson.loads((entry.fields or {})[b"task"])["task_id"] == "a1"
+
+
+async def test_tasks_held_at_a_cap_go_in_first_once_the_cap_is_gone(backend: Backend) -> None:
+    await _capped(backend, [(f"a{i}", "A") for i in range(4)], cap=1)
+    assert list(await _read_capped(backend, 10, cap=1)) == ["a0"]  # a1-a3 held
+    await _fair(backend, [("b0", "B", 1.0), ("b1", "B", 1.0)])  # b0 straight in
+    # The tier's cap removed (a new config): the held tasks, then the fair queue's.
+    assert await _read_fair(backend, 3) == ["b0", "a1", "a2"]
+    assert await _read_fair(backend, 10) == ["a3", "b1"]

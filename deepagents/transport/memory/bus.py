@@ -206,12 +206,22 @@ class MemoryBus(MemoryWaiting, MemoryChildren):
         heapq.heappush(self.state.fair.setdefault(stream.keys.fair(stream.tier), []), (tag, member))
 
     def _release_fair(self, stream: StreamRef, count: int) -> None:
-        """The release script: the fair queue's first ``count`` into the stream."""
+        """The release script: the fair queue's first ``count`` into the stream; first the
+        tasks held for a slot while the tier had a per-key cap, if any."""
+        target = self.state.stream(stream.name)
+        held = self._held(stream)
+        for key in sorted(held, key=lambda k: f"{len(k.encode())}:{k}".encode()):
+            tasks = held[key]
+            while tasks and count:
+                m = orjson.loads(tasks.popleft())
+                target.add(entry_fields(m["task"].encode(), 1, m["enq"], m["reply"]))
+                count -= 1
+            if not tasks:
+                del held[key]
         queue = self.state.fair.get(stream.keys.fair(stream.tier))
-        if not queue:
+        if not queue or not count:
             return
         clock = self.state.fair_clock.setdefault(stream.keys.fair_clock(stream.tier), {})
-        target = self.state.stream(stream.name)
         for _ in range(min(count, len(queue))):
             tag, member = heapq.heappop(queue)
             m = orjson.loads(member)

@@ -429,10 +429,11 @@ class RedisStreamBus(RedisWaiting, RedisChildren):
         command = (
             "EVALSHA",
             self.scripts.release.sha,
-            3,
+            4,
             stream.name,
             keys.fair(stream.tier),
             keys.fair_clock(stream.tier),
+            keys.fair_held(stream.tier),
             group,
             consumer,
             now_ms(),

@@ -6,10 +6,26 @@
 -- A key whose last queued task leaves loses its finish time: coming back, it starts at
 -- the clock (no credit for time away).
 -- A member is '<enq ms> <#reply> <#key> <reply><key><task json>' (the enqueue script's).
--- KEYS[1] tier stream, KEYS[2] fair queue, KEYS[3] fair clock
+-- KEYS[1] tier stream, KEYS[2] fair queue, KEYS[3] fair clock, KEYS[4] held set
 -- ARGV[1] group, [2] consumer, [3] now ms, [4] count
 -- Returns XREADGROUP's reply (nil when nothing is new)
-local popped = redis.call('ZPOPMIN', KEYS[2], ARGV[4])
+-- Tasks held for a slot while the tier had a per-key cap (release_capped.lua) go first,
+-- once the cap is gone: their turns came before the fair queue's.
+local count = tonumber(ARGV[4])
+if redis.call('EXISTS', KEYS[4]) == 1 then
+  local held = redis.call('ZRANGE', KEYS[4], 0, count - 1)
+  for _, m in ipairs(held) do
+    local klen, at = string.match(m, '^(%d+):()')
+    local member = string.sub(m, at + klen + 15)
+    local enq, rlen, mklen, mat = string.match(member, '^(%d+) (%d+) (%d+) ()')
+    local kat = mat + rlen
+    redis.call('XADD', KEYS[1], '*', 'task', string.sub(member, kat + mklen), 'attempt', 1,
+               'enq', enq, 'reply', string.sub(member, mat, kat - 1))
+  end
+  if #held > 0 then redis.call('ZREM', KEYS[4], unpack(held)) end
+  count = count - #held
+end
+local popped = count > 0 and redis.call('ZPOPMIN', KEYS[2], count) or {}
 if #popped > 0 then
   local clock
   local left = {}  -- key -> the last finish time moved of it
