@@ -1,7 +1,7 @@
 """Liveness, apart from the visibility timeout: each worker writes its registry heartbeat
 every ``liveness_ms`` and watches its peers'. A peer whose heartbeat has not moved for
 ``dead_after_ms`` (a few missed beats) is dead: the entries it holds on this worker's
-streams are made claimable at once (``MessageBus.expose``) and this worker's readers
+streams are made claimable at once (``TaskQueue.expose``) and this worker's readers
 reclaim them on their next turn, through the ordinary reclaim. A task in flight on a
 killed worker resumes in seconds, not after the visibility timeout.
 
@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from deepagents.contract.agent import AgentContract
 from deepagents.errors import TransportError
 from deepagents.store.base import Registry
-from deepagents.transport.base import MessageBus, StreamRef
+from deepagents.transport.base import StreamRef, TaskQueue
 
 log = logging.getLogger("deepagents.worker")
 # Peers' heartbeats are read this many times per beat: one HGETALL each, and a death is
@@ -77,7 +77,7 @@ class Liveness:
         *,
         agent: AgentContract,
         consumer: str,
-        bus: MessageBus,
+        bus: TaskQueue,
         registry: Registry,
         streams: Sequence[StreamRef],
         visibility_timeout_ms: int,

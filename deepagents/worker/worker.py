@@ -27,7 +27,7 @@ from deepagents.config.schema import AgentSettings, FileConfig
 from deepagents.config.settings import Settings
 from deepagents.contract.agent import AgentContract
 from deepagents.contract.codec import encode_result
-from deepagents.contract.events import audit_event, encode_events
+from deepagents.contract.events import AuditEvent
 from deepagents.contract.result import ErrorCode, Result
 from deepagents.contract.task import utcnow
 from deepagents.errors import GroupVanished, TransportError
@@ -626,16 +626,16 @@ class Worker:
         result = Result.failed(
             ErrorCode.DEAD_LETTERED, reason, task_id=task_id, agent=self.name, finished_at=utcnow()
         )
-        events = b""
+        events = []
         if self.settings.outbox:
-            event = audit_event(
+            event = AuditEvent.of(
                 "dead_lettered",
                 task_id,
                 agent=self.name,
                 reason=ErrorCode.DECODE_ERROR,
                 error=error,
             )
-            events = encode_events([event])
+            events.append(event)
         status = await self.bus.end_damaged(keys, task_id, encode_result(result), events)
         if status == "ok":
             log.warning(
