@@ -11,9 +11,8 @@ from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from contextvars import ContextVar
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
-from deepagents.agentkit.chain import Chain
-from deepagents.agentkit.middleware import AgentMiddleware
 from deepagents.config.middleware import (
     ApprovalConfig,
     ContextBudgetConfig,
@@ -26,13 +25,18 @@ from deepagents.config.middleware import (
 from deepagents.config.schema import FileConfig
 from deepagents.errors import ConfigError
 
+if TYPE_CHECKING:
+    from deepagents.agentkit.chain import Chain
+    from deepagents.agentkit.middleware import AgentMiddleware
+
 
 @dataclass(frozen=True, slots=True)
 class AgentChain:
-    """The chain every run of one agent goes through, and the agent's name."""
+    """The chain every run of one agent goes through (None: the agent has no middleware),
+    and the agent's name."""
 
     agent: str
-    chain: Chain
+    chain: Chain | None
 
 
 _current: ContextVar[AgentChain | None] = ContextVar("deepagents_agent_chain", default=None)
@@ -71,8 +75,14 @@ def build_middleware(entry: MiddlewareEntry) -> AgentMiddleware:
 def agent_chain(agent: object, name: str, config: FileConfig | None) -> AgentChain:
     """``agent``'s chain: its YAML entries, then its class's ``middleware``."""
     entry = config.agents.get(name) if config is not None else None
-    built = [build_middleware(e) for e in entry.middleware] if entry is not None else []
     code: Sequence[AgentMiddleware] = getattr(agent, "middleware", ())
+    if not code and (entry is None or not entry.middleware):
+        # Nothing to chain: the chain's modules (and the tools' they load) stay unloaded,
+        # which keeps them off the start of a worker whose agent has no middleware.
+        return AgentChain(name, None)
+    from deepagents.agentkit.chain import Chain
+
+    built = [build_middleware(e) for e in entry.middleware] if entry is not None else []
     try:
         chain = Chain([*built, *code])
     except ConfigError as exc:

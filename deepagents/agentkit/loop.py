@@ -68,7 +68,7 @@ async def run_tools(
         raise ValueError("max_turns must be >= 1")
     configured = current_agent_chain()
     chain = Chain(middleware)
-    if configured is not None:
+    if configured is not None and configured.chain is not None:
         chain = configured.chain + chain if middleware else configured.chain
     by_name = {tool.definition.name: tool for tool in tools}
     if len(by_name) != len(tools):

@@ -15,7 +15,6 @@ from deepagents._internal.redis_server import EmbeddedRedis
 from deepagents.compose import redis_client as redis_client  # the commands open clients here
 from deepagents.config import FileConfig, Settings, load_settings, load_settings_config
 from deepagents.errors import ConfigError, DeepAgentsError
-from deepagents.orchestrator.routing import agent_specs
 
 if TYPE_CHECKING:
     from rich.console import Console
@@ -42,6 +41,9 @@ class Runtime:
     def check_agents(self) -> None:
         """Import every agent class the file names, so a bad ``class:`` fails now, with the
         file and the field, rather than inside a server's start-up."""
+        # Here, not at the top: the worker's command shares this module and never routes.
+        from deepagents.orchestrator.routing import agent_specs
+
         try:
             agent_specs(self.config)
         except ConfigError as exc:

@@ -91,12 +91,15 @@ def main(argv: Sequence[str] | None = None) -> int:
     # nothing: 2% of the instructions of `deepagents worker --help` (callgrind, paired; in
     # docs/benchmarks.md). Collected as usual once the command runs.
     gc.disable()
+    hidden = _hide_otel_metrics_from_redis()
     try:
         args = build_parser(chosen_command(argv) or "").parse_args(argv)
         from deepagents.cli.common import report
         from deepagents.errors import DeepAgentsError
         from deepagents.telemetry.logs import configure_logging
     finally:
+        if hidden and sys.modules.get(OTEL_METRICS_SDK, _ABSENT) is None:
+            del sys.modules[OTEL_METRICS_SDK]
         gc.enable()
 
     # JSON lines unless stderr is a terminal (DEEPAGENTS_LOG_FORMAT overrides).
@@ -117,6 +120,24 @@ def _without_httpx_cli() -> None:
     ``deepagents`` process never runs httpx's command line."""
     if "httpx" not in sys.modules:
         sys.modules.setdefault("httpx._main", None)  # type: ignore[arg-type]
+
+
+OTEL_METRICS_SDK = "opentelemetry.sdk.metrics"
+_ABSENT = object()
+
+
+def _hide_otel_metrics_from_redis() -> bool:
+    """While the command's modules load, make redis-py 8 believe the OpenTelemetry metrics
+    SDK is not installed: it imports the SDK at import time, when it is installed, for
+    metrics of its own that stay off unless configured through ``redis.observability``,
+    which deepagents never does (its metrics are Prometheus'). That import is about 86
+    million instructions, some 6% of a worker's start (docs/benchmarks.md). The SDK is
+    importable again as soon as the command's modules are loaded. Nothing is hidden when
+    redis-py or the SDK were imported before (``main`` called in a process that has them)."""
+    if "redis" in sys.modules or OTEL_METRICS_SDK in sys.modules:
+        return False
+    sys.modules[OTEL_METRICS_SDK] = None  # type: ignore[assignment]
+    return True
 
 
 def _log_settings() -> tuple[str, list[str]]:

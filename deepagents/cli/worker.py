@@ -30,14 +30,18 @@ from deepagents.config.placement import Placement, parse_placement
 from deepagents.contract.agent import AgentContract
 from deepagents.contract.loading import load_agent_class
 from deepagents.errors import ConfigError, DeepAgentsError
-from deepagents.orchestrator import Orchestrator, submitter
-from deepagents.telemetry.core import configure
+from deepagents.telemetry.core import Telemetry, configure
 from deepagents.telemetry.serve import serve_metrics, stop_server
 from deepagents.worker import Worker
 from deepagents.worker.probes import WorkerProbes
 
 if TYPE_CHECKING:
+    from collections.abc import Callable
+
+    from deepagents.contract import Result, Task
+    from deepagents.orchestrator import Orchestrator
     from deepagents.remote import RemoteAgent
+    from deepagents.transport.base import ChildEnded
 
 log = logging.getLogger("deepagents.cli")
 ORPHAN_CHECK_S = 1.0  # how often a forked worker checks that its supervisor still runs
@@ -265,8 +269,8 @@ def serve_process(plan: Plan, fork: Fork | None = None) -> int:
             agent = await _new_agent(cls, client, settings.prefix)
             # Unanswered questions with on_timeout="escalate" are submitted through it, and
             # child tasks (ctx.delegate), whose ends it carries to their parents.
-            escalations = Orchestrator.from_client(
-                client, config=plan.config, settings=settings, telemetry=telemetry
+            escalations = _Submitting(
+                lambda: _orchestrator(client, plan.config, settings, telemetry)
             )
             worker = Worker.from_client(
                 agent,
@@ -276,7 +280,7 @@ def serve_process(plan: Plan, fork: Fork | None = None) -> int:
                 concurrency=plan.concurrency,
                 telemetry=telemetry,
                 placement=plan.placement,
-                escalate=submitter(escalations),
+                escalate=escalations.submit,
                 parentage=escalations,
             )
             probes.worker = worker
@@ -314,6 +318,41 @@ def serve_process(plan: Plan, fork: Fork | None = None) -> int:
         if server is not None:
             stop_server(server)
     return 0
+
+
+def _orchestrator(
+    client: compose.RedisClient, config: FileConfig, settings: Settings, telemetry: Telemetry
+) -> Orchestrator:
+    from deepagents.orchestrator import Orchestrator
+
+    return Orchestrator.from_client(client, config=config, settings=settings, telemetry=telemetry)
+
+
+class _Submitting:
+    """The worker's orchestrator, built when the agent first submits through it (a child
+    task, an escalation): a worker whose agent never does starts without the orchestrator's
+    modules, some 30 ms of its start."""
+
+    def __init__(self, build: Callable[[], Orchestrator]) -> None:
+        self._build = build
+        self._orchestrator: Orchestrator | None = None
+
+    def _get(self) -> Orchestrator:
+        if self._orchestrator is None:
+            self._orchestrator = self._build()
+        return self._orchestrator
+
+    async def submit(self, task: Task) -> str:
+        return (await self._get().submit(task)).task_id
+
+    async def submit_child(self, child: Task) -> None:
+        await self._get().submit_child(child)
+
+    async def child_result(self, task_id: str) -> Result | None:
+        return await self._get().child_result(task_id)
+
+    async def child_ended(self, parent_id: str, child_id: str, result_json: bytes) -> ChildEnded:
+        return await self._get().child_ended(parent_id, child_id, result_json)
 
 
 async def _forked(worker: Worker, fork: Fork) -> None:

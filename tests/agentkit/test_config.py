@@ -33,10 +33,19 @@ def test_built_ins_by_name_with_their_settings() -> None:
         )
     )
     chain = agent_chain(object(), "shop", config).chain
+    assert chain is not None
     kinds = [type(m) for m in chain.middleware]
     assert kinds == [Approval, Guardrail, LoopDetection, ContextBudget]
     loops = chain.middleware[2]
     assert isinstance(loops, LoopDetection) and (loops.repeats, loops.window) == (4, 20)
+
+
+def test_an_agent_without_middleware_has_no_chain() -> None:
+    """Nothing in the YAML or the class: no chain is built (its modules stay unloaded on
+    the worker's start), and the tool loop runs the call's own middleware only."""
+    config = parse_config("agents:\n  shop: {class: 'tests.agentkit.agents:ToolAgent'}\n")
+    assert agent_chain(object(), "shop", config).chain is None
+    assert agent_chain(object(), "shop", None).chain is None
 
 
 @pytest.mark.parametrize(

@@ -181,5 +181,36 @@ async def test_a_worker_runs_its_first_task_without_forbidden_modules(
         procs.close()
     modules = set(listing.read_text().split())
     assert {"deepagents.worker.worker", "deepagents.modelcall.calls", "httpx"} <= modules
-    # aiohttp: remote agents only
-    assert offenders(modules, (*ANYWHERE, *MEMORY_BACKEND, "aiohttp")) == []
+    # aiohttp: remote agents only; the orchestrator: built when the agent first delegates
+    # or escalates (EchoAgent never does; the start checks the config's classes with
+    # ``routing`` alone); the metrics SDK: redis-py's own metrics (see the next test)
+    late = (
+        "aiohttp",
+        "deepagents.orchestrator.orchestrator",
+        "deepagents.orchestrator.submit",
+        "opentelemetry.sdk.metrics",
+    )
+    assert offenders(modules, (*ANYWHERE, *MEMORY_BACKEND, *late)) == []
+
+
+def test_the_metrics_sdk_is_hidden_from_redis_only_while_the_command_loads() -> None:
+    """redis-py's import of the OpenTelemetry metrics SDK (for metrics it keeps off) is
+    skipped while a command's modules load; after that, the SDK imports as usual."""
+    code = (
+        "import sys\n"
+        "from deepagents.cli.main import main\n"
+        "try:\n"
+        "    main(['worker', '--help'])\n"
+        "except SystemExit:\n"
+        "    pass\n"
+        "import redis.observability.providers as p\n"
+        "assert 'redis' in sys.modules and not p.OTEL_AVAILABLE\n"
+        "from opentelemetry.sdk.metrics import MeterProvider\n"
+        "print(MeterProvider.__name__)\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", code], cwd=REPO, env=clean_env(), capture_output=True,
+        text=True, timeout=60, check=False,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert done.stdout.split()[-1] == "MeterProvider"
