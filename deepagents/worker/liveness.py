@@ -18,6 +18,7 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
+from deepagents.config.schema import AgentSettings
 from deepagents.contract.agent import AgentContract
 from deepagents.errors import TransportError
 from deepagents.store.base import Registry
@@ -80,17 +81,16 @@ class Liveness:
         bus: TaskQueue,
         registry: Registry,
         streams: Sequence[StreamRef],
-        visibility_timeout_ms: int,
-        liveness_ms: int,
-        dead_after_ms: int,
+        settings: AgentSettings,
         wake: Callable[[StreamRef], None],
         reached: Callable[[], None],
     ) -> None:
         self.agent, self.consumer, self.bus, self.registry = agent, consumer, bus, registry
         self.streams = streams
-        self.visibility_timeout_ms = visibility_timeout_ms
-        self.interval_s = liveness_ms / 1000
-        self.watch = PeerWatch(consumer, dead_after_ms / 1000)
+        # A dead peer's entries become claimable as if their visibility timeout had passed.
+        self.visibility_timeout_ms = settings.visibility_timeout_ms
+        self.interval_s = settings.liveness_ms / 1000
+        self.watch = PeerWatch(consumer, settings.dead_after_ms / 1000)
         self.wake, self.reached = wake, reached
 
     async def run(self, stopping: Callable[[], bool]) -> None:

@@ -468,7 +468,6 @@ class Worker:
 
     def _liveness(self, registry: Registry) -> Liveness:
         """Its registry heartbeat, and its dead peers' entries reclaimed (liveness.py)."""
-        settings = self.agent_settings
 
         def reached() -> None:
             self._reached_at = time.monotonic()
@@ -479,9 +478,7 @@ class Worker:
             bus=self.bus,
             registry=registry,
             streams=self.streams,
-            visibility_timeout_ms=settings.visibility_timeout_ms,
-            liveness_ms=settings.liveness_ms,
-            dead_after_ms=settings.dead_after_ms,
+            settings=self.agent_settings,
             wake=lambda ref: self._reclaim_now.add(ref.name),
             reached=reached,
         )
