@@ -9,8 +9,6 @@ from __future__ import annotations
 from datetime import UTC, datetime
 from typing import Any, NamedTuple
 
-import orjson
-
 from deepagents._internal.ids import uuid7_str
 
 EVENT_TYPES = frozenset(
@@ -107,56 +105,6 @@ class AuditEvent(NamedTuple):
         if self.context is not None:
             head.update(self.context.fields)
         return head
-
-
-class Started(NamedTuple):
-    """A delivery's ``started`` event, without its delivery count (the bus adds it as it
-    counts the delivery). Its own record, as ``Ended``: every task has one, and the outbox
-    encoder writes these two from their fields directly (``transport/outbox.py``)."""
-
-    event_id: str
-    task_id: str
-    ts: datetime
-    queue_ms: int
-    context: EventContext
-
-    def as_object(self) -> dict[str, Any]:
-        return {
-            "event_id": self.event_id,
-            "type": "started",
-            "task_id": self.task_id,
-            "ts": self.ts,
-            "queue_ms": self.queue_ms,
-            **self.context.fields,
-        }
-
-
-class Ended(NamedTuple):
-    """A delivery's terminal event (succeeded, failed, expired, dropped) with its Result's
-    JSON: the one every committed task has."""
-
-    event_id: str
-    type: str
-    task_id: str
-    ts: datetime
-    result_json: bytes
-    deliveries: int
-    context: EventContext
-
-    def as_object(self) -> dict[str, Any]:
-        return {
-            "event_id": self.event_id,
-            "type": self.type,
-            "task_id": self.task_id,
-            "ts": self.ts,
-            "result": orjson.Fragment(self.result_json),
-            **self.context.fields,
-            "deliveries": self.deliveries,
-        }
-
-
-# What a commit writes: the events its run added, then its terminal one.
-Event = AuditEvent | Ended
 
 
 def audit_event(kind: str, task_id: str | None, **fields: Any) -> dict[str, Any]:

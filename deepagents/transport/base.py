@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import NamedTuple, Protocol
 
-from deepagents.contract.events import AuditEvent, Event, Started
+from deepagents.contract.events import AuditEvent
 from deepagents.transport.keys import ShardKeys
 from deepagents.transport.states import (
     AnswerStatus,
@@ -125,7 +125,7 @@ class BeginItem(NamedTuple):
     attempt: int
     # The ``started`` audit event (None: none), without its delivery count: the bus adds
     # the count as it counts the delivery.
-    started: Started | None = None
+    started: AuditEvent | None = None
 
 
 class Begun(NamedTuple):
@@ -146,7 +146,7 @@ class CommitItem(NamedTuple):
     task_id: str
     result_json: bytes
     reply: str = ""
-    events: Sequence[Event] = ()
+    events: Sequence[AuditEvent] = ()
 
 
 @dataclass(frozen=True, slots=True)

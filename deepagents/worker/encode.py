@@ -14,7 +14,7 @@ from pydantic_core import to_jsonable_python
 from deepagents._internal.ids import uuid7_str
 from deepagents.contract.agent import AgentContract
 from deepagents.contract.codec import Envelope
-from deepagents.contract.events import AuditEvent, Ended, Event, EventContext, Started
+from deepagents.contract.events import AuditEvent, EventContext
 from deepagents.contract.result import NO_METRICS, Result
 from deepagents.errors import InvalidResult
 from deepagents.transport.base import StreamRef
@@ -108,10 +108,12 @@ class Encoder:
         return EventContext(context)
 
     @staticmethod
-    def started_event(task_id: str, context: EventContext, now: datetime, queue_ms: int) -> Started:
+    def started_event(
+        task_id: str, context: EventContext, now: datetime, queue_ms: int
+    ) -> AuditEvent:
         """The ``started`` event, without its delivery count: the bus adds it as it counts
         the delivery. ``now`` is the batch's start time."""
-        return Started(uuid7_str(), task_id, now, queue_ms, context)
+        return AuditEvent("started", task_id, now, {"queue_ms": queue_ms}, uuid7_str(), context)
 
     def commit_events(
         self,
@@ -120,12 +122,12 @@ class Encoder:
         result_json: bytes,
         extra: list[AuditEvent],
         now: datetime,
-    ) -> list[Event]:
+    ) -> list[AuditEvent]:
         """The terminal event of one task (at ``now``, its result's finished_at), after any
         the run added (model calls, overdue)."""
+        fields = {"result": orjson.Fragment(result_json), "deliveries": flight.deliveries}
         task_id, context = flight.envelope.task.task_id, self._shared(flight)
-        ended = Ended(uuid7_str(), kind, task_id, now, result_json, flight.deliveries, context)
-        return [*extra, ended]
+        return [*extra, AuditEvent(kind, task_id, now, fields, uuid7_str(), context)]
 
 
 def _since_first(flight: InFlight, queue_ms: int, now: datetime) -> tuple[float, int]:

@@ -9,9 +9,7 @@ import asyncio
 
 import orjson
 
-from deepagents._internal.ids import uuid7_str
-from deepagents.contract.events import AuditEvent, Ended, EventContext, Started
-from deepagents.contract.task import utcnow
+from deepagents.contract.events import AuditEvent
 from deepagents.transport.base import (
     RECLAIM_START,
     BeginItem,
@@ -166,14 +164,14 @@ async def test_the_outbox_holds_one_entry_per_step_that_wrote_events(backend: Ba
     assert status == "ok"
     assert await backend.bus.outbox_lengths([keys]) == [1]
     await _take(backend, "c1")
-    started = Started(uuid7_str(), "t1", utcnow(), 3, EventContext({"agent": AGENT}))
+    started = AuditEvent.of("started", "t1", agent=AGENT, queue_ms=3)
     (begun,) = await backend.bus.begin(
         backend.ref(), AGENT, "c1", [BeginItem(entry_id, "t1", 1, started)], fresh=True
     )
     assert begun.status == "ok"
     model_call = AuditEvent.of("model_call", "t1", model=awkward)
-    shared = EventContext({"agent": AGENT, "consumer": awkward})
-    finished = Ended(uuid7_str(), "succeeded", "t1", utcnow(), b'{"status":"success"}', 1, shared)
+    result = orjson.Fragment(b'{"status":"success"}')  # a result, encoded already
+    finished = AuditEvent.of("succeeded", "t1", result=result, deliveries=1)
     item = CommitItem(entry_id, "t1", b"{}", events=[model_call, finished])
     assert await backend.bus.commit(backend.ref(), AGENT, "c1", [item]) == ["ok"]
     other = backend.keys.shard(AGENT, 1)
@@ -181,14 +179,14 @@ async def test_the_outbox_holds_one_entry_per_step_that_wrote_events(backend: Ba
     assert backend.outbox is not None
     written = [orjson.loads(events) for events in await backend.outbox(keys)]
 
-    def read(event: AuditEvent | Started | Ended, **more: object) -> dict[str, object]:
+    def read(event: AuditEvent, **more: object) -> dict[str, object]:
         as_read: dict[str, object] = orjson.loads(orjson.dumps(event.as_object()))
         return {**as_read, **more}
 
     assert written == [
         [read(submitted)],
         [read(started, deliveries=1)],
-        [read(model_call), read(finished)],
+        [read(model_call), read(finished, result={"status": "success"})],
     ]
 
 

@@ -6,9 +6,7 @@ from __future__ import annotations
 import orjson
 from redis.asyncio import Redis
 
-from deepagents._internal.ids import uuid7_str
-from deepagents.contract.events import EventContext, Started
-from deepagents.contract.task import utcnow
+from deepagents.contract.events import AuditEvent
 from deepagents.transport.base import BeginItem, Begun, CommitItem, StreamRef
 from deepagents.transport.keys import Keys
 from deepagents.transport.redis_streams.bus import RedisStreamBus
@@ -78,9 +76,9 @@ async def test_fresh_begin_of_a_finished_task_is_a_duplicate(client: Redis, pref
     await bus.aclose()
 
 
-def _started(task_id: str) -> Started:
+def _started(task_id: str) -> AuditEvent:
     """A started event as the worker passes it: without its delivery count."""
-    return Started(uuid7_str(), task_id, utcnow(), 0, EventContext({"agent": "echo"}))
+    return AuditEvent.of("started", task_id)
 
 
 async def _outbox(client: Redis, ref: StreamRef) -> list[dict[str, object]]:

@@ -10,12 +10,12 @@ import orjson
 
 from deepagents.contract import Result, Task
 from deepagents.contract.codec import Envelope
-from deepagents.contract.events import AuditEvent, Ended, EventContext, Started, audit_event
+from deepagents.contract.events import AuditEvent, EventContext, audit_event
 from deepagents.contract.result import ResultMetrics
 from deepagents.contract.task import utcnow
 from deepagents.transport.base import StreamRef
 from deepagents.transport.keys import Keys
-from deepagents.transport.outbox import close_started, encode_events, open_started
+from deepagents.transport.outbox import encode_events, open_started
 from deepagents.worker.encode import Encoder
 from deepagents.worker.flight import InFlight
 
@@ -149,22 +149,16 @@ def test_the_submitted_event_is_the_one_audit_event_builds() -> None:
 
 
 def test_the_outbox_encoder_writes_each_event_as_its_object() -> None:
-    """The started and terminal events are written from their fields, the delivery's shared
-    fields encoded once and pasted into both: each reads back as its object."""
-    shared = EventContext({"agent": AWKWARD, "shard": 3, "tenant": AWKWARD})
-    now = utcnow()
-    started = Started("0190-a", AWKWARD, now, 7, shared)
-    ended = Ended("0190-b", "failed", AWKWARD, now, b'{"text":"\\u00e9"}', 2, shared)
-    rare = AuditEvent.of("retried", AWKWARD, context=shared, reason=AWKWARD)
-    bare = AuditEvent.of("payload_lost", None, context=EventContext({}), entry="1-1")
-
-    def object_of(event: AuditEvent | Started | Ended) -> dict[str, Any]:
-        loaded: dict[str, Any] = orjson.loads(orjson.dumps(event.as_object()))
-        return loaded
-
-    begun = orjson.loads(close_started(open_started(started), 4))
-    assert begun == {**object_of(started), "deliveries": 4}
-    assert shared.encoded is not None  # once, for the events after it
-    written = orjson.loads(encode_events([rare, ended, bare]))
-    assert written == [object_of(rare), object_of(ended), object_of(bare)]
-    assert written[1]["result"] == {"text": "é"} and written[1]["tenant"] == AWKWARD
+    """The shared fields are encoded once and pasted into each event of the delivery: the
+    JSON read back is the event's object, with a context of fields, of none, or without."""
+    shared = EventContext({"agent": AWKWARD, "shard": 3})
+    events = [
+        AuditEvent.of("model_call", "t1", context=shared, model=AWKWARD),
+        AuditEvent.of("retried", "t1", context=shared),  # no fields of its own
+        AuditEvent.of("succeeded", "t1", context=EventContext({}), result=orjson.Fragment(b"{}")),
+        AuditEvent.of("payload_lost", None, entry="1-1"),
+    ]
+    expected = orjson.loads(orjson.dumps([event.as_object() for event in events]))
+    assert orjson.loads(encode_events(events)) == expected
+    assert expected[0]["agent"] == AWKWARD and expected[1]["shard"] == 3
+    assert shared.encoded is not None  # encoded once, for both its events

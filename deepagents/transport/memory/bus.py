@@ -15,7 +15,7 @@ from typing import NamedTuple
 
 import orjson
 
-from deepagents.contract.events import AuditEvent, Event
+from deepagents.contract.events import AuditEvent
 from deepagents.errors import GroupVanished, NotReplicated
 from deepagents.transport.base import (
     Admitted,
@@ -43,7 +43,7 @@ from deepagents.transport.memory.children import CHILD_WAIT_FIELDS, MemoryChildr
 from deepagents.transport.memory.replies import MemoryReplies, MemoryReplyListener
 from deepagents.transport.memory.state import Fields, Group, State, Stream, parse_id
 from deepagents.transport.memory.waiting import WAIT_FIELDS, MemoryWaiting, drop_wait
-from deepagents.transport.outbox import close_started, encode_events, open_started
+from deepagents.transport.outbox import encode_events
 from deepagents.transport.states import TERMINAL, Cancelled, Enqueued, Outcome, Replayed, TaskState
 
 _b = str.encode
@@ -242,7 +242,7 @@ class MemoryBus(MemoryWaiting, MemoryChildren):
             self.state.expire(key, ttl_s)
         return 0
 
-    def _outbox(self, keys: ShardKeys, events: Sequence[Event]) -> None:
+    def _outbox(self, keys: ShardKeys, events: Sequence[AuditEvent]) -> None:
         if events:
             self.state.stream(keys.outbox).add({b"events": encode_events(events)})
 
@@ -337,7 +337,7 @@ class MemoryBus(MemoryWaiting, MemoryChildren):
         fresh: bool = False,
     ) -> list[Begun]:
         found, held = self._group(stream, group)
-        at, out, started = str(now_ms()), [], []
+        at, out, events = str(now_ms()), [], []
         for item in items:
             owner = held.owner(item.entry_id)
             if not fresh and owner != consumer:
@@ -357,8 +357,9 @@ class MemoryBus(MemoryWaiting, MemoryChildren):
                 started_ms=at,
                 deliveries=str(n),
             )
-            if item.started is not None:  # as the begin script completes it
-                started.append(close_started(open_started(item.started), n))
+            if item.started is not None:  # the count the begin script appends
+                started = item.started
+                events.append(started._replace(fields={**started.fields, "deliveries": n}))
             first = task.get("first_ms")
             if first is None:
                 task["first_ms"] = at
@@ -374,8 +375,7 @@ class MemoryBus(MemoryWaiting, MemoryChildren):
                     spent_cost_usd=float(task.get("spent_cost", "0")),
                 )
             )
-        if started:  # one outbox entry for the batch, as the begin script writes
-            self.state.stream(stream.keys.outbox).add({b"events": b"[%s]" % b",".join(started)})
+        self._outbox(stream.keys, events)
         return out
 
     async def commit(
@@ -395,7 +395,7 @@ class MemoryBus(MemoryWaiting, MemoryChildren):
     ) -> list[Outcome]:
         found, held = self._group(stream, group)
         out: list[Outcome] = []
-        events: list[Event] = []
+        events: list[AuditEvent] = []
         for item in items:
             key = stream.keys.task(item.task_id)
             task = self.state.hash(key) or {}
