@@ -43,42 +43,22 @@ EVENT_TYPES = frozenset(
 )
 
 
-class EventContext:
-    """The fields every audit event of one delivery shares (agent, tier, shard, consumer,
-    attempt, ...): made once per delivery and named by each of its events, rather than
-    copied into each. ``encoded`` is the outbox encoder's, which encodes them once."""
-
-    __slots__ = ("encoded", "fields")
-
-    def __init__(self, fields: dict[str, Any]) -> None:
-        self.fields = fields
-        self.encoded: bytes | None = None
-
-
 class AuditEvent(NamedTuple):
     """One audit event, as the runtime hands it to the bus: the transport encodes it
     (``transport/outbox.py``) to the JSON object ``as_object`` gives. ``fields`` are the
     ones its type carries, JSON values (an ``orjson.Fragment`` for JSON already encoded,
-    such as a result); ``ts`` is a datetime (UTC) or its ISO text; ``context`` the fields
-    it shares with its delivery's other events. A NamedTuple, as the bus's other per-task
-    records: a delivery builds two or more."""
+    such as a result); ``ts`` is a datetime (UTC) or its ISO text. A NamedTuple, as the
+    bus's other per-task records: a delivery builds two or more."""
 
     type: str
     task_id: str | None
     ts: datetime | str
     fields: dict[str, Any]
     event_id: str
-    context: EventContext | None = None
 
     @classmethod
     def of(
-        cls,
-        kind: str,
-        task_id: str | None,
-        *,
-        ts: datetime | str | None = None,
-        context: EventContext | None = None,
-        **fields: Any,
+        cls, kind: str, task_id: str | None, *, ts: datetime | str | None = None, **fields: Any
     ) -> AuditEvent:
         """A new event (its own id), at ``ts`` or now; the fields set to None left out."""
         if kind not in EVENT_TYPES:
@@ -89,22 +69,17 @@ class AuditEvent(NamedTuple):
             ts if ts is not None else datetime.now(UTC),
             {k: v for k, v in fields.items() if v is not None},
             uuid7_str(),
-            context,
         )
 
     def as_object(self) -> dict[str, Any]:
-        """The event's JSON object: its id, type, task and time, its fields, then the
-        fields it shares with its delivery's other events."""
-        head = {
+        """The event's JSON object: its id, type, task and time, then its fields."""
+        return {
             "event_id": self.event_id,
             "type": self.type,
             "task_id": self.task_id,
             "ts": self.ts,
             **self.fields,
         }
-        if self.context is not None:
-            head.update(self.context.fields)
-        return head
 
 
 def audit_event(kind: str, task_id: str | None, **fields: Any) -> dict[str, Any]:

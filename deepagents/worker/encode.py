@@ -14,7 +14,7 @@ from pydantic_core import to_jsonable_python
 from deepagents._internal.ids import uuid7_str
 from deepagents.contract.agent import AgentContract
 from deepagents.contract.codec import Envelope
-from deepagents.contract.events import AuditEvent, EventContext
+from deepagents.contract.events import AuditEvent
 from deepagents.contract.result import NO_METRICS, Result
 from deepagents.errors import InvalidResult
 from deepagents.transport.base import StreamRef
@@ -77,17 +77,17 @@ class Encoder:
         return AuditEvent.of(
             kind,
             flight.envelope.task.task_id,
-            context=self._shared(flight),
+            **self._shared(flight),
             deliveries=flight.deliveries,
             **fields,
         )
 
-    def _shared(self, flight: InFlight) -> EventContext:
+    def _shared(self, flight: InFlight) -> dict[str, Any]:
         if flight.context is None:
             flight.context = self.context(flight.stream, flight.envelope)
         return flight.context
 
-    def context(self, ref: StreamRef, envelope: Envelope) -> EventContext:
+    def context(self, ref: StreamRef, envelope: Envelope) -> dict[str, Any]:
         """Every event's fields of this delivery but its task id and delivery count: made
         once per delivery, shared by its events."""
         task = envelope.task
@@ -105,15 +105,15 @@ class Encoder:
             context["tenant"] = task.tenant
         if task.traceparent is not None:
             context["traceparent"] = task.traceparent
-        return EventContext(context)
+        return context
 
     @staticmethod
     def started_event(
-        task_id: str, context: EventContext, now: datetime, queue_ms: int
+        task_id: str, context: dict[str, Any], now: datetime, queue_ms: int
     ) -> AuditEvent:
         """The ``started`` event, without its delivery count: the bus adds it as it counts
         the delivery. ``now`` is the batch's start time."""
-        return AuditEvent("started", task_id, now, {"queue_ms": queue_ms}, uuid7_str(), context)
+        return AuditEvent("started", task_id, now, {"queue_ms": queue_ms, **context}, uuid7_str())
 
     def commit_events(
         self,
@@ -125,9 +125,12 @@ class Encoder:
     ) -> list[AuditEvent]:
         """The terminal event of one task (at ``now``, its result's finished_at), after any
         the run added (model calls, overdue)."""
-        fields = {"result": orjson.Fragment(result_json), "deliveries": flight.deliveries}
-        task_id, context = flight.envelope.task.task_id, self._shared(flight)
-        return [*extra, AuditEvent(kind, task_id, now, fields, uuid7_str(), context)]
+        fields = {
+            "result": orjson.Fragment(result_json),
+            **self._shared(flight),
+            "deliveries": flight.deliveries,
+        }
+        return [*extra, AuditEvent(kind, flight.envelope.task.task_id, now, fields, uuid7_str())]
 
 
 def _since_first(flight: InFlight, queue_ms: int, now: datetime) -> tuple[float, int]:

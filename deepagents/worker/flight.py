@@ -15,9 +15,9 @@ import asyncio
 import enum
 from dataclasses import dataclass, field
 from datetime import datetime
+from typing import Any
 
 from deepagents.contract.codec import Envelope
-from deepagents.contract.events import EventContext
 from deepagents.contract.task import utcnow
 from deepagents.errors import DeepAgentsError
 from deepagents.transport.base import StreamRef
@@ -59,7 +59,7 @@ class InFlight:
     state: FlightState = FlightState.BEGUN
     started_at: datetime = field(default_factory=utcnow)
     # The fields its audit events share (``encode.py``), once one was built.
-    context: EventContext | None = None
+    context: dict[str, Any] | None = None
     # Enqueue to begin: the wait its started event and its Result report.
     queue_ms: int = 0
     # A suspect's, run with no other delivery beside it (``quarantine.py``): set when the

@@ -363,12 +363,7 @@ class Outcomes:
         task_id, reply = salvaged if salvaged is not None else (None, "")
         result_json = b"" if task_id is None else self._failed_json(task_id, reason, error)
         kind = "payload_lost" if reason == ErrorCode.PAYLOAD_LOST else "dead_lettered"
-        fields: dict[str, Any] = {
-            "agent": self.agent.name,
-            "entry": entry_id,
-            "reason": reason,
-            "error": error,
-        }
+        fields = {"agent": self.agent.name, "entry": entry_id, "reason": reason, "error": error}
         events, unbound = (
             [AuditEvent.of(kind, task_id, **fields)],
             [AuditEvent.of(kind, None, **fields)],

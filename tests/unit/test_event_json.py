@@ -10,7 +10,7 @@ import orjson
 
 from deepagents.contract import Result, Task
 from deepagents.contract.codec import Envelope
-from deepagents.contract.events import AuditEvent, EventContext, audit_event
+from deepagents.contract.events import AuditEvent, audit_event
 from deepagents.contract.result import ResultMetrics
 from deepagents.contract.task import utcnow
 from deepagents.transport.base import StreamRef
@@ -146,19 +146,3 @@ def test_the_submitted_event_is_the_one_audit_event_builds() -> None:
         assert fast.pop("event_id") != built.pop("event_id")
         assert fast.pop("ts") == "2026-01-01T00:00:00+00:00" and built.pop("ts")
         assert fast == built
-
-
-def test_the_outbox_encoder_writes_each_event_as_its_object() -> None:
-    """The shared fields are encoded once and pasted into each event of the delivery: the
-    JSON read back is the event's object, with a context of fields, of none, or without."""
-    shared = EventContext({"agent": AWKWARD, "shard": 3})
-    events = [
-        AuditEvent.of("model_call", "t1", context=shared, model=AWKWARD),
-        AuditEvent.of("retried", "t1", context=shared),  # no fields of its own
-        AuditEvent.of("succeeded", "t1", context=EventContext({}), result=orjson.Fragment(b"{}")),
-        AuditEvent.of("payload_lost", None, entry="1-1"),
-    ]
-    expected = orjson.loads(orjson.dumps([event.as_object() for event in events]))
-    assert orjson.loads(encode_events(events)) == expected
-    assert expected[0]["agent"] == AWKWARD and expected[1]["shard"] == 3
-    assert shared.encoded is not None  # encoded once, for both its events
