@@ -4,6 +4,7 @@ two HTTP clients' POSTs per second.
 
     .venv/bin/python loadtests/bench_remote.py --calls 2000 [--breaker] [--methods run]
     .venv/bin/python loadtests/bench_remote.py --clients --calls 3000 --runs 3
+    .venv/bin/python loadtests/bench_remote.py --path --tasks 20000 --concurrency 1000 --runs 3
     .venv/bin/python loadtests/bench_remote.py --drain --tasks 2000 --runs 5 \
         --max-connections 8 [--transport grpc] [--methods execute|run|run_batch] \
         [--batch 32 --batch-wait-ms 0 --batch-requests 2 --concurrency 100] \
@@ -36,6 +37,11 @@ whole contract; ``run_batch``: tasks share requests, up to ``--batch`` per reque
 two alternate within each run
 (paired: the machine's load drifts alike for both); prints a JSON line per run and the
 medians.
+
+``--path``: the remote path alone, without the worker around it: ``--tasks`` tasks through
+``AgentRunner`` and ``RemoteAgent`` (the fleet's breaker in front, on Redis) against the
+Node agent implementing ``run_batch`` alone, ``--concurrency`` at a time, after the start-up
+heap is frozen as a worker's is; prints the process's CPU µs per task (``--runs`` times).
 
 ``--clients``: ``--calls`` POSTs of the execute request to the Node agent, through httpx's
 ``AsyncClient`` and through aiohttp's ``ClientSession``, at 1, 8 and 32 in flight, the two
@@ -193,6 +199,51 @@ async def clients(url: str, calls: int, runs: int) -> dict[str, float]:
                 rate = await post(url, body, calls, in_flight)
                 rates.setdefault(f"{name}_{in_flight}_per_s", []).append(rate)
     return {k: round(statistics.median(v)) for k, v in rates.items()}
+
+
+async def path_cpu(url: str, redis_url: str, n: int, concurrency: int, batch: int) -> float:
+    """CPU µs per task of the remote path alone (``--path``)."""
+    import contextvars
+    from concurrent.futures import ThreadPoolExecutor
+
+    from deepagents._internal.heap import freeze_startup_heap
+    from deepagents.worker.agent_calls import AgentRunner
+
+    remote = {"url": url, "batch": {"max_tasks": batch, "max_wait_ms": 0, "max_requests": 2}}
+    entry = FileConfig.model_validate(
+        {"agents": {"bench": {"intents": ["risk_check"], "remote": remote}}}
+    ).agents["bench"]
+    redis = connect(redis_url)
+    prefix = f"benchpath-{os.getpid()}"
+    agent = remote_agent_class("bench", entry)(redis=redis, prefix=prefix)
+    await agent.introduce()
+    runner = AgentRunner(agent, ThreadPoolExecutor(2))
+    loop = asyncio.get_running_loop()
+
+    async def one(task: Task) -> None:
+        assert (await runner.run(task)).ok
+
+    async def lanes(tasks: list[Task]) -> None:
+        queue = iter(tasks)
+
+        async def lane() -> None:
+            for task in queue:  # each task in its own asyncio task, as a worker runs it
+                await loop.create_task(one(task), context=contextvars.copy_context())
+
+        await asyncio.gather(*(lane() for _ in range(concurrency)))
+
+    await lanes([Task(intent="risk_check", payload={"i": i}) for i in range(2000)])  # warm
+    tasks = [Task(intent="risk_check", payload={"i": i}) for i in range(n)]
+    freeze_startup_heap()
+    start = time.process_time()
+    await lanes(tasks)
+    cpu = time.process_time() - start
+    await agent.aclose()
+    keys = [k async for k in redis.scan_iter(match=f"{prefix}:*")]
+    if keys:
+        await redis.delete(*keys)
+    await redis.aclose()
+    return cpu * 1e6 / n
 
 
 DRAIN_CONFIG = """
@@ -388,6 +439,7 @@ def main() -> None:
     parser.add_argument("--calls", type=int, default=2000)
     parser.add_argument("--drain", action="store_true", help="the drain benchmark instead")
     parser.add_argument("--clients", action="store_true", help="httpx against aiohttp")
+    parser.add_argument("--path", action="store_true", help="the remote path's CPU per task")
     parser.add_argument(
         "--methods",
         default="",
@@ -438,6 +490,20 @@ def main() -> None:
                 )
             ).decode()
         )
+        return
+    if args.path:
+        import uvloop
+
+        proc, url = start_node("noop", "run_batch")
+        try:
+            for _ in range(args.runs):
+                us = uvloop.run(
+                    path_cpu(url, args.redis_url, args.tasks, args.concurrency, args.batch)
+                )
+                print(orjson.dumps({"tasks": args.tasks, "cpu_us_per_task": round(us, 1)}).decode())
+        finally:
+            proc.kill()
+            proc.wait(10)
         return
     if args.clients:
         proc, url = start_node()

@@ -28,11 +28,18 @@ from pydantic import BaseModel, ValidationError
 from deepagents._internal.extras import require_extra
 from deepagents.config.schema import AgentEntry, RemoteConfig
 from deepagents.contract.agent import AgentContract, current_attempt
-from deepagents.contract.result import ErrorCode, ErrorInfo, Result, ResultMetrics, ResultStatus
+from deepagents.contract.result import (
+    NO_METRICS,
+    ErrorCode,
+    ErrorInfo,
+    Result,
+    ResultMetrics,
+    ResultStatus,
+)
 from deepagents.contract.task import Task, utcnow
 from deepagents.errors import ConfigError, RetryableError
 from deepagents.remote import wire
-from deepagents.remote.answers import BadAnswer, SecretMask, parse_answer
+from deepagents.remote.answers import BadAnswer, SecretMask, parse_answer, validated
 from deepagents.remote.batch import Batcher
 from deepagents.remote.circuit import FleetCircuit
 from deepagents.remote.errors import (
@@ -56,8 +63,21 @@ R = TypeVar("R", bound=BaseModel)
 _JSON = "application/json"
 _ALL_METHODS = frozenset(wire.STEPS)
 INTRODUCE_S = 5.0  # the longest a worker's start waits for the service's health answer
-# The request envelope of the task this delivery runs: post_process is given no task.
-_envelope: ContextVar[dict[str, Any]] = ContextVar("deepagents_remote_envelope")
+
+
+class _Delivery:
+    """What the calls of one delivery share (post_process is given no task): the task, the
+    request fields of every call, and whether one call does the whole contract."""
+
+    __slots__ = ("fields", "task", "whole")
+
+    def __init__(self, task: Task, fields: dict[str, Any]) -> None:
+        self.task = task
+        self.fields = fields
+        self.whole = False
+
+
+_delivery: ContextVar[_Delivery] = ContextVar("deepagents_remote_delivery")
 
 
 def _ssl_context(config: RemoteConfig) -> ssl.SSLContext | bool:
@@ -101,10 +121,11 @@ class RemoteAgent(AgentContract):
         self._puller: PullServer | None = None
         secret = [v for v in _headers(config).values() if v != _JSON]
         if config.pull is not None:
-            self._board, self._puller = _pull_side(config)
             secret.append(_pull_token(config))
         # What the worker sends that a service must not hand back to a tenant.
         self._mask = SecretMask(secret)
+        if config.pull is not None:
+            self._board, self._puller = _pull_side(config, self._mask)
         # Calls wait here, not in the connection pool, so the worker's deadline bounds the
         # wait and the pool never holds a long queue.
         self._slots = asyncio.Semaphore(config.max_connections)
@@ -130,6 +151,7 @@ class RemoteAgent(AgentContract):
             max_wait_s=batch.max_wait_ms / 1000,
             max_answer_bytes=config.max_response_bytes,
             max_requests=batch.max_requests,
+            mask=self._mask,
         )
 
     async def aclose(self) -> None:
@@ -147,7 +169,8 @@ class RemoteAgent(AgentContract):
     async def can_handle(self, task: Task) -> bool:
         if self.intents and task.intent not in self.intents:
             return False
-        envelope = {
+        attempt = current_attempt.get()
+        fields = {
             "protocol": wire.PROTOCOL_VERSION,
             "task": {
                 "id": task.task_id,
@@ -155,14 +178,17 @@ class RemoteAgent(AgentContract):
                 "payload": task.payload,
                 "tenant": task.tenant,
             },
-            "attempt": current_attempt.get(),
+            "attempt": attempt,
             "traceparent": task.traceparent,
-            "idempotency_key": f"{task.task_id}:{current_attempt.get()}",
+            "idempotency_key": f"{task.task_id}:{attempt}",
         }
-        _envelope.set(envelope)
-        methods = await self._implemented()
+        delivery = _Delivery(task, fields)
+        _delivery.set(delivery)
+        methods = self._methods
+        if methods is None:
+            methods = await self._implemented()
         if wire.RUN in methods or wire.RUN_BATCH in methods:
-            envelope["_run"] = True  # one call, in execute, does the whole contract
+            delivery.whole = True  # one call, in execute, does the whole contract
             return True
         if "can_handle" not in methods:
             return True  # its intents routed it here: that is all a service without it asks
@@ -170,14 +196,14 @@ class RemoteAgent(AgentContract):
         return answer.can_handle
 
     async def prepare_context(self, task: Task) -> dict[str, Any]:
-        if _envelope.get().get("_run") or "prepare_context" not in await self._implemented():
+        if _delivery.get().whole or "prepare_context" not in await self._implemented():
             return {"task": task, "remote": {}}
         answer = await self._call(task, "prepare_context", {}, wire.PrepareContextResponse)
         return {"task": task, "remote": answer.context}
 
     async def execute(self, context: dict[str, Any]) -> Result:
         task: Task = context["task"]
-        if _envelope.get().get("_run"):
+        if _delivery.get().whole:
             return await self._run(task)
         body = {"context": context["remote"]}
         answer = await self._call(task, "execute", body, wire.ExecuteResponse)
@@ -192,9 +218,10 @@ class RemoteAgent(AgentContract):
         return _result(answer.result)
 
     async def post_process(self, result: Result) -> Result | dict[str, Any]:
-        if _envelope.get().get("_run") or "post_process" not in await self._implemented():
+        delivery = _delivery.get()
+        if delivery.whole or "post_process" not in await self._implemented():
             return {}
-        task: Task = _envelope.get()["_task"]
+        task = delivery.task
         sent = {
             "status": result.status.value,
             "output": result.output,
@@ -304,8 +331,6 @@ class RemoteAgent(AgentContract):
         return timeout, by_deadline, left_ms
 
     async def _call(self, task: Task, step: str, extra: dict[str, Any], model: type[R]) -> R:
-        envelope = _envelope.get()
-        envelope["_task"] = task
         timeout, by_deadline, left_ms = self._call_timeout(task)
         try:
             if self._circuit is None:
@@ -337,14 +362,13 @@ class RemoteAgent(AgentContract):
         by_deadline: bool,
         left_ms: int | None,
     ) -> R:
-        envelope = _envelope.get()
-        fields = {k: v for k, v in envelope.items() if not k.startswith("_")}
+        fields = _delivery.get().fields
         document = {**fields, "time_left_ms": left_ms, **extra}
-        headers = {"idempotency-key": envelope["idempotency_key"]}
         if self._board is not None:
             return await self._pulled(document, model, timeout, by_deadline)
         if step == wire.RUN and self._batched():
             return await self._shared(document, model, timeout, by_deadline)
+        headers = {"idempotency-key": fields["idempotency_key"]}
         if task.traceparent is not None:
             headers["traceparent"] = task.traceparent
         if left_ms is not None:
@@ -374,7 +398,7 @@ class RemoteAgent(AgentContract):
             if by_deadline:
                 raise TimeoutError("run: the task's deadline passed during the call") from exc
             raise ServiceDown(f"run: no answer within {timeout:g} s") from exc
-        return self._answered(wire.RUN_BATCH, item, model)
+        return self._answered(item, model)
 
     async def _pulled(
         self, document: dict[str, Any], model: type[R], timeout: float, by_deadline: bool
@@ -390,14 +414,17 @@ class RemoteAgent(AgentContract):
             if by_deadline:
                 raise TimeoutError("run: the task's deadline passed during the lease") from None
             raise
-        return self._answered(wire.COMPLETE, item, model)
+        return self._answered(item, model)
 
-    def _answered(self, step: str, item: Any, model: type[R]) -> R:
-        answer = _validated_doc(step, wire.RunAnswer, item, self._mask)
+    def _answered(self, answer: wire.RunAnswer, model: type[R]) -> R:
+        """A batch's or a puller's answer of this task (validated, its secrets masked), as
+        ``run`` would have answered it."""
         if answer.problem is not None:
             problem = answer.problem
             body = orjson.dumps(problem.model_dump(exclude_none=True))
             raise status_error(wire.RUN, problem.status or 500, None, body, self._mask.text)
+        if isinstance(answer, model):  # a RunAnswer is a RunResponse: no second validation
+            return answer
         return model.model_validate(answer.model_dump(include={"can_handle", "result"}))
 
     async def _send_batch(self, runs: list[dict[str, Any]]) -> bytes:
@@ -448,23 +475,7 @@ def _validated(step: str, model: type[R], raw: bytes, mask: SecretMask) -> R:
         doc = parse_answer(raw)
     except BadAnswer as exc:
         raise protocol_error(step, f"response refused: {exc}", raw, mask.text) from None
-    return _validated_doc(step, model, doc, mask, raw)
-
-
-def _validated_doc(
-    step: str, model: type[R], doc: Any, mask: SecretMask, raw: bytes | None = None
-) -> R:
-    """A parsed answer as ``model``, the worker's secrets masked in its strings."""
-    doc = mask.tree(doc)
-    try:
-        return model.model_validate(doc)
-    except ValidationError as exc:
-        where = "; ".join(
-            f"{'.'.join(map(str, e['loc'])) or 'body'}: {e['type']}" for e in exc.errors()[:3]
-        )
-        why = f"response does not match the schema ({where})"
-        shown = raw if raw is not None else orjson.dumps(doc)
-        raise protocol_error(step, why, shown, mask.text) from exc
+    return validated(step, model, doc, mask, raw)
 
 
 def _pull_token(config: RemoteConfig) -> str:
@@ -476,7 +487,7 @@ def _pull_token(config: RemoteConfig) -> str:
     return token
 
 
-def _pull_side(config: RemoteConfig) -> tuple[LeaseBoard, PullServer]:
+def _pull_side(config: RemoteConfig, mask: SecretMask) -> tuple[LeaseBoard, PullServer]:
     """The lease board and the HTTP endpoint of a pull-mode agent (aiohttp's server:
     imported only then)."""
     from deepagents.remote.pull import LeaseBoard, PullServer
@@ -487,6 +498,7 @@ def _pull_side(config: RemoteConfig) -> tuple[LeaseBoard, PullServer]:
         lease_s=pull.lease_s,
         max_wait_s=pull.max_wait_ms / 1000,
         max_answer_bytes=config.max_response_bytes,
+        mask=mask,
     )
     # A completion may carry one answer's worth per task a lease handed out.
     max_body = config.max_response_bytes * 64
@@ -521,7 +533,7 @@ def _result(answer: wire.WireResult) -> Result:
         output=answer.output,
         error=error,
         degraded=answer.degraded,
-        metrics=ResultMetrics.model_validate(answer.metrics) if answer.metrics else ResultMetrics(),
+        metrics=ResultMetrics.model_validate(answer.metrics) if answer.metrics else NO_METRICS,
     )
 
 

@@ -15,11 +15,19 @@ from __future__ import annotations
 
 import json
 import math
-from collections.abc import Iterable
-from typing import Any, NoReturn
+from collections.abc import Callable, Iterable
+from typing import Any, NoReturn, TypeVar
 
-from deepagents.errors import DeepAgentsError, ErrorCode
-from deepagents.remote.errors import REDACTED
+import orjson
+from pydantic import BaseModel, TypeAdapter, ValidationError
+
+from deepagents.errors import DeepAgentsError, ErrorCode, RemoteProtocolError
+from deepagents.remote import wire
+from deepagents.remote.errors import REDACTED, protocol_error
+
+R = TypeVar("R", bound=BaseModel)
+# A batch's answers in one validation: one pass over the list, not one call per answer.
+_RUN_ANSWERS = TypeAdapter(list[wire.RunAnswer])
 
 _INT_MIN, _INT_MAX = -(2**63), 2**64 - 1  # what orjson encodes
 # A header value shorter than this is not masked: it would mask ordinary words.
@@ -45,6 +53,60 @@ def parse_answer(raw: bytes) -> Any:
         raise BadAnswer("the answer is nested too deeply") from None
     except (ValueError, UnicodeDecodeError) as exc:
         raise BadAnswer(f"not JSON ({str(exc)[:100]})") from None
+
+
+class Refused:
+    """A value the strict parse refuses (a non-finite number, an integer outside 64 bits),
+    left in its place by ``parse_answers``: the answer that holds it fails alone."""
+
+    __slots__ = ("why",)
+
+    def __init__(self, why: str) -> None:
+        self.why = why
+
+
+def parse_answers(raw: bytes) -> tuple[Any, bool]:
+    """As ``parse_answer``, but for a body of several answers: a value ``parse_answer``
+    refuses becomes a ``Refused`` in its place, so that only the answer holding it fails
+    (``refused_in``); and whether there is one. Invalid JSON still fails the whole body."""
+    found: list[Refused] = []
+
+    def refuse(read: Callable[[str], Any]) -> Callable[[str], Any]:
+        def hook(text: str) -> Any:
+            try:
+                return read(text)
+            except BadAnswer as exc:
+                found.append(Refused(str(exc)))
+                return found[-1]
+
+        return hook
+
+    try:
+        doc = json.loads(
+            raw,
+            parse_constant=refuse(_no_constant),
+            parse_int=refuse(_int),
+            parse_float=refuse(_finite_float),
+        )
+    except RecursionError:
+        raise BadAnswer("the answer is nested too deeply") from None
+    except (ValueError, UnicodeDecodeError) as exc:
+        raise BadAnswer(f"not JSON ({str(exc)[:100]})") from None
+    return doc, bool(found)
+
+
+def refused_in(value: Any) -> str | None:
+    """Why the first ``Refused`` value in ``value`` (parsed JSON) was refused; None if none."""
+    if isinstance(value, Refused):
+        return value.why
+    if isinstance(value, dict):
+        value = list(value.values())
+    if isinstance(value, list):
+        for item in value:
+            why = refused_in(item)
+            if why is not None:
+                return why
+    return None
 
 
 def _no_constant(name: str) -> NoReturn:
@@ -96,3 +158,38 @@ class SecretMask:
         if isinstance(value, dict):
             return {self.text(k): self.tree(v) for k, v in value.items()}
         return value
+
+
+def validated(step: str, model: type[R], doc: Any, mask: SecretMask, raw: bytes | None = None) -> R:
+    """A parsed answer as ``model``, the worker's secrets masked in its strings;
+    ``RemoteProtocolError`` saying where it does not match the schema."""
+    doc = mask.tree(doc)
+    try:
+        return model.model_validate(doc)
+    except ValidationError as exc:
+        where = "; ".join(
+            f"{'.'.join(map(str, e['loc'])) or 'body'}: {e['type']}" for e in exc.errors()[:3]
+        )
+        why = f"response does not match the schema ({where})"
+        shown = raw if raw is not None else orjson.dumps(doc)
+        raise protocol_error(step, why, shown, mask.text) from exc
+
+
+def run_answers(
+    step: str, items: list[dict[str, Any]], mask: SecretMask
+) -> list[wire.RunAnswer | RemoteProtocolError]:
+    """Each of a batch's answers as a ``RunAnswer``, or the protocol error of its task: all
+    in one validation when they all match the schema, else each read on its own, so that
+    a malformed answer fails its task only."""
+    docs = [mask.tree(item) for item in items] if mask.secrets else items
+    try:
+        return list(_RUN_ANSWERS.validate_python(docs))
+    except ValidationError:
+        pass
+    read: list[wire.RunAnswer | RemoteProtocolError] = []
+    for doc in docs:
+        try:
+            read.append(validated(step, wire.RunAnswer, doc, mask))
+        except RemoteProtocolError as exc:
+            read.append(exc)
+    return read

@@ -23,8 +23,16 @@ from typing import Any
 
 import orjson
 
-from deepagents.remote.answers import BadAnswer, parse_answer
+from deepagents.remote.answers import (
+    BadAnswer,
+    SecretMask,
+    parse_answers,
+    refused_in,
+    run_answers,
+)
 from deepagents.remote.errors import protocol_error
+from deepagents.remote.expiry import expire_after
+from deepagents.remote.wire import RunAnswer
 
 STEP = "run_batch"
 # Sends one batch (the requests of its tasks) and hands back the answer's body, or raises
@@ -41,20 +49,23 @@ class Batcher:
         max_wait_s: float,
         max_answer_bytes: int,
         max_requests: int,
+        mask: SecretMask,
     ) -> None:
         self._send = send
+        self._mask = mask
         self._max_tasks = max_tasks
         self._max_requests = max_requests
         self._max_wait_s = max_wait_s
         self._max_answer_bytes = max_answer_bytes
-        self._pending: list[tuple[dict[str, Any], asyncio.Future[dict[str, Any]]]] = []
+        self._pending: list[tuple[dict[str, Any], asyncio.Future[RunAnswer]]] = []
         self._timer: asyncio.TimerHandle | asyncio.Handle | None = None
         self._in_flight: set[asyncio.Task[None]] = set()
 
-    async def run(self, request: dict[str, Any], timeout: float) -> dict[str, Any]:
-        """This task's answer (a JSON object, not validated yet), within ``timeout``."""
+    async def run(self, request: dict[str, Any], timeout: float) -> RunAnswer:
+        """This task's answer (its secrets masked), within ``timeout``; the protocol error
+        of this task, or the error of the whole batch, otherwise."""
         loop = asyncio.get_running_loop()
-        answer: asyncio.Future[dict[str, Any]] = loop.create_future()
+        answer: asyncio.Future[RunAnswer] = loop.create_future()
         self._pending.append((request, answer))
         if len(self._pending) >= self._max_tasks:
             self._flush()
@@ -63,10 +74,11 @@ class Batcher:
                 self._timer = loop.call_later(self._max_wait_s, self._flush)
             else:
                 self._timer = loop.call_soon(self._flush)
+        expiry = expire_after(answer, timeout)
         try:
-            async with asyncio.timeout(timeout):
-                return await asyncio.shield(answer)
+            return await answer
         finally:
+            expiry.cancel()
             # Given up (a timeout, a cancelled task): nobody reads the answer any more.
             answer.cancel()
 
@@ -88,12 +100,12 @@ class Batcher:
             self._flush()
 
     async def _round_trip(
-        self, batch: list[tuple[dict[str, Any], asyncio.Future[dict[str, Any]]]]
+        self, batch: list[tuple[dict[str, Any], asyncio.Future[RunAnswer]]]
     ) -> None:
         waiting = {request["task"]["id"]: answer for request, answer in batch}
         try:
             raw = await self._send([request for request, _ in batch])
-            answers = _answers(raw)
+            answers, suspect = _answers(raw)
         except Exception as exc:
             for answer in waiting.values():
                 if not answer.done():
@@ -103,7 +115,7 @@ class Batcher:
             for answer in waiting.values():
                 answer.cancel()
             raise
-        for task_id, outcome in self._sorted(answers, set(waiting)):
+        for task_id, outcome in self._outcomes(answers, set(waiting), suspect).items():
             answer = waiting.pop(task_id)
             if answer.done():
                 continue
@@ -117,9 +129,26 @@ class Batcher:
                     protocol_error(STEP, "the batch's answer has no answer for this task")
                 )
 
+    def _outcomes(
+        self, answers: list[Any], ids: set[str], suspect: bool
+    ) -> dict[str, RunAnswer | Exception]:
+        """Each answered task's answer, or the protocol error it ends with (``suspect``:
+        some answer holds a value the strict parse refused)."""
+        outcomes: dict[str, RunAnswer | Exception] = {}
+        items: dict[str, dict[str, Any]] = {}
+        for task_id, item in self._sorted(answers, ids, suspect).items():
+            if isinstance(item, Exception):
+                outcomes[task_id] = item
+            else:
+                items[task_id] = item
+        # Read together, each on its own only when one does not match the schema.
+        read = run_answers(STEP, list(items.values()), self._mask)
+        outcomes.update(zip(items, read, strict=True))
+        return outcomes
+
     def _sorted(
-        self, answers: list[Any], ids: set[str]
-    ) -> list[tuple[str, dict[str, Any] | Exception]]:
+        self, answers: list[Any], ids: set[str], suspect: bool
+    ) -> dict[str, dict[str, Any] | Exception]:
         """Each task's answer, or the protocol error it ends with: an id answered twice
         fails its task (which answer is its own cannot be told); an answer naming no task of
         the batch is dropped (its task, if any, then has none)."""
@@ -132,13 +161,17 @@ class Batcher:
                 seen[task_id] = protocol_error(STEP, "the batch's answer answers this task twice")
                 continue
             assert isinstance(item, dict)
+            why = refused_in(item) if suspect else None
+            if why is not None:
+                seen[task_id] = protocol_error(STEP, f"this task's answer is refused: {why}")
+                continue
             size = len(orjson.dumps(item))
             if size > self._max_answer_bytes:
                 over = f"this task's answer of {size} bytes is over {self._max_answer_bytes}"
                 seen[task_id] = protocol_error(STEP, over)
             else:
                 seen[task_id] = item
-        return list(seen.items())
+        return seen
 
     async def aclose(self) -> None:
         while self._pending or self._in_flight:
@@ -146,12 +179,14 @@ class Batcher:
             await asyncio.gather(*self._in_flight, return_exceptions=True)
 
 
-def _answers(raw: bytes) -> list[Any]:
+def _answers(raw: bytes) -> tuple[list[Any], bool]:
+    """The answers of a batch, and whether one holds a value the strict parse refused;
+    the error of the whole batch when its body is not JSON or not a batch answer."""
     try:
-        doc = parse_answer(raw)
+        doc, suspect = parse_answers(raw)
     except BadAnswer as exc:
         raise protocol_error(STEP, f"response refused: {exc}", raw) from None
     answers = doc.get("answers") if isinstance(doc, dict) else None
     if not isinstance(answers, list):
         raise protocol_error(STEP, "response does not match the schema (answers: a list)", raw)
-    return answers
+    return answers, suspect

@@ -35,8 +35,15 @@ from pydantic import ValidationError
 
 from deepagents.errors import ConfigError, RemoteProtocolError
 from deepagents.remote import wire
-from deepagents.remote.answers import BadAnswer, parse_answer
+from deepagents.remote.answers import (
+    BadAnswer,
+    SecretMask,
+    parse_answer,
+    parse_answers,
+    refused_in,
+)
 from deepagents.remote.errors import ServiceDown, ServiceUnreachable, protocol_error
+from deepagents.remote.expiry import expire_after
 
 log = logging.getLogger("deepagents.remote.pull")
 _PROBLEM = "application/problem+json"
@@ -58,7 +65,7 @@ class _Waiting:
 
     request: dict[str, Any]
     leased: asyncio.Future[float]  # the lease's length in seconds, once leased
-    answer: asyncio.Future[dict[str, Any]]
+    answer: asyncio.Future[wire.RunAnswer]
     since: float  # the event loop's time when it began to wait
     lease: str | None = field(default=None)
 
@@ -74,7 +81,10 @@ def problem(status: int, title: str, detail: str) -> dict[str, Any]:
 class LeaseBoard:
     """The tasks of one worker process waiting for pullers, and the leases they hold."""
 
-    def __init__(self, *, lease_s: float, max_wait_s: float, max_answer_bytes: int) -> None:
+    def __init__(
+        self, *, lease_s: float, max_wait_s: float, max_answer_bytes: int, mask: SecretMask
+    ) -> None:
+        self._mask = mask
         self._lease_s = lease_s
         self._max_wait_s = max_wait_s
         self._max_answer_bytes = max_answer_bytes
@@ -87,8 +97,8 @@ class LeaseBoard:
 
     # the worker's side ---------------------------------------------------------------
 
-    async def run(self, request: dict[str, Any], timeout: float) -> dict[str, Any]:
-        """This task's answer (a JSON object matching ``RunAnswer``) once a puller leased
+    async def run(self, request: dict[str, Any], timeout: float) -> wire.RunAnswer:
+        """This task's answer (validated, the worker's secrets masked) once a puller leased
         and completed it. ``NotLeased`` when no puller leased it within ``timeout``,
         ``LeaseExpired`` when its lease ran out first."""
         loop = asyncio.get_running_loop()
@@ -96,17 +106,23 @@ class LeaseBoard:
         self._queue.append(waiting)
         self._arrived.set()
         try:
+            # Timers on the futures (expiry.py): once one fires, no puller can lease the
+            # task or complete it any more.
+            expiry = expire_after(waiting.leased, timeout)
             try:
-                async with asyncio.timeout(timeout):
-                    lease_s = await asyncio.shield(waiting.leased)
+                lease_s = await waiting.leased
             except TimeoutError:
                 raise NotLeased(f"lease: no puller leased the task within {timeout:g} s") from None
+            finally:
+                expiry.cancel()
+            expiry = expire_after(waiting.answer, lease_s)
             try:
-                async with asyncio.timeout(lease_s):
-                    return await asyncio.shield(waiting.answer)
+                return await waiting.answer
             except TimeoutError:
                 why = f"lease: not completed within its lease of {lease_s:g} s (retried)"
                 raise LeaseExpired(why) from None
+            finally:
+                expiry.cancel()
         finally:
             if waiting.lease is None:
                 with contextlib.suppress(ValueError):
@@ -160,29 +176,40 @@ class LeaseBoard:
             taken.append({**request, "lease": waiting.lease, "lease_ms": int(lease_s * 1000)})
         return taken
 
-    def complete(self, item: Any) -> dict[str, Any]:
+    def complete(self, item: Any, suspect: bool = False) -> dict[str, Any]:
         """The outcome of one answer (``CompleteOutcome``): accepted, or the problem; a
-        malformed answer of a held lease also fails that lease's task."""
+        malformed answer of a held lease also fails that lease's task (``suspect``: some
+        answer of the request holds a value the strict parse refused)."""
         lease = item.get("lease") if isinstance(item, dict) else None
         if not isinstance(lease, str):
             detail = "each answer needs its lease (a string)"
             return _refused(None, problem(400, "answer without a lease", detail))
         waiting = self._leases.get(lease)
+        if waiting is not None and waiting.answer.done():  # its lease ran out just now
+            self._end(waiting, "ran out: the worker took the task back and retries it")
+            waiting = None
         if waiting is None:
             ended = self._ended.get(lease)
             if ended is None:
                 return _refused(lease, problem(404, "unknown lease", "no such lease here"))
             return _refused(lease, problem(409, "lease no longer held", f"the lease {ended}"))
-        refusal = self._refusal(waiting, item)
-        if refusal is not None:
-            waiting.answer.set_exception(refusal)
+        answer = self._read(waiting, item, suspect)
+        if isinstance(answer, RemoteProtocolError):
+            waiting.answer.set_exception(answer)
             self._end(waiting, "ended: its answer was refused as a protocol error")
-            return _refused(lease, problem(422, "answer refused", str(refusal)))
-        waiting.answer.set_result(item)
+            return _refused(lease, problem(422, "answer refused", str(answer)))
+        waiting.answer.set_result(answer)
         self._end(waiting, "completed already: a task is committed once")
         return {"lease": lease, "accepted": True}
 
-    def _refusal(self, waiting: _Waiting, item: dict[str, Any]) -> RemoteProtocolError | None:
+    def _read(
+        self, waiting: _Waiting, item: dict[str, Any], suspect: bool
+    ) -> wire.CompleteAnswer | RemoteProtocolError:
+        """The answer, validated once with the worker's secrets masked; or why it is
+        refused."""
+        why = refused_in(item) if suspect else None
+        if why is not None:
+            return protocol_error(wire.COMPLETE, f"the answer is refused: {why}")
         size = len(orjson.dumps(item))
         if size > self._max_answer_bytes:
             return protocol_error(
@@ -193,13 +220,12 @@ class LeaseBoard:
             why = f"the answer names task {named!r}, but its lease is for task {waiting.task_id!r}"
             return protocol_error(wire.COMPLETE, why)
         try:
-            wire.CompleteAnswer.model_validate(item)
+            return wire.CompleteAnswer.model_validate(self._mask.tree(item))
         except ValidationError as exc:
             where = "; ".join(
                 f"{'.'.join(map(str, e['loc'])) or 'body'}: {e['type']}" for e in exc.errors()[:3]
             )
             return protocol_error(wire.COMPLETE, f"answer does not match the schema ({where})")
-        return None
 
     def close(self) -> None:
         """Answer the long polls now (the worker is stopping; the tasks it was running
@@ -275,10 +301,12 @@ class PullServer:
 
     async def _complete(self, request: web.Request) -> web.Response:
         try:
-            body = wire.CompleteRequest.model_validate(parse_answer(await request.read()))
+            # A value the strict parse refuses fails the answer holding it, not the request.
+            doc, suspect = parse_answers(await request.read())
+            body = wire.CompleteRequest.model_validate(doc)
         except (BadAnswer, ValidationError) as exc:
             return _problem_answer(problem(400, "bad completion", _why(exc)))
-        outcomes = [self._board.complete(item) for item in body.answers]
+        outcomes = [self._board.complete(item, suspect) for item in body.answers]
         return web.Response(
             body=orjson.dumps({"outcomes": outcomes}), content_type="application/json"
         )

@@ -139,6 +139,8 @@ class AgentRunner:
         if isinstance(processed, Result):
             return processed
         if isinstance(processed, dict):
+            if not processed:  # no metrics to add: the result as it is, not a copy
+                return result
             return result.model_copy(update={"metrics": _merged(result.metrics, processed)})
         raise InvalidResult(
             f"post_process() must return a Result or a dict, not {type(processed).__name__}"

@@ -22,6 +22,7 @@ from deepagents.contract import ResultStatus, Task
 from deepagents.errors import NotReplicated, TransportError
 from deepagents.orchestrator import Orchestrator, TaskHandle
 from deepagents.transport.redis_streams import connect
+from tests.support.cluster import FAST_REPLICAS
 from tests.support.proxy import SilencingProxy
 from tests.support.wait import eventually
 from tests.support.workers import running_worker
@@ -42,7 +43,7 @@ async def _pair(
 ) -> AsyncIterator[Pair]:
     """A primary, and a replica following it through a proxy; yielded once the replica is
     in sync and, where the primary is given ``min-replicas-to-write``, counts as good."""
-    with EmbeddedRedis(extra_args=primary_args) as primary:
+    with EmbeddedRedis(extra_args=(*FAST_REPLICAS, *primary_args)) as primary:
         link = SilencingProxy("127.0.0.1", primary.port)
         await link.start()
         port = link.url.rsplit(":", 1)[1].split("/")[0]

@@ -13,6 +13,7 @@ from typing import Any
 
 import orjson
 import pytest
+from redis.asyncio import Redis
 
 from deepagents.modelcall import ResponseTooLarge, wrap_model_call
 from tests.modelcall.conftest import FAST, PROVIDERS, MakeCalls, model_config
@@ -46,7 +47,13 @@ def _run(spec: dict[str, Any]) -> dict[str, Any]:
     ("mode", "stream"), [("big200", False), ("big500", False), ("bigsse", True)]
 )
 async def test_an_oversized_answer_is_response_too_large(
-    server: HostileServer, redis_url: str, prefix: str, mode: str, stream: bool, provider: str
+    server: HostileServer,
+    redis_url: str,
+    prefix: str,
+    client: Redis,  # deletes the prefix's keys (the breaker's window) afterwards
+    mode: str,
+    stream: bool,
+    provider: str,
 ) -> None:
     spec = {
         "redis_url": redis_url,

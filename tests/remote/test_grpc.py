@@ -4,12 +4,14 @@ retried and opens the fleet's circuit, and the generated messages are the ``.pro
 
 from __future__ import annotations
 
+import math
 import subprocess
 import sys
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
+import orjson
 import pytest
 from redis.asyncio import Redis
 
@@ -128,3 +130,87 @@ def test_the_generated_messages_are_the_protos(tmp_path: Path) -> None:
             f"deepagents/remote/rpc/{name} is not what docs/remote-agents.proto generates "
             "(regenerate it: deepagents/remote/rpc/__init__.py says how)"
         )
+
+
+@pytest.mark.parametrize("step", ["run", "can_handle", "run_batch"])
+def test_a_request_built_field_by_field_is_the_message_parse_dict_makes(step: str) -> None:
+    """The hot steps' requests are built directly, not through json_format: the bytes on
+    the wire are the same as ParseDict's of the same document, whatever the optional
+    fields and the payload's JSON types."""
+    from google.protobuf import json_format
+
+    from deepagents.remote.grpc_wire import STEPS, _request, _set
+
+    payloads = [{}, {"a": 1, "b": [1, 2.5, None, True, "x", {"c": {}}], "d": None, "e": False},
+                {"ü": "é", "big": 2**62, "neg": -3}]  # fmt: skip
+    runs = [
+        {
+            "protocol": 1,
+            "task": {"id": "t1", "intent": "risk_check", "payload": payload, "tenant": tenant},
+            "attempt": 2,
+            "traceparent": traceparent,
+            "idempotency_key": "t1:2",
+            "time_left_ms": left,
+        }
+        for payload in payloads
+        for tenant in (None, "acme")
+        for left in (None, 0, 123_456_789_012)
+        for traceparent in (None, "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01")
+    ]
+    documents = [{"protocol": 1, "runs": runs}] if step == "run_batch" else runs
+    for document in documents:
+        fields = _set(document)
+        if step == "run_batch":
+            fields["runs"] = [_set(run) for run in fields["runs"]]
+        expected = json_format.ParseDict(fields, STEPS[step][1](), ignore_unknown_fields=True)
+        built = _request(step, document)
+        assert built.SerializeToString(deterministic=True) == expected.SerializeToString(
+            deterministic=True
+        ), document
+
+
+def test_a_one_call_answer_read_field_by_field_is_the_document_message_to_json_gives() -> None:
+    """run's and run_batch's answers are read without json_format: the document is the one
+    MessageToJson gives of the same message (set and unset optional fields, nested output,
+    non-finite metrics), and an output holding NaN is refused as MessageToJson refuses it."""
+    import json
+
+    from google.protobuf import json_format
+    from google.protobuf.message import Message
+
+    from deepagents.remote.grpc_wire import _answer_doc
+    from deepagents.remote.rpc import remote_agents_pb2 as pb
+
+    def reference(message: Message) -> object:
+        return json.loads(
+            json_format.MessageToJson(
+                message,
+                preserving_proto_field_name=True,
+                always_print_fields_with_no_presence=True,
+                indent=None,
+            )
+        )
+
+    full = pb.WireResult(status="partial", degraded=True, error=pb.WireError(code="x", message="m"))
+    full.metrics.update({"a": 1.0, "b": 2.5, "nan": math.nan, "inf": math.inf, "-inf": -math.inf})
+    full.output.struct_value.update({"n": 1, "s": "é", "l": [1, None, True, {"d": []}], "z": None})
+    empty = pb.WireResult(status="success")
+    empty.output.struct_value.SetInParent()
+    answers = [
+        pb.RunAnswer(id="a", result=full),
+        pb.RunAnswer(id="b", result=empty),
+        pb.RunAnswer(id="c", result=pb.WireResult(status="failed")),  # no output
+        pb.RunAnswer(id="d", can_handle=False),
+        pb.RunAnswer(id="e", problem=pb.Problem(type="about:blank", status=422, detail="no")),
+        pb.RunAnswer(id="f", problem=pb.Problem()),
+    ]
+    batch = pb.RunBatchResponse(answers=answers)
+    assert orjson.loads(orjson.dumps(_answer_doc(batch))) == reference(batch)
+    for one in (pb.RunResponse(result=full), pb.RunResponse(can_handle=False), pb.RunResponse()):
+        assert orjson.loads(orjson.dumps(_answer_doc(one))) == reference(one)
+    bad = pb.RunResponse(result=pb.WireResult(status="success"))
+    bad.result.output.number_value = math.nan
+    with pytest.raises(json_format.SerializeToJsonError, match="NaN"):
+        reference(bad)
+    with pytest.raises(json_format.SerializeToJsonError, match="NaN"):
+        _answer_doc(bad)

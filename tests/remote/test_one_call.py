@@ -156,3 +156,19 @@ async def test_a_batch_leaves_when_full_or_after_its_wait(node_agent: StartNode)
         assert sorted(sizes.values()) == [1, 3, 3]
     finally:
         await agent.aclose()
+
+
+async def test_a_number_refused_in_one_answer_of_a_batch_fails_that_task_only(
+    node_agent: StartNode,
+) -> None:
+    """A NaN in one task's answer (JSON has no NaN; the strict read refuses it) fails that
+    task alone: the rest of the body is well-formed, so the others keep their results."""
+    service = node_agent(methods="run_batch")
+    agent = remote(service.url)
+    try:
+        outcomes = await run_together(agent, [ORDER, {**ORDER, "batch": "nan"}, ORDER])
+    finally:
+        await agent.aclose()
+    assert len({c["request"] for c in service.calls()}) == 1  # one request
+    assert all(isinstance(outcomes[i], Result) and outcomes[i].ok for i in (0, 2)), outcomes
+    protocol_error(outcomes[1], "NaN is not a JSON number")

@@ -21,8 +21,9 @@ from redis.asyncio import Redis
 from agents.risk import Order, margin_for
 from deepagents.config import FileConfig, Settings, load_config
 from deepagents.config.schema import AgentEntry
-from deepagents.contract import ResultStatus, Task
+from deepagents.contract import Result, ResultStatus, Task
 from deepagents.contract.task import utcnow
+from deepagents.errors import RemoteProtocolError
 from deepagents.orchestrator import Orchestrator
 from deepagents.remote import remote_agent_class
 from deepagents.remote.errors import ServiceUnreachable
@@ -297,5 +298,60 @@ async def test_an_unleased_task_finds_the_service_down_a_leased_one_its_deadline
             )
             result = await running
         assert result.status is ResultStatus.SUCCESS and result.output == {"pulled": True}
+    finally:
+        await agent.aclose()
+
+
+async def test_a_number_refused_in_one_completion_fails_that_task_only(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """One answer of a completion holds NaN (JSON has none; the strict read refuses it):
+    that answer is refused and its task fails as a protocol error, while the other
+    answers of the same request are accepted."""
+    monkeypatch.setenv("TEST_PULL_TOKEN", TOKEN)
+    port = free_port()
+    pull = {"listen": f"127.0.0.1:{port}", "token_from_env": "TEST_PULL_TOKEN"}
+    entry = FileConfig.model_validate(
+        {"agents": {"risk-p": {"intents": ["risk_check"], "remote": {"mode": "pull",
+                                                                    "pull": pull}}}}
+    ).agents["risk-p"]  # fmt: skip
+    assert isinstance(entry, AgentEntry)
+    agent = remote_agent_class("risk-p", entry)()
+    await agent.introduce()
+
+    async def run(task: Task) -> object:
+        assert await agent.can_handle(task)
+        return await agent.execute(await agent.prepare_context(task))
+
+    try:
+        tasks = [Task(intent="risk_check", payload=order(i)) for i in range(3)]
+        running = [asyncio.ensure_future(run(t)) for t in tasks]
+        async with httpx.AsyncClient(base_url=f"http://127.0.0.1:{port}") as http:
+            leased: list[dict[str, object]] = []
+
+            async def all_leased() -> bool:
+                answer = await http.post(
+                    "/v1/lease", json={"max_tasks": 3, "wait_ms": 200}, headers=AUTH
+                )
+                leased.extend(answer.json()["tasks"])
+                return len(leased) == 3
+
+            await eventually(all_leased, timeout=30, what="3 tasks leased")
+            answers = [
+                {"lease": t["lease"], "id": t["task"]["id"],  # type: ignore[index]
+                 "result": {"status": "success", "output": {}, "metrics": {"score": i}}}
+                for i, t in enumerate(leased)
+            ]  # fmt: skip
+            body = orjson.dumps({"answers": answers}).replace(b'"score":1', b'"score":NaN')
+            outcomes = (await http.post("/v1/complete", content=body, headers=AUTH)).json()
+        assert [o["accepted"] for o in outcomes["outcomes"]] == [True, False, True]
+        assert "NaN" in outcomes["outcomes"][1]["problem"]["detail"]
+        results = await asyncio.gather(*running, return_exceptions=True)
+        nan_task = leased[1]["task"]["id"]  # type: ignore[index]
+        for task, result in zip(tasks, results, strict=True):
+            if task.task_id == nan_task:
+                assert isinstance(result, RemoteProtocolError) and "NaN" in str(result), result
+            else:
+                assert isinstance(result, Result) and result.ok, result
     finally:
         await agent.aclose()

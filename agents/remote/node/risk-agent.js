@@ -215,6 +215,7 @@ function batchHook(kind, one, runs, i) {
     }
     case 'huge': return [{ id, result: { status: 'success', output: 'x'.repeat(one.task.payload.size) } }];
     case 'malformed': return [{ id, result: { status: 'maybe' } }];
+    case 'nan': return [{ id, result: { status: 'success', output: {}, metrics: { score: NAN } } }];
     default: return [{ id, problem: { title: 'unknown batch hook', status: 400, detail: kind } }];
   }
 }
@@ -338,8 +339,12 @@ function hostile(kind, req, res) {
 
 // HTTP ---------------------------------------------------------------------------------------
 
+// A number JSON.stringify cannot write (it writes null): the 'nan' batch hook's, put in the text.
+const NAN = '__NaN__';
+
 function json(res, status, body) {
-  const text = JSON.stringify(body);
+  let text = JSON.stringify(body);
+  if (HOOKS) text = text.split(`"${NAN}"`).join('NaN');
   res.writeHead(status, { 'content-type': status < 300 ? 'application/json' : 'application/problem+json' });
   res.end(text);
 }
