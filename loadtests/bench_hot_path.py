@@ -27,6 +27,7 @@ from deepagents.contract.task import utcnow
 from deepagents.transport.base import StreamRef
 from deepagents.transport.entries import decode_envelope
 from deepagents.transport.keys import Keys
+from deepagents.transport.outbox import encode_events, open_started
 from deepagents.worker.encode import Encoder
 from deepagents.worker.flight import InFlight
 
@@ -61,9 +62,11 @@ def events_of_one_task() -> Callable[[], Any]:
 
     def both() -> Any:
         flight.context = encoder.context(ref, envelope)
-        ts = orjson.dumps(now)  # once per batch
-        started = encoder.started_event(flight.context, ts, 3)
-        return started, encoder.commit_events(flight, "succeeded", result, [], now)
+        started = encoder.started_event("x", flight.context, now, 3)
+        return (
+            open_started(started),
+            encode_events(encoder.commit_events(flight, "succeeded", result, [], now)),
+        )
 
     return both
 

@@ -17,9 +17,10 @@ from deepagents.compose import memory_services
 from deepagents.config import Settings, parse_config
 from deepagents.contract import Task
 from deepagents.contract.codec import encode_task
-from deepagents.contract.events import audit_event, encode_events
+from deepagents.contract.events import AuditEvent
 from deepagents.gateway.schemas import SubmitRequest
 from deepagents.orchestrator import Orchestrator
+from deepagents.transport.outbox import encode_events
 
 CONFIG = """
 defaults: {shards: 4, max_backlog: 10000000}
@@ -54,7 +55,7 @@ def main() -> None:
         "router.route(task)": lambda: orch.router.route(task),
         "encode_task(task)": lambda: encode_task(task),
         "submitted audit event, encoded": lambda: encode_events(
-            [audit_event("submitted", task.task_id, agent=route.agent, payload=task.payload)]
+            [AuditEvent.of("submitted", task.task_id, agent=route.agent, payload=task.payload)]
         ),
         "Submitter._prepare(task)  (validate-free: route, encode, size check)": lambda: (
             orch.submits._prepare(task)

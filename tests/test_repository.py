@@ -180,3 +180,20 @@ def test_a_range_changed_without_relocking_fails_with_one_line(tmp_path: Path) -
         "scripts/test: uv.lock does not match pyproject.toml; run scripts/upgrade-deps "
         "(or 'uv lock' to take in only your change) and commit uv.lock"
     ]
+
+
+# The worker's composition (the worker, and the kit it hands every delivery step) holds the
+# whole bus; every other part of the worker names the narrow protocols it calls.
+WHOLE_BUS_HOLDERS = {"worker.py", "delivery_kit.py"}
+
+
+def _names_the_whole_bus(path: Path) -> bool:
+    tree = ast.parse(path.read_text())
+    return any(isinstance(node, ast.Name) and node.id == "MessageBus" for node in ast.walk(tree))
+
+
+def test_the_worker_s_collaborators_take_the_narrow_protocols_they_use() -> None:
+    worker = REPO / "deepagents" / "worker"
+    holders = {path.name for path in worker.glob("*.py") if _names_the_whole_bus(path)}
+    assert holders <= WHOLE_BUS_HOLDERS, sorted(holders - WHOLE_BUS_HOLDERS)
+    assert _names_the_whole_bus(worker / "worker.py")  # the check finds a use

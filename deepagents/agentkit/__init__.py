@@ -14,7 +14,7 @@ if TYPE_CHECKING:
     from deepagents.agentkit.guardrail import Guardrail
     from deepagents.agentkit.limits import Limits
     from deepagents.agentkit.loop import LoopResult, StopReason, run_tools
-    from deepagents.agentkit.loops import LoopDetection
+    from deepagents.agentkit.loop_detection import LoopDetection
     from deepagents.agentkit.middleware import (
         AgentMiddleware,
         AgentState,
@@ -41,7 +41,7 @@ _EXPORTS: dict[str, str] = {
     "Jump": "deepagents.agentkit.middleware",
     "JumpTo": "deepagents.agentkit.middleware",
     "Limits": "deepagents.agentkit.limits",
-    "LoopDetection": "deepagents.agentkit.loops",
+    "LoopDetection": "deepagents.agentkit.loop_detection",
     "LoopResult": "deepagents.agentkit.loop",
     "ModelHandler": "deepagents.agentkit.middleware",
     "ModelRequest": "deepagents.agentkit.middleware",

@@ -51,7 +51,7 @@ def build_middleware(entry: MiddlewareEntry) -> AgentMiddleware:
 
             return Guardrail.from_config(entry)
         case LoopDetectionConfig():
-            from deepagents.agentkit.loops import LoopDetection
+            from deepagents.agentkit.loop_detection import LoopDetection
 
             return LoopDetection.from_config(entry)
         case LimitsConfig():

@@ -7,9 +7,7 @@ has a unique ``event_id`` (UUIDv7) so the audit writer can de-duplicate redelive
 from __future__ import annotations
 
 from datetime import UTC, datetime
-from typing import Any
-
-import orjson
+from typing import Any, NamedTuple
 
 from deepagents._internal.ids import uuid7_str
 
@@ -45,19 +43,45 @@ EVENT_TYPES = frozenset(
 )
 
 
+class AuditEvent(NamedTuple):
+    """One audit event, as the runtime hands it to the bus: the transport encodes it
+    (``transport/outbox.py``) to the JSON object ``as_object`` gives. ``fields`` are the
+    ones its type carries, JSON values (an ``orjson.Fragment`` for JSON already encoded,
+    such as a result); ``ts`` is a datetime (UTC) or its ISO text. A NamedTuple, as the
+    bus's other per-task records: a delivery builds two or more."""
+
+    type: str
+    task_id: str | None
+    ts: datetime | str
+    fields: dict[str, Any]
+    event_id: str
+
+    @classmethod
+    def of(
+        cls, kind: str, task_id: str | None, *, ts: datetime | str | None = None, **fields: Any
+    ) -> AuditEvent:
+        """A new event (its own id), at ``ts`` or now; the fields set to None left out."""
+        if kind not in EVENT_TYPES:
+            raise ValueError(f"unknown audit event type {kind!r}")
+        return cls(
+            kind,
+            task_id,
+            ts if ts is not None else datetime.now(UTC),
+            {k: v for k, v in fields.items() if v is not None},
+            uuid7_str(),
+        )
+
+    def as_object(self) -> dict[str, Any]:
+        """The event's JSON object: its id, type, task and time, then its fields."""
+        return {
+            "event_id": self.event_id,
+            "type": self.type,
+            "task_id": self.task_id,
+            "ts": self.ts,
+            **self.fields,
+        }
+
+
 def audit_event(kind: str, task_id: str | None, **fields: Any) -> dict[str, Any]:
-    if kind not in EVENT_TYPES:
-        raise ValueError(f"unknown audit event type {kind!r}")
-    event = {
-        "event_id": uuid7_str(),
-        "type": kind,
-        "task_id": task_id,
-        "ts": datetime.now(UTC).isoformat(),
-    }
-    event.update({k: v for k, v in fields.items() if v is not None})
-    return event
-
-
-def encode_events(events: list[dict[str, Any]]) -> bytes:
-    """JSON array; a value may be an ``orjson.Fragment`` (already-encoded JSON, e.g. a result)."""
-    return orjson.dumps(events) if events else b""
+    """An event's JSON object as the outbox holds it (what the audit store reads)."""
+    return AuditEvent.of(kind, task_id, ts=datetime.now(UTC).isoformat(), **fields).as_object()

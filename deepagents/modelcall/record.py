@@ -14,7 +14,7 @@ from typing import Any
 
 import orjson
 
-from deepagents.contract.events import audit_event
+from deepagents.contract.events import AuditEvent
 from deepagents.contract.result import Result, ResultMetrics
 from deepagents.contract.toolcalls import ToolCall
 
@@ -160,9 +160,9 @@ class ModelReply:
             "tokens_out": self.tokens_out,
         }
 
-    def audit_events(self, task_id: str | None) -> list[dict[str, Any]]:
+    def audit_events(self, task_id: str | None) -> list[AuditEvent]:
         return [
-            audit_event(
+            AuditEvent.of(
                 "model_call", task_id, requested_model=self.requested_model, **a.as_event_fields()
             )
             for a in self.attempts

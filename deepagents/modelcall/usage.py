@@ -14,9 +14,9 @@ from collections.abc import Iterator
 from contextvars import ContextVar
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
-from deepagents.contract.events import audit_event
+from deepagents.contract.events import AuditEvent
 from deepagents.contract.result import Result, ResultMetrics
 from deepagents.modelcall.record import AttemptRecord
 
@@ -87,18 +87,22 @@ class UsageLedger:
     def cost_usd(self) -> float:
         return round(self.carried_cost_usd + sum(a.cost_usd for a in self.attempts), 6)
 
-    def audit_events(self, task_id: str | None) -> list[dict[str, Any]]:
+    def audit_events(self, task_id: str | None) -> list[AuditEvent]:
         """One ``model_call`` event per attempt, each at the time its attempt started (its
         monotonic start put on the wall clock), not the time the events are flushed: a
         task's calls keep their order and their place between its steps."""
         to_wall = time.time() - time.monotonic()  # the event loop's clock is monotonic
-        events = []
-        for req, a in zip(self.requested, self.attempts, strict=True):
-            event = audit_event("model_call", task_id, requested_model=req, **a.as_event_fields())
-            if a.started_at:  # 0: a refusal recorded without a start
-                event["ts"] = datetime.fromtimestamp(a.started_at + to_wall, UTC).isoformat()
-            events.append(event)
-        return events
+        return [
+            AuditEvent.of(
+                "model_call",
+                task_id,
+                # 0: a refusal recorded without a start (stamped now)
+                ts=datetime.fromtimestamp(a.started_at + to_wall, UTC) if a.started_at else None,
+                requested_model=req,
+                **a.as_event_fields(),
+            )
+            for req, a in zip(self.requested, self.attempts, strict=True)
+        ]
 
     def apply(self, result: Result) -> Result:
         """``result`` with this task's model tokens and cost, and degraded if any answer was."""

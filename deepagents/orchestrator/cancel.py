@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from deepagents.config.settings import Settings
 from deepagents.contract.codec import encode_result
-from deepagents.contract.events import audit_event, encode_events
+from deepagents.contract.events import AuditEvent
 from deepagents.contract.result import Result
 from deepagents.contract.task import utcnow
 from deepagents.errors import ErrorCode
@@ -48,11 +48,9 @@ class Cancels:
             agent=agent,
             finished_at=utcnow(),
         )
-        events = b""
+        events = []
         if self.settings.outbox:
-            events = encode_events(
-                [audit_event("failed", task_id, agent=agent, reason=ErrorCode.CANCELLED)]
-            )
+            events.append(AuditEvent.of("failed", task_id, agent=agent, reason=ErrorCode.CANCELLED))
         result_json = encode_result(result)
         status = await self.bus.cancel(
             self.keys.shard(agent, loc.shard),

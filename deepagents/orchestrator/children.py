@@ -6,12 +6,12 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from deepagents.contract.events import audit_event, encode_events
+from deepagents.contract.events import AuditEvent
 from deepagents.contract.result import Result
 from deepagents.contract.task import Task
 from deepagents.store.base import TaskRecords
 from deepagents.transport.base import ChildEnded, ChildWaits
-from deepagents.transport.keys import Keys
+from deepagents.transport.keys import Keys, parked_version
 
 
 class Children:
@@ -36,16 +36,14 @@ class Children:
         if loc is None or not info:
             return ChildEnded.MISSING
         # Under a rollout the parent resumes on the streams it was parked from.
-        keys = self.keys.shard(loc.agent, loc.shard, info.get("lane", ""))
-        events = b""
+        keys = self.keys.shard(loc.agent, loc.shard, parked_version(info))
+        events = []
         if self.outbox:
             status = Result.model_validate_json(result_json).status
-            events = encode_events(
-                [
-                    audit_event(
-                        "child_ended", parent_id, agent=loc.agent, child_id=child_id, status=status
-                    )
-                ]
+            events.append(
+                AuditEvent.of(
+                    "child_ended", parent_id, agent=loc.agent, child_id=child_id, status=status
+                )
             )
         return await self.bus.child_ended(keys, tiers, parent_id, child_id, result_json, events)
 

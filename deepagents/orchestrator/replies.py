@@ -16,7 +16,7 @@ import orjson
 
 from deepagents.contract.answer_schema import UnsafePattern, first_error
 from deepagents.contract.codec import DamagedRecord
-from deepagents.contract.events import audit_event, encode_events
+from deepagents.contract.events import AuditEvent
 from deepagents.errors import (
     AlreadyReplied,
     InvalidReply,
@@ -27,7 +27,7 @@ from deepagents.errors import (
 from deepagents.store.base import TaskRecords
 from deepagents.telemetry.metrics import Metrics
 from deepagents.transport.base import HumanWaits, Waiting, WaitingCursor, now_ms
-from deepagents.transport.keys import Keys, ShardKeys
+from deepagents.transport.keys import Keys, ShardKeys, parked_version
 
 # Runs a reply's schema check, a blocking call, where and on whose budget its caller says.
 CheckRunner = Callable[[Callable[[], None]], Awaitable[None]]
@@ -107,7 +107,7 @@ class Replies:
         ask = info.get("ask", "")
         # Under a rollout the task resumes on the streams of the version it was parked from
         # (where its wait's member is); the location names only agent, shard and tier.
-        keys = self.keys.shard(loc.agent, loc.shard, info.get("lane", ""))
+        keys = self.keys.shard(loc.agent, loc.shard, parked_version(info))
         if info.get("state") == "waiting":  # else the script says why it cannot take it
             asked = await self.bus.asked(keys, task_id)
             schema_json = asked.get("ask_schema") or "{}"
@@ -122,14 +122,14 @@ class Replies:
             )
         events = (
             [
-                audit_event(
+                AuditEvent.of(
                     "replied", task_id, agent=loc.agent, ask=ask, asked_ms=info.get("asked_ms")
                 )
             ]
             if self.outbox
             else []
         )
-        done = await self.bus.answer(keys, tiers, task_id, ask, answer_json, encode_events(events))
+        done = await self.bus.answer(keys, tiers, task_id, ask, answer_json, events)
         if done.status == "missing":
             raise ReplyTaskNotFound(f"no task {task_id}")
         if done.status == "already_replied":

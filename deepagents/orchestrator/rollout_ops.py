@@ -12,7 +12,7 @@ from typing import Any
 from deepagents.compose import Services
 from deepagents.config.rollouts import RolloutConfig, check_version
 from deepagents.config.schema import FileConfig
-from deepagents.contract.events import audit_event, encode_events
+from deepagents.contract.events import AuditEvent
 from deepagents.errors import ConfigError
 from deepagents.store.base import Rollouts
 from deepagents.store.rollout_state import RolloutState, now_ms
@@ -225,7 +225,7 @@ class RolloutOps:
         figures: dict[str, Any] | None = None,
         moved: Moved | None = None,
     ) -> None:
-        event = audit_event(
+        event = AuditEvent.of(
             "rollout",
             None,
             agent=after.agent,
@@ -241,7 +241,7 @@ class RolloutOps:
             moved_tasks=None if moved is None else moved.entries,
             moved_retries=None if moved is None else moved.delayed,
         )
-        await self.rollouts.audit(after.agent, encode_events([event]))
+        await self.rollouts.audit(after.agent, [event])
         log.info(
             "rollout %s of %s: %s",
             decision,

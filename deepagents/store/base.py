@@ -9,6 +9,7 @@ from typing import Protocol
 
 from deepagents.config.placement import Placement
 from deepagents.contract.agent import AgentContract
+from deepagents.contract.events import AuditEvent
 from deepagents.store.registry import FORGET_MS, AgentHealth
 from deepagents.store.rollout_state import RolloutState, VersionWindow
 from deepagents.store.tasks import DeadLetterEntry, IdempotencyClaim, Location
@@ -108,7 +109,7 @@ class Rollouts(Protocol):
         self, agent: str, version: str, buckets: dict[int, dict[str, int]]
     ) -> None: ...
 
-    async def audit(self, agent: str, events_json: bytes) -> None: ...
+    async def audit(self, agent: str, events: Sequence[AuditEvent]) -> None: ...
 
     async def window(
         self, agent: str, versions: Sequence[str], window_s: float, now_s: float | None = None

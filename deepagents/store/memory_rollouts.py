@@ -7,9 +7,11 @@ import time
 from collections.abc import Sequence
 from dataclasses import replace
 
+from deepagents.contract.events import AuditEvent
 from deepagents.store.memory_registry import MemoryRegistry
 from deepagents.store.rollout_state import RolloutState, VersionWindow, window_from_buckets
 from deepagents.store.rollouts import bucket_starts
+from deepagents.transport.outbox import encode_events
 
 
 class MemoryRollouts:
@@ -41,8 +43,8 @@ class MemoryRollouts:
             for name, n in fields.items():
                 held[name] = held.get(name, 0) + n
 
-    async def audit(self, agent: str, events_json: bytes) -> None:
-        self.audited.append(events_json)
+    async def audit(self, agent: str, events: Sequence[AuditEvent]) -> None:
+        self.audited.append(encode_events(events))
 
     async def window(
         self, agent: str, versions: Sequence[str], window_s: float, now_s: float | None = None

@@ -17,6 +17,7 @@ from typing import Any
 
 from redis.asyncio import Redis
 
+from deepagents.contract.events import AuditEvent
 from deepagents.errors import ConfigError
 from deepagents.store.rollout_state import (
     BUCKET_S,
@@ -25,6 +26,7 @@ from deepagents.store.rollout_state import (
     window_from_buckets,
 )
 from deepagents.transport.keys import Keys
+from deepagents.transport.outbox import encode_events
 from deepagents.transport.redis_streams.errors import redis_errors
 
 STATS_TTL_S = 86_400
@@ -104,10 +106,11 @@ class RedisRollouts:
                 pipe.expire(key, STATS_TTL_S)
             await pipe.execute()
 
-    async def audit(self, agent: str, events_json: bytes) -> None:
+    async def audit(self, agent: str, events: Sequence[AuditEvent]) -> None:
         """Decisions go to the agent's shard-0 outbox, drained to the audit log."""
         with redis_errors("audit a rollout decision"):
-            await self.client.xadd(self.keys.shard(agent, 0).outbox, {"events": events_json})
+            outbox = self.keys.shard(agent, 0).outbox
+            await self.client.xadd(outbox, {"events": encode_events(events)})
 
     async def window(
         self, agent: str, versions: Sequence[str], window_s: float, now_s: float | None = None

@@ -9,7 +9,7 @@ from contextvars import ContextVar
 from dataclasses import dataclass, field
 from typing import Any
 
-from deepagents.contract.events import audit_event
+from deepagents.contract.events import AuditEvent
 
 _ledger: ContextVar[ToolLedger | None] = ContextVar("deepagents_tool_ledger", default=None)
 
@@ -21,10 +21,10 @@ class ToolLedger:
     def add(self, **fields: Any) -> None:
         self.calls.append(fields)
 
-    def audit_events(self, task_id: str | None) -> list[dict[str, Any]]:
+    def audit_events(self, task_id: str | None) -> list[AuditEvent]:
         """The events, once: a delivery that parks and one that ends each send them."""
         calls, self.calls = self.calls, []
-        return [audit_event("tool_call", task_id, **fields) for fields in calls]
+        return [AuditEvent.of("tool_call", task_id, **fields) for fields in calls]
 
 
 def start_tool_ledger() -> ToolLedger:

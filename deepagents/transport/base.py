@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import NamedTuple, Protocol
 
+from deepagents.contract.events import AuditEvent
 from deepagents.transport.keys import ShardKeys
 from deepagents.transport.states import (
     AnswerStatus,
@@ -100,7 +101,7 @@ class Claimed:
 
 class Enqueue(NamedTuple):
     """One task to enqueue: its JSON onto ``stream``, with the channel to notify of its
-    result (``reply``, '' for none) and its ``submitted`` audit events (b'': none). A
+    result (``reply``, '' for none) and its ``submitted`` audit events. A
     NamedTuple, as the other per-task records: a frozen dataclass built for every submitted
     task cost the producer 4-5% more instructions per enqueue (docs/benchmarks.md)."""
 
@@ -108,7 +109,7 @@ class Enqueue(NamedTuple):
     task_id: str
     task_json: bytes
     reply: str = ""
-    events_json: bytes = b""
+    events: Sequence[AuditEvent] = ()
 
 
 class Admitted(NamedTuple):
@@ -131,9 +132,9 @@ class BeginItem(NamedTuple):
     entry_id: str
     task_id: str
     attempt: int
-    # The ``started`` audit event as JSON without its closing brace, ending in
-    # ``"deliveries":``: the script that counts the delivery completes it. b"": no event.
-    started_event: bytes = b""
+    # The ``started`` audit event (None: none), without its delivery count: the bus adds
+    # the count as it counts the delivery.
+    started: AuditEvent | None = None
 
 
 class Begun(NamedTuple):
@@ -154,7 +155,7 @@ class CommitItem(NamedTuple):
     task_id: str
     result_json: bytes
     reply: str = ""
-    events_json: bytes = b""
+    events: Sequence[AuditEvent] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -165,13 +166,13 @@ class DeadLetter:
     task_id: str | None = None  # None: the entry could not be decoded
     result_json: bytes = b""
     reply: str = ""
-    events_json: bytes = b""
+    events: Sequence[AuditEvent] = ()
     check_owner: bool = True
     # task_id was read from an entry that did not decode: its hash is updated only if it
     # names this entry (a bogus entry must not end another task); otherwise these events
-    # (naming no task) are recorded instead of events_json
+    # (naming no task) are recorded instead of ``events``
     salvaged: bool = False
-    unbound_events_json: bytes = b""
+    unbound_events: Sequence[AuditEvent] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -183,7 +184,7 @@ class Reschedule:
     task_json: bytes
     attempt: int
     reply: str = ""
-    events_json: bytes = b""
+    events: Sequence[AuditEvent] = ()
     # False: this delivery is given back (the task hash's count goes down by one), so a
     # task that only waits (an open circuit) never nears max_deliveries.
     counted: bool = True
@@ -200,7 +201,7 @@ class StepRecord(NamedTuple):
     entry_id: str
     task_id: str
     fields: Sequence[tuple[str, bytes]]
-    events_json: bytes = b""
+    events: Sequence[AuditEvent] = ()
 
 
 class Promoted(NamedTuple):
@@ -227,7 +228,7 @@ class Park:
     on_timeout: str
     default_json: bytes  # b"": no default
     due_ms: int  # the wait's deadline: min(timeout, the task's deadline)
-    events_json: bytes = b""
+    events: Sequence[AuditEvent] = ()
 
 
 class WaitMode(StrEnum):
@@ -269,7 +270,7 @@ class ChildWait:
     awaiting: tuple[str, ...]  # the unfinished ones it waits for
     sweep_ms: int  # how often the delayed pump checks the children (from the park on)
     deadline_ms: int  # the task's own deadline (0: none): the wait ends there
-    events_json: bytes = b""
+    events: Sequence[AuditEvent] = ()
 
 
 class Answered(NamedTuple):
@@ -371,7 +372,7 @@ class TaskQueue(Protocol):
         *,
         reply: str,
         max_backlog: int,
-        events_json: bytes,
+        events: Sequence[AuditEvent] = (),
     ) -> Admitted: ...
 
     async def enqueue_many(
@@ -491,7 +492,7 @@ class TaskQueue(Protocol):
     ) -> Promoted: ...
 
     async def end_damaged(
-        self, keys: ShardKeys, task_id: str, result_json: bytes, events_json: bytes
+        self, keys: ShardKeys, task_id: str, result_json: bytes, events: Sequence[AuditEvent]
     ) -> Cancelled | TaskState:
         """End dead, with ``result_json``, a task whose delayed-set member was damaged
         (``Promoted.damaged``), while it is still retrying or scheduled: ok, missing, or the
@@ -527,11 +528,11 @@ class HumanWaits(Protocol):
         task_id: str,
         ask: str,
         answer_json: bytes,
-        events_json: bytes,
+        events: Sequence[AuditEvent],
     ) -> Answered: ...
 
     async def wake(
-        self, keys: ShardKeys, tiers: Sequence[str], task_id: str, events_json: bytes
+        self, keys: ShardKeys, tiers: Sequence[str], task_id: str, events: Sequence[AuditEvent]
     ) -> Woken: ...
 
     async def ask_record(self, keys: ShardKeys, task_id: str, ask: str) -> AskRecord: ...
@@ -594,7 +595,7 @@ class ChildWaits(Protocol):
         parent_id: str,
         child_id: str,
         result_json: bytes,
-        events_json: bytes,
+        events: Sequence[AuditEvent],
     ) -> ChildEnded:
         """On the parent's shard: record the child's result once, and wake the parent
         when it waited for this child and its wait is over."""
@@ -640,7 +641,7 @@ class Admin(Protocol):
         keys: ShardKeys,
         task_id: str,
         result_json: bytes,
-        events_json: bytes,
+        events: Sequence[AuditEvent],
         *,
         running: bool = False,
         notify: str = "",

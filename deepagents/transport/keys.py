@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import hashlib
 import zlib
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 
@@ -30,24 +31,25 @@ class ShardKeys:
     # The hash-tagged stem of every key of the shard, built once (keys are built per task).
     tag: str = field(init=False, compare=False, repr=False)
     # The stem of the version's own keys (streams, delayed set): the tag when unversioned.
-    lane: str = field(init=False, compare=False, repr=False)
+    version_tag: str = field(init=False, compare=False, repr=False)
 
     def __post_init__(self) -> None:
         tag = f"{self.prefix}:{{{self.agent}:{self.shard}}}"
         object.__setattr__(self, "tag", tag)
-        object.__setattr__(self, "lane", f"{tag}:v:{self.version}" if self.version else tag)
+        stem = f"{tag}:v:{self.version}" if self.version else tag
+        object.__setattr__(self, "version_tag", stem)
 
     def stream(self, tier: str) -> str:
-        return f"{self.lane}:{tier}"
+        return f"{self.version_tag}:{tier}"
 
     def fair(self, tier: str) -> str:
         # A fair tier's queue ahead of its stream (score = virtual finish time): tasks wait
         # here until a reader moves them in, key by key in weighted turn.
-        return f"{self.lane}:{tier}:fair"
+        return f"{self.version_tag}:{tier}:fair"
 
     def fair_clock(self, tier: str) -> str:
         # The fair queue's virtual clock ('@') and each key's last finish time ('k:<key>').
-        return f"{self.lane}:{tier}:fairv"
+        return f"{self.version_tag}:{tier}:fairv"
 
     def fair_running(self, tier: str) -> str:
         # A tier with a per-key cap (``max_running_per_key``): per fairness key, the entry
@@ -62,7 +64,7 @@ class ShardKeys:
     @property
     def delayed(self) -> str:
         # Per version: a retry goes back to the streams of the version that scheduled it.
-        return f"{self.lane}:delayed"
+        return f"{self.version_tag}:delayed"
 
     def of_version(self, version: str) -> ShardKeys:
         """The same shard's keys for another version ("" = unversioned)."""
@@ -109,6 +111,17 @@ def wait_member(task_id: str) -> str:
     Not JSON: the promote script tells it from a delayed task by its first bytes and hands
     it to the wake script. Short: 100,000 waiting tasks hold one each."""
     return f"w:{task_id}"
+
+
+# A waiting task's hash field naming the agent version whose streams it was parked from
+# ('' unversioned): its reply or its children's ends resume it there, where its wait is.
+PARKED_VERSION = "parked_version"
+
+
+def parked_version(task: Mapping[str, str]) -> str:
+    """The version a waiting task's hash says it was parked from. A task parked by an older
+    release names it in the field ``lane``: read too, as such a task may wait for days."""
+    return task.get(PARKED_VERSION) or task.get("lane", "")
 
 
 @dataclass(frozen=True, slots=True)

@@ -32,7 +32,7 @@ import orjson
 from pydantic import BaseModel, ValidationError
 
 from deepagents.contract.answer_schema import UnsafePattern, check_patterns
-from deepagents.contract.events import audit_event, encode_events
+from deepagents.contract.events import AuditEvent
 from deepagents.contract.inbox import (
     InboxAction,
     InboxAnswer,
@@ -50,7 +50,7 @@ from deepagents.errors import (
     TransportError,
 )
 from deepagents.telemetry.metrics import Metrics
-from deepagents.transport.base import MessageBus, now_ms
+from deepagents.transport.base import HumanWaits, now_ms
 from deepagents.transport.keys import ShardKeys
 
 log = logging.getLogger("deepagents.worker")
@@ -89,7 +89,7 @@ class AskRequest:
 class Asking:
     """One delivery's questions: what ``ask`` needs, and the question it parks on."""
 
-    bus: MessageBus
+    bus: HumanWaits
     keys: ShardKeys
     task: Task
     escalate: Escalate | None
@@ -97,7 +97,7 @@ class Asking:
     records_ttl_s: int = RECORDS_TTL_S
     request: AskRequest | None = None
     asked: int = 0
-    events: list[dict[str, Any]] = field(default_factory=list)
+    events: list[AuditEvent] = field(default_factory=list)
 
     async def ask(
         self,
@@ -190,7 +190,7 @@ class Asking:
         )
         submitted = await self.escalate(escalation)
         self.events.append(
-            audit_event(
+            AuditEvent.of(
                 "escalated",
                 task_id,
                 agent=self.keys.agent,
@@ -205,7 +205,7 @@ class Asking:
 class Asks:
     """The worker's side of ``ask``: builds each delivery's ``Asking``."""
 
-    bus: MessageBus
+    bus: HumanWaits
     escalate: Escalate | None = None
     escalation_intent: str | None = None
     records_ttl_s: int = RECORDS_TTL_S
@@ -218,7 +218,7 @@ class Asks:
 
 
 async def wake_due(
-    bus: MessageBus,
+    bus: HumanWaits,
     keys: ShardKeys,
     tiers: Sequence[str],
     waits: Sequence[str],
@@ -233,9 +233,9 @@ async def wake_due(
     its children are checked (``sweep``). How many woke."""
     woke = 0
     for task_id in waits:
-        events = [audit_event("wait_expired", task_id, agent=keys.agent)] if outbox else []
+        events = [AuditEvent.of("wait_expired", task_id, agent=keys.agent)] if outbox else []
         try:
-            woken = await bus.wake(keys, tiers, task_id, encode_events(events))
+            woken = await bus.wake(keys, tiers, task_id, events)
         except TransportError as exc:
             if exc.retryable:  # the pump backs off and tries again
                 raise

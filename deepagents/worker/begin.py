@@ -6,13 +6,11 @@ from __future__ import annotations
 import asyncio
 import logging
 
-import orjson
-
 from deepagents.contract.codec import Envelope
 from deepagents.contract.result import ErrorCode
 from deepagents.contract.task import utcnow
 from deepagents.errors import TransportError
-from deepagents.transport.base import BeginItem, RawEntry, StreamRef, now_ms
+from deepagents.transport.base import BeginItem, RawEntry, StreamRef, TaskQueue, now_ms
 from deepagents.transport.entries import decode_envelopes
 from deepagents.worker.delivery_kit import DeliveryKit
 from deepagents.worker.execution import Run
@@ -27,7 +25,8 @@ _Good = tuple[RawEntry, Envelope]
 
 class Begin:
     def __init__(self, kit: DeliveryKit, *, run: Run, outcomes: Outcomes, settler: Settler) -> None:
-        self.bus, self.group, self.consumer = kit.bus, kit.group, kit.consumer
+        self.bus: TaskQueue = kit.bus
+        self.group, self.consumer = kit.group, kit.consumer
         # What a producer may enqueue (Orchestrator.submit) is what a worker parses: a task
         # written past it straight to the stream is dead-lettered unread.
         self._max_task_bytes = kit.settings.max_payload_bytes
@@ -113,9 +112,9 @@ class Begin:
         if ordinary:
             await self.settler.admit(keys)
         now = utcnow()  # one clock read for the batch: they start together
-        at, ts = now_ms(), orjson.dumps(now)
-        # Every event of a delivery shares these fields: encoded once, for the started
-        # event now and the terminal one at commit.
+        at = now_ms()
+        # Every event of a delivery shares these fields: made once, for the started event
+        # now and the terminal one at commit.
         encoder = self.encoder
         contexts = [encoder.context(ref, env) if self.events.wanted else None for _, env in good]
         waits = [max(0, at - env.enqueued_ms) for _, env in good]
@@ -124,7 +123,9 @@ class Begin:
                 e.entry_id,
                 env.task.task_id,
                 env.attempt,
-                encoder.started_event(context, ts, wait) if context is not None else b"",
+                encoder.started_event(env.task.task_id, context, now, wait)
+                if context is not None
+                else None,
             )
             for (e, env), context, wait in zip(good, contexts, waits, strict=True)
         ]

@@ -33,7 +33,7 @@ from deepagents.contract.result import Result
 from deepagents.contract.task import Task
 from deepagents.errors import ConfigError, DelegationTooDeep, InvalidInput, TransportError
 from deepagents.modelcall.usage import current_usage
-from deepagents.transport.base import ChildEnded, MessageBus, WaitMode
+from deepagents.transport.base import ChildEnded, ChildWaits, WaitMode
 from deepagents.transport.keys import ShardKeys
 from deepagents.worker.asking import Parked
 
@@ -71,7 +71,7 @@ class ChildWaitRequest:
 class Delegating:
     """One delivery's delegations: what ``delegate_many`` needs, and the wait it parks on."""
 
-    bus: MessageBus
+    bus: ChildWaits
     keys: ShardKeys
     task: Task
     parentage: Parentage | None
@@ -144,7 +144,7 @@ def _result(raw: bytes) -> Result:
 class Delegations:
     """The worker's side of ``delegate``: builds each delivery's ``Delegating``."""
 
-    bus: MessageBus
+    bus: ChildWaits
     parentage: Parentage | None
     max_depth: int
     sweep_ms: int
@@ -167,7 +167,7 @@ class Delegations:
             if result is None:
                 continue
             status = await self.bus.child_ended(
-                keys, tiers, parent_id, child, encode_result(result), b""
+                keys, tiers, parent_id, child, encode_result(result), ()
             )
             if status in (ChildEnded.WOKE, ChildEnded.RECORDED):
                 sent += 1

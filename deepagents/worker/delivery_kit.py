@@ -5,12 +5,11 @@ is built, instead of the same dozen arguments to each."""
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
 
 from deepagents.config.schema import AgentSettings, FileConfig
 from deepagents.config.settings import Settings
 from deepagents.contract.agent import AgentContract
-from deepagents.contract.events import encode_events
+from deepagents.contract.events import AuditEvent
 from deepagents.telemetry.metrics import Metrics
 from deepagents.transport.base import MessageBus
 from deepagents.worker.encode import Encoder
@@ -24,12 +23,8 @@ class EventSink:
 
     wanted = True
 
-    def encode(self, events: list[dict[str, Any]]) -> bytes:
-        """The events as a step's script takes them."""
-        return encode_events(events)
-
-    def keep(self, events: list[dict[str, Any]]) -> list[dict[str, Any]]:
-        """The events to send on with a later step (a park, a commit)."""
+    def keep(self, events: list[AuditEvent]) -> list[AuditEvent]:
+        """The events to send on with a step's script (a park, a commit, a dead letter)."""
         return events
 
 
@@ -38,10 +33,7 @@ class _NoEvents(EventSink):
 
     wanted = False
 
-    def encode(self, events: list[dict[str, Any]]) -> bytes:
-        return b""
-
-    def keep(self, events: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    def keep(self, events: list[AuditEvent]) -> list[AuditEvent]:
         return []
 
 

@@ -1,9 +1,6 @@
-"""What a delivery writes: its Result's JSON and its audit events.
-
-The per-task ones (started, and the terminal one at commit) are pasted from JSON parts
-encoded once per delivery; the rarer ones go through ``audit_event``. The pasting is kept
-because it pays: built through ``audit_event`` instead, a task cost the worker 17% more
-instructions (``docs/benchmarks.md``)."""
+"""What a delivery writes: its Result's JSON and its audit events (as ``AuditEvent``
+objects: the bus encodes them, ``transport/outbox.py``). Every event of a delivery shares
+its context's fields, made once per delivery."""
 
 from __future__ import annotations
 
@@ -17,7 +14,7 @@ from pydantic_core import to_jsonable_python
 from deepagents._internal.ids import uuid7_str
 from deepagents.contract.agent import AgentContract
 from deepagents.contract.codec import Envelope
-from deepagents.contract.events import audit_event
+from deepagents.contract.events import AuditEvent
 from deepagents.contract.result import NO_METRICS, Result
 from deepagents.errors import InvalidResult
 from deepagents.transport.base import StreamRef
@@ -28,7 +25,7 @@ class Encoder:
     def __init__(self, agent: AgentContract, consumer: str) -> None:
         self.agent = agent
         self.consumer = consumer
-        self._bases: dict[str, bytes] = {}  # per stream name: a str hashes in C
+        self._bases: dict[str, dict[str, Any]] = {}  # per stream name
 
     def result_json(
         self, flight: InFlight, result: Result, started: float, queue_ms: int, now: datetime
@@ -75,80 +72,65 @@ class Encoder:
         except orjson.JSONEncodeError as exc:  # names the type, never the value
             raise InvalidResult.caused_by("the result is not JSON", exc) from None
 
-    def event(self, kind: str, flight: InFlight, **fields: Any) -> dict[str, Any]:
-        return audit_event(kind, flight.envelope.task.task_id, **self._event_base(flight), **fields)
+    def event(self, kind: str, flight: InFlight, **fields: Any) -> AuditEvent:
+        """A rarer event of this delivery (retried, overdue, ...), with the shared fields."""
+        return AuditEvent.of(
+            kind,
+            flight.envelope.task.task_id,
+            **self._shared(flight),
+            deliveries=flight.deliveries,
+            **fields,
+        )
 
-    def _event_base(self, flight: InFlight) -> dict[str, Any]:
-        """The shared fields as a dict, for the rarer events (retried, overdue, ...)."""
-        context = flight.context
-        if context is None:
-            context = self.context(flight.stream, flight.envelope)
-        fields = orjson.loads(b"{" + context + b"}")
-        del fields["task_id"]  # audit_event takes it on its own
-        return {**fields, "deliveries": flight.deliveries}
+    def _shared(self, flight: InFlight) -> dict[str, Any]:
+        if flight.context is None:
+            flight.context = self.context(flight.stream, flight.envelope)
+        return flight.context
 
-    def context(self, ref: StreamRef, envelope: Envelope) -> bytes:
-        """Every event's fields of this delivery (its task id among them) but its delivery
-        count, as JSON object members: encoded once per delivery, pasted into its started
-        and terminal events."""
+    def context(self, ref: StreamRef, envelope: Envelope) -> dict[str, Any]:
+        """Every event's fields of this delivery but its task id and delivery count: made
+        once per delivery, shared by its events."""
         task = envelope.task
         fixed = self._bases.get(ref.name)
         if fixed is None:  # once per stream: these never change for a worker
-            fixed = self._bases[ref.name] = orjson.dumps(
-                {
-                    "agent": self.agent.name,
-                    "agent_version": self.agent.version,
-                    "tier": ref.tier,
-                    "shard": ref.keys.shard,
-                    "consumer": self.consumer,
-                }
-            )[1:-1]
-        context = b'"task_id":%s,%s,"attempt":%d' % (
-            orjson.dumps(task.task_id),
-            fixed,
-            envelope.attempt,
-        )
+            fixed = self._bases[ref.name] = {
+                "agent": self.agent.name,
+                "agent_version": self.agent.version,
+                "tier": ref.tier,
+                "shard": ref.keys.shard,
+                "consumer": self.consumer,
+            }
+        context: dict[str, Any] = {**fixed, "attempt": envelope.attempt}
         if task.tenant is not None:
-            context += b',"tenant":' + orjson.dumps(task.tenant)
+            context["tenant"] = task.tenant
         if task.traceparent is not None:
-            context += b',"traceparent":' + orjson.dumps(task.traceparent)
+            context["traceparent"] = task.traceparent
         return context
 
     @staticmethod
-    def started_event(context: bytes, ts: bytes, queue_ms: int) -> bytes:
-        """The ``started`` event, written by the begin script as the delivery starts. Its
-        JSON stops before the delivery count, which only that script knows and appends.
-        ``ts`` is the batch's start time, encoded once for the batch."""
-        return b'{"event_id":"%s","type":"started","ts":%s,"queue_ms":%d,%s,"deliveries":' % (
-            uuid7_str().encode(),
-            ts,
-            queue_ms,
-            context,
-        )
+    def started_event(
+        task_id: str, context: dict[str, Any], now: datetime, queue_ms: int
+    ) -> AuditEvent:
+        """The ``started`` event, without its delivery count: the bus adds it as it counts
+        the delivery. ``now`` is the batch's start time."""
+        return AuditEvent("started", task_id, now, {"queue_ms": queue_ms, **context}, uuid7_str())
 
     def commit_events(
         self,
         flight: InFlight,
         kind: str,
         result_json: bytes,
-        extra: list[dict[str, Any]],
+        extra: list[AuditEvent],
         now: datetime,
-    ) -> bytes:
-        """The terminal event of one task, after any the run added (model calls, overdue),
-        as a JSON array. Pasted from encoded parts: this is per task."""
-        context = flight.context
-        if context is None:
-            context = self.context(flight.stream, flight.envelope)
-        before = orjson.dumps(extra)[1:-1] + b"," if extra else b""
-        return b'[%s{"event_id":"%s","type":"%s","ts":%s,"result":%s,%s,"deliveries":%d}]' % (
-            before,
-            uuid7_str().encode(),
-            kind.encode(),
-            orjson.dumps(now),  # the result's finished_at
-            result_json,
-            context,
-            flight.deliveries,
-        )
+    ) -> list[AuditEvent]:
+        """The terminal event of one task (at ``now``, its result's finished_at), after any
+        the run added (model calls, overdue)."""
+        fields = {
+            "result": orjson.Fragment(result_json),
+            **self._shared(flight),
+            "deliveries": flight.deliveries,
+        }
+        return [*extra, AuditEvent(kind, flight.envelope.task.task_id, now, fields, uuid7_str())]
 
 
 def _since_first(flight: InFlight, queue_ms: int, now: datetime) -> tuple[float, int]:

@@ -9,11 +9,11 @@ import asyncio
 import contextvars
 import logging
 import time
-from typing import Any
 
 from deepagents._internal.eager import Resume, first_step
 from deepagents.contract.agent import current_attempt
 from deepagents.contract.context import active_context, bind_context
+from deepagents.contract.events import AuditEvent
 from deepagents.contract.result import ErrorCode, Result, ResultStatus
 from deepagents.contract.task import utcnow
 from deepagents.errors import InvalidResult
@@ -156,7 +156,7 @@ class Run:
             return
         task, ref, queue_ms = flight.envelope.task, flight.stream, flight.queue_ms
         started = time.monotonic()
-        events: list[dict[str, Any]] = []
+        events: list[AuditEvent] = []
         if task.deadline is not None and task.expired():
             result = Result.failed(
                 ErrorCode.DEADLINE_EXCEEDED, "deadline passed before the task started"
@@ -220,7 +220,7 @@ class Run:
         started: float,
         queue_ms: int,
         kind: str,
-        events: list[dict[str, Any]],
+        events: list[AuditEvent],
     ) -> None:
         """Hand the result to the group commit. One that breaks the contract (its output is
         not JSON) is handed nowhere: the task is dead-lettered instead."""
@@ -240,7 +240,7 @@ class Run:
         flight: InFlight,
         asking: Asking,
         delegating: Delegating,
-        events: list[dict[str, Any]],
+        events: list[AuditEvent],
     ) -> None:
         """Park the task for a person's reply (worker/asking.py) or for its children
         (worker/delegation.py), the delivery's own audit events (its model calls, a resume
@@ -254,7 +254,7 @@ class Run:
             asking.events[:0] = events
         await self.outcomes.park(flight, asking)
 
-    def _unsent(self, flight: InFlight) -> list[dict[str, Any]]:
+    def _unsent(self, flight: InFlight) -> list[AuditEvent]:
         """What ``_run_metered`` adds to a delivery's events when the run returns: here the
         run raised (it parked), so they are still in its usage ledger and step context."""
         if not self.events.wanted:
@@ -269,7 +269,7 @@ class Run:
         return events
 
     async def _run_metered(
-        self, flight: InFlight, events: list[dict[str, Any]], degraded: bool = False
+        self, flight: InFlight, events: list[AuditEvent], degraded: bool = False
     ) -> Result:
         """Run the contract; model calls made inside add their tokens, cost and audit events.
         The deadline bounds the run (in line rather than a helper coroutine: per task).
@@ -304,7 +304,7 @@ class Run:
         return result
 
     async def _overdue(
-        self, flight: InFlight, queue_ms: int, started: float, events: list[dict[str, Any]]
+        self, flight: InFlight, queue_ms: int, started: float, events: list[AuditEvent]
     ) -> Verdict:
         """The tier's on_overdue action (``overdue.py``): run it, run it degraded, or the
         delivery's outcome is settled there (dropped, a cached answer, a tier down)."""

@@ -15,6 +15,7 @@ import asyncio
 import enum
 from dataclasses import dataclass, field
 from datetime import datetime
+from typing import Any
 
 from deepagents.contract.codec import Envelope
 from deepagents.contract.task import utcnow
@@ -57,9 +58,8 @@ class InFlight:
     task: asyncio.Task[None] | None = None
     state: FlightState = FlightState.BEGUN
     started_at: datetime = field(default_factory=utcnow)
-    # The fields its audit events share, as encoded JSON members (``encode.py``), when the
-    # outbox is on.
-    context: bytes | None = None
+    # The fields its audit events share (``encode.py``), once one was built.
+    context: dict[str, Any] | None = None
     # Enqueue to begin: the wait its started event and its Result report.
     queue_ms: int = 0
     # A suspect's, run with no other delivery beside it (``quarantine.py``): set when the

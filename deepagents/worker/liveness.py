@@ -1,7 +1,7 @@
 """Liveness, apart from the visibility timeout: each worker writes its registry heartbeat
 every ``liveness_ms`` and watches its peers'. A peer whose heartbeat has not moved for
 ``dead_after_ms`` (a few missed beats) is dead: the entries it holds on this worker's
-streams are made claimable at once (``MessageBus.expose``) and this worker's readers
+streams are made claimable at once (``TaskQueue.expose``) and this worker's readers
 reclaim them on their next turn, through the ordinary reclaim. A task in flight on a
 killed worker resumes in seconds, not after the visibility timeout.
 
@@ -18,10 +18,11 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
+from deepagents.config.schema import AgentSettings
 from deepagents.contract.agent import AgentContract
 from deepagents.errors import TransportError
 from deepagents.store.base import Registry
-from deepagents.transport.base import MessageBus, StreamRef
+from deepagents.transport.base import StreamRef, TaskQueue
 
 log = logging.getLogger("deepagents.worker")
 # Peers' heartbeats are read this many times per beat: one HGETALL each, and a death is
@@ -77,20 +78,19 @@ class Liveness:
         *,
         agent: AgentContract,
         consumer: str,
-        bus: MessageBus,
+        bus: TaskQueue,
         registry: Registry,
         streams: Sequence[StreamRef],
-        visibility_timeout_ms: int,
-        liveness_ms: int,
-        dead_after_ms: int,
+        settings: AgentSettings,
         wake: Callable[[StreamRef], None],
         reached: Callable[[], None],
     ) -> None:
         self.agent, self.consumer, self.bus, self.registry = agent, consumer, bus, registry
         self.streams = streams
-        self.visibility_timeout_ms = visibility_timeout_ms
-        self.interval_s = liveness_ms / 1000
-        self.watch = PeerWatch(consumer, dead_after_ms / 1000)
+        # A dead peer's entries become claimable as if their visibility timeout had passed.
+        self.visibility_timeout_ms = settings.visibility_timeout_ms
+        self.interval_s = settings.liveness_ms / 1000
+        self.watch = PeerWatch(consumer, settings.dead_after_ms / 1000)
         self.wake, self.reached = wake, reached
 
     async def run(self, stopping: Callable[[], bool]) -> None:

@@ -8,10 +8,10 @@ import asyncio
 import logging
 import time
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, Protocol
 
 from deepagents.contract.codec import encode_result, encode_task
-from deepagents.contract.events import audit_event, encode_events
+from deepagents.contract.events import AuditEvent
 from deepagents.contract.result import ErrorCode, ErrorInfo, Result, ResultStatus
 from deepagents.contract.task import utcnow
 from deepagents.errors import TransportError
@@ -19,13 +19,16 @@ from deepagents.modelcall.usage import current_usage
 from deepagents.telemetry.metrics import TierMetrics
 from deepagents.transport.base import (
     ChildWait,
+    ChildWaits,
     CommitItem,
     DeadLetter,
     Held,
+    HumanWaits,
     Park,
     RawEntry,
     Reschedule,
     StreamRef,
+    TaskQueue,
     now_ms,
 )
 from deepagents.transport.entries import salvage_ids
@@ -39,6 +42,11 @@ from deepagents.worker.versioning import VersionTally
 
 log = logging.getLogger("deepagents.worker")
 BODY_GONE = "the entry's body was deleted before it was processed"
+
+
+class Ending(TaskQueue, HumanWaits, ChildWaits, Protocol):
+    """The parts of the bus a delivery ends through: the queue's commit, retry, dead letter
+    and hand back, or a park (for a person, or for its children)."""
 
 
 class Outcomes:
@@ -57,7 +65,8 @@ class Outcomes:
         bus, group, consumer = kit.bus, kit.group, kit.consumer
         agent, agent_settings, metrics = kit.agent, kit.agent_settings, kit.metrics
         tier_names = kit.config.tier_names
-        self.bus, self.group, self.consumer = bus, group, consumer
+        self.bus: Ending = bus
+        self.group, self.consumer = group, consumer
         self.agent, self.agent_settings = agent, agent_settings
         self.encoder, self.settler, self.stats, self.events = (
             kit.encoder,
@@ -96,19 +105,19 @@ class Outcomes:
         started: float,
         queue_ms: int,
         kind: str,
-        events: list[dict[str, Any]],
+        events: list[AuditEvent],
     ) -> None:
         """Hand the outcome to the group commit; ``committed`` ends the delivery once it
         lands. Its task ends here: no future to wait on, per task."""
         now = utcnow()
         result_json = self.encoder.result_json(flight, result, started, queue_ms, now)
-        events_json = (
+        written = (
             self.encoder.commit_events(flight, kind, result_json, events, now)
             if self.events.wanted
-            else b""
+            else ()
         )
         env = flight.envelope
-        item = CommitItem(flight.entry_id, env.task.task_id, result_json, env.reply, events_json)
+        item = CommitItem(flight.entry_id, env.task.task_id, result_json, env.reply, written)
         outcome = result.status.value
         if env.task.parent_id is not None and self.parentage is not None:
             self._children[(flight.stream.name, flight.entry_id)] = result_json
@@ -189,7 +198,7 @@ class Outcomes:
         delay_ms: int,
         kind: str,
         reason: str,
-        before: list[dict[str, Any]] | None = None,
+        before: list[AuditEvent] | None = None,
         *,
         counted: bool = True,
     ) -> None:
@@ -215,7 +224,7 @@ class Outcomes:
             task_json=encode_task(env.task),
             attempt=env.attempt + 1 if counted else env.attempt,
             reply=env.reply,
-            events_json=encode_events(events),
+            events=events,
             counted=counted,
             spent_tokens=tokens,
             spent_cost_usd=cost,
@@ -253,7 +262,7 @@ class Outcomes:
             on_timeout=request.on_timeout,
             default_json=request.default_json,
             due_ms=request.due_ms,
-            events_json=encode_events(events),
+            events=events,
         )
         flight.move(FlightState.RESOLVING)
         status = await self.bus.park(flight.stream, self.group, self.consumer, item)
@@ -265,7 +274,7 @@ class Outcomes:
         self,
         flight: InFlight,
         delegating: Delegating,
-        events: list[dict[str, Any]],
+        events: list[AuditEvent],
         sweep_ms: int,
     ) -> None:
         """The run delegated: the task waits for its children, holding no entry."""
@@ -292,7 +301,7 @@ class Outcomes:
             awaiting=request.awaiting,
             sweep_ms=sweep_ms,
             deadline_ms=0 if deadline is None else int(deadline.timestamp() * 1000),
-            events_json=encode_events(events),
+            events=events,
         )
         flight.move(FlightState.RESOLVING)
         status = await self.bus.park_children(flight.stream, self.group, self.consumer, item)
@@ -317,7 +326,7 @@ class Outcomes:
             task_id=flight.envelope.task.task_id,
             result_json=result_json,
             reply=flight.envelope.reply,
-            events_json=encode_events(events),
+            events=events,
         )
         flight.move(FlightState.RESOLVING)
         status = await self.bus.dead_letter(flight.stream, self.group, self.consumer, item)
@@ -356,8 +365,8 @@ class Outcomes:
         kind = "payload_lost" if reason == ErrorCode.PAYLOAD_LOST else "dead_lettered"
         fields = {"agent": self.agent.name, "entry": entry_id, "reason": reason, "error": error}
         events, unbound = (
-            [audit_event(kind, task_id, **fields)],
-            [audit_event(kind, None, **fields)],
+            [AuditEvent.of(kind, task_id, **fields)],
+            [AuditEvent.of(kind, None, **fields)],
         )
         item = DeadLetter(
             entry_id,
@@ -366,9 +375,9 @@ class Outcomes:
             task_id=task_id,
             result_json=result_json,
             reply=reply,
-            events_json=self.events.encode(events),
+            events=self.events.keep(events),
             salvaged=task_id is not None,
-            unbound_events_json=self.events.encode(unbound),
+            unbound_events=self.events.keep(unbound),
         )
         status = await self.bus.dead_letter(ref, self.group, self.consumer, item)
         self._count(status, "dead_lettered")
@@ -400,12 +409,12 @@ class Outcomes:
     async def payload_lost(self, ref: StreamRef, entry_ids: list[str]) -> None:
         """Ids XAUTOCLAIM reported deleted: already out of the PEL; record a tombstone each."""
         for entry_id in entry_ids:
-            events = [audit_event("payload_lost", None, agent=self.agent.name, entry=entry_id)]
+            events = [AuditEvent.of("payload_lost", None, agent=self.agent.name, entry=entry_id)]
             item = DeadLetter(
                 entry_id,
                 ErrorCode.PAYLOAD_LOST,
                 BODY_GONE,
-                events_json=self.events.encode(events),
+                events=self.events.keep(events),
                 check_owner=False,
             )
             await self.bus.dead_letter(ref, self.group, self.consumer, item)

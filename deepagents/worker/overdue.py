@@ -24,6 +24,7 @@ from pydantic_core import to_jsonable_python
 
 from deepagents.config.schema import OverdueAction
 from deepagents.contract.agent import declares
+from deepagents.contract.events import AuditEvent
 from deepagents.contract.result import ErrorCode, Result
 from deepagents.contract.task import Task
 from deepagents.errors import TransportError
@@ -66,7 +67,7 @@ class Overdue:
         self.answers = answers if caches else None
 
     async def act(
-        self, flight: InFlight, queue_ms: int, started: float, events: list[dict[str, Any]]
+        self, flight: InFlight, queue_ms: int, started: float, events: list[AuditEvent]
     ) -> Verdict:
         """Count, audit and apply the tier's action; the verdict says what the run does."""
         tier = flight.stream.tier

@@ -1,6 +1,6 @@
 """The worker's ``TaskContext`` (``contract/context.py``): durable steps of one delivery.
 
-Every record is one owner-checked script (``MessageBus.record_steps``), as a commit is; the
+Every record is one owner-checked script (``StepLog.record_steps``), as a commit is; the
 records of every delivery in flight share round trips (``_internal/group_commit.py``). A
 worker that lost its entry writes nothing, is told so, and stops the delivery as the
 heartbeat would. The in-flight rule (docs/design.md, "Durable steps"): a step counts as
@@ -20,7 +20,6 @@ import time
 from collections.abc import Awaitable, Callable, Sequence
 from concurrent.futures import Executor
 from contextvars import ContextVar
-from datetime import UTC, datetime
 from typing import Any, TypeVar, overload
 
 import orjson
@@ -28,16 +27,15 @@ from opentelemetry.trace import Tracer
 from pydantic import BaseModel
 
 from deepagents._internal.group_commit import GroupCommit
-from deepagents._internal.ids import uuid7_str
 from deepagents.contract.context import Delegation, M, OnTimeout, PhaseScope, TaskContext
-from deepagents.contract.events import encode_events
+from deepagents.contract.events import AuditEvent
 from deepagents.contract.inbox import InboxAction, InboxAnswer
 from deepagents.contract.result import Result
 from deepagents.errors import StepError
 from deepagents.modelcall.usage import UsageLedger, current_usage, usage_scope
 from deepagents.store.claims import ClaimStore
 from deepagents.telemetry.metrics import StepMetrics
-from deepagents.transport.base import MessageBus, StepRecord, StreamRef
+from deepagents.transport.base import StepLog, StepRecord, StreamRef
 from deepagents.worker.asking import current_asking
 from deepagents.worker.delegation import current_delegating
 from deepagents.worker.delivery_kit import DeliveryKit
@@ -73,7 +71,8 @@ class StepBook:
         self.tracer = tracer  # a span per step when tracing records
         bus, group, consumer, agent = kit.bus, kit.group, kit.consumer, kit.agent
         agent_settings = kit.agent_settings
-        self.bus, self.group, self.consumer, self.agent = bus, group, consumer, agent
+        self.bus: StepLog = bus
+        self.group, self.consumer, self.agent = group, consumer, agent
         self.encoder, self.executor, self.stats = kit.encoder, executor, kit.stats
         self.metrics: StepMetrics | None = kit.metrics.steps if kit.metrics is not None else None
         self.events = kit.events
@@ -93,7 +92,7 @@ class StepBook:
 
 
 def step_records(
-    bus: MessageBus, group: str, consumer: str
+    bus: StepLog, group: str, consumer: str
 ) -> GroupCommit[tuple[StreamRef, StepRecord], str]:
     """The records of every delivery in flight, sent together: the same turn's records share
     a batch, and those asked for while it is on the wire the next. Sent from the group's own
@@ -141,7 +140,7 @@ class DeliverySteps(TaskContext):
         self._records: dict[str, bytes] | None = None
         self._loading: asyncio.Future[dict[str, bytes]] | None = None
         self._state: BaseModel | None = None
-        self._pending: list[dict[str, Any]] = []  # audit events to send with the next write
+        self._pending: list[AuditEvent] = []  # audit events to send with the next write
         self._resumed = False
         self.current_phase = "main"
         self.completed = self.replayed = 0
@@ -257,7 +256,7 @@ class DeliverySteps(TaskContext):
         book = self._book
         value = await book.codec.field_value(f"step {step_id!r}'s result", self.task_id, body)
         elapsed = time.monotonic() - started
-        event = b""
+        event = None
         if book.events.wanted:
             fields: dict[str, Any] = {
                 "step": step_id,
@@ -269,7 +268,7 @@ class DeliverySteps(TaskContext):
                 fields["claim_check"] = True
             if usage.attempts:
                 fields.update(tokens_used=usage.tokens_used, cost_usd=usage.cost_usd)
-            event = self._step_event(fields)
+            event = book.encoder.event("step_completed", self._flight, **fields)
         written = [(STEP + step_id, value)]
         if usage.attempts:
             used = [usage.tokens_used, usage.cost_usd, usage.degraded]
@@ -280,19 +279,6 @@ class DeliverySteps(TaskContext):
             children = book.metrics.bound(book.agent.name, self.current_phase)
             children.completed.inc()
             children.duration.observe(elapsed)
-
-    def _step_event(self, fields: dict[str, Any]) -> bytes:
-        """The ``step_completed`` event, pasted from the delivery's encoded parts as the
-        commit's is (``encode.py``): one per step."""
-        flight = self._flight
-        context = flight.context or self._book.encoder.context(flight.stream, flight.envelope)
-        return b'{"event_id":"%s","type":"step_completed","ts":%s,%s,"deliveries":%d,%s}' % (
-            uuid7_str().encode(),
-            orjson.dumps(datetime.now(UTC)),
-            context,
-            flight.deliveries,
-            orjson.dumps(fields)[1:-1],
-        )
 
     async def gather(self, *aws: Awaitable[Any]) -> list[Any]:
         parent = current_branch.get() or self._root_branch()
@@ -435,17 +421,15 @@ class DeliverySteps(TaskContext):
         self._records = records
         return records
 
-    async def _write(self, fields: list[tuple[str, bytes]], event: bytes = b"") -> None:
-        """Record ``fields`` with the pending audit events and ``event`` (encoded JSON)."""
+    async def _write(
+        self, fields: list[tuple[str, bytes]], event: AuditEvent | None = None
+    ) -> None:
+        """Record ``fields`` with the pending audit events and ``event``."""
         book, flight = self._book, self._flight
         events, self._pending = self._pending, []
-        if not event:
-            events_json = encode_events(events)
-        elif events:
-            events_json = orjson.dumps(events)[:-1] + b"," + event + b"]"
-        else:
-            events_json = b"[" + event + b"]"
-        item = StepRecord(flight.entry_id, self.task_id, fields, events_json)
+        if event is not None:
+            events.append(event)
+        item = StepRecord(flight.entry_id, self.task_id, fields, events)
         status = await book.writer((flight.stream, item))
         if status == "ok":
             return
@@ -462,7 +446,7 @@ class DeliverySteps(TaskContext):
         self._lose(flight)
         raise asyncio.CancelledError(f"task {self.task_id}: the entry is another consumer's")
 
-    def leftover_events(self) -> list[dict[str, Any]]:
+    def leftover_events(self) -> list[AuditEvent]:
         """Audit events no write carried (a resumed delivery that recorded nothing more)."""
         events, self._pending = self._pending, []
         return events

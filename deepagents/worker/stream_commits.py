@@ -8,7 +8,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from deepagents.errors import TransportError
-from deepagents.transport.base import CommitItem, MessageBus, StreamRef
+from deepagents.transport.base import CommitItem, StreamRef, TaskQueue
 
 # Called once per stream's batch after its flush, with the items' tokens and statuses (each
 # None, and the error, when the commit failed for good). On the loop, never concurrently.
@@ -28,7 +28,7 @@ class Committer:
 
     def __init__(
         self,
-        bus: MessageBus,
+        bus: TaskQueue,
         group: str,
         consumer: str,
         on_committed: OnCommitted,

@@ -28,7 +28,7 @@ from deepagents.config.schema import AgentSettings, FileConfig
 from deepagents.config.settings import Settings
 from deepagents.contract.agent import AgentContract
 from deepagents.contract.codec import encode_result
-from deepagents.contract.events import audit_event, encode_events
+from deepagents.contract.events import AuditEvent
 from deepagents.contract.result import ErrorCode, Result
 from deepagents.contract.task import utcnow
 from deepagents.errors import GroupVanished, TransportError
@@ -477,7 +477,6 @@ class Worker:
 
     def _liveness(self, registry: Registry) -> Liveness:
         """Its registry heartbeat, and its dead peers' entries reclaimed (liveness.py)."""
-        settings = self.agent_settings
 
         def reached() -> None:
             self._reached_at = time.monotonic()
@@ -488,9 +487,7 @@ class Worker:
             bus=self.bus,
             registry=registry,
             streams=self.streams,
-            visibility_timeout_ms=settings.visibility_timeout_ms,
-            liveness_ms=settings.liveness_ms,
-            dead_after_ms=settings.dead_after_ms,
+            settings=self.agent_settings,
             wake=lambda ref: self._reclaim_now.add(ref.name),
             reached=reached,
         )
@@ -635,16 +632,16 @@ class Worker:
         result = Result.failed(
             ErrorCode.DEAD_LETTERED, reason, task_id=task_id, agent=self.name, finished_at=utcnow()
         )
-        events = b""
+        events = []
         if self.settings.outbox:
-            event = audit_event(
+            event = AuditEvent.of(
                 "dead_lettered",
                 task_id,
                 agent=self.name,
                 reason=ErrorCode.DECODE_ERROR,
                 error=error,
             )
-            events = encode_events([event])
+            events.append(event)
         status = await self.bus.end_damaged(keys, task_id, encode_result(result), events)
         if status == "ok":
             log.warning(

@@ -4,7 +4,7 @@ fresh key prefix (the Redis fixtures delete its keys afterwards)."""
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -16,9 +16,10 @@ from deepagents._internal.redis_server import EmbeddedRedis
 from deepagents.store.memory_tasks import MemoryTaskStore
 from deepagents.store.tasks import TaskStore
 from deepagents.transport.base import MessageBus, StreamRef
-from deepagents.transport.keys import Keys
+from deepagents.transport.keys import Keys, ShardKeys
 from deepagents.transport.memory import MemoryBus, State
 from deepagents.transport.redis_streams import RedisStreamBus, connect
+from tests.support.replies import entries
 
 AGENT = "echo"
 
@@ -29,6 +30,8 @@ class Backend:
     tasks: TaskStore | MemoryTaskStore
     keys: Keys
     cluster: bool = False
+    # Each outbox entry's events field of a shard, oldest first: what the audit store reads.
+    outbox: Callable[[ShardKeys], Awaitable[list[bytes]]] | None = None
 
     def ref(self, tier: str = "p2") -> StreamRef:
         return StreamRef(self.keys.shard(AGENT, 0), tier)
@@ -49,7 +52,12 @@ async def backend(request: pytest.FixtureRequest, prefix: str) -> AsyncIterator[
     if request.param == "memory":
         state = State()
         memory = MemoryBus(state, result_ttl_s=60)
-        yield await _ready(Backend(memory, MemoryTaskStore(state, keys), keys))
+
+        async def memory_outbox(shard: ShardKeys) -> list[bytes]:
+            return [fields[b"events"] for fields in state.stream(shard.outbox).entries.values()]
+
+        tasks = MemoryTaskStore(state, keys)
+        yield await _ready(Backend(memory, tasks, keys, outbox=memory_outbox))
         await memory.aclose()
         return
     cluster = request.param == "cluster"
@@ -57,8 +65,12 @@ async def backend(request: pytest.FixtureRequest, prefix: str) -> AsyncIterator[
     url = request.getfixturevalue(URLS[request.param])
     client: Redis = connect(url, cluster=cluster)
     bus = RedisStreamBus(client, result_ttl_s=60)
+
+    async def redis_outbox(shard: ShardKeys) -> list[bytes]:
+        return [fields[b"events"] for _, fields in await entries(client, shard.outbox)]
+
     try:
-        yield await _ready(Backend(bus, TaskStore(client, keys), keys, cluster))
+        yield await _ready(Backend(bus, TaskStore(client, keys), keys, cluster, redis_outbox))
     finally:
         await bus.aclose()
         async for key in client.scan_iter(match=f"{prefix}:*", count=1000):

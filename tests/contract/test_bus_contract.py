@@ -48,7 +48,7 @@ def _task(task_id: str) -> bytes:
 
 async def _submit(b: Backend, task_id: str, task_json: bytes | None = None) -> str:
     status, entry_id = await b.bus.enqueue(
-        b.ref(), task_id, task_json or _task(task_id), reply="", max_backlog=100, events_json=b""
+        b.ref(), task_id, task_json or _task(task_id), reply="", max_backlog=100
     )
     assert status == "ok"
     return entry_id
@@ -196,9 +196,9 @@ async def test_a_cancelled_task_is_answered_and_its_delivery_acked_as_a_duplicat
 ) -> None:
     entry_id = await _submit(backend, "t1")
     keys = backend.ref().keys
-    assert await backend.bus.cancel(keys, "t1", b'{"cancelled":1}', b"") == "ok"
-    assert await backend.bus.cancel(keys, "t1", b"{}", b"") == "done"
-    assert await backend.bus.cancel(keys, "nope", b"{}", b"") == "missing"
+    assert await backend.bus.cancel(keys, "t1", b'{"cancelled":1}', ()) == "ok"
+    assert await backend.bus.cancel(keys, "t1", b"{}", ()) == "done"
+    assert await backend.bus.cancel(keys, "nope", b"{}", ()) == "missing"
     assert await backend.tasks.terminal_result(AGENT, 0, "t1") == b'{"cancelled":1}'
     await _take(backend, "c1")
     assert await _begin(backend, "c1", entry_id, "t1", fresh=True) == "dup"
@@ -206,7 +206,7 @@ async def test_a_cancelled_task_is_answered_and_its_delivery_acked_as_a_duplicat
     running = await _submit(backend, "t2")
     await _take(backend, "c1")
     assert await _begin(backend, "c1", running, "t2", fresh=True) == "ok"
-    assert await backend.bus.cancel(keys, "t2", b"{}", b"") == "running"
+    assert await backend.bus.cancel(keys, "t2", b"{}", ()) == "running"
 
 
 async def test_a_running_task_ends_once_whichever_of_its_cancel_and_commit_runs_first(
@@ -224,7 +224,7 @@ async def test_a_running_task_ends_once_whichever_of_its_cancel_and_commit_runs_
         await _take(backend, "c1")
         assert await _begin(backend, "c1", first, "t1", fresh=True) == "ok"
         assert (
-            await backend.bus.cancel(keys, "t1", b'{"c":1}', b"", running=True, notify=channel)
+            await backend.bus.cancel(keys, "t1", b'{"c":1}', (), running=True, notify=channel)
             == "ok"
         )
         assert await _commit(backend, "c1", first, "t1", b'{"n":1}') == "dup"
@@ -236,22 +236,18 @@ async def test_a_running_task_ends_once_whichever_of_its_cancel_and_commit_runs_
         assert await _begin(backend, "c1", second, "t2", fresh=True) == "ok"
         assert await _commit(backend, "c1", second, "t2", b'{"n":2}') == "ok"
         assert (
-            await backend.bus.cancel(keys, "t2", b"{}", b"", running=True, notify=channel) == "done"
+            await backend.bus.cancel(keys, "t2", b"{}", (), running=True, notify=channel) == "done"
         )
         assert await backend.tasks.terminal_result(AGENT, 0, "t2") == b'{"n":2}'
         assert (await backend.bus.stream_stats(backend.ref(), AGENT)).pending == 0
         # A queued task's cancel tells no worker: none runs it.
         await _submit(backend, "t3")
-        assert (
-            await backend.bus.cancel(keys, "t3", b"{}", b"", running=True, notify=channel) == "ok"
-        )
-        await backend.bus.cancel(keys, "t1", b"{}", b"", running=True, notify=channel)
+        assert await backend.bus.cancel(keys, "t3", b"{}", (), running=True, notify=channel) == "ok"
+        await backend.bus.cancel(keys, "t1", b"{}", (), running=True, notify=channel)
         probe = await _submit(backend, "t4")  # a marker: published after t3's cancel
         await _take(backend, "c1", 2)
         assert await _begin(backend, "c1", probe, "t4", fresh=True) == "ok"
-        assert (
-            await backend.bus.cancel(keys, "t4", b"{}", b"", running=True, notify=channel) == "ok"
-        )
+        assert await backend.bus.cancel(keys, "t4", b"{}", (), running=True, notify=channel) == "ok"
         await eventually(lambda: _value(len(heard) == 2), timeout=10)
         assert heard == [b"t1", b"t4"]
         # What the heartbeat asks, for a message lost while a worker's channel was down.
@@ -290,7 +286,7 @@ async def test_a_damaged_retry_member_names_its_task_which_then_ends_dead_once(
 ) -> None:
     keys, channel = backend.ref().keys, "reply-of-t1"
     status, entry_id = await backend.bus.enqueue(
-        backend.ref(), "t1", _task("t1"), reply=channel, max_backlog=100, events_json=b""
+        backend.ref(), "t1", _task("t1"), reply=channel, max_backlog=100
     )
     assert status == "ok"
     heard: list[bytes] = []
@@ -314,9 +310,9 @@ async def test_a_damaged_retry_member_names_its_task_which_then_ends_dead_once(
             1,
             (("t1", error),),
         )
-        assert await backend.bus.end_damaged(keys, "t1", b'{"dead":1}', b"") == "ok"
-        assert await backend.bus.end_damaged(keys, "t1", b'{"dead":2}', b"") == "dead"
-        assert await backend.bus.end_damaged(keys, "nope", b"{}", b"") == "missing"
+        assert await backend.bus.end_damaged(keys, "t1", b'{"dead":1}', ()) == "ok"
+        assert await backend.bus.end_damaged(keys, "t1", b'{"dead":2}', ()) == "dead"
+        assert await backend.bus.end_damaged(keys, "nope", b"{}", ()) == "missing"
         assert await _state(backend, "t1") == "dead"
         assert await backend.tasks.terminal_result(AGENT, 0, "t1") == b'{"dead":1}'
         assert await eventually(lambda: _value(heard), timeout=10) == [b'{"dead":1}']
@@ -387,7 +383,7 @@ async def test_a_scheduled_task_is_admitted_against_its_tier_s_backlog(backend: 
 async def test_a_task_cancelled_while_scheduled_never_begins(backend: Backend) -> None:
     keys = backend.ref().keys
     assert await _schedule(backend, "t1", now_ms()) == "ok"
-    assert await backend.bus.cancel(keys, "t1", b'{"cancelled":1}', b"") == "ok"
+    assert await backend.bus.cancel(keys, "t1", b'{"cancelled":1}', ()) == "ok"
     assert await backend.tasks.terminal_result(AGENT, 0, "t1") == b'{"cancelled":1}'
     assert (await backend.bus.promote_due(keys, ["p0", "p2"])).moved == 1
     (entry,) = await _take(backend, "c1")
@@ -397,13 +393,9 @@ async def test_a_task_cancelled_while_scheduled_never_begins(backend: Backend) -
 
 async def test_submitting_a_task_id_again_enqueues_nothing(backend: Backend) -> None:
     entry_id = await _submit(backend, "t1")
-    again = await backend.bus.enqueue(
-        backend.ref(), "t1", _task("t1"), reply="", max_backlog=100, events_json=b""
-    )
+    again = await backend.bus.enqueue(backend.ref(), "t1", _task("t1"), reply="", max_backlog=100)
     assert again == ("exists", entry_id)
-    full = await backend.bus.enqueue(
-        backend.ref(), "t2", _task("t2"), reply="", max_backlog=1, events_json=b""
-    )
+    full = await backend.bus.enqueue(backend.ref(), "t2", _task("t2"), reply="", max_backlog=1)
     assert full == ("overloaded", "")
     assert (await backend.bus.stream_stats(backend.ref(), AGENT)).length == 1
 
@@ -472,7 +464,7 @@ async def test_a_stream_no_group_reads_yet_still_counts_its_entries(backend: Bac
     unread = backend.ref("p1")  # _ready created groups on p0 and p2 only
     for n in range(2):
         status, _ = await backend.bus.enqueue(
-            unread, f"u{n}", _task(f"u{n}"), reply="", max_backlog=100, events_json=b""
+            unread, f"u{n}", _task(f"u{n}"), reply="", max_backlog=100
         )
         assert status == "ok"
     stats = await backend.bus.stream_stats(unread, AGENT)
@@ -489,7 +481,7 @@ async def test_a_rollback_moves_each_unstarted_canary_entry_to_stable_once(
     entries = {}
     for task_id in ("t0", "t1", "t2", "t3", "t4"):
         status, entries[task_id] = await backend.bus.enqueue(
-            canary, task_id, _task(task_id), reply="", max_backlog=100, events_json=b""
+            canary, task_id, _task(task_id), reply="", max_backlog=100
         )
         assert status == "ok"
     retried, started = await backend.bus.read(canary, AGENT, "canary-1", 2, None)
@@ -539,7 +531,7 @@ async def test_a_retry_comes_back_on_the_streams_of_its_own_version(backend: Bac
     stable = StreamRef(backend.keys.shard(AGENT, 0, "1.2.0"), "p2")
     for ref in (canary, stable):
         await backend.bus.ensure_group(ref, AGENT)
-    await backend.bus.enqueue(canary, "t1", _task("t1"), reply="", max_backlog=9, events_json=b"")
+    await backend.bus.enqueue(canary, "t1", _task("t1"), reply="", max_backlog=9)
     (entry,) = await backend.bus.read(canary, AGENT, "c1", 1, None)
     await backend.bus.begin(canary, AGENT, "c1", [BeginItem(entry.entry_id, "t1", 1)], fresh=True)
     retry = Reschedule(entry.entry_id, "t1", now_ms(), "p2", _task("t1"), attempt=2)
@@ -604,10 +596,8 @@ async def test_one_reply_resumes_a_waiting_task_and_a_second_is_refused(backend:
     await _parked(backend, "t1")
     keys = backend.ref().keys
     answer = backend.bus.answer
-    assert (await answer(keys, TIERS, "t1", "1", b'{"ok":true}', b"")).status == "ok"
-    assert (await answer(keys, TIERS, "t1", "1", b'{"ok":false}', b"")).status == (
-        "already_replied"
-    )
+    assert (await answer(keys, TIERS, "t1", "1", b'{"ok":true}', ())).status == "ok"
+    assert (await answer(keys, TIERS, "t1", "1", b'{"ok":false}', ())).status == ("already_replied")
     assert (await backend.bus.ask_record(keys, "t1", "1")).answer_json == b'{"ok":true}'
     assert await _state(backend, "t1") == "queued"
     assert await backend.bus.waiting(keys, 10) == []
@@ -615,9 +605,9 @@ async def test_one_reply_resumes_a_waiting_task_and_a_second_is_refused(backend:
     assert await backend.bus.shard_backlog(keys) == (0, 0)  # its wait left the delayed set
     (entry,) = await _take(backend, "c1")
     assert entry.fields is not None and orjson.loads(entry.fields[b"task"])["task_id"] == "t1"
-    assert (await answer(keys, TIERS, "nope", "1", b"{}", b"")).status == "missing"
+    assert (await answer(keys, TIERS, "nope", "1", b"{}", ())).status == "missing"
     await _submit(backend, "t2")
-    refused = await answer(keys, TIERS, "t2", "", b"{}", b"")
+    refused = await answer(keys, TIERS, "t2", "", b"{}", ())
     assert (refused.status, refused.state) == ("not_waiting", "queued")
 
 
@@ -626,11 +616,11 @@ async def test_a_due_wait_wakes_once_and_a_late_reply_changes_nothing(backend: B
     keys = backend.ref().keys
     promoted = await backend.bus.promote_due(keys, TIERS)
     assert (promoted.moved, promoted.waits) == (0, ("t1",))
-    assert (await backend.bus.wake(keys, TIERS, "t1", b"")).status == "ok"
-    assert (await backend.bus.wake(keys, TIERS, "t1", b"")).status == "gone"  # a second pump
+    assert (await backend.bus.wake(keys, TIERS, "t1", ())).status == "ok"
+    assert (await backend.bus.wake(keys, TIERS, "t1", ())).status == "gone"  # a second pump
     assert await backend.bus.ask_record(keys, "t1", "1") == (None, 1)
     assert await backend.bus.asked(keys, "t1") == {}
-    late = await backend.bus.answer(keys, TIERS, "t1", "1", b"{}", b"")
+    late = await backend.bus.answer(keys, TIERS, "t1", "1", b"{}", ())
     assert late.status == "not_waiting"
     assert len(await _take(backend, "c1", 10)) == 1  # resumed once
 
@@ -638,9 +628,9 @@ async def test_a_due_wait_wakes_once_and_a_late_reply_changes_nothing(backend: B
 async def test_a_reply_first_leaves_the_timeout_nothing_to_wake(backend: Backend) -> None:
     await _parked(backend, "t1", due_ms=now_ms() - 1)
     keys = backend.ref().keys
-    assert (await backend.bus.answer(keys, TIERS, "t1", "1", b"{}", b"")).status == "ok"
+    assert (await backend.bus.answer(keys, TIERS, "t1", "1", b"{}", ())).status == "ok"
     assert (await backend.bus.promote_due(keys, TIERS)).waits == ()
-    assert (await backend.bus.wake(keys, TIERS, "t1", b"")).status == "gone"
+    assert (await backend.bus.wake(keys, TIERS, "t1", ())).status == "gone"
     assert await backend.bus.ask_record(keys, "t1", "1") == (b"{}", 0)
     assert len(await _take(backend, "c1", 10)) == 1
 
@@ -672,8 +662,8 @@ async def test_a_tenant_lists_its_own_waiting_tasks_whatever_others_wait(
     assert ids(await backend.bus.waiting(keys, 1)) == ["a0"]
     assert len(await backend.bus.waiting(keys, 10)) == 6
     # A task answered, or cancelled, leaves its tenant's listing at once.
-    assert (await backend.bus.answer(keys, TIERS, "a0", "1", b"{}", b"")).status == "ok"
-    assert await backend.bus.cancel(keys, "a1", b'{"cancelled":1}', b"") == "ok"
+    assert (await backend.bus.answer(keys, TIERS, "a0", "1", b"{}", ())).status == "ok"
+    assert await backend.bus.cancel(keys, "a1", b'{"cancelled":1}', ()) == "ok"
     assert ids(await backend.bus.waiting(keys, 2, "acme")) == ["a2", "a3"]
     assert ids(await backend.bus.waiting(keys, 10, "nobody")) == []
 
@@ -696,7 +686,7 @@ async def test_a_waiting_listing_pages_after_a_cursor_either_way_listing_each_on
     for i in range(5):  # parked within a few ms: equal asked-at times, ordered by task id
         await _tenant_parked(backend, f"a{i}", "acme")
     await _tenant_parked(backend, "b0", "globex")
-    assert (await backend.bus.answer(keys, TIERS, "a2", "1", b"{}", b"")).status == "ok"
+    assert (await backend.bus.answer(keys, TIERS, "a2", "1", b"{}", ())).status == "ok"
     assert await backend.bus.waiting_count([keys], "acme") == [5]  # a2's member is left
     assert await _pages(backend, 2, "acme") == [["a0", "a1"], ["a3", "a4"]]
     assert await backend.bus.waiting_count([keys], "acme") == [4]  # the listing dropped it
@@ -708,13 +698,13 @@ async def test_a_waiting_listing_pages_after_a_cursor_either_way_listing_each_on
 async def test_a_waiting_task_can_be_cancelled(backend: Backend) -> None:
     await _parked(backend, "t1", due_ms=now_ms() - 1)
     keys = backend.ref().keys
-    assert await backend.bus.cancel(keys, "t1", b'{"cancelled":1}', b"") == "ok"
+    assert await backend.bus.cancel(keys, "t1", b'{"cancelled":1}', ()) == "ok"
     assert await backend.tasks.terminal_result(AGENT, 0, "t1") == b'{"cancelled":1}'
     assert await backend.bus.waiting(keys, 10) == []
     assert await backend.bus.asked(keys, "t1") == {}
     assert (await backend.bus.promote_due(keys, TIERS)).waits == ()
-    assert (await backend.bus.wake(keys, TIERS, "t1", b"")).status == "gone"
-    late = await backend.bus.answer(keys, TIERS, "t1", "1", b"{}", b"")
+    assert (await backend.bus.wake(keys, TIERS, "t1", ())).status == "gone"
+    late = await backend.bus.answer(keys, TIERS, "t1", "1", b"{}", ())
     assert (late.status, late.state) == ("not_waiting", "done")
     assert await _take(backend, "c1", 10) == []
 
@@ -729,14 +719,14 @@ async def test_a_reply_resumes_a_canary_task_on_its_own_version_s_streams(
     await backend.bus.ensure_group(canary, AGENT)
     await backend.bus.set_many([backend.tasks.location_record("t1", LOCATION)], 60, what="test")
     status, entry_id = await backend.bus.enqueue(
-        canary, "t1", _task("t1"), reply="", max_backlog=100, events_json=b""
+        canary, "t1", _task("t1"), reply="", max_backlog=100
     )
     assert status == "ok"
     await backend.bus.read(canary, AGENT, "c1", 1, None)
     await backend.bus.begin(canary, AGENT, "c1", [BeginItem(entry_id, "t1", 1)], fresh=True)
     park = _park(entry_id, "t1", now_ms() - 1)  # due already: no pump runs here
     assert await backend.bus.park(canary, AGENT, "c1", park) == "ok"
-    assert (await backend.tasks.task_fields(LOCATION, "t1"))["lane"] == "1.3.0"
+    assert (await backend.tasks.task_fields(LOCATION, "t1"))["parked_version"] == "1.3.0"
 
     replies = Replies(
         backend.bus, backend.tasks, backend.keys, outbox=False, metrics=None, max_answer_bytes=999
@@ -786,7 +776,7 @@ async def test_only_the_entry_s_owner_records_steps_and_only_while_the_task_runs
     # A terminal result (here a cancel between read and begin) stops the owner too.
     other = await _submit(backend, "t2")
     await _take(backend, "c1")
-    assert await backend.bus.cancel(keys, "t2", b'{"cancelled":1}', b"") == "ok"
+    assert await backend.bus.cancel(keys, "t2", b'{"cancelled":1}', ()) == "ok"
     assert await _record(backend, "c1", other, "t2", **{"step:a": b"1"}) == "dup"
     assert await backend.bus.load_steps(keys, "t2") == {}
 
@@ -907,7 +897,7 @@ async def test_a_fair_tier_serves_keys_in_proportion_to_their_weights(backend: B
 async def test_a_task_cancelled_in_the_fair_queue_never_begins(backend: Backend) -> None:
     await _fair(backend, [("t1", "a", 1.0), ("t2", "a", 1.0)])
     keys = backend.ref().keys
-    assert await backend.bus.cancel(keys, "t2", b'{"cancelled":1}', b"") == "ok"
+    assert await backend.bus.cancel(keys, "t2", b'{"cancelled":1}', ()) == "ok"
     entries = await backend.bus.read_fair(backend.ref(), AGENT, "c1", 10, None)
     assert [e.entry_id != "" for e in entries] == [True, True]
     assert await _begin(backend, "c1", entries[1].entry_id, "t2", fresh=True) == "dup"

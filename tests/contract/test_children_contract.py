@@ -47,7 +47,7 @@ async def _parked(b: Backend, wait: ChildWait) -> ParkStatus:
 
 
 async def _end(b: Backend, child: str, result: bytes = b'{"ok":1}') -> ChildEnded:
-    return await b.bus.child_ended(b.ref().keys, TIERS, "parent", child, result, b"")
+    return await b.bus.child_ended(b.ref().keys, TIERS, "parent", child, result, ())
 
 
 async def test_the_last_child_s_end_wakes_its_waiting_parent_once(backend: Backend) -> None:
@@ -98,7 +98,7 @@ async def test_a_due_wait_is_swept_not_woken_until_its_deadline(backend: Backend
     keys = backend.ref().keys
     for _ in range(2):  # due every sweep interval, and swept each time
         await eventually(lambda: _due(backend), timeout=10, what="the wait came due")
-        woken = await backend.bus.wake(keys, TIERS, "parent", b"")
+        woken = await backend.bus.wake(keys, TIERS, "parent", ())
         assert (woken.status, woken.children) == ("sweep", ("a", "b"))
         assert await _state(backend, "parent") == "waiting"
     assert await _take(backend, "c1", 10) == []
@@ -114,7 +114,7 @@ async def test_a_wait_past_the_parent_s_deadline_re_enqueues_it(backend: Backend
     assert await _parked(backend, wait) == ParkStatus.OK
     keys = backend.ref().keys
     assert (await backend.bus.promote_due(keys, TIERS)).waits == ("parent",)
-    assert (await backend.bus.wake(keys, TIERS, "parent", b"")).status == "ok"
+    assert (await backend.bus.wake(keys, TIERS, "parent", ())).status == "ok"
     assert await _state(backend, "parent") == "queued"
     (entry,) = await _take(backend, "c1", 10)
     assert entry.fields is not None and entry.fields[b"task"] == _task("parent")
@@ -124,7 +124,7 @@ async def test_a_cancelled_parent_takes_no_end_and_wakes_no_more(backend: Backen
     entry_id = await _running(backend)
     assert await _parked(backend, _wait(entry_id, ("a", "b"))) == ParkStatus.OK
     keys = backend.ref().keys
-    assert await backend.bus.cancel(keys, "parent", b'{"cancelled":1}', b"") == "ok"
+    assert await backend.bus.cancel(keys, "parent", b'{"cancelled":1}', ()) == "ok"
     assert await backend.tasks.terminal_result(AGENT, 0, "parent") == b'{"cancelled":1}'
     fields = await backend.tasks.task_fields(LOCATION, "parent")
     assert fields["children"] == "a b" and "awaiting" not in fields
@@ -132,15 +132,15 @@ async def test_a_cancelled_parent_takes_no_end_and_wakes_no_more(backend: Backen
     assert (await backend.bus.promote_due(keys, TIERS)).waits == ()
     assert await _take(backend, "c1", 10) == []
     assert await _end(backend, "a") == ChildEnded.ENDED
-    assert await backend.bus.child_ended(keys, TIERS, "nope", "a", b"{}", b"") == "missing"
+    assert await backend.bus.child_ended(keys, TIERS, "nope", "a", b"{}", ()) == "missing"
 
 
 async def test_a_running_task_is_cancelled_only_when_asked_to(backend: Backend) -> None:
     await _running(backend)
     keys = backend.ref().keys
-    assert await backend.bus.cancel(keys, "parent", b"{}", b"") == "running"
-    assert await backend.bus.cancel(keys, "parent", b'{"c":1}', b"", running=True) == "ok"
-    assert await backend.bus.cancel(keys, "parent", b"{}", b"", running=True) == "done"
+    assert await backend.bus.cancel(keys, "parent", b"{}", ()) == "running"
+    assert await backend.bus.cancel(keys, "parent", b'{"c":1}', (), running=True) == "ok"
+    assert await backend.bus.cancel(keys, "parent", b"{}", (), running=True) == "done"
     assert await backend.tasks.terminal_result(AGENT, 0, "parent") == b'{"c":1}'
 
 

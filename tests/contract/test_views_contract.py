@@ -9,6 +9,7 @@ import asyncio
 
 import orjson
 
+from deepagents.contract.events import AuditEvent
 from deepagents.transport.base import (
     RECLAIM_START,
     BeginItem,
@@ -69,9 +70,7 @@ async def test_commits_of_several_streams_go_in_one_call_each_checked_on_its_own
 
 
 async def _enqueued(b: Backend, ref: StreamRef, task_id: str) -> str:
-    status, entry_id = await b.bus.enqueue(
-        ref, task_id, _task(task_id), reply="", max_backlog=100, events_json=b""
-    )
+    status, entry_id = await b.bus.enqueue(ref, task_id, _task(task_id), reply="", max_backlog=100)
     assert status == "ok"
     return entry_id
 
@@ -135,7 +134,6 @@ async def test_a_commit_notifies_its_submitter_s_reply_channel(backend: Backend)
             _task("t1"),
             reply=listener.channel,
             max_backlog=100,
-            events_json=b"",
         )
         assert status == "ok"
         await _take(backend, "c1")
@@ -154,25 +152,42 @@ async def test_a_commit_notifies_its_submitter_s_reply_channel(backend: Backend)
 
 
 async def test_the_outbox_holds_one_entry_per_step_that_wrote_events(backend: Backend) -> None:
+    """Each step's events as the audit store reads them: the objects handed to the bus,
+    the started one with the delivery count the begin counted, the same on every backend."""
     keys = backend.ref().keys
     assert await backend.bus.outbox_lengths([keys]) == [0]
-    submitted = b'[{"type":"submitted","task_id":"t1"}]'
+    awkward = 'quote " backslash \\ nul \x00 é 𝄞'
+    submitted = AuditEvent.of("submitted", "t1", agent=AGENT, payload={"text": awkward})
     status, entry_id = await backend.bus.enqueue(
-        backend.ref(), "t1", _task("t1"), reply="", max_backlog=100, events_json=submitted
+        backend.ref(), "t1", _task("t1"), reply="", max_backlog=100, events=[submitted]
     )
     assert status == "ok"
     assert await backend.bus.outbox_lengths([keys]) == [1]
     await _take(backend, "c1")
-    started = b'{"type":"started","task_id":"t1","deliveries":'
+    started = AuditEvent.of("started", "t1", agent=AGENT, queue_ms=3)
     (begun,) = await backend.bus.begin(
         backend.ref(), AGENT, "c1", [BeginItem(entry_id, "t1", 1, started)], fresh=True
     )
     assert begun.status == "ok"
-    finished = b'[{"type":"succeeded","task_id":"t1"}]'
-    item = CommitItem(entry_id, "t1", b"{}", events_json=finished)
+    model_call = AuditEvent.of("model_call", "t1", model=awkward)
+    result = orjson.Fragment(b'{"status":"success"}')  # a result, encoded already
+    finished = AuditEvent.of("succeeded", "t1", result=result, deliveries=1)
+    item = CommitItem(entry_id, "t1", b"{}", events=[model_call, finished])
     assert await backend.bus.commit(backend.ref(), AGENT, "c1", [item]) == ["ok"]
     other = backend.keys.shard(AGENT, 1)
     assert await backend.bus.outbox_lengths([keys, other]) == [3, 0]
+    assert backend.outbox is not None
+    written = [orjson.loads(events) for events in await backend.outbox(keys)]
+
+    def read(event: AuditEvent, **more: object) -> dict[str, object]:
+        as_read: dict[str, object] = orjson.loads(orjson.dumps(event.as_object()))
+        return {**as_read, **more}
+
+    assert written == [
+        [read(submitted)],
+        [read(started, deliveries=1)],
+        [read(model_call), read(finished, result={"status": "success"})],
+    ]
 
 
 async def test_the_views_of_idle_pending_entries_and_of_the_server(backend: Backend) -> None:
@@ -203,5 +218,5 @@ async def test_a_listing_reads_the_waiting_ids_first_then_the_questions_of_those
     assert await backend.bus.waiting_ids(keys, 10, "nobody") == []
     assert await backend.bus.waiting_of(keys, ids) == await backend.bus.waiting(keys, 10)
     # A task answered meanwhile is left out of the questions read.
-    assert (await backend.bus.answer(keys, TIERS, "t1", "1", b"{}", b"")).status == "ok"
+    assert (await backend.bus.answer(keys, TIERS, "t1", "1", b"{}", ())).status == "ok"
     assert [w.task_id for w in await backend.bus.waiting_of(keys, ids)] == ["t2"]

@@ -6,6 +6,7 @@ from __future__ import annotations
 import orjson
 from redis.asyncio import Redis
 
+from deepagents.contract.events import AuditEvent
 from deepagents.transport.base import BeginItem, Begun, CommitItem, StreamRef
 from deepagents.transport.keys import Keys
 from deepagents.transport.redis_streams.bus import RedisStreamBus
@@ -39,10 +40,10 @@ async def test_stale_fresh_begin_runs_in_vain_and_cannot_commit(client: Redis, p
     first = await client.hget(ref.keys.task("t1"), "first_ms")
     assert first is not None and claimed.first_ms == int(first) > 0
 
-    assert await bus.commit(ref, "echo", "a", [CommitItem(entry_id, "t1", b"a", "", b"")]) == [
+    assert await bus.commit(ref, "echo", "a", [CommitItem(entry_id, "t1", b"a", "", ())]) == [
         "lost"
     ]
-    assert await bus.commit(ref, "echo", "b", [CommitItem(entry_id, "t1", b"b", "", b"")]) == ["ok"]
+    assert await bus.commit(ref, "echo", "b", [CommitItem(entry_id, "t1", b"b", "", ())]) == ["ok"]
     task = await client.hgetall(ref.keys.task("t1"))
     assert (task[b"result"], task[b"owner"], task[b"state"]) == (b"b", b"b", b"done")
     await bus.aclose()
@@ -75,9 +76,9 @@ async def test_fresh_begin_of_a_finished_task_is_a_duplicate(client: Redis, pref
     await bus.aclose()
 
 
-def _started(task_id: str) -> bytes:
-    """A started event as the worker passes it: JSON up to the delivery count."""
-    return orjson.dumps({"type": "started", "task_id": task_id})[:-1] + b',"deliveries":'
+def _started(task_id: str) -> AuditEvent:
+    """A started event as the worker passes it: without its delivery count."""
+    return AuditEvent.of("started", task_id)
 
 
 async def _outbox(client: Redis, ref: StreamRef) -> list[dict[str, object]]:
@@ -92,13 +93,14 @@ async def test_each_delivery_records_its_start_and_count_at_begin(
     client: Redis, prefix: str
 ) -> None:
     bus, ref, entry_id = await _setup(client, prefix)
-    item = BeginItem(entry_id, "t1", 1, _started("t1"))
+    started = _started("t1")
+    item = BeginItem(entry_id, "t1", 1, started)
     await bus.read(ref, "echo", "a", 10, None)
     assert _head(await bus.begin(ref, "echo", "a", [item], fresh=True)) == [("ok", 1, False)]
     await client.xautoclaim(ref.name, "echo", "b", 0, "0-0")  # a dies; b reclaims
     assert _head(await bus.begin(ref, "echo", "b", [item])) == [("ok", 2, False)]
     assert _head(await bus.begin(ref, "echo", "a", [item])) == [("lost", 0, False)]  # no event
-    expected = {"type": "started", "task_id": "t1"}
+    expected = orjson.loads(orjson.dumps(started.as_object()))
     assert await _outbox(client, ref) == [
         {**expected, "deliveries": 1},
         {**expected, "deliveries": 2},

@@ -163,7 +163,7 @@ async def test_a_cancel_whose_message_was_lost_is_found_by_the_heartbeat(
         cancelled = Result.failed(ErrorCode.CANCELLED, "cancelled", task_id=task_id, agent="hold")
         # As the orchestrator does, but nothing published: as if the worker's channel was down.
         status = await orch.bus.cancel(
-            keys, task_id, cancelled.model_dump_json().encode(), b"", running=True
+            keys, task_id, cancelled.model_dump_json().encode(), (), running=True
         )
         assert status == "ok"
         await eventually(lambda: _value(agent.cancelled[task_id]), timeout=20, what="run stopped")

@@ -27,7 +27,7 @@ async def _held(client: Redis, prefix: str, ids: list[str]) -> tuple[RedisStream
 
 
 def _items(ids: list[str]) -> list[CommitItem]:
-    return [CommitItem(entry_id, f"t{entry_id}", b"{}", "", b"") for entry_id in ids]
+    return [CommitItem(entry_id, f"t{entry_id}", b"{}", "", ()) for entry_id in ids]
 
 
 async def test_an_entry_another_consumer_claimed_is_lost_and_the_rest_commit(

@@ -30,7 +30,7 @@ async def test_commit_streams_commits_each_stream_with_owner_checks(
     batches = []
     for n, ref in enumerate(refs):
         entry_id = await _one_begun(bus, client, ref, f"task-{n}")
-        batches.append((ref, [CommitItem(entry_id, f"task-{n}", b'{"n":1}', "", b"")]))
+        batches.append((ref, [CommitItem(entry_id, f"task-{n}", b'{"n":1}', "", ())]))
 
     # Another consumer does not own the entries: nothing is committed.
     assert await bus.commit_streams("echo", "c2", batches) == [["lost"], ["lost"]]
@@ -55,7 +55,7 @@ async def test_hot_path_survives_script_flush_and_killed_connections(
     await client.script_flush()
     lane_id = await bus.lanes.call("CLIENT", "ID")  # the one idle lane connection
     assert await client.client_kill_filter(_id=lane_id) == 1
-    items = [CommitItem(first, "task-a", b'{"n":1}', "", b"")]
+    items = [CommitItem(first, "task-a", b'{"n":1}', "", ())]
     with pytest.raises(TransportError):
         await bus.commit(ref, "echo", "c1", items)  # its connection was killed
     assert await bus.commit(ref, "echo", "c1", items) == ["ok"]  # new connection, script loaded

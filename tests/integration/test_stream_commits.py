@@ -29,7 +29,7 @@ async def test_backlog_bound_holds_a_tier_until_its_commits_land(
         backlog={"p0": 2, "p2": 2},
     )
     for n in range(2):  # no such entries: each lands as "lost", which is enough here
-        committer.put(ref, CommitItem(f"1-{n}", f"t{n}", b"{}", "", b""), n)
+        committer.put(ref, CommitItem(f"1-{n}", f"t{n}", b"{}", "", ()), n)
 
     waiting = asyncio.ensure_future(committer.room("p2"))
     await asyncio.wait_for(committer.room("p0"), 1)  # another tier reads on

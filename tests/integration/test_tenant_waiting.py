@@ -27,7 +27,7 @@ async def test_answered_questions_leave_the_tenant_index_as_others_are_asked(
         await parked(bus, ref, "old", tenant="acme", due_ms=later)  # waits throughout
         for i in range(30):
             await parked(bus, ref, f"t{i}", tenant="acme", due_ms=later)
-            answered = await bus.answer(keys, TIERS, f"t{i}", "1", b"{}", b"")
+            answered = await bus.answer(keys, TIERS, f"t{i}", "1", b"{}", ())
             assert answered.status == "ok"
             await bus.read(ref, "echo", "c1", 1, None)  # the resumed entry, out of the way
         assert await client.zcard(keys.tenant_waiting("acme")) <= 4

@@ -31,7 +31,7 @@ async def test_scope_sets_and_closes_model_calls(
         final = usage.apply(Result(output=result.output))
     assert calls.closed and current_model_calls() is None
     assert not result.degraded and final.metrics.tokens_used == result.metrics.tokens_used > 0
-    assert [e["type"] for e in usage.audit_events(task.task_id)] == ["model_call"]
+    assert [e.type for e in usage.audit_events(task.task_id)] == ["model_call"]
 
 
 async def test_no_models_no_calls(client: Redis, prefix: str) -> None:

@@ -4,12 +4,12 @@ from __future__ import annotations
 
 import logging
 
-import orjson
 import pytest
 from prometheus_client import generate_latest
 
 from deepagents.modelcall import ModelUnavailable, usage_scope, wrap_model_call
 from deepagents.modelcall.simulator import Action, SimulatorThread
+from deepagents.transport.outbox import encode_events
 from tests.modelcall.conftest import MakeCalls, model_config
 
 PROMPT_CANARY = "CANARY-PROMPT-7f3a9e"
@@ -49,7 +49,7 @@ async def test_prompt_and_key_never_logged(
         "logs": caplog.text + "".join(repr(r.__dict__) for r in caplog.records),
         "records": repr(reply) + repr(caught.value.attempts),
         "error": str(caught.value) + repr(caught.value),
-        "audit": orjson.dumps(ledger.audit_events("task-1")).decode(),
+        "audit": encode_events(ledger.audit_events("task-1")).decode(),
         "metrics": generate_latest(calls.metrics.registry).decode(),
     }
     for name, text in surfaces.items():

@@ -28,7 +28,7 @@ async def test_usage_scope_adds_up_every_call(sim: SimulatorThread, make_calls: 
         ledger.tokens_used,
         ledger.cost_usd,
     )
-    events = ledger.audit_events("task-9")
+    events = [e.as_object() for e in ledger.audit_events("task-9")]
     assert [e["type"] for e in events] == ["model_call", "model_call"]
     assert {e["task_id"] for e in events} == {"task-9"}
     assert events[0]["outcome"] == "ok" and events[0]["requested_model"] == "m"

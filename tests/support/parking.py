@@ -23,7 +23,7 @@ async def parked(
     if tenant is not None:
         task["tenant"] = tenant
     task_json = orjson.dumps(task)
-    await bus.enqueue(ref, task_id, task_json, reply="", max_backlog=100, events_json=b"")
+    await bus.enqueue(ref, task_id, task_json, reply="", max_backlog=100)
     (entry,) = await bus.read(ref, "echo", "c1", 1, None)
     await bus.begin(ref, "echo", "c1", [BeginItem(entry.entry_id, task_id, 1)], fresh=True)
     due = now_ms() if due_ms is None else due_ms

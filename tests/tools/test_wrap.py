@@ -199,7 +199,7 @@ async def test_audit_event_metrics_and_span_carry_no_raw_values() -> None:
     arguments = {"user": "ann", "password": "hunter2-secret"}
     await wrap_tool_call(login, ToolCall("c9", "login", arguments), agent="a1", calls=calls)
     await wrap_tool_call(login, ToolCall("c10", "login", {}), agent="a1", calls=calls)
-    events = ledger.audit_events("task-1")
+    events = [e.as_object() for e in ledger.audit_events("task-1")]
     assert [e["type"] for e in events] == ["tool_call", "tool_call"]
     first = events[0]
     assert first["tool"] == "login" and first["server"] == "python"

@@ -1,5 +1,5 @@
-"""The worker pastes a delivery's audit events together from pre-encoded JSON parts: each
-must still parse to the event it stands for, whatever the strings hold."""
+"""A delivery's audit events, as the worker builds them and the transport's one encoder
+writes them: each parses to the event it stands for, whatever the strings hold."""
 
 from __future__ import annotations
 
@@ -10,11 +10,12 @@ import orjson
 
 from deepagents.contract import Result, Task
 from deepagents.contract.codec import Envelope
-from deepagents.contract.events import audit_event
+from deepagents.contract.events import AuditEvent, audit_event
 from deepagents.contract.result import ResultMetrics
 from deepagents.contract.task import utcnow
 from deepagents.transport.base import StreamRef
 from deepagents.transport.keys import Keys
+from deepagents.transport.outbox import encode_events, open_started
 from deepagents.worker.encode import Encoder
 from deepagents.worker.flight import InFlight
 
@@ -51,9 +52,9 @@ def test_started_and_terminal_events_parse_to_their_fields() -> None:
     flight = _flight(task)
     flight.context = handler.context(flight.stream, flight.envelope)
     now = utcnow()
-    started = handler.started_event(flight.context, orjson.dumps(now), 7)
+    started = handler.started_event(task.task_id, flight.context, now, 7)
     # the begin script appends the delivery count and the closing brace
-    event = orjson.loads(started + b"4}")
+    event = orjson.loads(open_started(started) + b"4}")
     shared = {**SHARED, "tenant": AWKWARD, "traceparent": AWKWARD[:40], "deliveries": 4}
     assert event == {
         "event_id": event["event_id"],
@@ -64,11 +65,11 @@ def test_started_and_terminal_events_parse_to_their_fields() -> None:
         **shared,
     }
     result = orjson.dumps({"status": "success", "output": {"text": AWKWARD}})
-    extra = [audit_event("model_call", task.task_id, model=AWKWARD)]
+    extra = [AuditEvent.of("model_call", task.task_id, model=AWKWARD)]
     model_call, terminal = orjson.loads(
-        handler.commit_events(flight, "succeeded", result, extra, now)
+        encode_events(handler.commit_events(flight, "succeeded", result, extra, now))
     )
-    assert model_call == orjson.loads(orjson.dumps(extra[0]))
+    assert model_call == orjson.loads(orjson.dumps(extra[0].as_object()))
     assert terminal == {
         "event_id": terminal["event_id"],
         "type": "succeeded",
@@ -83,10 +84,12 @@ def test_started_and_terminal_events_parse_to_their_fields() -> None:
 def test_a_task_without_tenant_or_trace_omits_them_and_rare_events_share_the_fields() -> None:
     handler = _handler()
     flight = _flight(Task(intent="x", payload={}))
-    (terminal,) = orjson.loads(handler.commit_events(flight, "failed", b"{}", [], utcnow()))
+    (terminal,) = orjson.loads(
+        encode_events(handler.commit_events(flight, "failed", b"{}", [], utcnow()))
+    )
     assert {k: terminal[k] for k in SHARED} == SHARED
     assert "tenant" not in terminal and "traceparent" not in terminal
-    retried = handler.event("retried", flight, reason="r")
+    retried = handler.event("retried", flight, reason="r").as_object()
     assert {k: retried[k] for k in SHARED} == SHARED
     assert retried["deliveries"] == 4 and retried["reason"] == "r"
 
@@ -116,8 +119,8 @@ def test_the_committed_result_is_the_same_whether_the_agent_set_metrics_or_not()
 
 
 def test_the_submitted_event_is_the_one_audit_event_builds() -> None:
-    """The orchestrator builds each task's ``submitted`` event without ``audit_event``
-    (it is per task): the same fields, the unset ones left out as there."""
+    """The orchestrator builds each task's ``submitted`` event directly (it is per task):
+    the same fields as ``audit_event``, the unset ones left out as there."""
     from deepagents.orchestrator.routing import Route
     from deepagents.orchestrator.submit import _submitted_events
 
@@ -126,7 +129,9 @@ def test_the_submitted_event_is_the_one_audit_event_builds() -> None:
         Task(intent="echo", payload={"text": AWKWARD}),
         Task(intent="echo", payload={}, tenant="acme", traceparent="00-" + "1" * 32 + "-1-01"),
     ):
-        (fast,) = orjson.loads(_submitted_events(task, route, "2026-01-01T00:00:00+00:00"))
+        (fast,) = orjson.loads(
+            encode_events(_submitted_events(task, route, "2026-01-01T00:00:00+00:00"))
+        )
         built = audit_event(
             "submitted",
             task.task_id,

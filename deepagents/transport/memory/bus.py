@@ -17,6 +17,7 @@ from typing import NamedTuple
 
 import orjson
 
+from deepagents.contract.events import AuditEvent
 from deepagents.errors import GroupVanished, NotReplicated
 from deepagents.transport.base import (
     CAPPED_POLL_MS,
@@ -45,6 +46,7 @@ from deepagents.transport.memory.children import CHILD_WAIT_FIELDS, MemoryChildr
 from deepagents.transport.memory.replies import MemoryReplies, MemoryReplyListener
 from deepagents.transport.memory.state import Fields, Group, State, Stream, parse_id
 from deepagents.transport.memory.waiting import WAIT_FIELDS, MemoryWaiting, drop_wait
+from deepagents.transport.outbox import encode_events
 from deepagents.transport.states import TERMINAL, Cancelled, Enqueued, Outcome, Replayed, TaskState
 
 _b = str.encode
@@ -108,10 +110,10 @@ class MemoryBus(MemoryWaiting, MemoryChildren):
         *,
         reply: str,
         max_backlog: int,
-        events_json: bytes,
+        events: Sequence[AuditEvent] = (),
     ) -> Admitted:
         (result,) = await self.enqueue_many(
-            [Enqueue(stream, task_id, task_json, reply, events_json)], max_backlog=max_backlog
+            [Enqueue(stream, task_id, task_json, reply, events)], max_backlog=max_backlog
         )
         return result
 
@@ -164,7 +166,7 @@ class MemoryBus(MemoryWaiting, MemoryChildren):
         at = str(now_ms())
         if due:  # as the enqueue script: the member a retry's reschedule writes, attempt 1
             self._schedule(stream, key, task_json, reply, at, due)
-            self._outbox(stream.keys, item.events_json)
+            self._outbox(stream.keys, item.events)
             return Admitted(Enqueued.OK, "")
         if share is not None and (queue or _unread(target) or self._at_cap(stream, share)):
             self._hold_fair(stream, task_json, reply, at, share)
@@ -176,7 +178,7 @@ class MemoryBus(MemoryWaiting, MemoryChildren):
                 "enq_ms": at,
                 "deliveries": "0",
             }
-            self._outbox(stream.keys, item.events_json)
+            self._outbox(stream.keys, item.events)
             return Admitted(Enqueued.OK, "")
         entry_id = target.add(entry_fields(task_json, 1, at, reply))
         if share is not None and share.cap:
@@ -189,7 +191,7 @@ class MemoryBus(MemoryWaiting, MemoryChildren):
             "enq_ms": at,
             "deliveries": "0",
         }
-        self._outbox(stream.keys, item.events_json)
+        self._outbox(stream.keys, item.events)
         return Admitted(Enqueued.OK, entry_id)
 
     def _hold_fair(
@@ -309,9 +311,9 @@ class MemoryBus(MemoryWaiting, MemoryChildren):
             self.state.expire(key, ttl_s)
         return 0
 
-    def _outbox(self, keys: ShardKeys, events: bytes) -> None:
+    def _outbox(self, keys: ShardKeys, events: Sequence[AuditEvent]) -> None:
         if events:
-            self.state.stream(keys.outbox).add({b"events": events})
+            self.state.stream(keys.outbox).add({b"events": encode_events(events)})
 
     # reading ------------------------------------------------------------------------------
 
@@ -447,8 +449,9 @@ class MemoryBus(MemoryWaiting, MemoryChildren):
                 started_ms=at,
                 deliveries=str(n),
             )
-            if item.started_event:
-                events.append(item.started_event + _b(f"{n}}}"))
+            if item.started is not None:  # the count the begin script appends
+                started = item.started
+                events.append(started._replace(fields={**started.fields, "deliveries": n}))
             first = task.get("first_ms")
             if first is None:
                 task["first_ms"] = at
@@ -464,8 +467,7 @@ class MemoryBus(MemoryWaiting, MemoryChildren):
                     spent_cost_usd=float(task.get("spent_cost", "0")),
                 )
             )
-        if events:
-            self._outbox(stream.keys, b"[" + b",".join(events) + b"]")
+        self._outbox(stream.keys, events)
         return out
 
     async def commit(
@@ -485,7 +487,7 @@ class MemoryBus(MemoryWaiting, MemoryChildren):
     ) -> list[Outcome]:
         found, held = self._group(stream, group)
         out: list[Outcome] = []
-        events = []
+        events: list[AuditEvent] = []
         for item in items:
             key = stream.keys.task(item.task_id)
             task = self.state.hash(key) or {}
@@ -508,12 +510,10 @@ class MemoryBus(MemoryWaiting, MemoryChildren):
             )
             self.state.expire(key, self.result_ttl_s)
             self.state.expire_if_there(stream.keys.steps(item.task_id), self.result_ttl_s)
-            if item.events_json:
-                events.append(item.events_json[1:-1])
+            events += item.events
             self.replies.publish(item.reply, item.result_json)
             out.append(Outcome.OK)
-        if events:
-            self._outbox(stream.keys, b"[" + b",".join(events) + b"]")
+        self._outbox(stream.keys, events)
         return out
 
     async def reschedule(
@@ -543,7 +543,7 @@ class MemoryBus(MemoryWaiting, MemoryChildren):
         if item.spent_cost_usd > 0:
             spent = float(task.get("spent_cost", "0")) + item.spent_cost_usd
             task["spent_cost"] = repr(spent)
-        self._outbox(stream.keys, item.events_json)
+        self._outbox(stream.keys, item.events)
         return Outcome.OK
 
     async def dead_letter(
@@ -555,9 +555,9 @@ class MemoryBus(MemoryWaiting, MemoryChildren):
         key = stream.keys.task(item.task_id or "-")
         task = self.state.hash(key)
         result = item.result_json if item.task_id else b""
-        events = item.events_json
+        events = item.events
         if result and item.salvaged and (task or {}).get("entry") != item.entry_id:
-            result, events = b"", item.unbound_events_json
+            result, events = b"", item.unbound_events
         at = str(now_ms())
         deliveries = (task or {}).get("deliveries", "0") if result else "0"
         record: Fields = {
@@ -692,7 +692,7 @@ class MemoryBus(MemoryWaiting, MemoryChildren):
         return Promoted(moved, dead, tuple(waits), tuple(damaged))
 
     async def end_damaged(
-        self, keys: ShardKeys, task_id: str, result_json: bytes, events_json: bytes
+        self, keys: ShardKeys, task_id: str, result_json: bytes, events: Sequence[AuditEvent]
     ) -> Cancelled | TaskState:
         key = keys.task(task_id)
         task = self.state.hash(key)
@@ -704,7 +704,7 @@ class MemoryBus(MemoryWaiting, MemoryChildren):
         task.update(state=TaskState.DEAD, result=result_json.decode(), finished_ms=str(now_ms()))
         self.state.expire(key, self.result_ttl_s)
         self.state.expire_if_there(keys.steps(task_id), self.result_ttl_s)
-        self._outbox(keys, events_json)
+        self._outbox(keys, events)
         self.replies.publish(task.get("reply", ""), result_json)
         return Cancelled.OK
 
@@ -731,7 +731,7 @@ class MemoryBus(MemoryWaiting, MemoryChildren):
         keys: ShardKeys,
         task_id: str,
         result_json: bytes,
-        events_json: bytes,
+        events: Sequence[AuditEvent],
         *,
         running: bool = False,
         notify: str = "",
@@ -755,7 +755,7 @@ class MemoryBus(MemoryWaiting, MemoryChildren):
         )
         self.state.expire(key, self.result_ttl_s)
         self.state.expire_if_there(keys.steps(task_id), self.result_ttl_s)
-        self._outbox(keys, events_json)
+        self._outbox(keys, events)
         self.replies.publish(task.get("reply", ""), result_json)
         if state == TaskState.RUNNING and notify:
             self.replies.publish(notify, task_id.encode())
@@ -779,7 +779,7 @@ class MemoryBus(MemoryWaiting, MemoryChildren):
             record = self.state.hash_for_write(stream.keys.steps(item.task_id))
             record.update((name, value.decode()) for name, value in item.fields)
             self.state.hash_for_write(stream.keys.task(item.task_id))["stepped"] = "1"
-        self._outbox(stream.keys, item.events_json)
+        self._outbox(stream.keys, item.events)
         return Outcome.OK
 
     async def load_steps(self, keys: ShardKeys, task_id: str) -> dict[str, bytes]:

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from deepagents.contract.events import AuditEvent
 from deepagents.transport.base import (
     ChildEnded,
     ChildWait,
@@ -35,7 +36,7 @@ class MemoryChildren:
     def _group(self, stream: StreamRef, group: str) -> tuple[Stream, Group]:
         raise NotImplementedError
 
-    def _outbox(self, keys: ShardKeys, events: bytes) -> None:
+    def _outbox(self, keys: ShardKeys, events: Sequence[AuditEvent]) -> None:
         raise NotImplementedError
 
     def _requeue(self, target: str, task_json: str, task: dict[str, str]) -> None:
@@ -60,14 +61,17 @@ class MemoryChildren:
         steps = self.state.hash(keys.steps(item.task_id)) or {}
         ended = sum(1 for c in item.awaiting if _field(c) in steps)
         task.update(
-            children=" ".join(item.children), deliveries="0", lane=keys.version, tier=item.tier
+            children=" ".join(item.children),
+            deliveries="0",
+            parked_version=keys.version,
+            tier=item.tier,
         )
         at = now_ms()
         if (item.mode is WaitMode.ALL and ended == len(item.awaiting)) or (
             item.mode is WaitMode.ANY and ended > 0
         ):
             self._requeue(keys.stream(item.tier), item.task_json.decode(), task)
-            self._outbox(keys, item.events_json)
+            self._outbox(keys, item.events)
             return ParkStatus.READY
         due = at + item.sweep_ms
         if 0 < item.deadline_ms < due:
@@ -82,7 +86,7 @@ class MemoryChildren:
             sweep_ms=str(item.sweep_ms),
         )
         self.state.delayed.setdefault(keys.delayed, {})[wait_member(item.task_id).encode()] = due
-        self._outbox(keys, item.events_json)
+        self._outbox(keys, item.events)
         return ParkStatus.OK
 
     async def child_ended(
@@ -92,7 +96,7 @@ class MemoryChildren:
         parent_id: str,
         child_id: str,
         result_json: bytes,
-        events_json: bytes,
+        events: Sequence[AuditEvent],
     ) -> ChildEnded:
         steps = self.state.hash(keys.steps(parent_id)) or {}
         if _field(child_id) in steps:
@@ -104,7 +108,7 @@ class MemoryChildren:
             return ChildEnded.ENDED
         steps = self.state.hash_for_write(keys.steps(parent_id))
         steps[_field(child_id)] = result_json.decode()
-        self._outbox(keys, events_json)
+        self._outbox(keys, events)
         awaiting = task.get("awaiting")
         if task["state"] != TaskState.WAITING or awaiting is None:
             return ChildEnded.RECORDED

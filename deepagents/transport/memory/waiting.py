@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from deepagents.contract.events import AuditEvent
 from deepagents.transport.base import (
     Answered,
     AskRecord,
@@ -40,7 +41,7 @@ class MemoryWaiting:
     def _group(self, stream: StreamRef, group: str) -> tuple[Stream, Group]:
         raise NotImplementedError
 
-    def _outbox(self, keys: ShardKeys, events: bytes) -> None:
+    def _outbox(self, keys: ShardKeys, events: Sequence[AuditEvent]) -> None:
         raise NotImplementedError
 
     async def park(self, stream: StreamRef, group: str, consumer: str, item: Park) -> Outcome:
@@ -61,7 +62,7 @@ class MemoryWaiting:
             asked_ms=str(at),
             wait_due_ms=str(item.due_ms),
             deliveries="0",
-            lane=keys.version,
+            parked_version=keys.version,
         )
         record = encode_question(item.task_json, item.question, item.schema_json, item.default_json)
         self.state.strings[keys.question(item.task_id)] = record.decode()
@@ -77,7 +78,7 @@ class MemoryWaiting:
                     del mine[member]
             mine[item.task_id.encode()] = at
         index[item.task_id.encode()] = at
-        self._outbox(keys, item.events_json)
+        self._outbox(keys, item.events)
         return Outcome.OK
 
     def _resume(
@@ -104,7 +105,7 @@ class MemoryWaiting:
         task_id: str,
         ask: str,
         answer_json: bytes,
-        events_json: bytes,
+        events: Sequence[AuditEvent],
     ) -> Answered:
         task = self.state.hash(keys.task(task_id))
         if task is None or "state" not in task:
@@ -116,11 +117,11 @@ class MemoryWaiting:
             return Answered(AnswerStatus.NOT_WAITING, task["state"])
         self.state.hash_for_write(keys.steps(task_id))[f"ask:{ask}"] = answer_json.decode()
         asked = self._resume(keys, tiers, task_id, task)
-        self._outbox(keys, events_json)
+        self._outbox(keys, events)
         return Answered(AnswerStatus.OK, TaskState.QUEUED, asked)
 
     async def wake(
-        self, keys: ShardKeys, tiers: Sequence[str], task_id: str, events_json: bytes
+        self, keys: ShardKeys, tiers: Sequence[str], task_id: str, events: Sequence[AuditEvent]
     ) -> Woken:
         delayed = self.state.delayed.get(keys.delayed, {})
         if delayed.pop(wait_member(task_id).encode(), None) is None:
@@ -134,7 +135,7 @@ class MemoryWaiting:
         field = f"ask:{task.get('ask', '')}:timeouts"
         steps[field] = str(int(steps.get(field, "0")) + 1)
         asked = self._resume(keys, tiers, task_id, task)
-        self._outbox(keys, events_json)
+        self._outbox(keys, events)
         return Woken(WakeStatus.OK, asked)
 
     def _sweep(

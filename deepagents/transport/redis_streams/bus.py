@@ -13,6 +13,7 @@ import redis.exceptions as rex
 from redis.asyncio import Redis, RedisCluster
 
 from deepagents.contract.codec import DamagedRecord
+from deepagents.contract.events import AuditEvent
 from deepagents.errors import NotReplicated
 from deepagents.transport.base import (
     CAPPED_POLL_MS,
@@ -37,6 +38,7 @@ from deepagents.transport.base import (
 )
 from deepagents.transport.entries import task_id_of
 from deepagents.transport.keys import ShardKeys
+from deepagents.transport.outbox import encode_events, open_started
 from deepagents.transport.redis_streams.children import RedisChildren
 from deepagents.transport.redis_streams.errors import redis_errors
 from deepagents.transport.redis_streams.lanes import Lanes
@@ -188,10 +190,10 @@ class RedisStreamBus(RedisWaiting, RedisChildren):
         *,
         reply: str,
         max_backlog: int,
-        events_json: bytes,
+        events: Sequence[AuditEvent] = (),
     ) -> Admitted:
         (result,) = await self.enqueue_many(
-            [Enqueue(stream, task_id, task_json, reply, events_json)], max_backlog=max_backlog
+            [Enqueue(stream, task_id, task_json, reply, events)], max_backlog=max_backlog
         )
         return result
 
@@ -291,7 +293,13 @@ class RedisStreamBus(RedisWaiting, RedisChildren):
                     stream = item.stream
                     keys += (stream.name, stream.keys.task(item.task_id))
                     due = due_ms[i] if due_ms else 0
-                    args += (item.task_json, item.reply, limits[i], stream.tier, item.events_json)
+                    args += (
+                        item.task_json,
+                        item.reply,
+                        limits[i],
+                        stream.tier,
+                        encode_events(item.events),
+                    )
                     args.append(due or "")
                     if has_fair:
                         share, sk, tier = fairs[j], stream.keys, stream.tier
@@ -564,7 +572,11 @@ class RedisStreamBus(RedisWaiting, RedisChildren):
         keys = [stream.name, stream.keys.outbox, *(stream.keys.task(i.task_id) for i in items)]
         args: list[Any] = [group, consumer, now_ms(), "1" if fresh else "0"]
         for item in items:
-            args += (item.entry_id, item.attempt, item.started_event)
+            args += (
+                item.entry_id,
+                item.attempt,
+                open_started(item.started) if item.started is not None else b"",
+            )
         with redis_errors(f"begin on {stream.name}"):
             (reply,) = await self._evalsha(self.scripts.begin, [(keys, args)])
         return [_begun(r) for r in reply]
@@ -583,7 +595,7 @@ class RedisStreamBus(RedisWaiting, RedisChildren):
         keys += [shard.steps(i.task_id) for i in items]
         args: list[Any] = [group, consumer, at, self.result_ttl_s]
         for item in items:
-            args += (item.entry_id, item.result_json, item.reply, item.events_json)
+            args += (item.entry_id, item.result_json, item.reply, encode_events(item.events))
         return keys, args
 
     async def commit_streams(
@@ -624,7 +636,7 @@ class RedisStreamBus(RedisWaiting, RedisChildren):
             item.entry_id,
             item.due_ms,
             member,
-            item.events_json,
+            encode_events(item.events),
             "1" if item.counted else "0",
             item.spent_tokens,
             repr(item.spent_cost_usd),
@@ -648,10 +660,10 @@ class RedisStreamBus(RedisWaiting, RedisChildren):
             item.result_json if item.task_id else b"",
             item.reply,
             self.result_ttl_s,
-            item.events_json,
+            encode_events(item.events),
             "1" if item.check_owner else "0",
             "1" if item.salvaged else "0",
-            item.unbound_events_json,
+            encode_events(item.unbound_events),
         ]
         with redis_errors(f"dead-letter on {stream.name}"):
             return _OUTCOME[await self.scripts.dead_letter(keys=keys, args=args)]
@@ -733,12 +745,12 @@ class RedisStreamBus(RedisWaiting, RedisChildren):
         )
 
     async def end_damaged(
-        self, keys: ShardKeys, task_id: str, result_json: bytes, events_json: bytes
+        self, keys: ShardKeys, task_id: str, result_json: bytes, events: Sequence[AuditEvent]
     ) -> Cancelled | TaskState:
         with redis_errors(f"end task {task_id}"):
             status = await self.scripts.end_damaged(
                 keys=[keys.task(task_id), keys.outbox, keys.steps(task_id)],
-                args=[result_json, now_ms(), self.result_ttl_s, events_json],
+                args=[result_json, now_ms(), self.result_ttl_s, encode_events(events)],
             )
         return _cancelled(status)
 
@@ -793,7 +805,7 @@ class RedisStreamBus(RedisWaiting, RedisChildren):
         keys: ShardKeys,
         task_id: str,
         result_json: bytes,
-        events_json: bytes,
+        events: Sequence[AuditEvent],
         *,
         running: bool = False,
         notify: str = "",
@@ -812,7 +824,7 @@ class RedisStreamBus(RedisWaiting, RedisChildren):
                     result_json,
                     now_ms(),
                     self.result_ttl_s,
-                    events_json,
+                    encode_events(events),
                     task_id,
                     "1" if running else "",
                     notify,
@@ -827,7 +839,7 @@ class RedisStreamBus(RedisWaiting, RedisChildren):
         for stream, item in items:
             shard = stream.keys
             keys = [stream.name, shard.task(item.task_id), shard.steps(item.task_id), shard.outbox]
-            args: list[Any] = [group, consumer, item.entry_id, item.events_json]
+            args: list[Any] = [group, consumer, item.entry_id, encode_events(item.events)]
             for name, value in item.fields:
                 args += (name, value)
             calls.append((keys, args))

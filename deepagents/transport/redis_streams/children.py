@@ -7,8 +7,10 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
+from deepagents.contract.events import AuditEvent
 from deepagents.transport.base import ChildEnded, ChildWait, ParkStatus, StreamRef, now_ms
 from deepagents.transport.keys import ShardKeys
+from deepagents.transport.outbox import encode_events
 from deepagents.transport.redis_streams.errors import redis_errors
 from deepagents.transport.redis_streams.scripts import Scripts
 
@@ -50,7 +52,7 @@ class RedisChildren:
                     now_ms(),
                     item.sweep_ms,
                     item.deadline_ms,
-                    item.events_json,
+                    encode_events(item.events),
                     keys.version,
                     " ".join(item.children),
                     " ".join(item.awaiting),
@@ -65,7 +67,7 @@ class RedisChildren:
         parent_id: str,
         child_id: str,
         result_json: bytes,
-        events_json: bytes,
+        events: Sequence[AuditEvent],
     ) -> ChildEnded:
         with redis_errors("record a child's end"):
             status = await self.scripts.child_ended(
@@ -76,7 +78,7 @@ class RedisChildren:
                     keys.outbox,
                     *(keys.stream(t) for t in tiers),
                 ],
-                args=[parent_id, child_id, result_json, now_ms(), events_json, *tiers],
+                args=[parent_id, child_id, result_json, now_ms(), encode_events(events), *tiers],
             )
         return ChildEnded(_s(status))
 

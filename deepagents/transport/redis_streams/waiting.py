@@ -8,6 +8,7 @@ import logging
 from collections.abc import Sequence
 from typing import Any
 
+from deepagents.contract.events import AuditEvent
 from deepagents.telemetry import process_telemetry
 from deepagents.transport.base import (
     Answered,
@@ -20,6 +21,7 @@ from deepagents.transport.base import (
     now_ms,
 )
 from deepagents.transport.keys import ShardKeys
+from deepagents.transport.outbox import encode_events
 from deepagents.transport.questions import decode_question, encode_question, tenant_of
 from deepagents.transport.redis_streams.errors import redis_errors
 from deepagents.transport.redis_streams.scripts import Scripts
@@ -99,7 +101,7 @@ class RedisWaiting:
                     item.on_timeout,
                     now_ms(),
                     item.due_ms,
-                    item.events_json,
+                    encode_events(item.events),
                     keys.version,
                 ],
             )
@@ -112,22 +114,22 @@ class RedisWaiting:
         task_id: str,
         ask: str,
         answer_json: bytes,
-        events_json: bytes,
+        events: Sequence[AuditEvent],
     ) -> Answered:
         with redis_errors("reply"):
             status, state, asked = await self.scripts.answer(
                 keys=_task_keys(keys, task_id, tiers),
-                args=[task_id, ask, answer_json, now_ms(), events_json, *tiers],
+                args=[task_id, ask, answer_json, now_ms(), encode_events(events), *tiers],
             )
         return Answered(_ANSWER[status], _STATE.get(state) or _s(state), int(asked or 0))
 
     async def wake(
-        self, keys: ShardKeys, tiers: Sequence[str], task_id: str, events_json: bytes
+        self, keys: ShardKeys, tiers: Sequence[str], task_id: str, events: Sequence[AuditEvent]
     ) -> Woken:
         with redis_errors(f"wake a waiting task of {keys.delayed}"):
             status, asked, *children = await self.scripts.wake(
                 keys=_task_keys(keys, task_id, tiers),
-                args=[task_id, now_ms(), events_json, *tiers],
+                args=[task_id, now_ms(), encode_events(events), *tiers],
             )
         awaited = tuple(_s(children[0]).split()) if children else ()
         return Woken(_WAKE[status], int(asked or 0), awaited)

@@ -20,7 +20,7 @@ if redis.call('HGET', KEYS[2], 'state') == 'done' then return 'dup' end
 -- one whose earlier deliveries died (the quarantine's count)
 redis.call('HSET', KEYS[2], 'state', 'waiting', 'tier', ARGV[6], 'ask', ARGV[7],
            'on_timeout', ARGV[8], 'asked_ms', ARGV[9], 'wait_due_ms', ARGV[10], 'deliveries', 0,
-           'lane', ARGV[12])
+           'parked_version', ARGV[12])
 redis.call('SET', KEYS[6], ARGV[5])
 redis.call('ZADD', KEYS[3], ARGV[10], 'w:' .. ARGV[4])
 redis.call('ZADD', KEYS[4], ARGV[9], ARGV[4])

@@ -22,7 +22,8 @@ for id in string.gmatch(ARGV[14], '%S+') do
   awaited = awaited + 1
   if redis.call('HEXISTS', KEYS[3], 'child:' .. id) == 1 then ended = ended + 1 end
 end
-redis.call('HSET', KEYS[2], 'children', ARGV[13], 'deliveries', 0, 'lane', ARGV[12],
+redis.call('HSET', KEYS[2], 'children', ARGV[13], 'deliveries', 0,
+           'parked_version', ARGV[12],
            'tier', ARGV[6])
 if (ARGV[7] == 'all' and ended == awaited) or (ARGV[7] == 'any' and ended > 0) then
   local h = redis.call('HMGET', KEYS[2], 'attempt', 'reply')
