@@ -54,12 +54,12 @@ class ShardKeys:
     def fair_running(self, tier: str) -> str:
         # A tier with a per-key cap (``max_running_per_key``): per fairness key, the entry
         # ids it moved into the stream that may still hold a slot (pruned against the PEL).
-        return f"{self.lane}:{tier}:fairr"
+        return f"{self.version_tag}:{tier}:fairr"
 
     def fair_held(self, tier: str) -> str:
         # Tasks whose turn came while their key was at its cap, per key in order (one
         # sorted set, read by lexical range: '<#key>:<key><seq><member>').
-        return f"{self.lane}:{tier}:fairh"
+        return f"{self.version_tag}:{tier}:fairh"
 
     @property
     def delayed(self) -> str:
