@@ -131,7 +131,7 @@ def _hide_otel_metrics_from_redis() -> bool:
     SDK is not installed: it imports the SDK at import time, when it is installed, for
     metrics of its own that stay off unless configured through ``redis.observability``,
     which deepagents never does (its metrics are Prometheus'). That import is about 86
-    million instructions, some 6% of a worker's start (docs/benchmarks.md). The SDK is
+    million instructions, about 4% of a worker's start (docs/benchmarks.md). The SDK is
     importable again as soon as the command's modules are loaded. Nothing is hidden when
     redis-py or the SDK were imported before (``main`` called in a process that has them)."""
     if "redis" in sys.modules or OTEL_METRICS_SDK in sys.modules:
