@@ -12,6 +12,7 @@ import sys
 from pathlib import Path
 
 import orjson
+from redis.asyncio import Redis
 
 from tests.cli.support import REPO, clean_env
 
@@ -42,7 +43,8 @@ def bash_lines(page: str, *starts: str) -> list[str]:
 async def run(script: str, where: Path, redis_url: str, prefix: str) -> list[str]:
     env = clean_env(DEEPAGENTS_REDIS_URL=redis_url, DEEPAGENTS_PREFIX=prefix)
     env["PATH"] = str(Path(sys.executable).parent) + os.pathsep + env.get("PATH", "")
-    guarded = "set -uo pipefail\ntrap 'kill $(jobs -p) 2>/dev/null || true' EXIT\n" + script
+    # No worker outlives the script, nor writes after it: the test's keys are deleted next.
+    guarded = "set -uo pipefail\ntrap 'kill -9 $(jobs -p) 2>/dev/null; wait' EXIT\n" + script
     done = await asyncio.to_thread(
         subprocess.run,
         ["bash", "-c", guarded],
@@ -58,7 +60,7 @@ async def run(script: str, where: Path, redis_url: str, prefix: str) -> list[str
 
 
 async def test_the_quickstart_agent_runs_as_written(
-    tmp_path: Path, redis_url: str, prefix: str
+    tmp_path: Path, redis_url: str, prefix: str, client: Redis
 ) -> None:
     write_files("quickstart.md", tmp_path)
     setup = bash_lines("quickstart.md", "export PYTHONPATH", "deepagents worker")
@@ -77,7 +79,7 @@ async def test_the_quickstart_agent_runs_as_written(
 
 
 async def test_the_dead_letter_howto_runs_as_written(
-    tmp_path: Path, redis_url: str, prefix: str
+    tmp_path: Path, redis_url: str, prefix: str, client: Redis
 ) -> None:
     page = "howto/dead-letters.md"
     write_files(page, tmp_path)

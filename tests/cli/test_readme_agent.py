@@ -50,8 +50,9 @@ async def test_the_section_runs_as_written(
     bin_dir = str(Path(sys.executable).parent)  # where `deepagents` is installed
     env = clean_env(DEEPAGENTS_REDIS_URL=redis_url, DEEPAGENTS_PREFIX=prefix)
     env["PATH"] = bin_dir + os.pathsep + env.get("PATH", "")
-    # Whatever happens, no worker outlives the script.
-    guarded = "set -euo pipefail\ntrap 'kill $(jobs -p) 2>/dev/null || true' EXIT\n" + script
+    # Whatever happens, no worker outlives the script, nor writes after it: ``client``
+    # deletes the test's keys next.
+    guarded = "set -euo pipefail\ntrap 'kill -9 $(jobs -p) 2>/dev/null; wait' EXIT\n" + script
     done = await asyncio.to_thread(
         subprocess.run,
         ["bash", "-c", guarded],
