@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import signal
 import socket
 from collections.abc import Iterator
 
@@ -111,6 +112,11 @@ def test_a_worker_for_an_agent_the_config_does_not_name_says_so_once(
             if '"agent_not_configured"' in line
         ]
     finally:
+        # Stopped as an operator would: the supervisor stops its children and waits for
+        # them. (Killed with -9, its children would notice only later, and write after
+        # `client` deleted the test's keys.)
+        worker.send_signal(signal.SIGTERM)
+        worker.wait(60)
         procs.close()
     assert [(w["level"], w["agent"]) for w in warnings] == [("warning", "lab")]
     assert warnings[0]["msg"].startswith("agent 'lab' (tests.agents.LabAgent) has no entry")
