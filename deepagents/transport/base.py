@@ -52,12 +52,6 @@ class StreamRef:
 # task, and a frozen dataclass sets each field through object.__setattr__.
 
 
-# A capped fair tier's reader, while tasks wait for a slot or hold one, blocks this long at
-# most: a slot that frees adds no entry to wake it. It bounds how late a freed slot is used
-# by an otherwise idle reader, and costs such a reader a release script per period.
-CAPPED_POLL_MS = 50
-
-
 class Fairness(NamedTuple):
     """A task's share of its tier when the tier is fair (``fair_share``): its key's queue
     is served round-robin with the others', ``weight`` times as often as a key of weight 1."""

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import asyncio
 import heapq
-import time
 from collections import deque
 from collections.abc import Callable, Sequence
 from typing import NamedTuple
@@ -20,7 +19,6 @@ import orjson
 from deepagents.contract.events import AuditEvent
 from deepagents.errors import GroupVanished, NotReplicated
 from deepagents.transport.base import (
-    CAPPED_POLL_MS,
     Admitted,
     BeginItem,
     Begun,
@@ -41,6 +39,7 @@ from deepagents.transport.base import (
     now_ms,
 )
 from deepagents.transport.entries import entry_fields, task_id_of
+from deepagents.transport.fair_polling import read_while_busy
 from deepagents.transport.keys import ShardKeys
 from deepagents.transport.memory.children import CHILD_WAIT_FIELDS, MemoryChildren
 from deepagents.transport.memory.replies import MemoryReplies, MemoryReplyListener
@@ -342,28 +341,19 @@ class MemoryBus(MemoryWaiting, MemoryChildren):
         *,
         cap: int = 0,
     ) -> list[RawEntry]:
-        until = None if not block_ms else time.monotonic() + block_ms / 1000
-        while True:  # as the Redis bus: while busy, short blocks until block_ms has passed
+        async def release() -> tuple[list[RawEntry], bool]:
             found, held = self._group(stream, group)
             busy = False
             if cap:
                 busy = self._release_capped(stream, group, count, cap)
             else:
                 self._release_fair(stream, count)
-            entries = self._read_new(found, held, consumer, count)
-            if entries or block_ms is None:
-                return entries
-            if not busy:
-                return await self.read(stream, group, consumer, count, block_ms)
-            wait = CAPPED_POLL_MS
-            if until is not None:
-                left = int((until - time.monotonic()) * 1000)
-                if left <= 0:
-                    return []
-                wait = min(wait, left)
-            entries = await self.read(stream, group, consumer, count, wait)
-            if entries:
-                return entries
+            return self._read_new(found, held, consumer, count), busy
+
+        async def read(wait: int | None) -> list[RawEntry]:
+            return await self.read(stream, group, consumer, count, wait)
+
+        return await read_while_busy(release, read, block_ms)
 
     def _read_new(self, found: Stream, held: Group, consumer: str, count: int) -> list[RawEntry]:
         at = now_ms()

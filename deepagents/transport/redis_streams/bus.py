@@ -16,7 +16,6 @@ from deepagents.contract.codec import DamagedRecord
 from deepagents.contract.events import AuditEvent
 from deepagents.errors import NotReplicated
 from deepagents.transport.base import (
-    CAPPED_POLL_MS,
     Admitted,
     BeginItem,
     Begun,
@@ -37,6 +36,7 @@ from deepagents.transport.base import (
     now_ms,
 )
 from deepagents.transport.entries import task_id_of
+from deepagents.transport.fair_polling import read_while_busy
 from deepagents.transport.keys import ShardKeys
 from deepagents.transport.outbox import encode_events, open_started
 from deepagents.transport.redis_streams.children import RedisChildren
@@ -431,78 +431,26 @@ class RedisStreamBus(RedisWaiting, RedisChildren):
         """The release script (its fair queue's next tasks moved in, then a read that does
         not block); only when that finds nothing, the blocking read: the enqueue script
         puts a task straight into a stream with nothing unread, which wakes it."""
-        if cap:
-            return await self._read_capped(stream, group, consumer, count, block_ms, cap)
-        keys = stream.keys
-        command = (
-            "EVALSHA",
-            self.scripts.release.sha,
-            4,
-            stream.name,
-            keys.fair(stream.tier),
-            keys.fair_clock(stream.tier),
-            keys.fair_held(stream.tier),
-            group,
-            consumer,
-            now_ms(),
-            count,
-        )
-        with redis_errors(f"release and read {stream.name}"):
-            (reply,) = await self._evalsha_commands(self.scripts.release, [command])
-        entries = _read_entries(reply)
-        if entries or block_ms is None:
-            return entries
-        return await self.read(stream, group, consumer, count, block_ms)
-
-    async def _read_capped(
-        self,
-        stream: StreamRef,
-        group: str,
-        consumer: str,
-        count: int,
-        block_ms: int | None,
-        cap: int,
-    ) -> list[RawEntry]:
-        """``read_fair`` of a tier with a per-key cap (``release_capped.lua``). A slot that
-        frees when a task ends adds nothing to the stream, so no blocked read would wake
-        for it: while tasks wait for a slot or hold one, the blocking read is short, and
-        the release runs again after it, until ``block_ms`` has passed."""
+        script = self.scripts.release_capped if cap else self.scripts.release
         keys, tier = stream.keys, stream.tier
-        command = (
-            "EVALSHA",
-            self.scripts.release_capped.sha,
-            5,
-            stream.name,
-            keys.fair(tier),
-            keys.fair_clock(tier),
-            keys.fair_running(tier),
-            keys.fair_held(tier),
-            group,
-            consumer,
-            now_ms(),
-            count,
-            cap,
-        )
-        until = None if not block_ms else time.monotonic() + block_ms / 1000
-        while True:
+        names = [stream.name, keys.fair(tier), keys.fair_clock(tier)]
+        if cap:  # the capped script's extra key and argument
+            names.append(keys.fair_running(tier))
+        names.append(keys.fair_held(tier))
+        args = (group, consumer, count, cap) if cap else (group, consumer, count)
+        command = ("EVALSHA", script.sha, len(names), *names, *args)
+
+        async def release() -> tuple[list[RawEntry], bool]:
             with redis_errors(f"release and read {stream.name}"):
-                ((reply, busy),) = await self._evalsha_commands(
-                    self.scripts.release_capped, [command]
-                )
-            entries = _read_entries(reply)
-            if entries or block_ms is None:
-                return entries
-            if not busy:
-                return await self.read(stream, group, consumer, count, block_ms)
-            wait = CAPPED_POLL_MS
-            if until is not None:
-                left = int((until - time.monotonic()) * 1000)
-                if left <= 0:
-                    return []
-                wait = min(wait, left)
-            entries = await self.read(stream, group, consumer, count, wait)
-            if entries:
-                return entries
+                (reply,) = await self._evalsha_commands(script, [command])
+            # the capped script says whether tasks wait for a slot or hold one
+            read, busy = reply if cap else (reply, False)
+            return _read_entries(read), bool(busy)
+
+        async def read(wait: int | None) -> list[RawEntry]:
+            return await self.read(stream, group, consumer, count, wait)
+
+        return await read_while_busy(release, read, block_ms)
 
     async def read_own_pending(
         self, stream: StreamRef, group: str, consumer: str, count: int, after: str

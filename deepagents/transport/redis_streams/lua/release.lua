@@ -1,4 +1,4 @@
--- A fair tier's read: move up to ARGV[4] tasks of the stream's fair queue into the stream,
+-- A fair tier's read: move up to ARGV[3] tasks of the stream's fair queue into the stream,
 -- lowest virtual finish time first (weighted fair queueing over fairness keys), advance
 -- the queue's clock to the last one moved, then read new entries for the consumer (no
 -- block: the caller blocks on the stream itself when this finds nothing). One step on the
@@ -7,11 +7,11 @@
 -- the clock (no credit for time away).
 -- A member is '<enq ms> <#reply> <#key> <reply><key><task json>' (the enqueue script's).
 -- KEYS[1] tier stream, KEYS[2] fair queue, KEYS[3] fair clock, KEYS[4] held set
--- ARGV[1] group, [2] consumer, [3] now ms, [4] count
+-- ARGV[1] group, [2] consumer, [3] count
 -- Returns XREADGROUP's reply (nil when nothing is new)
 -- Tasks held for a slot while the tier had a per-key cap (release_capped.lua) go first,
 -- once the cap is gone: their turns came before the fair queue's.
-local count = tonumber(ARGV[4])
+local count = tonumber(ARGV[3])
 if redis.call('EXISTS', KEYS[4]) == 1 then
   local held = redis.call('ZRANGE', KEYS[4], 0, count - 1)
   for _, m in ipairs(held) do
@@ -50,7 +50,7 @@ end
 -- A missing group (Redis lost its data) answers NOGROUP as a plain XREADGROUP would, on
 -- 6.2 too (whose script errors say "Error running script" first): the worker re-creates
 -- the group from the stream's start, and reads what was moved in here.
-local read = redis.pcall('XREADGROUP', 'GROUP', ARGV[1], ARGV[2], 'COUNT', ARGV[4],
+local read = redis.pcall('XREADGROUP', 'GROUP', ARGV[1], ARGV[2], 'COUNT', ARGV[3],
                          'STREAMS', KEYS[1], '>')
 if type(read) == 'table' and read.err then
   local at = string.find(read.err, 'NOGROUP', 1, true)
