@@ -1,5 +1,5 @@
--- A fair tier's read when the tier caps each key's running tasks (max_running_per_key):
--- as release.lua, except that a key whose tasks hold ARGV[4] slots gets none moved in.
+-- A fair tier's release when the tier caps each key's running tasks (max_running_per_key):
+-- as release.lua, except that a key whose tasks hold ARGV[3] slots gets none moved in.
 -- A task whose turn comes while its key is at its cap goes to the held set, in order; the
 -- held tasks of a key below its cap go in first (their turn came earlier), then the fair
 -- queue's, lowest virtual finish time first. One step on the shard's slot: a task is in
@@ -13,12 +13,12 @@
 -- the check costs O(cap) per key at its cap, not O(tasks).
 -- KEYS[1] tier stream, [2] fair queue, [3] fair clock, [4] running (key -> its entry ids,
 -- space-separated), [5] held set (scores 0; members '<#key>:<key><seq, 15 digits><member>')
--- ARGV[1] group, [2] consumer, [3] count, [4] cap
--- Returns {XREADGROUP's reply (nil when nothing is new), busy}: busy is 1 while a task
--- waits in the fair queue or the held set, or a listed entry still holds a slot (a slot
--- that frees makes no entry a blocked reader would see: the reader comes back soon).
+-- ARGV[1] group, [2] count, [3] cap
+-- Returns busy (the caller reads right behind this call, as after release.lua): 1 while
+-- a task waits in the fair queue or the held set, or a listed entry still holds a slot (a
+-- slot that frees makes no entry a blocked reader would see: the reader comes back soon).
 local stream, fset, fclock, frun, held = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5]
-local group, count, cap = ARGV[1], tonumber(ARGV[3]), tonumber(ARGV[4])
+local group, count, cap = ARGV[1], tonumber(ARGV[2]), tonumber(ARGV[3])
 
 -- Entry ids compared as Redis orders them.
 local function id_less(a, b)
@@ -154,12 +154,4 @@ for key in pairs(dirty) do
   end
 end
 local busy = (waiting > 0 or redis.call('HLEN', frun) > 0) and 1 or 0
-
--- A missing group answers NOGROUP as release.lua does.
-local read = redis.pcall('XREADGROUP', 'GROUP', group, ARGV[2], 'COUNT', count,
-                         'STREAMS', stream, '>')
-if type(read) == 'table' and read.err then
-  local where = string.find(read.err, 'NOGROUP', 1, true)
-  return redis.error_reply(where and string.sub(read.err, where) or read.err)
-end
-return {read, busy}
+return busy
