@@ -27,7 +27,9 @@ tenants are done. The drain is sequential, so the wall clock is server plus clie
   one script call per key stream (the bus's calls as they are);
 - ``keys_per_lane``: the same, begun and committed with one call per batch over every key
   stream of the batch (variants of ``begin.lua`` and ``commit.lua`` built below, taking a
-  stream index per entry).
+  stream index per entry);
+- ``plain_lane_scripts``: ``plain`` begun and committed with those variants (one stream):
+  what the variants cost by themselves.
 
     .venv/bin/python loadtests/bench_fair_layout.py --tasks 20000 --rounds 7
 
@@ -282,7 +284,7 @@ class Drain:
             await self.bus.enqueue_many(items, max_backlog=10**9, fair=fair)
 
     async def read(self, mode: str, names: list[str]) -> list[tuple[StreamRef, list[RawEntry]]]:
-        if mode == "plain":
+        if mode.startswith("plain"):
             return [(self.tier, await self.bus.read(self.tier, GROUP, CONSUMER, BATCH, None))]
         if mode == "release":
             return [(self.tier, await self.bus.read_fair(self.tier, GROUP, CONSUMER, BATCH, None))]
@@ -310,7 +312,7 @@ class Drain:
             if mode.startswith("keys"):  # a key with nothing unread leaves the turn
                 full = {ref.name for ref, e in got if len(e) == -(-BATCH // len(names))}
                 names = [s for s in names if s in full] or names
-            if mode == "keys_per_lane":
+            if mode in ("keys_per_lane", "plain_lane_scripts"):
                 done += await self.per_lane(got)
                 continue
             commits = []
@@ -352,7 +354,14 @@ class Drain:
         return len(hashes)
 
 
-DRAIN_MODES = ("plain", "release", "release_read_in_lua", "keys_per_stream", "keys_per_lane")
+DRAIN_MODES = (
+    "plain",
+    "plain_lane_scripts",
+    "release",
+    "release_read_in_lua",
+    "keys_per_stream",
+    "keys_per_lane",
+)
 
 
 async def run(url: str, n: int, rounds: int, parts: list[str]) -> None:
@@ -378,7 +387,8 @@ async def run(url: str, n: int, rounds: int, parts: list[str]) -> None:
             drain = Drain(client, bus, n, shas)
             res: dict[str, list[tuple[float, float, float]]] = {m: [] for m in DRAIN_MODES}
             for r in range(rounds):
-                order = DRAIN_MODES[r % 5 :] + DRAIN_MODES[: r % 5]
+                at = r % len(DRAIN_MODES)
+                order = DRAIN_MODES[at:] + DRAIN_MODES[:at]
                 for mode in order:
                     await drain.queue(mode)
                     res[mode].append(await drain.run(mode))
