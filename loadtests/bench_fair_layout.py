@@ -364,7 +364,7 @@ DRAIN_MODES = (
 )
 
 
-async def run(url: str, n: int, rounds: int, parts: list[str]) -> None:
+async def run(url: str, n: int, rounds: int, parts: list[str], ways: tuple[str, ...]) -> None:
     client = connect(url)
     bus = RedisStreamBus(client)
     shas = {
@@ -385,10 +385,10 @@ async def run(url: str, n: int, rounds: int, parts: list[str]) -> None:
             }))  # fmt: skip
         if "drain" in parts:
             drain = Drain(client, bus, n, shas)
-            res: dict[str, list[tuple[float, float, float]]] = {m: [] for m in DRAIN_MODES}
+            res: dict[str, list[tuple[float, float, float]]] = {m: [] for m in ways}
             for r in range(rounds):
-                at = r % len(DRAIN_MODES)
-                order = DRAIN_MODES[at:] + DRAIN_MODES[:at]
+                at = r % len(ways)
+                order = ways[at:] + ways[:at]
                 for mode in order:
                     await drain.queue(mode)
                     res[mode].append(await drain.run(mode))
@@ -421,9 +421,12 @@ def main() -> None:
     parser.add_argument("--tasks", type=int, default=20_000)
     parser.add_argument("--rounds", type=int, default=7)
     parser.add_argument("--parts", default="read,drain")
+    parser.add_argument("--ways", default=",".join(DRAIN_MODES), help="the drain's ways")
     args = parser.parse_args()
     with EmbeddedRedis() as server:
-        asyncio.run(run(server.url, args.tasks, args.rounds, args.parts.split(",")))
+        ways = tuple(args.ways.split(","))
+        assert ways[0] == "plain" and set(ways) <= set(DRAIN_MODES), ways
+        asyncio.run(run(server.url, args.tasks, args.rounds, args.parts.split(","), ways))
 
 
 if __name__ == "__main__":
