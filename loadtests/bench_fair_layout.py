@@ -29,7 +29,9 @@ tenants are done. The drain is sequential, so the wall clock is server plus clie
   stream of the batch (variants of ``begin.lua`` and ``commit.lua`` built below, taking a
   stream index per entry);
 - ``plain_lane_scripts``: ``plain`` begun and committed with those variants (one stream):
-  what the variants cost by themselves.
+  what the variants cost by themselves;
+- ``keys_per_lane_runs``: ``keys_per_lane`` with each stream's entries in one run (a count
+  per stream, no argument per entry added).
 
     .venv/bin/python loadtests/bench_fair_layout.py --tasks 20000 --rounds 7
 
@@ -144,6 +146,65 @@ def lane_commit() -> str:
         "  local si = tonumber(ARGV[base])\n  local s = KEYS[1 + si]\n"
         "  local id, result, reply, ev = ARGV[base + 1], ARGV[base + 2], ARGV[base + 3], "
         "ARGV[base + 4]",
+    )
+    text = _swap(text, "redis.call('XPENDING', KEYS[1]", "redis.call('XPENDING', s")
+    text = _swap(
+        text,
+        "done[#done + 1] = id",
+        "local d = done[si]\n    if not d then d = {}; done[si] = d end\n    d[#d + 1] = id",
+    )
+    text = _swap(
+        text,
+        "if #done > 0 then\n  redis.call('XACK', KEYS[1], ARGV[1], unpack(done))\n"
+        "  redis.call('XDEL', KEYS[1], unpack(done))\nend",
+        "for si, d in pairs(done) do\n  redis.call('XACK', KEYS[1 + si], ARGV[1], unpack(d))\n"
+        "  redis.call('XDEL', KEYS[1 + si], unpack(d))\nend",
+    )
+    return _swap(text, "redis.call('XADD', KEYS[2]", "redis.call('XADD', KEYS[1]")
+
+
+# The same two scripts with each stream's entries in one run: ARGV[5] ns, then ns counts
+# (entries per stream, in the order of the streams' keys), then the entries as the
+# one-stream scripts take them. No argument per entry added.
+RUNS_HEAD = """local ns = tonumber(ARGV[5])
+local si, left = 0, 0
+local function next_stream()
+  while left == 0 do si = si + 1; left = tonumber(ARGV[5 + si]) end
+  left = left - 1
+  return si
+end
+"""
+
+
+def lane_begin_runs() -> str:
+    text = (LUA / "begin.lua").read_text()
+    text = text[text.index("local fresh") :]
+    text = _swap(
+        text,
+        "for i = 3, #KEYS do\n  local base = 5 + (i - 3) * 3\n"
+        "  local id, attempt, event = ARGV[base], ARGV[base + 1], ARGV[base + 2]",
+        RUNS_HEAD + "for i = ns + 2, #KEYS do\n"
+        "  local base = 6 + ns + (i - ns - 2) * 3\n  local s = KEYS[1 + next_stream()]\n"
+        "  local id, attempt, event = ARGV[base], ARGV[base + 1], ARGV[base + 2]",
+    )
+    for command in ("XPENDING", "XACK", "XDEL"):
+        text = _swap(text, f"redis.call('{command}', KEYS[1]", f"redis.call('{command}', s")
+    return _swap(text, "redis.call('XADD', KEYS[2]", "redis.call('XADD', KEYS[1]")
+
+
+def lane_commit_runs() -> str:
+    text = (LUA / "commit.lua").read_text()
+    text = text[text.index("local out, done") :]
+    text = _swap(
+        text,
+        "local n = (#KEYS - 2) / 2\nfor i = 3, n + 2 do\n  local base = 5 + (i - 3) * 4\n"
+        "  local id, result, reply, ev = ARGV[base], ARGV[base + 1], ARGV[base + 2], "
+        "ARGV[base + 3]",
+        RUNS_HEAD + "local n = (#KEYS - 1 - ns) / 2\n"
+        "for i = ns + 2, ns + n + 1 do\n  local base = 6 + ns + (i - ns - 2) * 4\n"
+        "  local si = next_stream()\n  local s = KEYS[1 + si]\n"
+        "  local id, result, reply, ev = ARGV[base], ARGV[base + 1], ARGV[base + 2], "
+        "ARGV[base + 3]",
     )
     text = _swap(text, "redis.call('XPENDING', KEYS[1]", "redis.call('XPENDING', s")
     text = _swap(
@@ -312,8 +373,8 @@ class Drain:
             if mode.startswith("keys"):  # a key with nothing unread leaves the turn
                 full = {ref.name for ref, e in got if len(e) == -(-BATCH // len(names))}
                 names = [s for s in names if s in full] or names
-            if mode in ("keys_per_lane", "plain_lane_scripts"):
-                done += await self.per_lane(got)
+            if mode in ("keys_per_lane", "plain_lane_scripts", "keys_per_lane_runs"):
+                done += await self.per_lane(got, runs=mode.endswith("runs"))
                 continue
             commits = []
             for ref, entries in got:
@@ -327,27 +388,30 @@ class Drain:
         wall, cpu = time.perf_counter() - start, time.process_time() - cpu
         return wall, (await _server_us(self.client) - server) / self.n, cpu * 1e6 / self.n
 
-    async def per_lane(self, got: list[tuple[StreamRef, list[RawEntry]]]) -> int:
+    async def per_lane(self, got: list[tuple[StreamRef, list[RawEntry]]], runs: bool) -> int:
         at = int(time.time() * 1000)
         streams = [ref.name for ref, _ in got]
-        begin_args: list[Any] = [GROUP, CONSUMER, at, "1", len(streams)]
-        commit_args: list[Any] = [GROUP, CONSUMER, at, 86_400, len(streams)]
+        counts = [len(e) for _, e in got] if runs else []
+        begin_args: list[Any] = [GROUP, CONSUMER, at, "1", len(streams), *counts]
+        commit_args: list[Any] = [GROUP, CONSUMER, at, 86_400, len(streams), *counts]
         hashes, steps = [], []
         for index, (_, entries) in enumerate(got, 1):
+            each: tuple[Any, ...] = () if runs else (index,)
             for e in entries:
                 task_id = orjson.loads((e.fields or {})[b"task"])["task_id"]
                 hashes.append(self.keys.task(task_id))
                 steps.append(self.keys.steps(task_id))
-                begin_args += (index, e.entry_id, 1, b"")
-                commit_args += (index, e.entry_id, RESULT, "", "")
+                begin_args += (*each, e.entry_id, 1, b"")
+                commit_args += (*each, e.entry_id, RESULT, "", "")
         if not hashes:
             return 0
         head = [self.keys.outbox, *streams]
+        begin, commit = ("begin_runs", "commit_runs") if runs else ("begin", "commit")
         await self.bus.lanes.call(
-            "EVALSHA", self.shas["begin"], len(head) + len(hashes), *head, *hashes, *begin_args
+            "EVALSHA", self.shas[begin], len(head) + len(hashes), *head, *hashes, *begin_args
         )
         statuses = await self.bus.lanes.call(
-            "EVALSHA", self.shas["commit"], len(head) + 2 * len(hashes),
+            "EVALSHA", self.shas[commit], len(head) + 2 * len(hashes),
             *head, *hashes, *steps, *commit_args,
         )  # fmt: skip
         assert all(s == b"ok" for s in statuses), statuses[:3]
@@ -361,6 +425,7 @@ DRAIN_MODES = (
     "release_read_in_lua",
     "keys_per_stream",
     "keys_per_lane",
+    "keys_per_lane_runs",
 )
 
 
@@ -370,6 +435,8 @@ async def run(url: str, n: int, rounds: int, parts: list[str], ways: tuple[str, 
     shas = {
         "begin": await client.script_load(lane_begin()),
         "commit": await client.script_load(lane_commit()),
+        "begin_runs": await client.script_load(lane_begin_runs()),
+        "commit_runs": await client.script_load(lane_commit_runs()),
         "release": await client.script_load(release_reading()),
     }
     try:
