@@ -10,6 +10,7 @@ from typing import TypeVar
 
 import orjson
 import pytest
+from redis.asyncio import RedisCluster
 
 from deepagents.errors import GroupVanished
 from deepagents.orchestrator.replies import Replies
@@ -35,6 +36,7 @@ from deepagents.transport.base import (
     now_ms,
 )
 from deepagents.transport.memory import MemoryBus
+from deepagents.transport.redis_streams.bus import RedisStreamBus
 from tests.contract.conftest import AGENT, Backend
 from tests.support.wait import eventually
 
@@ -857,6 +859,33 @@ async def _read_capped(
 async def _run_to_end(b: Backend, consumer: str, task_id: str, entry: RawEntry) -> None:
     assert await _begin(b, consumer, entry.entry_id, task_id, fresh=True) == "ok"
     assert await _commit(b, consumer, entry.entry_id, task_id, b"{}") == "ok"
+
+
+@pytest.mark.parametrize("cap", [0, 5])
+async def test_a_fair_read_after_the_server_lost_its_scripts_moves_and_reads_at_once(
+    backend: Backend, cap: int
+) -> None:
+    """The release and its read go in one transaction; a server without the script (a
+    restart, SCRIPT FLUSH) still has the fair queue's tasks moved in and read in that call."""
+    tasks = [("t1", "a"), ("t2", "a"), ("t3", "b")]
+    admitted = await backend.bus.enqueue_many(
+        [Enqueue(backend.ref(), task_id, _task(task_id)) for task_id, _ in tasks],
+        max_backlog=100,
+        fair=[Fairness(key, 1.0, cap) for _, key in tasks],
+    )
+    # The first went straight into the idle stream, the others wait in the fair queue.
+    assert [bool(a.entry_id) for a in admitted] == [True, False, False]
+    if isinstance(backend.bus, RedisStreamBus):
+        await backend.bus.client.execute_command(
+            "SCRIPT FLUSH", **({"target_nodes": RedisCluster.ALL_NODES} if backend.cluster else {})
+        )
+    entries = await backend.bus.read_fair(backend.ref(), AGENT, "c1", 10, None, cap=cap)
+    assert sorted(orjson.loads((e.fields or {})[b"task"])["task_id"] for e in entries) == [
+        "t1",
+        "t2",
+        "t3",
+    ]
+    assert await backend.bus.read_fair(backend.ref(), AGENT, "c1", 10, None, cap=cap) == []
 
 
 async def test_a_fair_task_into_an_idle_stream_goes_straight_in(backend: Backend) -> None:

@@ -428,11 +428,12 @@ class RedisStreamBus(RedisWaiting, RedisChildren):
         *,
         cap: int = 0,
     ) -> list[RawEntry]:
-        """The release script (its fair queue's next tasks moved in), then a read that does
-        not block, sent behind it in one round trip: the read's reply comes straight from
-        XREADGROUP, not through the script (docs/benchmarks.md, "Fair share with a stream
-        per key"). Only when that finds nothing, the blocking read: the enqueue script puts
-        a task straight into a stream with nothing unread, which wakes it."""
+        """The release script (its fair queue's next tasks moved in) and a read that does
+        not block, in one transaction (MULTI/EXEC: one step, so a reader blocked on the
+        stream cannot take what this one moved before it reads), the read's reply straight
+        from XREADGROUP rather than through the script (docs/benchmarks.md, "Fair share with
+        a stream per key"). Only when that finds nothing, the blocking read: the enqueue
+        script puts a task straight into a stream with nothing unread, which wakes it."""
         script: Any = self.scripts.release_capped if cap else self.scripts.release
         keys, tier = stream.keys, stream.tier
         names = [stream.name, keys.fair(tier), keys.fair_clock(tier)]
@@ -443,18 +444,26 @@ class RedisStreamBus(RedisWaiting, RedisChildren):
         run = ("EVALSHA", script.sha, len(names), *names, *args)
 
         async def exchange(wanted: int) -> tuple[Any, list[RawEntry]]:
-            """The script's reply (an error in its place) and what the read behind it got;
+            """The script's reply (an error in its place) and what the read with it got;
             every reply is read: the read's entries are this consumer's now, whatever the
             script answered."""
-            commands: list[tuple[Any, ...]] = [run]
-            if wanted:
-                xread = ("XREADGROUP", "GROUP", group, consumer, "COUNT", wanted)
-                commands.append((*xread, "STREAMS", stream.name, ">"))
+            if not wanted:
+                (moved,) = await self.lanes.pipeline([run], raise_on_error=False)
+                return moved, []
+            xread = ("XREADGROUP", "GROUP", group, consumer, "COUNT", wanted)
+            commands = [("MULTI",), run, (*xread, "STREAMS", stream.name, ">"), ("EXEC",)]
             with redis_errors(f"release and read {stream.name}"):
                 replies = await self.lanes.pipeline(commands, raise_on_error=False)
-                if wanted and isinstance(replies[1], Exception):
-                    raise replies[1]
-            return replies[0], _read_entries(replies[1]) if wanted else []
+                done = replies[-1]
+                if isinstance(done, Exception):  # EXECABORT: refused when queued, none ran
+                    queued = [r for r in replies[1:-1] if isinstance(r, Exception)]
+                    if queued and isinstance(queued[0], rex.NoScriptError):
+                        return queued[0], []
+                    raise queued[0] if queued else done
+                moved, read = done
+                if isinstance(read, Exception):
+                    raise read
+            return moved, _read_entries(read)
 
         async def release() -> tuple[list[RawEntry], bool]:
             moved, entries = await exchange(count)

@@ -85,9 +85,14 @@ class Lanes:
         await self._cluster.initialize()  # learns the nodes on first use; then a no-op
         by_node: dict[str, list[int]] = {}
         for i, command in enumerate(commands):
-            node = self._cluster.get_node_from_key(_key(command))
+            # MULTI and EXEC name no key: they go with the transaction's first and last
+            # commands, whose keys (of one slot) place it.
+            placed = commands[
+                i + 1 if command[0] == "MULTI" else i - 1 if command[0] == "EXEC" else i
+            ]
+            node = self._cluster.get_node_from_key(_key(placed))
             if node is None:  # a slot no node serves: the cluster is down or resharding
-                raise rex.ClusterDownError(f"no node serves the slot of {_key(command)!r}")
+                raise rex.ClusterDownError(f"no node serves the slot of {_key(placed)!r}")
             by_node.setdefault(node.name, []).append(i)
         return by_node
 

@@ -14,7 +14,7 @@
 -- KEYS[1] tier stream, [2] fair queue, [3] fair clock, [4] running (key -> its entry ids,
 -- space-separated), [5] held set (scores 0; members '<#key>:<key><seq, 15 digits><member>')
 -- ARGV[1] group, [2] count, [3] cap
--- Returns busy (the caller reads right behind this call, as after release.lua): 1 while
+-- Returns busy (the caller reads in the same transaction, as with release.lua): 1 while
 -- a task waits in the fair queue or the held set, or a listed entry still holds a slot (a
 -- slot that frees makes no entry a blocked reader would see: the reader comes back soon).
 local stream, fset, fclock, frun, held = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5]
