@@ -28,7 +28,7 @@ from deepagents.config.schema import AgentSettings, FileConfig
 from deepagents.config.settings import Settings
 from deepagents.contract.agent import AgentContract
 from deepagents.contract.codec import encode_result
-from deepagents.contract.events import AuditEvent
+from deepagents.contract.events import AuditEvent, event_sink
 from deepagents.contract.result import ErrorCode, Result
 from deepagents.contract.task import utcnow
 from deepagents.errors import GroupVanished, TransportError
@@ -52,7 +52,7 @@ from deepagents.worker.assignment import NO_UPSTREAM, WHOLE, Assignment, Upstrea
 from deepagents.worker.context_features import ContextFeatures
 from deepagents.worker.delegation import Delegations
 from deepagents.worker.delivery import DeliveryHandler
-from deepagents.worker.delivery_kit import DeliveryKit, event_sink
+from deepagents.worker.delivery_kit import DeliveryKit
 from deepagents.worker.encode import Encoder
 from deepagents.worker.flight import InFlight
 from deepagents.worker.liveness import Liveness
@@ -598,7 +598,7 @@ class Worker:
                     keys,
                     tiers,
                     promoted.waits,
-                    outbox=self.settings.outbox,
+                    events=self.kit.events,
                     metrics=self.telemetry.metrics,
                     sweep=self.delegations.sweep,
                 )
@@ -625,16 +625,10 @@ class Worker:
         result = Result.failed(
             ErrorCode.DEAD_LETTERED, reason, task_id=task_id, agent=self.name, finished_at=utcnow()
         )
-        events = []
-        if self.settings.outbox:
-            event = AuditEvent.of(
-                "dead_lettered",
-                task_id,
-                agent=self.name,
-                reason=ErrorCode.DECODE_ERROR,
-                error=error,
-            )
-            events.append(event)
+        event = AuditEvent.of(
+            "dead_lettered", task_id, agent=self.name, reason=ErrorCode.DECODE_ERROR, error=error
+        )
+        events = self.kit.events.keep([event])
         status = await self.bus.end_damaged(keys, task_id, encode_result(result), events)
         if status == "ok":
             log.warning(
