@@ -85,30 +85,3 @@ class AuditEvent(NamedTuple):
 def audit_event(kind: str, task_id: str | None, **fields: Any) -> dict[str, Any]:
     """An event's JSON object as the outbox holds it (what the audit store reads)."""
     return AuditEvent.of(kind, task_id, ts=datetime.now(UTC).isoformat(), **fields).as_object()
-
-
-class EventSink:
-    """Where audit events go: to the outbox, with the script of the step that caused them
-    (a delivery's, a submit's, a cancel's, a reply's). ``event_sink(False)``, the outbox
-    off, takes none. A step asks ``wanted`` before building events that cost something to
-    build; cheap ones it hands over as they are."""
-
-    wanted = True
-
-    def keep(self, events: list[AuditEvent]) -> list[AuditEvent]:
-        """The events to send on with a step's script (a park, a commit, a cancel, ...)."""
-        return events
-
-
-class _NoEvents(EventSink):
-    """The outbox is off: nothing writes an audit event."""
-
-    wanted = False
-
-    def keep(self, events: list[AuditEvent]) -> list[AuditEvent]:
-        return []
-
-
-def event_sink(outbox: bool) -> EventSink:
-    """The sink for the ``outbox`` setting."""
-    return EventSink() if outbox else _NoEvents()

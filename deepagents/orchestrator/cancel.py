@@ -6,7 +6,8 @@ tells its parent."""
 from __future__ import annotations
 
 from deepagents.contract.codec import encode_result
-from deepagents.contract.events import AuditEvent, EventSink
+from deepagents.contract.event_sink import EventSink
+from deepagents.contract.events import AuditEvent
 from deepagents.contract.result import Result
 from deepagents.contract.task import utcnow
 from deepagents.errors import ErrorCode

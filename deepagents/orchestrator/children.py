@@ -6,7 +6,8 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from deepagents.contract.events import AuditEvent, EventSink
+from deepagents.contract.event_sink import EventSink
+from deepagents.contract.events import AuditEvent
 from deepagents.contract.result import Result
 from deepagents.contract.task import Task
 from deepagents.store.base import TaskRecords

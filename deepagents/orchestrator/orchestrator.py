@@ -20,7 +20,7 @@ from deepagents.compose import RedisClient, Services, open_services, services_fo
 from deepagents.config.schema import FileConfig
 from deepagents.config.settings import Settings
 from deepagents.contract.agent import AgentContract
-from deepagents.contract.events import event_sink
+from deepagents.contract.event_sink import event_sink
 from deepagents.contract.result import Result
 from deepagents.contract.task import Task
 from deepagents.errors import ConfigError

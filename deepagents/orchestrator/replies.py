@@ -16,7 +16,8 @@ import orjson
 
 from deepagents.contract.answer_schema import UnsafePattern, first_error
 from deepagents.contract.codec import DamagedRecord
-from deepagents.contract.events import AuditEvent, EventSink
+from deepagents.contract.event_sink import EventSink
+from deepagents.contract.events import AuditEvent
 from deepagents.errors import (
     AlreadyReplied,
     InvalidReply,

@@ -20,7 +20,8 @@ from pydantic_core import to_jsonable_python
 from deepagents._internal.ids import uuid7_str
 from deepagents.config.settings import Settings
 from deepagents.contract.codec import encode_task
-from deepagents.contract.events import AuditEvent, event_sink
+from deepagents.contract.event_sink import event_sink
+from deepagents.contract.events import AuditEvent
 from deepagents.contract.task import Task, utcnow
 from deepagents.errors import (
     DeadlinePassed,

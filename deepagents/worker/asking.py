@@ -32,7 +32,8 @@ import orjson
 from pydantic import BaseModel, ValidationError
 
 from deepagents.contract.answer_schema import UnsafePattern, check_patterns
-from deepagents.contract.events import AuditEvent, EventSink
+from deepagents.contract.event_sink import EventSink
+from deepagents.contract.events import AuditEvent
 from deepagents.contract.inbox import (
     InboxAction,
     InboxAnswer,

@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from deepagents.config.schema import AgentSettings, FileConfig
 from deepagents.config.settings import Settings
 from deepagents.contract.agent import AgentContract
-from deepagents.contract.events import EventSink
+from deepagents.contract.event_sink import EventSink
 from deepagents.telemetry.metrics import Metrics
 from deepagents.transport.base import MessageBus
 from deepagents.worker.encode import Encoder

@@ -28,7 +28,8 @@ from deepagents.config.schema import AgentSettings, FileConfig
 from deepagents.config.settings import Settings
 from deepagents.contract.agent import AgentContract
 from deepagents.contract.codec import encode_result
-from deepagents.contract.events import AuditEvent, event_sink
+from deepagents.contract.event_sink import event_sink
+from deepagents.contract.events import AuditEvent
 from deepagents.contract.result import ErrorCode, Result
 from deepagents.contract.task import utcnow
 from deepagents.errors import GroupVanished, TransportError

@@ -11,7 +11,7 @@ from typing import TypeVar
 import orjson
 import pytest
 
-from deepagents.contract.events import event_sink
+from deepagents.contract.event_sink import event_sink
 from deepagents.errors import GroupVanished
 from deepagents.orchestrator.replies import Replies
 from deepagents.store.tasks import Location

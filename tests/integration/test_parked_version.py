@@ -8,7 +8,7 @@ import orjson
 import pytest
 from redis.asyncio import Redis
 
-from deepagents.contract.events import event_sink
+from deepagents.contract.event_sink import event_sink
 from deepagents.orchestrator.replies import Replies
 from deepagents.store.tasks import Location, TaskStore
 from deepagents.transport.base import StreamRef

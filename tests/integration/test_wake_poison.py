@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from redis.asyncio import Redis
 
-from deepagents.contract.events import event_sink
+from deepagents.contract.event_sink import event_sink
 from deepagents.transport.base import StreamRef
 from deepagents.transport.keys import Keys
 from deepagents.transport.redis_streams.bus import RedisStreamBus
