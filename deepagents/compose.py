@@ -122,9 +122,12 @@ def memory_services(settings: Settings) -> Services:
     )
 
 
-def open_client(url: str, *, max_connections: int = 64, cluster: bool = False) -> RedisClient:
-    """A client with the pools the protocol needs (keepalive, health checks, timeouts)."""
-    return connect(url, max_connections=max_connections, cluster=cluster)
+def open_client(
+    url: str, *, max_connections: int = 64, cluster: bool = False, block_ms: int = 1_000
+) -> RedisClient:
+    """A client with the pools the protocol needs (keepalive, health checks, timeouts).
+    ``block_ms``: the longest its blocking reads wait (its socket timeout outlasts it)."""
+    return connect(url, max_connections=max_connections, cluster=cluster, block_ms=block_ms)
 
 
 def open_services(settings: Settings, *, max_connections: int = 64) -> Services:
@@ -143,9 +146,9 @@ def open_services(settings: Settings, *, max_connections: int = 64) -> Services:
 
 @contextlib.asynccontextmanager
 async def redis_client(
-    url: str, *, max_connections: int = 64, cluster: bool = False
+    url: str, *, max_connections: int = 64, cluster: bool = False, block_ms: int = 1_000
 ) -> AsyncIterator[RedisClient]:
-    client = open_client(url, max_connections=max_connections, cluster=cluster)
+    client = open_client(url, max_connections=max_connections, cluster=cluster, block_ms=block_ms)
     try:
         await check_reachable(client)  # an unreachable Redis: one line, before anything else
         yield client

@@ -264,7 +264,10 @@ def serve_process(plan: Plan, fork: Fork | None = None) -> int:
     async def serve() -> None:
         readers = len(plan.placement.tiers) * len(plan.placement.shards)
         async with redis_client(
-            plan.url, max_connections=readers + 32, cluster=settings.redis_cluster
+            plan.url,
+            max_connections=readers + 32,
+            cluster=settings.redis_cluster,
+            block_ms=plan.config.agent_settings(cls.name).block_ms,
         ) as client:
             agent = await _new_agent(cls, client, settings.prefix)
             # Unanswered questions with on_timeout="escalate" are submitted through it, and

@@ -156,14 +156,32 @@ class Submitter:
         prepared = [self._prepare(t, spans) for t in tasks]
         prepared, claimed = await self._apply_idempotency(prepared)
         try:
-            return await self._enqueue_prepared(prepared, recorded)
+            handles = await self._enqueue_prepared(prepared, recorded)
         except SubmitError as exc:
             # Refused: what was refused was not enqueued, so its fresh claims go, and a
             # retry with the key makes the task anew. Any other error leaves them: the
             # enqueue may have landed, and a retry binds the key to that very task.
             kept = {h.task_id for h in exc.accepted} if isinstance(exc, BacklogRefused) else set()
             await self.tasks.release_idempotency([c for c in claimed if c.task_id not in kept])
+            await self._record_owners([t for t, _, _, _ in prepared if t.task_id in kept], recorded)
             raise
+        await self._record_owners([task for task, _, _, _ in prepared], recorded)
+        return handles
+
+    async def _record_owners(self, tasks: list[Task], recorded: Collection[str]) -> None:
+        """A task that names its tenant belongs to that tenant, as one the gateway took from
+        it does: the owner record lets the tenant's console, inbox and task API show it. The
+        gateway writes its own with the admission (``recorded``); SET NX never moves a task
+        from the owner it has (a child's, from its parent). Written after the enqueue: a
+        crash in between leaves a task the tenant does not see, never a record of a task
+        that was refused."""
+        records = [
+            self.tasks.owner_record(task.task_id, task.tenant)
+            for task in tasks
+            if task.tenant is not None and task.task_id not in recorded
+        ]
+        if records:
+            await self.tasks.adopt(records, self.location_ttl_s)
 
     async def _enqueue_prepared(
         self, prepared: list[tuple[Task, Route, bytes, bool]], recorded: Collection[str]

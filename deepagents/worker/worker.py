@@ -342,9 +342,14 @@ class Worker:
         with the slots the reader holds, means a busy tier can never starve recovery."""
         pool, slots = self.pools[ref.tier], handler.settler
         # A reader holds its slots while it blocks, so it may hold only its share of the
-        # pool: the readers of the other shards of this tier must be able to read too.
+        # pool: the readers of the other shards of this tier must be able to read too. And
+        # it asks for its share only while its stream has work (its last read found some):
+        # otherwise it reads with one slot, so the readers of idle shards, blocked on their
+        # streams, hold one slot each rather than their share, and a busy shard runs on the
+        # rest instead of waiting out their blocking reads.
         share = -(-pool.capacity // len(self.placement.shards))
         batch = max(1, min(self.agent_settings.batch_size, share))
+        active = False
         vis = self.agent_settings.visibility_timeout_ms
         interval = (self.agent_settings.reclaim_interval_ms or max(100, vis // 2)) / 1000
         next_reclaim = time.monotonic() + interval
@@ -360,7 +365,7 @@ class Worker:
             for urgent in higher:  # tiers are read in priority order: let urgent work run first
                 await urgent.wait_idle(YIELD_TO_HIGHER_S)
             await handler.committer.room(ref.tier)
-            n = await slots.take(ref.tier, batch)
+            n = await slots.take(ref.tier, batch if active else 1)
             fresh = False  # new entries ('>'), not a restart's own or a reclaim
             try:
                 if after is not None:
@@ -396,13 +401,15 @@ class Worker:
                 await backoff.wait(f"read {ref.name}", exc)
                 continue
             backoff.reset()
+            woke, active = not active, bool(entries)
             slots.give_back(ref.tier, n - len(entries))
             if entries:
                 await handler.dispatch(ref, entries, fresh=fresh)
-                if fresh and len(entries) < n:
-                    # The stream is drained, so the next read would block: the deliveries
-                    # just begun start first, not after this reader has sent it: a lone
-                    # task's latency from submit (docs/benchmarks.md, "Light-load latency").
+                if fresh and (len(entries) < n or woke):
+                    # The stream is drained (or was, until this read woke with one slot),
+                    # so the next read may block: the deliveries just begun start first, not
+                    # after this reader has sent it: a lone task's latency from submit
+                    # (docs/benchmarks.md, "Light-load latency").
                     await asyncio.sleep(0)
 
     def _new_entries(self, tier: str) -> Callable[..., Awaitable[list[RawEntry]]]:

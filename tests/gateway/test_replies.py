@@ -6,6 +6,9 @@ breaks the schema is 422 naming the field; a task that is not waiting is 409 not
 from __future__ import annotations
 
 import contextlib
+import json
+import subprocess
+import sys
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -171,6 +174,32 @@ def test_the_waiting_listing_pages_with_a_cursor_listing_each_question_once(
     assert bad.status_code == 422 and bad.json()["code"] == "validation_error", bad.text
     for task_id in mine:
         assert _reply(http, task_id, {"approved": True}, tenant="beta").status_code == 200
+
+
+def test_a_task_an_upstream_service_published_for_a_tenant_is_that_tenant_s(
+    http: httpx.Client, deployment: Deployment, tmp_path: Path
+) -> None:
+    """Submitted straight through the Python API (``deepagents publish --tenant``), not the
+    gateway: the tenant lists its question, reads it and answers it; another tenant sees
+    none of it."""
+    payload = json.dumps({"runs": str(tmp_path / "runs"), "item": "order 9"})
+    published = subprocess.run(
+        [sys.executable, "-m", "deepagents", "publish", "--intent", "approve",
+         "--payload", payload, "--tenant", "beta"],
+        env=deployment.env, capture_output=True, text=True, timeout=60, check=True,
+    )  # fmt: skip
+    task_id = json.loads(published.stdout)["task_id"]
+
+    def listed() -> list[str] | None:
+        tasks = http.get("/v1/waiting", headers=auth("beta")).json()["tasks"]
+        return [w["task_id"] for w in tasks] or None
+
+    assert eventually_sync(listed, timeout=30, what="beta lists the question") == [task_id]
+    assert http.get("/v1/waiting", headers=auth()).json()["tasks"] == []
+    assert http.get(f"/v1/tasks/{task_id}", headers=auth()).status_code == 404
+    assert _reply(http, task_id, {"approved": True}, tenant="beta").status_code == 200
+    view = http.get(f"/v1/tasks/{task_id}?wait=20", headers=auth("beta")).json()
+    assert view["state"] == "done", view
 
 
 def test_another_tenant_s_task_or_an_unknown_one_is_404(http: httpx.Client, tmp_path: Path) -> None:

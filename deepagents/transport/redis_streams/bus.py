@@ -469,7 +469,8 @@ class RedisStreamBus(RedisWaiting, RedisChildren):
     ) -> list[RawEntry]:
         command: tuple[Any, ...] = ("XREADGROUP", "GROUP", group, consumer, "COUNT", count)
         if block_ms is not None:
-            command += ("BLOCK", block_ms)
+            longest = self.lanes.longest_block_ms
+            command += ("BLOCK", block_ms if longest is None else min(block_ms, longest))
         with redis_errors(f"XREADGROUP {stream.name} from {start}"):
             reply = await self.lanes.call(*command, "STREAMS", stream.name, start)
         return _read_entries(reply)

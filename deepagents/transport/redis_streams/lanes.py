@@ -31,7 +31,7 @@ from redis.asyncio import Redis, RedisCluster
 from redis.asyncio.connection import AbstractConnection
 
 from deepagents._internal.deadlines import Deadlines
-from deepagents.transport.redis_streams.pool import own_connection
+from deepagents.transport.redis_streams.pool import own_connection, socket_timeout_of
 
 _SINGLE = ""  # the node name of a client that is not a cluster's
 # Answers after which a cluster's map of slots to nodes may be out of date: slots moving
@@ -48,6 +48,7 @@ class Lanes:
         self._idle: dict[str, list[AbstractConnection]] = {}
         self._open: set[AbstractConnection] = set()
         self._deadlines = Deadlines()  # each exchange within its socket timeout
+        self.longest_block_ms = _longest_block_ms(socket_timeout_of(client))
 
     async def call(self, *command: Any) -> Any:
         (reply,) = await self.pipeline([command])
@@ -170,6 +171,18 @@ class Lanes:
         conns, self._open, self._idle = self._open, set(), {}
         for conn in conns:
             await conn.disconnect()
+
+
+def _longest_block_ms(socket_timeout_s: float | None) -> int | None:
+    """How long a blocking command may block on these connections: less than their socket
+    timeout, by a margin for the reply to arrive. A longer block would end in the client's
+    timeout instead of the server's empty reply: a closed connection and an error for an
+    idle stream, and an entry the server hands over just then left unseen in the consumer's
+    pending list until it is reclaimed."""
+    if socket_timeout_s is None:
+        return None
+    limit_ms = int(socket_timeout_s * 1000)
+    return max(1, limit_ms - min(1000, limit_ms // 2))
 
 
 async def _round_trip(

@@ -100,6 +100,16 @@ def own_connection(client: Redis | RedisCluster, node: str | None = None) -> Con
     return made
 
 
+def socket_timeout_of(client: Redis | RedisCluster) -> float | None:
+    """The seconds a connection of ``client`` waits for a reply (None: no limit)."""
+    if isinstance(client, RedisCluster):
+        kwargs: dict[str, Any] = client.nodes_manager.connection_kwargs
+    else:
+        kwargs = client.connection_pool.connection_kwargs
+    timeout = kwargs.get("socket_timeout")
+    return None if timeout is None else float(timeout)
+
+
 async def check_reachable(client: Any) -> None:
     """One PING, so a command facing an unreachable Redis says so in one line at start
     rather than in whichever step first needs it."""
