@@ -24,7 +24,7 @@ from deepagents.errors import ErrorCode, InvalidResult
 from deepagents.orchestrator import Orchestrator, Replied, TaskHandle, submitter
 from deepagents.store.tasks import DeadLetterEntry
 from deepagents.transport.base import Waiting
-from deepagents.worker import Worker
+from deepagents.worker import Upstream, Worker
 
 # One shard, retries after a few milliseconds, and a stop that waits a second for a task
 # still running: a test waits for nothing it does not test. Override any setting with
@@ -60,8 +60,7 @@ class AgentHarness:
             services=self.services,
             config=self.config,
             settings=self.settings,
-            escalate=submitter(self.orchestrator),
-            parentage=self.orchestrator,
+            upstream=Upstream(submitter(self.orchestrator), self.orchestrator),
         )
         self._running: asyncio.Task[None] | None = None
 

@@ -32,7 +32,7 @@ from deepagents.contract.loading import load_agent_class
 from deepagents.errors import ConfigError, DeepAgentsError
 from deepagents.telemetry.core import Telemetry, configure
 from deepagents.telemetry.serve import serve_metrics, stop_server
-from deepagents.worker import Worker
+from deepagents.worker import Assignment, Upstream, Worker
 from deepagents.worker.probes import WorkerProbes
 
 if TYPE_CHECKING:
@@ -280,11 +280,9 @@ def serve_process(plan: Plan, fork: Fork | None = None) -> int:
                 client=client,
                 config=plan.config,
                 settings=settings,
-                concurrency=plan.concurrency,
                 telemetry=telemetry,
-                placement=plan.placement,
-                escalate=escalations.submit,
-                parentage=escalations,
+                assignment=Assignment(plan.placement, plan.concurrency),
+                upstream=Upstream(escalations.submit, escalations),
             )
             probes.worker = worker
             task = asyncio.ensure_future(worker.run())

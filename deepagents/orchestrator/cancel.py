@@ -5,8 +5,8 @@ tells its parent."""
 
 from __future__ import annotations
 
-from deepagents.config.settings import Settings
 from deepagents.contract.codec import encode_result
+from deepagents.contract.event_sink import EventSink
 from deepagents.contract.events import AuditEvent
 from deepagents.contract.result import Result
 from deepagents.contract.task import utcnow
@@ -29,10 +29,10 @@ class Cancels:
         tasks: TaskRecords,
         keys: Keys,
         children: Children,
-        settings: Settings,
+        events: EventSink,
     ) -> None:
         self.routes, self.bus, self.tasks, self.keys = routes, bus, tasks, keys
-        self.children, self.settings = children, settings
+        self.children, self.events = children, events
 
     async def cancel(self, task_id: str, *, cascaded: bool = False) -> str:
         """``Orchestrator.cancel``; ``cascaded``: its parent was cancelled."""
@@ -48,9 +48,8 @@ class Cancels:
             agent=agent,
             finished_at=utcnow(),
         )
-        events = []
-        if self.settings.outbox:
-            events.append(AuditEvent.of("failed", task_id, agent=agent, reason=ErrorCode.CANCELLED))
+        failed = AuditEvent.of("failed", task_id, agent=agent, reason=ErrorCode.CANCELLED)
+        events = self.events.keep([failed])
         result_json = encode_result(result)
         status = await self.bus.cancel(
             self.keys.shard(agent, loc.shard),

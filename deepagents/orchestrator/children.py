@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from deepagents.contract.event_sink import EventSink
 from deepagents.contract.events import AuditEvent
 from deepagents.contract.result import Result
 from deepagents.contract.task import Task
@@ -15,8 +16,10 @@ from deepagents.transport.keys import Keys, parked_version
 
 
 class Children:
-    def __init__(self, bus: ChildWaits, tasks: TaskRecords, keys: Keys, *, outbox: bool) -> None:
-        self.bus, self.tasks, self.keys, self.outbox = bus, tasks, keys, outbox
+    def __init__(
+        self, bus: ChildWaits, tasks: TaskRecords, keys: Keys, *, events: EventSink
+    ) -> None:
+        self.bus, self.tasks, self.keys, self.events = bus, tasks, keys, events
 
     async def link(self, child: Task, agent: str, shard: int) -> None:
         """Name the parent on the child's task hash (for ``lookup``): a listing aid, not a
@@ -38,7 +41,7 @@ class Children:
         # Under a rollout the parent resumes on the streams it was parked from.
         keys = self.keys.shard(loc.agent, loc.shard, parked_version(info))
         events = []
-        if self.outbox:
+        if self.events.wanted:  # the child's status: its result decoded
             status = Result.model_validate_json(result_json).status
             events.append(
                 AuditEvent.of(

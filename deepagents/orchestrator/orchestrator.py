@@ -20,6 +20,7 @@ from deepagents.compose import RedisClient, Services, open_services, services_fo
 from deepagents.config.schema import FileConfig
 from deepagents.config.settings import Settings
 from deepagents.contract.agent import AgentContract
+from deepagents.contract.event_sink import event_sink
 from deepagents.contract.result import Result
 from deepagents.contract.task import Task
 from deepagents.errors import ConfigError
@@ -81,27 +82,27 @@ class Orchestrator:
             tasks=self.tasks,
             settings=settings,
             telemetry=self.telemetry,
-            reply_channel=self.reply_channel,
             results=self,
             unserved=Unserved(self.registry, config),
         )
         self.queries = TaskQueries(self.bus, self.tasks, self.keys)
+        events = event_sink(settings.outbox)
         self.answers = Replies(
             self.bus,
             self.tasks,
             self.keys,
-            outbox=settings.outbox,
+            events=events,
             metrics=self.telemetry.metrics,
             max_answer_bytes=settings.max_payload_bytes,
         )
-        self.children = Children(self.bus, self.tasks, self.keys, outbox=settings.outbox)
+        self.children = Children(self.bus, self.tasks, self.keys, events=events)
         self.cancels = Cancels(
             self.routes,
             bus=self.bus,
             tasks=self.tasks,
             keys=self.keys,
             children=self.children,
-            settings=settings,
+            events=events,
         )
 
     @property

@@ -16,6 +16,7 @@ import orjson
 
 from deepagents.contract.answer_schema import UnsafePattern, first_error
 from deepagents.contract.codec import DamagedRecord
+from deepagents.contract.event_sink import EventSink
 from deepagents.contract.events import AuditEvent
 from deepagents.errors import (
     AlreadyReplied,
@@ -88,12 +89,12 @@ class Replies:
         tasks: TaskRecords,
         keys: Keys,
         *,
-        outbox: bool,
+        events: EventSink,
         metrics: Metrics | None,
         max_answer_bytes: int,
     ) -> None:
         self.bus, self.tasks, self.keys = bus, tasks, keys
-        self.outbox, self.metrics, self.max_answer_bytes = outbox, metrics, max_answer_bytes
+        self.events, self.metrics, self.max_answer_bytes = events, metrics, max_answer_bytes
 
     async def reply(
         self, task_id: str, answer: Any, tiers: Sequence[str], run_check: CheckRunner | None = None
@@ -120,15 +121,10 @@ class Replies:
             raise PayloadTooLarge(
                 f"the answer is {len(answer_json)} bytes; the limit is {self.max_answer_bytes}"
             )
-        events = (
-            [
-                AuditEvent.of(
-                    "replied", task_id, agent=loc.agent, ask=ask, asked_ms=info.get("asked_ms")
-                )
-            ]
-            if self.outbox
-            else []
+        replied = AuditEvent.of(
+            "replied", task_id, agent=loc.agent, ask=ask, asked_ms=info.get("asked_ms")
         )
+        events = self.events.keep([replied])
         done = await self.bus.answer(keys, tiers, task_id, ask, answer_json, events)
         if done.status == "missing":
             raise ReplyTaskNotFound(f"no task {task_id}")

@@ -9,7 +9,7 @@ import dataclasses
 import hashlib
 from collections.abc import Collection, Iterable, Mapping, Sequence
 from datetime import datetime, timedelta
-from typing import Any
+from typing import Any, Protocol
 
 import orjson
 from opentelemetry.trace import Span, StatusCode
@@ -20,6 +20,7 @@ from pydantic_core import to_jsonable_python
 from deepagents._internal.ids import uuid7_str
 from deepagents.config.settings import Settings
 from deepagents.contract.codec import encode_task
+from deepagents.contract.event_sink import event_sink
 from deepagents.contract.events import AuditEvent
 from deepagents.contract.task import Task, utcnow
 from deepagents.errors import (
@@ -44,6 +45,13 @@ from deepagents.transport.base import Admitted, Enqueue, Fairness, MessageBus
 from deepagents.transport.states import Enqueued
 
 
+class ResultReturn(ResultSource, Protocol):
+    """Where the results of the tasks submitted come back: the reply channel their workers
+    publish to, and what their handles wait through (the orchestrator)."""
+
+    reply_channel: str
+
+
 class Submitter:
     """Handles it gives out wait through ``results`` (the orchestrator)."""
 
@@ -55,13 +63,12 @@ class Submitter:
         tasks: TaskRecords,
         settings: Settings,
         telemetry: Telemetry,
-        reply_channel: str,
-        results: ResultSource,
+        results: ResultReturn,
         unserved: Unserved,
     ) -> None:
         self.routes = routes
         self.bus, self.tasks, self.settings, self.telemetry = bus, tasks, settings, telemetry
-        self.reply_channel = reply_channel
+        self.events = event_sink(settings.outbox)
         self.results = results
         self.unserved = unserved
         self._submitted: dict[tuple[str, str, str], Counter] = {}
@@ -229,8 +236,8 @@ class Submitter:
     ) -> list[Admitted]:
         """Enqueue validated tasks in one round trip: (status, entry id) per task; ``ts`` is
         the time of their ``submitted`` events."""
-        reply = self.reply_channel
-        if self.settings.outbox:
+        reply = self.results.reply_channel
+        if self.events.wanted:
             items = [
                 Enqueue(
                     route.stream, task.task_id, task_json, reply, _submitted_events(task, route, ts)

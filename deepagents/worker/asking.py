@@ -32,6 +32,7 @@ import orjson
 from pydantic import BaseModel, ValidationError
 
 from deepagents.contract.answer_schema import UnsafePattern, check_patterns
+from deepagents.contract.event_sink import EventSink
 from deepagents.contract.events import AuditEvent
 from deepagents.contract.inbox import (
     InboxAction,
@@ -223,7 +224,7 @@ async def wake_due(
     tiers: Sequence[str],
     waits: Sequence[str],
     *,
-    outbox: bool,
+    events: EventSink,
     metrics: Metrics | None,
     sweep: Sweep | None = None,
 ) -> int:
@@ -233,9 +234,9 @@ async def wake_due(
     its children are checked (``sweep``). How many woke."""
     woke = 0
     for task_id in waits:
-        events = [AuditEvent.of("wait_expired", task_id, agent=keys.agent)] if outbox else []
+        expired = events.keep([AuditEvent.of("wait_expired", task_id, agent=keys.agent)])
         try:
-            woken = await bus.wake(keys, tiers, task_id, events)
+            woken = await bus.wake(keys, tiers, task_id, expired)
         except TransportError as exc:
             if exc.retryable:  # the pump backs off and tries again
                 raise

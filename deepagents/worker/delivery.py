@@ -9,21 +9,15 @@ from __future__ import annotations
 import logging
 
 from deepagents.store.base import Answers
-from deepagents.store.claims import ClaimStore
 from deepagents.transport.base import RawEntry, StreamRef
 from deepagents.worker.agent_calls import AgentRunner
-from deepagents.worker.asking import Asks
 from deepagents.worker.begin import Begin
-from deepagents.worker.delegation import Delegations
+from deepagents.worker.context_features import ContextFeatures
 from deepagents.worker.delivery_kit import DeliveryKit
 from deepagents.worker.execution import Run
-from deepagents.worker.flight import InFlight
 from deepagents.worker.outcomes import Outcomes
 from deepagents.worker.overdue import Overdue
-from deepagents.worker.pools import TierPool
-from deepagents.worker.quarantine import Quarantine
 from deepagents.worker.settle import Settler
-from deepagents.worker.steps import StepBook
 from deepagents.worker.versioning import VersionTally
 
 log = logging.getLogger("deepagents.worker")
@@ -34,40 +28,35 @@ class DeliveryHandler:
         self,
         kit: DeliveryKit,
         *,
-        pools: dict[str, TierPool],
-        inflight: dict[tuple[str, str], InFlight],
+        settler: Settler,
         runner: AgentRunner,
-        asks: Asks,
-        delegations: Delegations,
+        features: ContextFeatures,
         answers: Answers | None = None,
-        claims: ClaimStore | None = None,
         tally: VersionTally | None = None,
     ) -> None:
+        """``answers``: the last good answers an agent's degrade may answer from (None:
+        none kept). ``tally``: under a rollout, this version's landed outcomes."""
         self.runner = runner
         self.stats = kit.stats
-        self.quarantine = Quarantine()
-        self.settler = Settler(pools, inflight, self.quarantine)
+        self.settler = settler
         self.outcomes = Outcomes(
             kit,
-            settler=self.settler,
-            capacities={name: pool.capacity for name, pool in pools.items()},
+            settler=settler,
+            capacities=settler.capacities,
             tally=tally,
             # a child's end goes to its parent after its commit
-            parentage=delegations.parentage,
+            parentage=features.delegations.parentage,
         )
         self.committer = self.outcomes.committer
-        self.steps = StepBook(kit, executor=runner.executor, claims=claims, tracer=runner.tracer)
         self.run = Run(
             kit,
             runner=runner,
             outcomes=self.outcomes,
-            settler=self.settler,
+            settler=settler,
             overdue=Overdue(kit, outcomes=self.outcomes, answers=answers),
-            asks=asks,
-            steps=self.steps,
-            delegations=delegations,
+            features=features,
         )
-        self.begin = Begin(kit, run=self.run, outcomes=self.outcomes, settler=self.settler)
+        self.begin = Begin(kit, run=self.run, outcomes=self.outcomes, settler=settler)
 
     async def dispatch(
         self, ref: StreamRef, entries: list[RawEntry], *, fresh: bool = False

@@ -9,36 +9,11 @@ from dataclasses import dataclass
 from deepagents.config.schema import AgentSettings, FileConfig
 from deepagents.config.settings import Settings
 from deepagents.contract.agent import AgentContract
-from deepagents.contract.events import AuditEvent
+from deepagents.contract.event_sink import EventSink
 from deepagents.telemetry.metrics import Metrics
 from deepagents.transport.base import MessageBus
 from deepagents.worker.encode import Encoder
 from deepagents.worker.stats import WorkerStats
-
-
-class EventSink:
-    """Where a delivery's audit events go: to the outbox, with the script of the step that
-    caused them. ``event_sink(False)`` takes none. A step asks ``wanted`` before building
-    events that cost something to build; cheap ones it hands over as they are."""
-
-    wanted = True
-
-    def keep(self, events: list[AuditEvent]) -> list[AuditEvent]:
-        """The events to send on with a step's script (a park, a commit, a dead letter)."""
-        return events
-
-
-class _NoEvents(EventSink):
-    """The outbox is off: no step writes an audit event."""
-
-    wanted = False
-
-    def keep(self, events: list[AuditEvent]) -> list[AuditEvent]:
-        return []
-
-
-def event_sink(outbox: bool) -> EventSink:
-    return EventSink() if outbox else _NoEvents()
 
 
 @dataclass(frozen=True, slots=True)

@@ -20,15 +20,16 @@ from deepagents.errors import InvalidResult
 from deepagents.modelcall.usage import current_usage, start_usage
 from deepagents.tools.ledger import current_tool_ledger, start_tool_ledger
 from deepagents.worker.agent_calls import AgentRunner
-from deepagents.worker.asking import Asking, Asks
-from deepagents.worker.delegation import Delegating, Delegations
+from deepagents.worker.asking import Asking
+from deepagents.worker.context_features import ContextFeatures
+from deepagents.worker.delegation import Delegating
 from deepagents.worker.delivery_kit import DeliveryKit
 from deepagents.worker.flight import FlightState, InFlight
 from deepagents.worker.outcomes import Outcomes
 from deepagents.worker.overdue import Overdue, Verdict
 from deepagents.worker.retry import ErrorRules, decide
 from deepagents.worker.settle import Settler
-from deepagents.worker.steps import DeliverySteps, StepBook
+from deepagents.worker.steps import DeliverySteps
 
 log = logging.getLogger("deepagents.worker")
 # Settled by the group commit's callback, not by the delivery's own task.
@@ -44,14 +45,12 @@ class Run:
         outcomes: Outcomes,
         settler: Settler,
         overdue: Overdue,
-        asks: Asks,
-        steps: StepBook,
-        delegations: Delegations,
+        features: ContextFeatures,
     ) -> None:
         agent_settings, config = kit.agent_settings, kit.config
-        self.asks, self.delegations = asks, delegations
+        self.asks, self.delegations = features.asks, features.delegations
         self.runner, self.agent_settings, self.config = runner, agent_settings, config
-        self.steps = steps
+        self.steps = features.steps
         self.outcomes, self.encoder, self.settler = outcomes, kit.encoder, settler
         self.stats, self.events, self.overdue = kit.stats, kit.events, overdue
         self._max_wait = {name: tier.max_wait_ms for name, tier in config.tiers.items()}

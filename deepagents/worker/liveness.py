@@ -18,11 +18,10 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
-from deepagents.config.schema import AgentSettings
-from deepagents.contract.agent import AgentContract
 from deepagents.errors import TransportError
 from deepagents.store.base import Registry
 from deepagents.transport.base import StreamRef, TaskQueue
+from deepagents.worker.delivery_kit import DeliveryKit
 
 log = logging.getLogger("deepagents.worker")
 # Peers' heartbeats are read this many times per beat: one HGETALL each, and a death is
@@ -75,17 +74,18 @@ class Liveness:
 
     def __init__(
         self,
+        kit: DeliveryKit,
         *,
-        agent: AgentContract,
-        consumer: str,
-        bus: TaskQueue,
         registry: Registry,
         streams: Sequence[StreamRef],
-        settings: AgentSettings,
         wake: Callable[[StreamRef], None],
         reached: Callable[[], None],
     ) -> None:
-        self.agent, self.consumer, self.bus, self.registry = agent, consumer, bus, registry
+        """``wake``: a dead peer's entries in the stream are claimable now; ``reached``:
+        the registry took this worker's beat."""
+        settings, consumer = kit.agent_settings, kit.consumer
+        self.agent, self.consumer, self.registry = kit.agent, consumer, registry
+        self.bus: TaskQueue = kit.bus
         self.streams = streams
         # A dead peer's entries become claimable as if their visibility timeout had passed.
         self.visibility_timeout_ms = settings.visibility_timeout_ms

@@ -37,7 +37,7 @@ from deepagents.worker.delegation import Delegating, Parentage, notify_parent
 from deepagents.worker.delivery_kit import DeliveryKit
 from deepagents.worker.flight import FlightState, InFlight
 from deepagents.worker.settle import Settler
-from deepagents.worker.stream_commits import Committer
+from deepagents.worker.stream_commits import CommitBounds, Committer
 from deepagents.worker.versioning import VersionTally
 
 log = logging.getLogger("deepagents.worker")
@@ -80,11 +80,13 @@ class Outcomes:
             group,
             consumer,
             self.committed,
-            agent_settings.batch_size * 2,
-            tier_rank={name: i for i, name in enumerate(tier_names)},
-            # A tier's readers read on while up to a poolful of its commits are in the
-            # air: the agent's slots never wait for Redis to write results.
-            backlog=capacities,
+            CommitBounds(
+                agent_settings.batch_size * 2,
+                tier_rank={name: i for i, name in enumerate(tier_names)},
+                # A tier's readers read on while up to a poolful of its commits are in the
+                # air: the agent's slots never wait for Redis to write results.
+                backlog=capacities,
+            ),
         )
         # Children bound once per tier: the hot path does a dict lookup, never a label lookup.
         self._tm: dict[str, TierMetrics] | None = (

@@ -28,6 +28,11 @@ class Settler:
 
     # slots --------------------------------------------------------------------------------
 
+    @property
+    def capacities(self) -> dict[str, int]:
+        """Each tier's slots."""
+        return {name: pool.capacity for name, pool in self._pools.items()}
+
     async def take(self, tier: str, most: int) -> int:
         """Wait for a free slot of the tier; take up to ``most``."""
         return await self._pools[tier].take(most)

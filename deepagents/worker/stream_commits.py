@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import asyncio
 from collections import defaultdict
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
 from typing import Any
 
 from deepagents.errors import TransportError
@@ -15,6 +16,20 @@ from deepagents.transport.base import CommitItem, StreamRef, TaskQueue
 OnCommitted = Callable[[list[Any], Sequence[str | None], BaseException | None], None]
 
 _Batch = list[tuple[CommitItem, Any]]
+
+
+@dataclass(frozen=True, slots=True)
+class CommitBounds:
+    """How much the group commit takes at once and holds back: ``batch_size`` items per
+    script call; ``backlog``, per tier, items handed over and not yet landed before that
+    tier's readers wait; ``tier_rank`` orders the tiers whose streams flush first (0 first)."""
+
+    batch_size: int = 200
+    tier_rank: Mapping[str, int] = field(default_factory=dict)
+    backlog: Mapping[str, int] = field(default_factory=dict)
+
+
+UNBOUNDED = CommitBounds()  # batches of 200, no tier waits, no tier flushes first
 
 
 class Committer:
@@ -32,19 +47,17 @@ class Committer:
         group: str,
         consumer: str,
         on_committed: OnCommitted,
-        batch_size: int = 200,
-        tier_rank: dict[str, int] | None = None,
-        backlog: dict[str, int] | None = None,
+        bounds: CommitBounds = UNBOUNDED,
     ) -> None:
-        self._rank = tier_rank or {}
-        self._limit = backlog or {}
+        self._rank = bounds.tier_rank
+        self._limit = bounds.backlog
         self._backlog: dict[str, int] = defaultdict(int)
         self._room: dict[str, asyncio.Event] = defaultdict(asyncio.Event)
         self._bus = bus
         self._group = group
         self._consumer = consumer
         self._on_committed = on_committed
-        self._batch_size = batch_size
+        self._batch_size = bounds.batch_size
         self._queues: dict[StreamRef, _Batch] = defaultdict(list)
         self._wake = asyncio.Event()
         self._closed = False

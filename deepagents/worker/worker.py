@@ -28,6 +28,7 @@ from deepagents.config.schema import AgentSettings, FileConfig
 from deepagents.config.settings import Settings
 from deepagents.contract.agent import AgentContract
 from deepagents.contract.codec import encode_result
+from deepagents.contract.event_sink import event_sink
 from deepagents.contract.events import AuditEvent
 from deepagents.contract.result import ErrorCode, Result
 from deepagents.contract.task import utcnow
@@ -47,15 +48,20 @@ from deepagents.transport.base import (
 )
 from deepagents.transport.keys import ShardKeys
 from deepagents.worker.agent_calls import AgentRunner
-from deepagents.worker.asking import Asks, Escalate, wake_due
-from deepagents.worker.delegation import Delegations, Parentage
+from deepagents.worker.asking import Asks, wake_due
+from deepagents.worker.assignment import NO_UPSTREAM, WHOLE, Assignment, Upstream
+from deepagents.worker.context_features import ContextFeatures
+from deepagents.worker.delegation import Delegations
 from deepagents.worker.delivery import DeliveryHandler
-from deepagents.worker.delivery_kit import DeliveryKit, event_sink
+from deepagents.worker.delivery_kit import DeliveryKit
 from deepagents.worker.encode import Encoder
 from deepagents.worker.flight import InFlight
 from deepagents.worker.liveness import Liveness
 from deepagents.worker.pools import TierPool
+from deepagents.worker.quarantine import Quarantine
+from deepagents.worker.settle import Settler
 from deepagents.worker.stats import WorkerStats
+from deepagents.worker.steps import StepBook
 from deepagents.worker.stream_commits import Committer
 from deepagents.worker.versioning import VersionTally, stream_version
 
@@ -76,18 +82,13 @@ class Worker:
         services: Services,
         config: FileConfig,
         settings: Settings,
-        consumer: str | None = None,
-        concurrency: dict[str, int] | None = None,
         telemetry: Telemetry | None = None,
+        assignment: Assignment = WHOLE,
+        upstream: Upstream = NO_UPSTREAM,
         owns_services: bool = False,
-        placement: Placement | None = None,
-        escalate: Escalate | None = None,
-        parentage: Parentage | None = None,
     ) -> None:
         self.agent = agent
-        self.escalate = escalate  # submits escalations of unanswered questions (asking.py)
-        # submits child tasks and carries their ends to parents (delegation.py)
-        self.parentage = parentage
+        self.upstream = upstream
         self.telemetry = telemetry or process_telemetry()
         self.name = agent.name
         self.services = services
@@ -96,20 +97,22 @@ class Worker:
         self.settings = settings
         self.delegations = Delegations(
             services.bus,
-            parentage,
+            upstream.parentage,
             config.delegation.max_depth,
             round(config.delegation.sweep_s * 1000),
         )
         self.agent_settings: AgentSettings = config.agent_settings(agent.name)
         # Its middleware chain (YAML, then code), built here so a bad one stops the start.
         self.agent_chain = agent_chain(agent, agent.name, config)
-        self.consumer = consumer or settings.consumer_name()
+        self.consumer = assignment.consumer or settings.consumer_name()
         self.keys = services.keys
         self.bus: MessageBus = services.bus
         self.stats = WorkerStats()
         sizes = {name: tier.concurrency for name, tier in config.tiers.items()}
-        sizes.update(concurrency or {})
+        sizes.update(assignment.concurrency)
         self.pools = {name: TierPool(name, sizes[name]) for name in config.tier_names}
+        self.inflight: dict[tuple[str, str], InFlight] = {}
+        self.settler = Settler(self.pools, self.inflight, Quarantine())
         if self.telemetry.metrics is not None:
             for tier, pool in self.pools.items():
                 self.telemetry.metrics.track_in_flight(self.name, tier, _active(pool))
@@ -117,7 +120,7 @@ class Worker:
         # reclaims cover the same shards and streams, nothing else. Under a rollout, of
         # this version's own streams only (worker/versioning.py).
         shards = self.agent_settings.shards
-        self.placement = placement or Placement.everything(config.tier_names, shards)
+        self.placement = assignment.placement or Placement.everything(config.tier_names, shards)
         check_placement(self.placement, config.tier_names, shards)
         self.version = stream_version(config, agent)
         self.streams = [
@@ -125,11 +128,21 @@ class Worker:
             for tier in self.placement.tiers
             for shard in self.placement.shards
         ]
-        self.inflight: dict[tuple[str, str], InFlight] = {}
         # Streams holding a dead peer's entries, made claimable: reclaim there now.
         self._reclaim_now: set[str] = set()
-        self._handler: DeliveryHandler | None = None
-        self._tally: VersionTally | None = None
+        self.tally = self._version_tally()
+        self.kit = DeliveryKit(
+            agent=agent,
+            agent_settings=self.agent_settings,
+            config=config,
+            settings=settings,
+            consumer=self.consumer,
+            bus=self.bus,
+            stats=self.stats,
+            encoder=Encoder(agent, self.consumer),
+            metrics=self.telemetry.metrics,
+            events=event_sink(settings.outbox),
+        )
         self._stopping = False
         self._stop_event: asyncio.Event | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
@@ -149,12 +162,9 @@ class Worker:
         client: RedisClient,
         config: FileConfig,
         settings: Settings,
-        consumer: str | None = None,
-        concurrency: dict[str, int] | None = None,
         telemetry: Telemetry | None = None,
-        placement: Placement | None = None,
-        escalate: Escalate | None = None,
-        parentage: Parentage | None = None,
+        assignment: Assignment = WHOLE,
+        upstream: Upstream = NO_UPSTREAM,
     ) -> Worker:
         """A worker over a client the caller opened and closes."""
         return cls(
@@ -162,13 +172,10 @@ class Worker:
             services=services_for(client, settings),
             config=config,
             settings=settings,
-            consumer=consumer,
-            concurrency=concurrency,
             telemetry=telemetry,
+            assignment=assignment,
+            upstream=upstream,
             owns_services=True,
-            placement=placement,
-            escalate=escalate,
-            parentage=parentage,
         )
 
     # lifecycle ----------------------------------------------------------------------------
@@ -203,36 +210,7 @@ class Worker:
         )
         registry = self.services.registry
         runner = AgentRunner(self.agent, self._executor, self.telemetry.tracing)
-        tally = self._tally = self._version_tally()
-        kit = DeliveryKit(
-            agent=self.agent,
-            agent_settings=self.agent_settings,
-            config=self.config,
-            settings=self.settings,
-            consumer=self.consumer,
-            bus=self.bus,
-            stats=self.stats,
-            encoder=Encoder(self.agent, self.consumer),
-            metrics=self.telemetry.metrics,
-            events=event_sink(self.settings.outbox),
-        )
-        handler = self._handler = DeliveryHandler(
-            kit,
-            pools=self.pools,
-            inflight=self.inflight,
-            runner=runner,
-            asks=Asks(
-                self.bus,
-                self.escalate,
-                self.config.asks.escalation_intent,
-                # as long as the orchestrator keeps a task's location (its location_ttl_s)
-                records_ttl_s=self.settings.result_ttl_s + 7 * 86_400,
-            ),
-            delegations=self.delegations,
-            answers=self.services.answers,
-            claims=self.services.claims,
-            tally=tally,
-        )
+        handler = self._delivery_handler(runner)
         committer = handler.committer
         models = self.config.models
         if self.settings.sim_model_url:
@@ -258,8 +236,8 @@ class Worker:
                     await self._supervise(handler, committer, registry)
         finally:
             self._executor.shutdown(wait=False, cancel_futures=True)
-            if tally is not None:  # what landed since the last flush
-                await tally.flush()
+            if self.tally is not None:  # what landed since the last flush
+                await self.tally.flush()
             if self._owns_services:
                 await self.services.aclose()
             await registry.deregister(self.agent, self.consumer)
@@ -267,6 +245,28 @@ class Worker:
                 "worker stopped",
                 extra={"action": "worker_stopped", "agent": self.name, "stats": self.stats},
             )
+
+    def _delivery_handler(self, runner: AgentRunner) -> DeliveryHandler:
+        """Its deliveries' steps, over what they all share (``delivery_kit.py``)."""
+        kit = self.kit
+        steps = StepBook(
+            kit, executor=runner.executor, claims=self.services.claims, tracer=runner.tracer
+        )
+        asks = Asks(
+            self.bus,
+            self.upstream.escalate,
+            self.config.asks.escalation_intent,
+            # as long as the orchestrator keeps a task's location (its location_ttl_s)
+            records_ttl_s=self.settings.result_ttl_s + 7 * 86_400,
+        )
+        return DeliveryHandler(
+            kit,
+            settler=self.settler,
+            runner=runner,
+            features=ContextFeatures(steps, asks, self.delegations),
+            answers=self.services.answers,
+            tally=self.tally,
+        )
 
     def _tool_calls(self) -> contextlib.AbstractAsyncContextManager[object]:
         entry = self.config.agents.get(self.name)
@@ -289,14 +289,14 @@ class Worker:
             for ref in self.streams
         ]
         side += [
-            asyncio.create_task(self._heartbeat(), name="heartbeat"),
+            asyncio.create_task(self._heartbeat(handler), name="heartbeat"),
             asyncio.create_task(self._hear_cancels(handler), name="cancels"),
             asyncio.create_task(self._liveness(registry).run(self._stopped), name="liveness"),
             asyncio.create_task(self._delayed_pump(), name="delayed-pump"),
             asyncio.create_task(self._health_loop(handler.runner, registry), name="health"),
         ]
-        if self._tally is not None:
-            side.append(asyncio.create_task(self._tally.run(), name="version-tally"))
+        if self.tally is not None:
+            side.append(asyncio.create_task(self.tally.run(), name="version-tally"))
         stop_wait = asyncio.create_task(self._stop_event.wait(), name="stop-wait")
         self.ready.set()
         log.info(
@@ -340,7 +340,7 @@ class Worker:
         """Owns one stream: this consumer's own pending entries first (a restart), then, in
         turn, stale entries of dead consumers (when due) and new entries. Reclaiming here,
         with the slots the reader holds, means a busy tier can never starve recovery."""
-        pool, slots = self.pools[ref.tier], handler.settler
+        pool, slots = self.pools[ref.tier], self.settler
         # A reader holds its slots while it blocks, so it may hold only its share of the
         # pool: the readers of the other shards of this tier must be able to read too. And
         # it asks for its share only while its stream has work (its last read found some):
@@ -489,12 +489,9 @@ class Worker:
             self._reached_at = time.monotonic()
 
         return Liveness(
-            agent=self.agent,
-            consumer=self.consumer,
-            bus=self.bus,
+            self.kit,
             registry=registry,
             streams=self.streams,
-            settings=self.agent_settings,
             wake=lambda ref: self._reclaim_now.add(ref.name),
             reached=reached,
         )
@@ -502,7 +499,7 @@ class Worker:
     def _stopped(self) -> bool:
         return self._stopping
 
-    async def _heartbeat(self) -> None:
+    async def _heartbeat(self, handler: DeliveryHandler) -> None:
         """Its in-flight entries' idle times reset, so none is reclaimed from a live worker
         (its liveness in the registry is ``_liveness``'s)."""
         while not self._stopping:
@@ -515,18 +512,20 @@ class Worker:
                 for ref, flights in by_stream.items():
                     ids = [f.entry_id for f in flights]
                     for entry_id in await self.bus.touch(ref, self.name, self.consumer, ids):
-                        self._lost(ref, entry_id)
-                    await self._cancelled_meanwhile(ref, flights)
+                        handler.lost(ref, entry_id)
+                    await self._cancelled_meanwhile(ref, flights, handler)
             except TransportError as exc:
                 log.warning("heartbeat failed: %s", exc, extra={"action": "heartbeat_failed"})
 
-    async def _cancelled_meanwhile(self, ref: StreamRef, flights: list[InFlight]) -> None:
+    async def _cancelled_meanwhile(
+        self, ref: StreamRef, flights: list[InFlight], handler: DeliveryHandler
+    ) -> None:
         """The running tasks cancelled without this worker hearing of it (the cancel
         channel's message was lost while its connection was down) stop now."""
         running = [f.envelope.task.task_id for f in flights if not f.cancelled]
-        if running and self._handler is not None:
+        if running:
             for task_id in await self.bus.cancelled(ref, running):
-                self._handler.cancelled(task_id)
+                handler.cancelled(task_id)
 
     async def _hear_cancels(self, handler: DeliveryHandler) -> None:
         """The agent's cancel channel: a running task cancelled (``cancel.lua`` publishes
@@ -573,11 +572,6 @@ class Worker:
             return None
         return VersionTally(self.agent, self.config, self.services.rollouts, self.telemetry.metrics)
 
-    def _lost(self, ref: StreamRef, entry_id: str) -> None:
-        """Another consumer owns this entry now: stop working on it; its outcome stands."""
-        if self._handler is not None:
-            self._handler.lost(ref, entry_id)
-
     async def _delayed_pump(self) -> None:
         """Promotes the delayed sets of the shards this worker reads, into every tier of
         them: a p0-only pool's tasks moved to p1 go through its shard's delayed set, and
@@ -612,7 +606,7 @@ class Worker:
                     keys,
                     tiers,
                     promoted.waits,
-                    outbox=self.settings.outbox,
+                    events=self.kit.events,
                     metrics=self.telemetry.metrics,
                     sweep=self.delegations.sweep,
                 )
@@ -639,16 +633,10 @@ class Worker:
         result = Result.failed(
             ErrorCode.DEAD_LETTERED, reason, task_id=task_id, agent=self.name, finished_at=utcnow()
         )
-        events = []
-        if self.settings.outbox:
-            event = AuditEvent.of(
-                "dead_lettered",
-                task_id,
-                agent=self.name,
-                reason=ErrorCode.DECODE_ERROR,
-                error=error,
-            )
-            events.append(event)
+        event = AuditEvent.of(
+            "dead_lettered", task_id, agent=self.name, reason=ErrorCode.DECODE_ERROR, error=error
+        )
+        events = self.kit.events.keep([event])
         status = await self.bus.end_damaged(keys, task_id, encode_result(result), events)
         if status == "ok":
             log.warning(

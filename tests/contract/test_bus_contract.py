@@ -11,6 +11,7 @@ from typing import TypeVar
 import orjson
 import pytest
 
+from deepagents.contract.event_sink import event_sink
 from deepagents.errors import GroupVanished
 from deepagents.orchestrator.replies import Replies
 from deepagents.store.tasks import Location
@@ -729,7 +730,12 @@ async def test_a_reply_resumes_a_canary_task_on_its_own_version_s_streams(
     assert (await backend.tasks.task_fields(LOCATION, "t1"))["parked_version"] == "1.3.0"
 
     replies = Replies(
-        backend.bus, backend.tasks, backend.keys, outbox=False, metrics=None, max_answer_bytes=999
+        backend.bus,
+        backend.tasks,
+        backend.keys,
+        events=event_sink(False),
+        metrics=None,
+        max_answer_bytes=999,
     )
     await replies.reply("t1", {"ok": True}, TIERS)
     assert await backend.bus.read(unversioned, AGENT, "c2", 10, None) == []

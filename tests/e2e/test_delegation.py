@@ -21,7 +21,7 @@ from deepagents.config import Settings, load_config
 from deepagents.contract import ErrorCode, ResultStatus, Task
 from deepagents.orchestrator import Orchestrator
 from deepagents.transport.redis_streams import connect
-from deepagents.worker import Worker
+from deepagents.worker import Upstream, Worker
 from tests.e2e.conftest import committed_events, registered, worker_procs
 from tests.support.delegation import HelperAgent, ParentAgent, most_at_once
 from tests.support.procs import Procs
@@ -280,7 +280,11 @@ async def test_an_end_lost_after_the_child_s_commit_is_delivered_by_the_sweep(
     settings = Settings(prefix=prefix, outbox=True)
     async with Orchestrator.from_client(client, config=config, settings=settings) as orch:
         parent = Worker.from_client(
-            ParentAgent(), client=client, config=config, settings=settings, parentage=orch
+            ParentAgent(),
+            client=client,
+            config=config,
+            settings=settings,
+            upstream=Upstream(parentage=orch),
         )
         helper = Worker.from_client(HelperAgent(), client=client, config=config, settings=settings)
         async with running(parent), running(helper):

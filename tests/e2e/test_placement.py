@@ -22,7 +22,7 @@ from deepagents.contract import ResultStatus, Task
 from deepagents.orchestrator import Orchestrator
 from deepagents.orchestrator.admin import Admin
 from deepagents.orchestrator.coverage import coverage
-from deepagents.worker import Worker
+from deepagents.worker import Assignment, Worker
 from tests.cli.support import clean_env, deepagents
 from tests.e2e.overdue_agents import NapAgent
 from tests.support.procs import Procs
@@ -57,7 +57,7 @@ def _placed(
 ) -> Worker:
     placement = Placement(tiers, tuple(range(config.agent_settings(agent.name).shards)))
     return Worker.from_client(
-        agent, client=client, config=config, settings=settings, placement=placement
+        agent, client=client, config=config, settings=settings, assignment=Assignment(placement)
     )
 
 

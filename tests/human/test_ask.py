@@ -23,7 +23,7 @@ from deepagents.errors import AlreadyReplied, InvalidReply, NotWaiting, ReplyTas
 from deepagents.orchestrator import Orchestrator, TaskHandle, submitter
 from deepagents.orchestrator.fleet import FleetSampler
 from deepagents.telemetry.metrics import FleetMetrics
-from deepagents.worker import Worker
+from deepagents.worker import Assignment, Upstream, Worker
 from tests.support.asking import CONFIG, ApprovalAgent
 from tests.support.replies import entries
 from tests.support.wait import eventually
@@ -60,8 +60,8 @@ def new_worker(
             client=client,
             config=config,
             settings=settings,
-            placement=placement,
-            escalate=submitter(orch),
+            assignment=Assignment(placement),
+            upstream=Upstream(submitter(orch)),
         )
 
     return make

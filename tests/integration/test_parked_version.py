@@ -8,6 +8,7 @@ import orjson
 import pytest
 from redis.asyncio import Redis
 
+from deepagents.contract.event_sink import event_sink
 from deepagents.orchestrator.replies import Replies
 from deepagents.store.tasks import Location, TaskStore
 from deepagents.transport.base import StreamRef
@@ -37,7 +38,9 @@ async def test_a_reply_resumes_the_task_on_the_version_it_was_parked_from(
             await client.hdel(task_key, "parked_version")
             await client.hset(task_key, "lane", "1.3.0")
 
-        replies = Replies(bus, tasks, keys, outbox=False, metrics=None, max_answer_bytes=999)
+        replies = Replies(
+            bus, tasks, keys, events=event_sink(False), metrics=None, max_answer_bytes=999
+        )
         await replies.reply("t1", {"ok": True}, TIERS)
         assert await bus.read(unversioned, "echo", "c2", 10, None) == []
         (again,) = await bus.read(canary, "echo", "c2", 10, None)

@@ -6,15 +6,12 @@ tier that looks busy."""
 from __future__ import annotations
 
 import asyncio
-from typing import Any
 
-import pytest
 from redis.asyncio import Redis
 
 from deepagents.config import Settings, parse_config
 from deepagents.contract import ResultStatus, Task
 from deepagents.orchestrator import Orchestrator
-from deepagents.worker.delivery import DeliveryHandler
 from tests.support.wait import eventually
 from tests.support.workers import running_worker
 
@@ -26,17 +23,7 @@ strategies:
 """
 
 
-async def test_committed_batches_leave_nothing_behind(
-    client: Redis, prefix: str, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    handlers: list[DeliveryHandler] = []
-    init = DeliveryHandler.__init__
-
-    def keep(self: DeliveryHandler, *args: Any, **kw: Any) -> None:
-        init(self, *args, **kw)
-        handlers.append(self)
-
-    monkeypatch.setattr(DeliveryHandler, "__init__", keep)
+async def test_committed_batches_leave_nothing_behind(client: Redis, prefix: str) -> None:
     config = parse_config(CONFIG)
     settings = Settings(prefix=prefix, outbox=True)
     tasks = [Task(intent="echo", payload={"i": i, "urgent": i % 5 == 0}) for i in range(300)]
@@ -44,13 +31,12 @@ async def test_committed_batches_leave_nothing_behind(
         handles = await orch.submit_many(tasks)
         async with running_worker(client, settings, config) as worker:
             results = await asyncio.gather(*(h.result(timeout=30) for h in handles))
-            (handler,) = handlers
 
             async def settled() -> bool:
                 return worker.stats.committed == len(tasks) and not worker.inflight
 
             await eventually(settled, timeout=30, what="every commit's callback")
-            assert not handler.quarantine._running
+            assert not worker.settler.quarantine._running
             assert {name: pool.active for name, pool in worker.pools.items()} == {
                 "p0": 0,
                 "p1": 0,

@@ -11,7 +11,7 @@ from redis.asyncio import Redis
 from deepagents.transport.base import CommitItem, StreamRef
 from deepagents.transport.keys import Keys
 from deepagents.transport.redis_streams.bus import RedisStreamBus
-from deepagents.worker.stream_commits import Committer
+from deepagents.worker.stream_commits import CommitBounds, Committer
 
 
 async def test_backlog_bound_holds_a_tier_until_its_commits_land(
@@ -26,7 +26,7 @@ async def test_backlog_bound_holds_a_tier_until_its_commits_land(
         "echo",
         "c1",
         lambda tokens, statuses, _: landed.extend(zip(tokens, statuses, strict=True)),
-        backlog={"p0": 2, "p2": 2},
+        CommitBounds(backlog={"p0": 2, "p2": 2}),
     )
     for n in range(2):  # no such entries: each lands as "lost", which is enough here
         committer.put(ref, CommitItem(f"1-{n}", f"t{n}", b"{}", "", ()), n)

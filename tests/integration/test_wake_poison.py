@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from redis.asyncio import Redis
 
+from deepagents.contract.event_sink import event_sink
 from deepagents.transport.base import StreamRef
 from deepagents.transport.keys import Keys
 from deepagents.transport.redis_streams.bus import RedisStreamBus
@@ -33,7 +34,7 @@ async def _two_waits_one_damaged(bus: RedisStreamBus, client: Redis, prefix: str
     await client.set(keys.steps("t1"), "not a hash")
     promoted = await bus.promote_due(keys, TIERS)
     assert sorted(promoted.waits) == ["t1", "t2"]
-    woke = await wake_due(bus, keys, TIERS, promoted.waits, outbox=False, metrics=None)
+    woke = await wake_due(bus, keys, TIERS, promoted.waits, events=event_sink(False), metrics=None)
     assert woke == 1
     states = [await client.hget(keys.task(t), "state") for t in ("t1", "t2")]
     assert states == [b"waiting", b"queued"]

@@ -97,7 +97,7 @@ async def test_no_live_worker_leaves_everything_unread() -> None:
 def test_a_worker_refuses_a_placement_outside_its_configuration() -> None:
     from deepagents.compose import memory_services
     from deepagents.config import Settings
-    from deepagents.worker import Worker
+    from deepagents.worker import Assignment, Worker
 
     settings = Settings()
     for placement, said in (
@@ -111,5 +111,5 @@ def test_a_worker_refuses_a_placement_outside_its_configuration() -> None:
                 services=memory_services(settings),
                 config=CONFIG,
                 settings=settings,
-                placement=placement,
+                assignment=Assignment(placement),
             )
