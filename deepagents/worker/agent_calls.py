@@ -98,9 +98,16 @@ class AgentRunner:
         ):
             return await self._run(task, execute)
 
-    async def _step(self, name: str, *args: Any) -> Any:
+    def _step(self, name: str, *args: Any) -> Awaitable[Any]:
+        """Untraced, an async method's own coroutine, awaited by the caller: no wrapper
+        coroutine per step, which is a measurable share of a remote agent's task."""
         if self._tracer is None:
-            return await self._call(name, *args)
+            method = self._methods[name]
+            return method.fn(*args) if method.is_async else self._call(name, *args)
+        return self._traced_step(name, *args)
+
+    async def _traced_step(self, name: str, *args: Any) -> Any:
+        assert self._tracer is not None
         with self._tracer.start_as_current_span(name):
             return await self._call(name, *args)
 
@@ -112,7 +119,12 @@ class AgentRunner:
         methods = self._methods
         direct = self._tracer is None
         can = methods["can_handle"]
-        ok = can.fn(task) if can.plain else await self._call("can_handle", task)
+        if can.plain:
+            ok = can.fn(task)
+        elif can.is_async:
+            ok = await can.fn(task)
+        else:
+            ok = await self._call("can_handle", task)
         if not ok:
             return Result.failed(ErrorCode.REJECTED, f"{self.agent.name} cannot handle this task")
         prep = methods["prepare_context"]

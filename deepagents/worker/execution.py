@@ -68,7 +68,9 @@ class Run:
     async def in_turn(self, flights: list[InFlight]) -> None:
         """Start the deliveries one after the other in this task. Most finish in their first
         step; the first that waits keeps this task to itself to its end, and the ones after
-        it go on in a new task."""
+        it start each in a task of its own, all in this turn of the loop: those of an agent
+        that waits (a remote one) then share the loop's turns and the agent's batches,
+        rather than starting one a turn, each in the task the one before it started."""
         for at, flight in enumerate(flights):
             if flight.state is FlightState.LOST:  # lost before it started: skip it
                 self.settler.settle(flight)
@@ -78,12 +80,28 @@ class Run:
             try:
                 finished, yielded = first_step(coro, context)
             except BaseException:
-                self.start(flights[at + 1 :])
+                self._each(flights[at + 1 :])
                 raise
             if not finished:
-                self.start(flights[at + 1 :])
+                self._each(flights[at + 1 :])
                 await Resume(coro, context, yielded)
                 return
+
+    def _each(self, flights: list[InFlight]) -> None:
+        for flight in flights:
+            flight.task = asyncio.create_task(self._alone(flight))
+
+    async def _alone(self, flight: InFlight) -> None:
+        if flight.state is FlightState.LOST:  # lost before it started: skip it
+            self.settler.settle(flight)
+            return
+        flight.move(FlightState.RUNNING)
+        try:
+            await self.process(flight)
+        finally:
+            # The task's context holds the delivery's steps, which hold the flight: without
+            # this the three are a cycle, freed only by the collector's passes.
+            flight.task = None
 
     async def here(self, flight: InFlight) -> None:
         """Run it in the caller's task (a suspect, in its reader)."""

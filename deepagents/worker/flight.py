@@ -54,7 +54,7 @@ class InFlight:
     envelope: Envelope
     deliveries: int
     # The asyncio task that runs it, shared with the deliveries of its batch until it
-    # starts (``execution.Run.in_turn``): cancel it only once RUNNING.
+    # starts (``execution.Run.in_turn``), or its own: cancel it only once RUNNING.
     task: asyncio.Task[None] | None = None
     state: FlightState = FlightState.BEGUN
     started_at: datetime = field(default_factory=utcnow)

@@ -1,6 +1,7 @@
 """A batch's deliveries start one after the other in one task (``worker/execution.py``,
-``_internal/eager.py``): one that waits must not hold up the rest of its batch, its
-deadline must cancel it alone, and each must see its own context variables."""
+``_internal/eager.py``) until one waits, the rest then each in a task of its own: one
+that waits must not hold up the rest of its batch, its deadline must cancel it alone, and
+each must see its own context variables."""
 
 from __future__ import annotations
 
@@ -46,9 +47,12 @@ class ContextProbe(AgentContract):
         return Result(output={"before": before, "after": current_task_id.get()})
 
 
+@pytest.mark.parametrize("expiring_first", [True, False])
 async def test_a_waiting_delivery_holds_up_neither_its_batch_nor_its_context(
-    client: Redis, prefix: str
+    client: Redis, prefix: str, expiring_first: bool
 ) -> None:
+    """The first delivery that waits goes on in its batch's task, the ones after it each
+    in a task of its own: the one whose deadline passes is either."""
     config = parse_config(CONFIG)
     settings = Settings(prefix=prefix, outbox=True)
     release = asyncio.Event()
@@ -56,10 +60,11 @@ async def test_a_waiting_delivery_holds_up_neither_its_batch_nor_its_context(
         # Queued before the worker starts: read and begun as one batch, the waiting ones
         # first.
         soon = utcnow() + timedelta(seconds=1)
-        slow = [
-            await orch.submit(Task(intent="probe", payload={"wait": True}, deadline=soon)),
-            await orch.submit(Task(intent="probe", payload={"wait": True})),
-        ]
+        expiring = Task(intent="probe", payload={"wait": True}, deadline=soon)
+        waiting = Task(intent="probe", payload={"wait": True})
+        order = [expiring, waiting] if expiring_first else [waiting, expiring]
+        handles = {task.task_id: await orch.submit(task) for task in order}
+        slow = [handles[expiring.task_id], handles[waiting.task_id]]
         fast = await orch.submit_many([Task(intent="probe", payload={}) for _ in range(30)])
         async with running_worker(client, settings, config, ContextProbe(release)):
             done = await asyncio.gather(*(h.result(timeout=30) for h in fast))
