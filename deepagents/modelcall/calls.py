@@ -25,8 +25,8 @@ from deepagents.modelcall.errors import InvalidRequest, ModelUnavailable
 from deepagents.modelcall.metrics import ModelMetrics
 from deepagents.modelcall.providers.anthropic import AnthropicProvider
 from deepagents.modelcall.providers.base import Provider
-from deepagents.modelcall.providers.embeddings import EmbeddingsProvider
 from deepagents.modelcall.providers.openai import OpenAIProvider
+from deepagents.modelcall.providers.openai_embeddings import EmbeddingsProvider
 from deepagents.modelcall.record import AttemptRecord
 from deepagents.store.models import RedisClient
 from deepagents.store.models.admission import FleetConcurrency, RateLimiter
