@@ -431,7 +431,7 @@ class RedisStreamBus(RedisWaiting, RedisChildren):
         """The release script (its fair queue's next tasks moved in) and a read that does
         not block, in one transaction (MULTI/EXEC: one step, so a reader blocked on the
         stream cannot take what this one moved before it reads), the read's reply straight
-        from XREADGROUP rather than through the script (docs/benchmarks.md, "Fair share with
+        from XREADGROUP rather than through the script (docs/benchmarks.md, "Fair share:
         a stream per key"). Only when that finds nothing, the blocking read: the enqueue
         script puts a task straight into a stream with nothing unread, which wakes it."""
         script: Any = self.scripts.release_capped if cap else self.scripts.release

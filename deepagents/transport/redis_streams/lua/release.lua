@@ -3,7 +3,7 @@
 -- advance the queue's clock to the last one moved. The caller's read (XREADGROUP, no block)
 -- goes with this call in one transaction (MULTI/EXEC), not inside it: a script's reply
 -- passes through Lua values, which costs the server more per entry read than the read
--- itself (docs/benchmarks.md, "Fair share with a stream per key"). One step on the shard's
+-- itself (docs/benchmarks.md, "Fair share: a stream per key"). One step on the shard's
 -- slot: a task is in the fair queue or in the stream, never both, never neither.
 -- A key whose last queued task leaves loses its finish time: coming back, it starts at
 -- the clock (no credit for time away).
