@@ -48,7 +48,7 @@ from deepagents.contract.result import ResultStatus
 from deepagents.errors import ConfigError, DeepAgentsError
 from deepagents.orchestrator import Orchestrator
 from deepagents.orchestrator.admin import Admin
-from deepagents.store.keyspace import drop_prefix
+from deepagents.store.housekeeping import drop_prefix
 
 AGENT_CLASSES = {
     "risk": "agents.risk:RiskAgent",

@@ -2,6 +2,6 @@
 server, for unit tests and ``deepagents.testing``."""
 
 from deepagents.transport.memory.bus import MemoryBus
-from deepagents.transport.memory.state import State
+from deepagents.transport.memory.data import State
 
 __all__ = ["MemoryBus", "State"]

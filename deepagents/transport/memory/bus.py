@@ -42,8 +42,8 @@ from deepagents.transport.entries import entry_fields, task_id_of
 from deepagents.transport.fair_polling import read_while_busy
 from deepagents.transport.keys import ShardKeys
 from deepagents.transport.memory.children import CHILD_WAIT_FIELDS, MemoryChildren
+from deepagents.transport.memory.data import Fields, Group, State, Stream, parse_id
 from deepagents.transport.memory.replies import MemoryReplies, MemoryReplyListener
-from deepagents.transport.memory.state import Fields, Group, State, Stream, parse_id
 from deepagents.transport.memory.waiting import WAIT_FIELDS, MemoryWaiting, drop_wait
 from deepagents.transport.outbox import encode_events
 from deepagents.transport.states import TERMINAL, Cancelled, Enqueued, Outcome, Replayed, TaskState

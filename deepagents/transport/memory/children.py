@@ -17,7 +17,7 @@ from deepagents.transport.base import (
 )
 from deepagents.transport.entries import entry_fields
 from deepagents.transport.keys import ShardKeys, wait_member
-from deepagents.transport.memory.state import Group, State, Stream
+from deepagents.transport.memory.data import Group, State, Stream
 from deepagents.transport.states import TERMINAL, TaskState
 
 # The task hash's fields that only a task waiting for its children has.

@@ -18,7 +18,7 @@ from deepagents.transport.base import (
 )
 from deepagents.transport.entries import entry_fields
 from deepagents.transport.keys import ShardKeys, wait_member
-from deepagents.transport.memory.state import Group, State, Stream
+from deepagents.transport.memory.data import Group, State, Stream
 from deepagents.transport.questions import decode_question, encode_question, task_of, tenant_of
 from deepagents.transport.states import AnswerStatus, Outcome, TaskState, WakeStatus
 
