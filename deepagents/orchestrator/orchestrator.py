@@ -180,6 +180,7 @@ class Orchestrator:
                 )
         if self.versions is not None:
             self.versions.config = config
+        self.submits.unserved.reload(config)
         specs = agent_specs(config, self._agent_classes)
         router = Router(config, specs, self.keys, self.versions)
         self.routes.router, self.routes.config = router, config

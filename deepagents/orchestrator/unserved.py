@@ -29,6 +29,11 @@ class Unserved:
         self._checked: dict[str, tuple[float, str | None]] = {}  # agent -> (when, warning)
         self._logged: dict[str, float] = {}
 
+    def reload(self, config: FileConfig) -> None:
+        """Judge liveness by ``config``'s ``dead_after_ms`` from the next submit on."""
+        self.config = config
+        self._checked.clear()
+
     async def warning(self, agent: str) -> str | None:
         """A warning when no live worker serves ``agent``; None when one does, or when the
         registry cannot be read (the submit itself went through)."""

@@ -336,3 +336,30 @@ async def test_a_submit_no_live_worker_serves_carries_a_warning_and_logs_it_once
 async def _unwarned(orch: Orchestrator) -> TaskHandle | None:
     handle = await orch.submit(Task(intent="echo", payload={}))
     return handle if handle.warning is None else None
+
+
+async def test_a_reload_judges_the_workers_liveness_by_its_own_dead_after_ms(
+    client: Redis, settings: Settings
+) -> None:
+    """A worker's last heartbeat is fresh under the first config's ``dead_after_ms`` (ten
+    minutes) and stale under the reloaded one's (100 ms): the submits after the reload say
+    that no live worker serves the agent."""
+    patient = FileConfig(agents={"echo": AgentEntry(settings={"dead_after_ms": 600_000})})
+    strict = FileConfig(
+        agents={"echo": AgentEntry(settings={"dead_after_ms": 100, "liveness_ms": 50})}
+    )
+    async with Orchestrator.from_client(
+        client, config=patient, settings=settings, agents=[EchoAgent]
+    ) as orch:
+        await orch.registry.register(EchoAgent(), "gone-quiet")
+        assert (await orch.submit(Task(intent="echo", payload={}))).warning is None
+        orch.reload(strict)
+        warned = await eventually(
+            lambda: _warned(orch), timeout=10, what="a submit with the no-live-worker warning"
+        )
+        assert warned is not None
+
+
+async def _warned(orch: Orchestrator) -> TaskHandle | None:
+    handle = await orch.submit(Task(intent="echo", payload={}))
+    return handle if handle.warning is not None else None
