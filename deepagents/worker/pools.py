@@ -40,6 +40,11 @@ class TierPool:
     def free(self) -> int:
         return self.capacity - self.in_use
 
+    @property
+    def waiting(self) -> int:
+        """Readers waiting for a slot (cancelled ones not yet out of the line included)."""
+        return len(self._waiters) + (self._woken is not None)
+
     def try_take(self, most: int) -> int:
         n = max(0, min(most, self.free))
         self.in_use += n

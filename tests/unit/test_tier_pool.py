@@ -20,6 +20,7 @@ async def test_a_slot_given_back_goes_to_the_reader_already_waiting() -> None:
     pool = TierPool("p2", 2)
     assert await pool.take(2) == 2  # an idle shard's reader holds them while it blocks
     other = await _waiting(pool, 2)  # the reader of the shard with a task queued
+    assert pool.waiting == 1
 
     async def idle_reader_reads_again() -> int:
         pool.release(2)  # its read came back empty
@@ -27,7 +28,7 @@ async def test_a_slot_given_back_goes_to_the_reader_already_waiting() -> None:
 
     again = asyncio.ensure_future(idle_reader_reads_again())
     assert await asyncio.wait_for(other, 5) == 2
-    assert not again.done()  # it waits its turn now
+    assert not again.done() and pool.waiting == 1  # it waits its turn now
     pool.release(2)
     assert await asyncio.wait_for(again, 5) == 2
 
