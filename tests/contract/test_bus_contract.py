@@ -1031,7 +1031,9 @@ async def test_a_capped_key_s_task_into_an_idle_stream_waits_if_its_key_is_at_th
     reading = asyncio.ensure_future(
         backend.bus.read_fair(backend.ref(), AGENT, "c1", 10, 30_000, cap=1)
     )
-    await asyncio.sleep(0.01)
+    # One turn of the loop: the read sends its release first and finds A at its cap (had
+    # it come after a0's end, it would take a1 at once: the same answer, a shorter path).
+    await asyncio.sleep(0)
     await _run_to_end(backend, "c1", "a0", taken["a0"])
     (entry,) = await asyncio.wait_for(reading, timeout=10)
     assert orjson.loads((entry.fields or {})[b"task"])["task_id"] == "a1"
