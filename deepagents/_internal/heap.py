@@ -19,7 +19,7 @@ def freeze_startup_heap() -> None:
 
     No collection first: at this point it walks about 67,000 objects to free about 1,400
     (a worker's start-up garbage: argparse's parser, the classes ``slots=True`` replaces,
-    import-time tracebacks; about 270 KiB), and took 33 ms of a worker's 400 ms start
+    import-time tracebacks; about 270 KiB), and took 33-70 ms of a worker's 400-480 ms start
     (docs/benchmarks.md). Those few are frozen with the rest and kept for the process's
     life instead."""
     gc.freeze()
