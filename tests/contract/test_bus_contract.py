@@ -929,6 +929,21 @@ async def test_a_fair_tier_serves_keys_in_proportion_to_their_weights(backend: B
     assert sum(t.startswith("b") for t in started) == 4
 
 
+async def test_a_key_partly_released_keeps_its_place_behind_its_queued_tasks(
+    backend: Backend,
+) -> None:
+    """The release forgets a key's last finish time only once its last queued task has
+    left: a task of a key still queued comes after that key's queued tasks."""
+    await _fair(backend, [("x", "X", 1.0)])  # straight in: the others all wait their turn
+    await _fair(backend, [(f"{key}{i}", key, 1.0) for key in "ab" for i in range(4)])
+    assert await _read_fair(backend, 1) == ["x"]
+    assert sorted(await _read_fair(backend, 2)) == ["a0", "b0"]
+    await _fair(backend, [("a4", "a", 1.0)])
+    rest = [task_id for _ in range(8) for task_id in await _read_fair(backend, 1)]
+    assert [t for t in rest if t.startswith("a")] == ["a1", "a2", "a3", "a4"]
+    assert rest[-1] == "a4"  # its turn is after b's last, which finishes with a3
+
+
 async def test_a_task_cancelled_in_the_fair_queue_never_begins(backend: Backend) -> None:
     await _fair(backend, [("t1", "a", 1.0), ("t2", "a", 1.0)])
     keys = backend.ref().keys

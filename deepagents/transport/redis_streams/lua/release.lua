@@ -22,34 +22,40 @@ if redis.call('EXISTS', KEYS[4]) == 1 then
     local member = string.sub(m, at + klen + 15)
     local enq, rlen, mklen, mat = string.match(member, '^(%d+) (%d+) (%d+) ()')
     local kat = mat + rlen
-    redis.call('XADD', KEYS[1], '*', 'task', string.sub(member, kat + mklen), 'attempt', 1,
+    redis.call('XADD', KEYS[1], '*', 'task', string.sub(member, kat + mklen), 'attempt', '1',
                'enq', enq, 'reply', string.sub(member, mat, kat - 1))
   end
   if #held > 0 then redis.call('ZREM', KEYS[4], unpack(held)) end
   count = count - #held
   moved = #held
 end
-local popped = count > 0 and redis.call('ZPOPMIN', KEYS[2], count) or {}
+-- The lowest `count` members without their scores (ZPOPMIN would hand Lua a score string
+-- per task), then removed by rank; the clock is the last one's score.
+local popped = count > 0 and redis.call('ZRANGE', KEYS[2], 0, count - 1) or {}
 if #popped > 0 then
-  local clock
-  local left = {}  -- key -> the last finish time moved of it
-  for i = 1, #popped, 2 do
+  local clock = redis.call('ZSCORE', KEYS[2], popped[#popped])
+  redis.call('ZREMRANGEBYRANK', KEYS[2], 0, #popped - 1)
+  local keys = {}  -- the keys moved of, once each
+  for i = 1, #popped do
     local member = popped[i]
     local enq, rlen, klen, at = string.match(member, '^(%d+) (%d+) (%d+) ()')
     local kat = at + rlen
     local tat = kat + klen
-    redis.call('XADD', KEYS[1], '*', 'task', string.sub(member, tat), 'attempt', 1,
+    -- '1', not 1: a Lua number is formatted into a string per call.
+    redis.call('XADD', KEYS[1], '*', 'task', string.sub(member, tat), 'attempt', '1',
                'enq', enq, 'reply', string.sub(member, at, kat - 1))
-    clock = popped[i + 1]
-    left[string.sub(member, kat, tat - 1)] = clock
+    keys[string.sub(member, kat, tat - 1)] = true
   end
-  -- Once per key of the batch, not per task.
-  for key, tag in pairs(left) do
+  -- Once per key of the batch, not per task: a key whose last finish time is at or below
+  -- the clock has nothing left queued (what is left scores at least the clock, and a key's
+  -- times grow), or only a task tied with the clock, which its next task's time,
+  -- max(clock, last) + 1 / weight, does not tell apart.
+  for key in pairs(keys) do
     local field = 'k:' .. key
     local last = redis.call('HGET', KEYS[3], field)
-    if last and tonumber(last) <= tonumber(tag) then redis.call('HDEL', KEYS[3], field) end
+    if last and tonumber(last) <= tonumber(clock) then redis.call('HDEL', KEYS[3], field) end
   end
   redis.call('HSET', KEYS[3], '@', clock)
-  moved = moved + #popped / 2
+  moved = moved + #popped
 end
 return moved
