@@ -34,6 +34,8 @@ tenants are done. The drain is sequential, so the wall clock is server plus clie
   per stream, no argument per entry added).
 
     .venv/bin/python loadtests/bench_fair_layout.py --tasks 20000 --rounds 7
+    # the drain's server time by command (INFO commandstats), plain order and the release:
+    .venv/bin/python loadtests/bench_fair_layout.py --parts drain --ways plain,release --commands
 
 Runs redis-servers of its own; prints JSON lines.
 """
@@ -323,6 +325,8 @@ async def read_round(client: Any, n: int) -> dict[str, float]:
 class Drain:
     def __init__(self, client: Any, bus: RedisStreamBus, n: int, shas: dict[str, str]) -> None:
         self.client, self.bus, self.n, self.shas = client, bus, n, shas
+        # --commands: per way, each round's µs per task by command (INFO commandstats)
+        self.commands: dict[str, list[dict[str, float]]] | None = None
         self.keys = ShardKeys("lay", "noop", 0)
         self.tier = StreamRef(self.keys, "p2")
 
@@ -366,6 +370,8 @@ class Drain:
 
     async def run(self, mode: str) -> tuple[float, float, float]:
         names = [StreamRef(self.keys, f"p2:k:{t}").name for t in TENANTS]
+        if self.commands is not None:
+            await self.client.config_resetstat()
         server = await _server_us(self.client)
         start, cpu, done = time.perf_counter(), time.process_time(), 0
         while done < self.n:
@@ -386,7 +392,12 @@ class Drain:
             statuses = await self.bus.commit_streams(GROUP, CONSUMER, commits)
             assert all(s == "ok" for batch in statuses for s in batch)
         wall, cpu = time.perf_counter() - start, time.process_time() - cpu
-        return wall, (await _server_us(self.client) - server) / self.n, cpu * 1e6 / self.n
+        server = (await _server_us(self.client) - server) / self.n
+        if self.commands is not None:
+            stats = await self.client.info("commandstats")
+            per_task = {k.removeprefix("cmdstat_"): v["usec"] / self.n for k, v in stats.items()}
+            self.commands.setdefault(mode, []).append(per_task)
+        return wall, server, cpu * 1e6 / self.n
 
     async def per_lane(self, got: list[tuple[StreamRef, list[RawEntry]]], runs: bool) -> int:
         at = int(time.time() * 1000)
@@ -429,7 +440,9 @@ DRAIN_MODES = (
 )
 
 
-async def run(url: str, n: int, rounds: int, parts: list[str], ways: tuple[str, ...]) -> None:
+async def run(
+    url: str, n: int, rounds: int, parts: list[str], ways: tuple[str, ...], commands: bool
+) -> None:
     client = connect(url)
     bus = RedisStreamBus(client)
     shas = {
@@ -452,6 +465,7 @@ async def run(url: str, n: int, rounds: int, parts: list[str], ways: tuple[str, 
             }))  # fmt: skip
         if "drain" in parts:
             drain = Drain(client, bus, n, shas)
+            drain.commands = {} if commands else None
             res: dict[str, list[tuple[float, float, float]]] = {m: [] for m in ways}
             for r in range(rounds):
                 at = r % len(ways)
@@ -476,6 +490,14 @@ async def run(url: str, n: int, rounds: int, parts: list[str], ways: tuple[str, 
                     summary[mode]["paired_server_ratio_median"] = round(
                         statistics.median(s for _, s in ratios), 3
                     )
+            for mode, rows in (drain.commands or {}).items():
+                # A script's inner commands count under their own names and inside
+                # EVALSHA (or EXEC): the commands' own time, not a sum to add up.
+                names = sorted({name for row in rows for name in row})
+                medians = {k: statistics.median(row.get(k, 0.0) for row in rows) for k in names}
+                summary[mode]["commands_us_per_task"] = {
+                    k: round(v, 2) for k, v in medians.items() if v >= 0.05
+                }
             summary["loadavg"] = os.getloadavg()
             print(json.dumps(summary))
     finally:
@@ -489,11 +511,15 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=7)
     parser.add_argument("--parts", default="read,drain")
     parser.add_argument("--ways", default=",".join(DRAIN_MODES), help="the drain's ways")
+    parser.add_argument(
+        "--commands", action="store_true", help="the drain's µs per task by command, too"
+    )
     args = parser.parse_args()
     with EmbeddedRedis() as server:
         ways = tuple(args.ways.split(","))
         assert ways[0] == "plain" and set(ways) <= set(DRAIN_MODES), ways
-        asyncio.run(run(server.url, args.tasks, args.rounds, args.parts.split(","), ways))
+        parts = args.parts.split(",")
+        asyncio.run(run(server.url, args.tasks, args.rounds, parts, ways, args.commands))
 
 
 if __name__ == "__main__":
