@@ -92,11 +92,12 @@ def _channel(config: RemoteConfig) -> grpc.aio.Channel:
 
 def _request(step: str, body: dict[str, Any]) -> Message:
     """The JSON request as its message; absent values (``null``) stay unset."""
-    if step == "run_batch":
+    # The worker's own requests built directly; others (agent-check's invalid one) parsed.
+    if step == "run_batch" and all("task" in run for run in body.get("runs") or [{}]):
         return pb.RunBatchRequest(
             protocol=body["protocol"], runs=[_step_request(run) for run in body["runs"]]
         )
-    if STEPS[step][1] is pb.StepRequest:
+    if STEPS[step][1] is pb.StepRequest and "task" in body:
         return _step_request(body)
     fields = _set(body)
     if isinstance(fields.get("runs"), list):  # a batch: each task's request likewise
@@ -164,9 +165,11 @@ class GrpcWire:
             return orjson.dumps(_answer_doc(answer))
         return _message_json(answer)
 
-    async def run_batch(self, body: dict[str, Any], timeout: float) -> bytes | ReadAnswers:
+    async def run_batch(
+        self, body: dict[str, Any], timeout: float, by_deadline: bool = False
+    ) -> bytes | ReadAnswers:
         """A batch's answer: as ``call``'s, or read per task when some are in the JSON form."""
-        answer = await self._invoke("run_batch", body, {}, timeout, False)
+        answer = await self._invoke("run_batch", body, {}, timeout, by_deadline)
         assert isinstance(answer, pb.RunBatchResponse)
         if not any(one.json for one in answer.answers):
             return orjson.dumps(_answer_doc(answer))

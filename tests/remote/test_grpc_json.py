@@ -8,6 +8,7 @@ with the task's payload as its output, in the form it was asked; a payload
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import AsyncIterator, Callable
 from typing import Any
 
@@ -15,6 +16,7 @@ import orjson
 import pytest
 
 from deepagents.contract import Result, ResultStatus
+from deepagents.remote.check import check
 from tests.remote.test_one_call import protocol_error, remote, run_together
 
 grpc = pytest.importorskip("grpc")
@@ -140,3 +142,28 @@ async def test_a_malformed_json_answer_in_a_batch_fails_its_own_task_only(
     protocol_error(outcomes[3], "refused: NaN is not a JSON number")
     protocol_error(outcomes[4], "is outside 64 bits")
     protocol_error(outcomes[5], "does not match the schema (result.status: literal_error)")
+
+
+@pytest.mark.parametrize("json_bytes", [True, False])
+async def test_agent_check_checks_the_json_form_when_declared(
+    start: Callable[[bool], Any], json_bytes: bool
+) -> None:
+    fake = await start(json_bytes)
+    verdicts = await asyncio.to_thread(check, fake.url, "risk_check", {"n": 2})
+    (json_form,) = [v for v in verdicts if v.rule == "json_form"]
+    assert json_form.ok, json_form
+    if json_bytes:
+        assert "same result" in json_form.detail
+        assert {"json", "struct"} <= set(fake.forms)
+    else:
+        assert "not declared" in json_form.detail
+        assert set(fake.forms) == {"struct"}
+
+
+async def test_agent_check_names_a_malformed_json_answer(start: Callable[[bool], Any]) -> None:
+    fake = await start(True)
+    cut = {"answer": '{"result": {"status": "success", "output": '}
+    verdicts = await asyncio.to_thread(check, fake.url, "risk_check", cut)
+    broken = {v.rule: v.detail for v in verdicts if not v.ok}
+    assert "answer is refused: json: not JSON" in broken["schema"], broken
+    assert "answer is refused: json: not JSON" in broken["json_form"], broken
