@@ -159,8 +159,9 @@ class GrpcWire:
     ) -> bytes:
         """The answer as the JSON document the HTTP endpoint would give, or the error."""
         answer = await self._invoke(step, body, headers, timeout, by_deadline)
-        if step != "health" and answer.json:  # every message but health's has one
-            return bytes(answer.json)
+        in_json: bytes = getattr(answer, "json", b"")  # the JSON form's answer, if so sent
+        if in_json:
+            return bytes(in_json)
         if isinstance(answer, pb.RunBatchResponse | pb.RunResponse):
             return orjson.dumps(_answer_doc(answer))
         return _message_json(answer)

@@ -93,7 +93,7 @@ async def test_a_grpc_service_down_is_retried_opens_the_circuit_and_is_unhealthy
         await agent.aclose()
 
 
-@pytest.mark.parametrize("methods", ["execute", "prepare_context,execute"])
+@pytest.mark.parametrize("methods", ["execute", "prepare_context,execute", "run"])
 async def test_over_grpc_only_the_methods_health_lists_are_called(
     methods: str, client: Redis, prefix: str
 ) -> None:
