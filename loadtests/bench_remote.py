@@ -40,8 +40,10 @@ medians.
 
 ``--path``: the remote path alone, without the worker around it: ``--tasks`` tasks through
 ``AgentRunner`` and ``RemoteAgent`` (the fleet's breaker in front, on Redis) against the
-Node agent implementing ``run_batch`` alone, ``--concurrency`` at a time, after the start-up
-heap is frozen as a worker's is; prints the process's CPU µs per task (``--runs`` times).
+Node agent implementing ``run_batch`` alone (``--transport grpc``: the Python no-op agent
+over gRPC), ``--concurrency`` at a time, after the start-up heap is frozen as a worker's is;
+prints the process's CPU µs per task (``--runs`` times). ``--struct`` (gRPC): the service
+does not declare ``json_bytes``, so the worker sends Structs, as to an older service.
 
 ``--clients``: ``--calls`` POSTs of the execute request to the Node agent, through httpx's
 ``AsyncClient`` and through aiohttp's ``ClientSession``, at 1, 8 and 32 in flight, the two
@@ -357,9 +359,9 @@ def start_puller(batch: int) -> tuple[subprocess.Popen[bytes], int]:
     return proc, port
 
 
-def start_grpc_noop(methods: str) -> tuple[subprocess.Popen[bytes], str]:
+def start_grpc_noop(methods: str, struct: bool = False) -> tuple[subprocess.Popen[bytes], str]:
     command = [sys.executable, "-m", "agents.remote.python.risk_grpc", "--port", "0", "--noop",
-               "--methods", methods or FOUR_CALLS]  # fmt: skip
+               "--methods", methods or FOUR_CALLS, *(["--struct"] if struct else [])]  # fmt: skip
     proc = subprocess.Popen(command, stdout=subprocess.PIPE, cwd=ROOT)
     assert proc.stdout is not None
     port = int(proc.stdout.readline().split()[1])
@@ -377,6 +379,7 @@ async def drain(
     wait: float,
     concurrency: int,
     requests: int,
+    struct: bool = False,
 ) -> dict[str, Any]:
     if transport == "pull":
         proc, port = start_puller(batch)
@@ -385,7 +388,7 @@ async def drain(
         if transport == "http":
             proc, service = start_node("noop", methods)
         else:
-            proc, service = start_grpc_noop(methods)
+            proc, service = start_grpc_noop(methods, struct)
         text = DRAIN_CONFIG.format(
             url=service, pool=pool, batch=batch, wait=wait, concurrency=concurrency,
             requests=requests,
@@ -419,7 +422,7 @@ async def drain(
     return {
         "tasks": n,
         "runs": runs,
-        "transport": transport,
+        "transport": transport + ("+struct" if struct and transport == "grpc" else ""),
         "max_connections": pool,
         "methods": "lease" if transport == "pull" else methods or "all four",
         "batch": batch if "run_batch" in methods or transport == "pull" else None,
@@ -468,6 +471,12 @@ def main() -> None:
         "Python puller in pull mode (leasing up to --batch tasks per call)",
     )
     parser.add_argument(
+        "--struct",
+        action="store_true",
+        help="--transport grpc: the service does not declare json_bytes, so the worker sends "
+        "Structs (as to a service older than the JSON form)",
+    )
+    parser.add_argument(
         "--redis-url", default=os.environ.get("DEEPAGENTS_REDIS_URL", "redis://127.0.0.1:6379/0")
     )
     args = parser.parse_args()
@@ -486,6 +495,7 @@ def main() -> None:
                         args.batch_wait_ms,
                         args.concurrency,
                         args.batch_requests,
+                        args.struct,
                     )
                 )
             ).decode()
@@ -494,7 +504,10 @@ def main() -> None:
     if args.path:
         import uvloop
 
-        proc, url = start_node("noop", "run_batch")
+        if args.transport == "grpc":
+            proc, url = start_grpc_noop("run_batch", args.struct)
+        else:
+            proc, url = start_node("noop", "run_batch")
         try:
             for _ in range(args.runs):
                 us = uvloop.run(

@@ -18,7 +18,11 @@ def register(sub: Any) -> None:
         "agent-check",
         help="check a remote agent service against the protocol (docs/remote-agents.md)",
     )
-    p.add_argument("url", metavar="URL", help="the service's base URL, e.g. http://127.0.0.1:8787")
+    p.add_argument(
+        "url",
+        metavar="URL",
+        help="the service's base URL, e.g. http://127.0.0.1:8787 (or grpc://127.0.0.1:50051)",
+    )
     p.add_argument("--intent", default="risk_check", help="intent of the sample task")
     p.add_argument(
         "--payload",
@@ -31,8 +35,8 @@ def register(sub: Any) -> None:
 
 
 def main(args: argparse.Namespace) -> int:
-    if not args.url.startswith(("http://", "https://")):
-        raise ConfigError(f"agent-check: {args.url!r} is not an http(s) URL")
+    if not args.url.startswith(("http://", "https://", "grpc://", "grpcs://")):
+        raise ConfigError(f"agent-check: {args.url!r} is not an http(s) or grpc(s) URL")
     try:
         payload = orjson.loads(args.payload)
     except orjson.JSONDecodeError as exc:

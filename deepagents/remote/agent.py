@@ -39,7 +39,13 @@ from deepagents.contract.result import (
 from deepagents.contract.task import Task, utcnow
 from deepagents.errors import ConfigError, RetryableError
 from deepagents.remote import wire
-from deepagents.remote.answers import BadAnswer, SecretMask, parse_answer, validated
+from deepagents.remote.answers import (
+    BadAnswer,
+    ReadAnswers,
+    SecretMask,
+    parse_answer,
+    validated,
+)
 from deepagents.remote.batch import Batcher
 from deepagents.remote.circuit import FleetCircuit
 from deepagents.remote.errors import (
@@ -285,6 +291,8 @@ class RemoteAgent(AgentContract):
                 raise ServiceUnhealthy(
                     f"remote service: GET /v1/health: HTTP {answer.status}, {health.status}"
                 )
+        if self._grpc is not None:  # the JSON form, with a service that reads it
+            self._grpc.json_form = health.json_bytes
         if health.version:  # gRPC sends none as ""
             # On the class: one per agent type, whose instances all call this one service.
             type(self).version = health.version
@@ -427,12 +435,12 @@ class RemoteAgent(AgentContract):
             return answer
         return model.model_validate(answer.model_dump(include={"can_handle", "result"}))
 
-    async def _send_batch(self, runs: list[dict[str, Any]]) -> bytes:
+    async def _send_batch(self, runs: list[dict[str, Any]]) -> bytes | ReadAnswers:
         """One ``run_batch`` request; its answer's body, or the error of all its tasks."""
         document = {"protocol": wire.PROTOCOL_VERSION, "runs": runs}
         if self._grpc is not None:
             async with self._slots:
-                return await self._grpc.call(wire.RUN_BATCH, document, {}, self._timeout, False)
+                return await self._grpc.run_batch(document, self._timeout)
         limit = self._http_limit * len(runs)
         return await self._post(
             wire.RUN_BATCH, orjson.dumps(document), {}, self._timeout, False, limit

@@ -95,6 +95,58 @@ def parse_answers(raw: bytes) -> tuple[Any, bool]:
     return doc, bool(found)
 
 
+class ReadAnswers:
+    """A batch's answers already read per task (the gRPC wire's JSON form): what
+    ``parse_answers`` gives of an HTTP body, ``Refused`` values included."""
+
+    __slots__ = ("items", "suspect")
+
+    def __init__(self, items: list[Any], suspect: bool) -> None:
+        self.items = items
+        self.suspect = suspect
+
+
+def read_json_answers(ids: list[str], docs: list[bytes]) -> ReadAnswers:
+    """Each task's answer out of its own JSON document (``docs[i]`` answers ``ids[i]``), as
+    ``parse_answers`` reads a batch's body: a refused value, or a document that is not a
+    JSON object, fails its task only. orjson looks first (fast); the strict parse decides."""
+    items: list[Any] = [None] * len(docs)
+    suspect = False
+    objects: list[int] = []  # the documents orjson reads as objects: parsed together
+    for i, doc in enumerate(docs):
+        try:
+            is_object = isinstance(orjson.loads(doc), dict)
+        except orjson.JSONDecodeError:
+            is_object = False
+        if is_object:
+            objects.append(i)
+        else:
+            items[i], refused = _one_answer(doc)
+            suspect = suspect or refused
+    try:  # each is JSON alone: their concatenation cannot mix two answers
+        together, refused = parse_answers(b"[" + b",".join(docs[i] for i in objects) + b"]")
+    except BadAnswer:  # too deep for the strict parser: each alone, so one fails alone
+        read = [_one_answer(docs[i]) for i in objects]
+        together, refused = [item for item, _ in read], any(r for _, r in read)
+    for i, item in zip(objects, together, strict=True):
+        items[i] = item
+    for item, task_id in zip(items, ids, strict=True):
+        item["id"] = task_id  # the message's id, whatever the document says
+    return ReadAnswers(items, suspect or refused)
+
+
+def _one_answer(doc: bytes) -> tuple[dict[str, Any], bool]:
+    """One answer's document read alone, strictly: the object, and whether it holds a
+    refused value; or a ``Refused`` in its place."""
+    try:
+        value, refused = parse_answers(doc)
+    except BadAnswer as exc:
+        return {"json": Refused(f"json: {exc}")}, True
+    if not isinstance(value, dict):
+        return {"json": Refused("json: not a JSON object")}, True
+    return value, refused
+
+
 def refused_in(value: Any) -> str | None:
     """Why the first ``Refused`` value in ``value`` (parsed JSON) was refused; None if none."""
     if isinstance(value, Refused):

@@ -25,6 +25,7 @@ import orjson
 
 from deepagents.remote.answers import (
     BadAnswer,
+    ReadAnswers,
     SecretMask,
     parse_answers,
     refused_in,
@@ -35,9 +36,9 @@ from deepagents.remote.expiry import expire_after
 from deepagents.remote.wire import RunAnswer
 
 STEP = "run_batch"
-# Sends one batch (the requests of its tasks) and hands back the answer's body, or raises
-# the error every task of the batch ends with.
-Send = Callable[[list[dict[str, Any]]], Awaitable[bytes]]
+# Sends one batch (the requests of its tasks) and hands back the answer's body (or its
+# answers already read per task), or raises the error every task of the batch ends with.
+Send = Callable[[list[dict[str, Any]]], Awaitable[bytes | ReadAnswers]]
 
 
 class Batcher:
@@ -105,7 +106,10 @@ class Batcher:
         waiting = {request["task"]["id"]: answer for request, answer in batch}
         try:
             raw = await self._send([request for request, _ in batch])
-            answers, suspect = _answers(raw)
+            if isinstance(raw, ReadAnswers):
+                answers, suspect = raw.items, raw.suspect
+            else:
+                answers, suspect = _answers(raw)
         except Exception as exc:
             for answer in waiting.values():
                 if not answer.done():

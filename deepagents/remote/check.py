@@ -5,7 +5,11 @@ valid request is JSON of its schema), ``invalid_request`` (a request without a t
 refused with a 4xx, not run and not a 5xx), ``deadline`` (an execute with little time left
 is answered within it), ``idempotency`` (a repeat with the same key gets the same result),
 ``one_call`` (``run`` and ``run_batch``, when its health lists them: the schema, the four
-steps' result, and in a batch each task answered once, by its id).
+steps' result, and in a batch each task answered once, by its id), ``json_form`` (over gRPC,
+when its health declares ``json_bytes``: the JSON form gives the Struct form's result).
+
+A ``grpc://`` (or ``grpcs://``) URL is checked over gRPC (``check_grpc.py``), in the form
+the worker would use: the JSON form when the service declares it.
 
 A service that lists ``run`` or ``run_batch`` is checked in the form the worker would use
 (a batch first), and its four steps only where it lists them.
@@ -15,15 +19,19 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import httpx
 import orjson
 from pydantic import BaseModel, ValidationError
 
+from deepagents._internal.extras import require_extra
 from deepagents.contract.task import new_task_id
 from deepagents.errors import DeepAgentsError
 from deepagents.remote import wire
+
+if TYPE_CHECKING:
+    from deepagents.remote.check_grpc import GrpcClient
 
 _JSON = "application/json"
 DEADLINE_MS = 500
@@ -57,7 +65,14 @@ class Checker:
     def __init__(self, url: str, intent: str, payload: dict[str, Any], timeout_s: float) -> None:
         self.base = url.rstrip("/") + wire.PREFIX
         self.intent, self.payload = intent, payload
-        self.http = httpx.Client(timeout=timeout_s, follow_redirects=False)
+        self.http: Any = httpx.Client(timeout=timeout_s, follow_redirects=False)
+        self.grpc: GrpcClient | None = None
+        if url.startswith("grpc"):
+            require_extra("grpc", f"agent-check of {url}")
+            from deepagents.remote.check_grpc import GrpcClient
+
+            self.http.close()
+            self.http = self.grpc = GrpcClient(url, timeout_s)
         self._methods: frozenset[str] | None = None
 
     def implements(self, step: str) -> bool:
@@ -259,6 +274,18 @@ class Checker:
                     raise _Broken("run_batch: not the result of the four steps")
         return f"{' and '.join(forms)}: one answer per task"
 
+    def json_form(self) -> str:
+        if self.grpc is None:
+            return "HTTP: JSON already"
+        if not self.grpc.declares_json:
+            return "json_bytes not declared: Structs"
+        in_json = self._result(_envelope(self.intent, self.payload, None))
+        with self.grpc.struct_form():
+            in_struct = self._result(_envelope(self.intent, self.payload, None))
+        if _work(in_json) != _work(in_struct):  # 2 == 2.0: a Struct's doubles compare equal
+            raise _Broken(f"{self._form()}: the JSON form's result is not the Struct form's")
+        return f"{self._form()}: the JSON and Struct forms give the same result"
+
 
 def _work(result: wire.WireResult | None) -> tuple[Any, ...]:
     """What a result says of the work (metrics may differ: timings, say)."""
@@ -267,7 +294,15 @@ def _work(result: wire.WireResult | None) -> tuple[Any, ...]:
     return (result.status, result.output, result.error)
 
 
-RULES = ("health", "schema", "invalid_request", "deadline", "idempotency", "one_call")
+RULES = (
+    "health",
+    "schema",
+    "invalid_request",
+    "deadline",
+    "idempotency",
+    "one_call",
+    "json_form",
+)
 
 
 def check(url: str, intent: str, payload: dict[str, Any], timeout_s: float = 10) -> list[Verdict]:

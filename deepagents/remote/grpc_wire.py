@@ -5,7 +5,11 @@ generated from it), one rpc per HTTP endpoint, so everything above this module i
 as over HTTP: the request is the same JSON document (``json_format`` maps it field for field),
 and the answer is handed back as JSON for the same validation. Free-shape JSON (payload,
 context, output) travels as ``google.protobuf.Struct``: its numbers are doubles, so an
-integer in an output comes back as a float. Status codes map onto the HTTP rules:
+integer in an output comes back as a float. A service whose health sets ``json_bytes`` is
+sent the JSON form instead: each request's JSON document in its message's ``json`` field,
+and an answer's ``json`` read as the HTTP body would be (a batch's per task, so a malformed
+one fails its task only); no Struct is built or walked, and integers stay integers. Status
+codes map onto the HTTP rules:
 
 - INVALID_ARGUMENT as a 400: ``invalid_input``, not retried;
 - RESOURCE_EXHAUSTED as a 429: retried no sooner than a ``retry-after`` trailer says (our own
@@ -28,6 +32,7 @@ from google.protobuf.message import Message
 
 from deepagents.config.schema import RemoteConfig
 from deepagents.errors import InvalidInput, RetryableError
+from deepagents.remote.answers import ReadAnswers, read_json_answers
 from deepagents.remote.errors import (
     RemoteRejected,
     ServiceDown,
@@ -87,11 +92,12 @@ def _channel(config: RemoteConfig) -> grpc.aio.Channel:
 
 def _request(step: str, body: dict[str, Any]) -> Message:
     """The JSON request as its message; absent values (``null``) stay unset."""
-    if step == "run_batch":
+    # The worker's own requests built directly; others (agent-check's invalid one) parsed.
+    if step == "run_batch" and all("task" in run for run in body.get("runs") or [{}]):
         return pb.RunBatchRequest(
             protocol=body["protocol"], runs=[_step_request(run) for run in body["runs"]]
         )
-    if STEPS[step][1] is pb.StepRequest:
+    if STEPS[step][1] is pb.StepRequest and "task" in body:
         return _step_request(body)
     fields = _set(body)
     if isinstance(fields.get("runs"), list):  # a batch: each task's request likewise
@@ -129,6 +135,8 @@ class GrpcWire:
     """One channel per process (HTTP/2: the calls share its connection)."""
 
     def __init__(self, config: RemoteConfig, headers: dict[str, str]) -> None:
+        # The JSON form: set from the service's health answer (json_bytes), Struct until then.
+        self.json_form = False
         self._channel = _channel(config)
         skip = {"content-type", "accept"}
         self._metadata = tuple((k.lower(), v) for k, v in headers.items() if k.lower() not in skip)
@@ -150,27 +158,59 @@ class GrpcWire:
         by_deadline: bool,
     ) -> bytes:
         """The answer as the JSON document the HTTP endpoint would give, or the error."""
+        answer = await self._invoke(step, body, headers, timeout, by_deadline)
+        in_json: bytes = getattr(answer, "json", b"")  # the JSON form's answer, if so sent
+        if in_json:
+            return bytes(in_json)
+        if isinstance(answer, pb.RunBatchResponse | pb.RunResponse):
+            return orjson.dumps(_answer_doc(answer))
+        return _message_json(answer)
+
+    async def run_batch(
+        self, body: dict[str, Any], timeout: float, by_deadline: bool = False
+    ) -> bytes | ReadAnswers:
+        """A batch's answer: as ``call``'s, or read per task when some are in the JSON form."""
+        answer = await self._invoke("run_batch", body, {}, timeout, by_deadline)
+        assert isinstance(answer, pb.RunBatchResponse)
+        if not any(one.json for one in answer.answers):
+            return orjson.dumps(_answer_doc(answer))
+        ids = [one.id for one in answer.answers]
+        docs = [one.json or orjson.dumps(_run_answer(one)) for one in answer.answers]
+        return read_json_answers(ids, docs)
+
+    async def _invoke(
+        self,
+        step: str,
+        body: dict[str, Any],
+        headers: dict[str, str],
+        timeout: float,
+        by_deadline: bool,
+    ) -> Message:
         metadata = self._metadata + tuple(headers.items())
+        if self.json_form and step != "health":
+            request = STEPS[step][1](json=orjson.dumps(body))
+        else:
+            request = _request(step, body)
         try:
-            answer = await self._calls[step](
-                _request(step, body), timeout=timeout, metadata=metadata
-            )
+            answer: Message = await self._calls[step](request, timeout=timeout, metadata=metadata)
         except grpc.aio.AioRpcError as exc:
             if exc.code() is grpc.StatusCode.DEADLINE_EXCEEDED and by_deadline:
                 raise TimeoutError(f"{step}: the task's deadline passed during the call") from exc
             raise _error(step, exc, timeout) from exc
-        if isinstance(answer, pb.RunBatchResponse | pb.RunResponse):
-            return orjson.dumps(_answer_doc(answer))
-        text: str = json_format.MessageToJson(
-            answer,
-            preserving_proto_field_name=True,
-            always_print_fields_with_no_presence=True,
-            indent=None,
-        )
-        return text.encode()
+        return answer
 
     async def aclose(self) -> None:
         await self._channel.close()
+
+
+def _message_json(answer: Message) -> bytes:
+    text: str = json_format.MessageToJson(
+        answer,
+        preserving_proto_field_name=True,
+        always_print_fields_with_no_presence=True,
+        indent=None,
+    )
+    return text.encode()
 
 
 # The one-call answers read field by field: the document MessageToJson gives (the fields

@@ -210,6 +210,15 @@ class HealthResponse(_Response):
             'audit events and registry entry of its tasks with it (absent: "0").'
         ),
     )
+    json_bytes: bool = Field(
+        default=False,
+        description=(
+            "gRPC only: the service reads each request of the contract from its message's "
+            "json field (the request's JSON document, the other fields unset) and may "
+            "answer in the answer's json field; the worker then sends that form, which "
+            "keeps integers integers (a Struct's numbers are doubles). Ignored over HTTP."
+        ),
+    )
     methods: list[Method] | None = Field(
         default=None,
         description=(

@@ -6,35 +6,27 @@ one span per contract method) and model-call attempts hang below ``execute``.
 
 Cost: without an SDK provider (no exporter configured and none installed by the host
 application) ``Tracing.tracer`` is None and the hot path does nothing but, for a task that
-carries a traceparent, attach that context (so log lines still carry the trace id).
+carries a traceparent, attach that context (so log lines still carry the trace id). This
+module needs only the OpenTelemetry API: the SDK (its provider, processors and exporters,
+``span_export``) is imported when the settings ask for an exporter, so a worker that
+exports no spans does not pay for its import at start-up.
 """
 
 from __future__ import annotations
 
 import contextlib
 import logging
-import os
+import sys
 import time
-from collections.abc import Iterator, Sequence
-from pathlib import Path
+from collections.abc import Iterator
 from typing import Any
 
-import orjson
 from opentelemetry import context as otel_context
 from opentelemetry import trace
 from opentelemetry.context import Context
-from opentelemetry.sdk.resources import Resource
-from opentelemetry.sdk.trace import ReadableSpan, SpanProcessor, TracerProvider
-from opentelemetry.sdk.trace.export import (
-    BatchSpanProcessor,
-    SimpleSpanProcessor,
-    SpanExporter,
-    SpanExportResult,
-)
 from opentelemetry.trace import Span, SpanKind, Tracer
 from opentelemetry.trace.propagation.tracecontext import TraceContextTextMapPropagator
 
-from deepagents._internal.extras import require_extra
 from deepagents.config.settings import Settings
 
 log = logging.getLogger("deepagents.telemetry")
@@ -54,15 +46,22 @@ class Tracing:
     def from_global(cls) -> Tracing:
         """Use the host application's SDK provider if it installed one; else record nothing."""
         provider = trace.get_tracer_provider()
-        return cls(provider if isinstance(provider, TracerProvider) else None)
+        return cls(provider if _is_sdk_provider(provider) else None)
 
     @property
     def recording(self) -> bool:
         return self.tracer is not None
 
     def shutdown(self) -> None:
-        if isinstance(self.provider, TracerProvider):
-            self.provider.shutdown()
+        if self.provider is not None and _is_sdk_provider(self.provider):
+            self.provider.shutdown()  # type: ignore[attr-defined]
+
+
+def _is_sdk_provider(provider: trace.TracerProvider) -> bool:
+    """Whether ``provider`` is the SDK's, without importing the SDK: a process holding one
+    has imported its module, and a process that has not imported it holds none."""
+    sdk = sys.modules.get("opentelemetry.sdk.trace")
+    return sdk is not None and isinstance(provider, sdk.TracerProvider)
 
 
 def extract(traceparent: str | None) -> Context | None:
@@ -155,58 +154,12 @@ def model_call_span(
 
 
 def setup_tracing(settings: Settings, service: str) -> Tracing:
-    """A provider with the exporters the settings ask for; none asked: nothing records."""
-    processors: list[SpanProcessor] = []
-    if settings.otlp_endpoint:
-        processors.append(BatchSpanProcessor(_otlp_exporter(settings.otlp_endpoint)))
-    if settings.trace_file is not None:
-        processors.append(SimpleSpanProcessor(JsonLinesSpanExporter(settings.trace_file)))
-    if not settings.tracing or not processors:
-        return Tracing.from_global() if settings.tracing else Tracing(None)
-    provider = TracerProvider(resource=Resource.create({"service.name": service}))
-    for processor in processors:
-        provider.add_span_processor(processor)
-    return Tracing(provider)
+    """A provider with the exporters the settings ask for; none asked: the host
+    application's provider if it installed one; tracing off: nothing records."""
+    if not settings.tracing:
+        return Tracing(None)
+    if not settings.otlp_endpoint and settings.trace_file is None:
+        return Tracing.from_global()
+    from deepagents.telemetry.span_export import exporting_provider
 
-
-def _otlp_exporter(endpoint: str) -> SpanExporter:
-    # Imported only when configured: the OTLP stack (protobuf) costs start-up time, and it is
-    # an extra.
-    require_extra("otlp", "DEEPAGENTS_OTLP_ENDPOINT")
-    from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
-
-    return OTLPSpanExporter(endpoint=endpoint)
-
-
-class JsonLinesSpanExporter(SpanExporter):
-    """Finished spans as JSON lines (append), with the process id: lets a test assemble a
-    trace from several processes, each with its own in-process SDK."""
-
-    def __init__(self, path: Path) -> None:
-        self.path = Path(path)
-
-    def export(self, spans: Sequence[ReadableSpan]) -> SpanExportResult:
-        lines = b"".join(orjson.dumps(span_dict(s)) + b"\n" for s in spans)
-        with self.path.open("ab") as f:
-            f.write(lines)
-        return SpanExportResult.SUCCESS
-
-    def shutdown(self) -> None:
-        return None
-
-
-def span_dict(span: ReadableSpan) -> dict[str, Any]:
-    ctx = span.get_span_context()
-    assert ctx is not None
-    return {
-        "name": span.name,
-        "kind": span.kind.name,
-        "trace_id": format(ctx.trace_id, "032x"),
-        "span_id": format(ctx.span_id, "016x"),
-        "parent_id": format(span.parent.span_id, "016x") if span.parent else None,
-        "start_ns": span.start_time,
-        "end_ns": span.end_time,
-        "attributes": dict(span.attributes or {}),
-        "status": span.status.status_code.name,
-        "pid": os.getpid(),
-    }
+    return Tracing(exporting_provider(settings, service))

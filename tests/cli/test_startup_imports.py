@@ -183,12 +183,14 @@ async def test_a_worker_runs_its_first_task_without_forbidden_modules(
     assert {"deepagents.worker.worker", "deepagents.modelcall.calls", "httpx"} <= modules
     # aiohttp: remote agents only; the orchestrator: built when the agent first delegates
     # or escalates (EchoAgent never does; the start checks the config's classes with
-    # ``routing`` alone); the metrics SDK: redis-py's own metrics (see the next test)
+    # ``routing`` alone); the metrics SDK: redis-py's own metrics (see the next test); the
+    # trace SDK: only with an exporter configured (none here)
     late = (
         "aiohttp",
         "deepagents.orchestrator.orchestrator",
         "deepagents.orchestrator.submit",
-        "opentelemetry.sdk.metrics",
+        "opentelemetry.sdk",
+        "psutil",  # the trace SDK's resource detection
     )
     assert offenders(modules, (*ANYWHERE, *MEMORY_BACKEND, *late)) == []
 

@@ -83,8 +83,9 @@ async def test_a_coalesced_group_fails_only_the_task_that_broke_it(
 
 def test_tenant_a_bad_numbers_never_change_tenant_b(gateway: Gateway) -> None:
     """Alpha sends 400 out-of-range submits over 8 clients while beta submits good ones
-    over 4: every beta submit is accepted, every alpha one is a 400, and beta's median
-    stays within 5x of its median alone."""
+    over 4: every beta submit is accepted, every alpha one is a 400. Beta's median under
+    the attack against alone is printed, not bounded (a ratio of latencies moves with the
+    machine's load; docs/benchmarks.md, "Gateway: one tenant against another")."""
     body = f'{{"intent":"echo","payload":{{"n":{TOO_BIG}}}}}'.encode()
 
     def bad(http: httpx.Client) -> int:
@@ -97,4 +98,3 @@ def test_tenant_a_bad_numbers_never_change_tenant_b(gateway: Gateway) -> None:
     assert set(a_statuses) == {400}, a_statuses
     ratio = under.p50_ms / solo.p50_ms
     print(f"beta p50 solo {solo.p50_ms:.2f} ms, under alpha {under.p50_ms:.2f} ms ({ratio:.2f}x)")
-    assert ratio < 5, (solo.p50_ms, under.p50_ms)

@@ -9,7 +9,7 @@ import sys
 import orjson
 import pytest
 
-from tests.remote.conftest import FOUR_CALLS, Service, StartNode
+from tests.remote.conftest import FOUR_CALLS, Service, StartNode, _stop
 from tests.support.procs import REPO
 
 ORDER = {"symbol": "IF", "side": "buy", "quantity": 2, "price": "4000.5",
@@ -35,7 +35,7 @@ def test_the_node_agent_passes(node_agent: StartNode, methods: str, says: str) -
     service = node_agent(methods=methods)
     run = agent_check(service)
     assert run.returncode == 0, run.stdout + run.stderr
-    assert "all 6 rules hold" in run.stdout
+    assert "all 7 rules hold" in run.stdout
     assert says in run.stdout
     allowed = set(methods.split(","))
     assert {str(call["step"]) for call in service.calls()} <= allowed
@@ -86,5 +86,23 @@ def test_a_url_that_is_not_http_is_one_line() -> None:
     )  # fmt: skip
     assert run.returncode == 2
     assert run.stderr.strip().splitlines() == [
-        "deepagents: error: agent-check: 'file:///etc/passwd' is not an http(s) URL"
+        "deepagents: error: agent-check: 'file:///etc/passwd' is not an http(s) or grpc(s) URL"
     ]
+
+
+@pytest.mark.parametrize("form", ["json", "struct"])
+def test_the_python_agent_over_grpc_passes_in_the_form_it_declares(form: str) -> None:
+    """A ``grpc://`` URL is checked over gRPC; the JSON form, when the agent's Health
+    declares it, gives the Struct form's results (``json_form``)."""
+    pytest.importorskip("grpc")
+    from tests.remote.test_grpc import _start_grpc
+
+    service = _start_grpc(*(["--struct"] if form == "struct" else []))
+    try:
+        run = agent_check(service)
+    finally:
+        _stop(service)
+    assert run.returncode == 0, run.stdout + run.stderr
+    assert "all 7 rules hold" in run.stdout
+    says = "the JSON and Struct forms give the same result" if form == "json" else "Structs"
+    assert says in run.stdout, run.stdout

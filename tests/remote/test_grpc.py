@@ -46,9 +46,11 @@ async def contract(agent: RemoteAgent, task: Task) -> None:
     await agent.execute(await agent.prepare_context(task))
 
 
-@pytest.fixture
-def grpc_agent() -> Iterator[Service]:
-    service = _start_grpc()
+@pytest.fixture(params=["json", "struct"])
+def grpc_agent(request: pytest.FixtureRequest) -> Iterator[Service]:
+    """The Python agent over gRPC, sent the JSON form (its health says json_bytes) or, with
+    ``--struct``, the Struct form an older service gets."""
+    service = _start_grpc(*(["--struct"] if request.param == "struct" else []))
     yield service
     _stop(service)
 
@@ -91,7 +93,7 @@ async def test_a_grpc_service_down_is_retried_opens_the_circuit_and_is_unhealthy
         await agent.aclose()
 
 
-@pytest.mark.parametrize("methods", ["execute", "prepare_context,execute"])
+@pytest.mark.parametrize("methods", ["execute", "prepare_context,execute", "run"])
 async def test_over_grpc_only_the_methods_health_lists_are_called(
     methods: str, client: Redis, prefix: str
 ) -> None:
@@ -182,7 +184,7 @@ def test_a_one_call_answer_read_field_by_field_is_the_document_message_to_json_g
     from deepagents.remote.rpc import remote_agents_pb2 as pb
 
     def reference(message: Message) -> object:
-        return json.loads(
+        doc = json.loads(
             json_format.MessageToJson(
                 message,
                 preserving_proto_field_name=True,
@@ -190,6 +192,10 @@ def test_a_one_call_answer_read_field_by_field_is_the_document_message_to_json_g
                 indent=None,
             )
         )
+        # The JSON form's field (unset here: "") is read apart, not as part of the answer.
+        for one in [doc, *doc.get("answers", ())]:
+            assert one.pop("json", "") == ""
+        return doc
 
     full = pb.WireResult(status="partial", degraded=True, error=pb.WireError(code="x", message="m"))
     full.metrics.update({"a": 1.0, "b": 2.5, "nan": math.nan, "inf": math.inf, "-inf": -math.inf})

@@ -23,3 +23,28 @@ def test_freeze_startup_heap_freezes_and_spaces_young_passes_out() -> None:
     )
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
     assert done.returncode == 0, done.stderr
+
+
+def test_the_cli_freezes_what_its_imports_made_so_no_young_pass_walks_it() -> None:
+    """The command's modules load with the collector off; re-enabled, its first young pass
+    walked every object they made (about 90,000 for the worker's) unless they are frozen."""
+    code = (
+        "import gc\n"
+        "walked = []\n"
+        "def seen(phase, info):\n"
+        "    if phase == 'start' and info['generation'] == 0:\n"
+        "        walked.append(len(gc.get_objects(0)))\n"
+        "gc.callbacks.append(seen)\n"
+        "from deepagents.cli.main import main\n"
+        "try:\n"
+        "    main(['worker', '--help'])\n"
+        "except SystemExit:\n"
+        "    pass\n"
+        "junk = [[i] for i in range(5000)]  # enough to start young passes\n"
+        "assert walked and max(walked) < 10_000, walked\n"
+        "assert gc.get_freeze_count() > 50_000, gc.get_freeze_count()\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, timeout=60, check=False
+    )
+    assert done.returncode == 0, done.stderr[-2000:]

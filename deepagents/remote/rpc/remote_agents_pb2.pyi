@@ -20,23 +20,25 @@ class WireTask(_message.Message):
     def __init__(self, id: _Optional[str] = ..., intent: _Optional[str] = ..., payload: _Optional[_Union[_struct_pb2.Struct, _Mapping]] = ..., tenant: _Optional[str] = ...) -> None: ...
 
 class StepRequest(_message.Message):
-    __slots__ = ("protocol", "task", "attempt", "time_left_ms", "traceparent", "idempotency_key")
+    __slots__ = ("protocol", "task", "attempt", "time_left_ms", "traceparent", "idempotency_key", "json")
     PROTOCOL_FIELD_NUMBER: _ClassVar[int]
     TASK_FIELD_NUMBER: _ClassVar[int]
     ATTEMPT_FIELD_NUMBER: _ClassVar[int]
     TIME_LEFT_MS_FIELD_NUMBER: _ClassVar[int]
     TRACEPARENT_FIELD_NUMBER: _ClassVar[int]
     IDEMPOTENCY_KEY_FIELD_NUMBER: _ClassVar[int]
+    JSON_FIELD_NUMBER: _ClassVar[int]
     protocol: int
     task: WireTask
     attempt: int
     time_left_ms: int
     traceparent: str
     idempotency_key: str
-    def __init__(self, protocol: _Optional[int] = ..., task: _Optional[_Union[WireTask, _Mapping]] = ..., attempt: _Optional[int] = ..., time_left_ms: _Optional[int] = ..., traceparent: _Optional[str] = ..., idempotency_key: _Optional[str] = ...) -> None: ...
+    json: bytes
+    def __init__(self, protocol: _Optional[int] = ..., task: _Optional[_Union[WireTask, _Mapping]] = ..., attempt: _Optional[int] = ..., time_left_ms: _Optional[int] = ..., traceparent: _Optional[str] = ..., idempotency_key: _Optional[str] = ..., json: _Optional[bytes] = ...) -> None: ...
 
 class ExecuteRequest(_message.Message):
-    __slots__ = ("protocol", "task", "attempt", "time_left_ms", "traceparent", "idempotency_key", "context")
+    __slots__ = ("protocol", "task", "attempt", "time_left_ms", "traceparent", "idempotency_key", "context", "json")
     PROTOCOL_FIELD_NUMBER: _ClassVar[int]
     TASK_FIELD_NUMBER: _ClassVar[int]
     ATTEMPT_FIELD_NUMBER: _ClassVar[int]
@@ -44,6 +46,7 @@ class ExecuteRequest(_message.Message):
     TRACEPARENT_FIELD_NUMBER: _ClassVar[int]
     IDEMPOTENCY_KEY_FIELD_NUMBER: _ClassVar[int]
     CONTEXT_FIELD_NUMBER: _ClassVar[int]
+    JSON_FIELD_NUMBER: _ClassVar[int]
     protocol: int
     task: WireTask
     attempt: int
@@ -51,10 +54,11 @@ class ExecuteRequest(_message.Message):
     traceparent: str
     idempotency_key: str
     context: _struct_pb2.Struct
-    def __init__(self, protocol: _Optional[int] = ..., task: _Optional[_Union[WireTask, _Mapping]] = ..., attempt: _Optional[int] = ..., time_left_ms: _Optional[int] = ..., traceparent: _Optional[str] = ..., idempotency_key: _Optional[str] = ..., context: _Optional[_Union[_struct_pb2.Struct, _Mapping]] = ...) -> None: ...
+    json: bytes
+    def __init__(self, protocol: _Optional[int] = ..., task: _Optional[_Union[WireTask, _Mapping]] = ..., attempt: _Optional[int] = ..., time_left_ms: _Optional[int] = ..., traceparent: _Optional[str] = ..., idempotency_key: _Optional[str] = ..., context: _Optional[_Union[_struct_pb2.Struct, _Mapping]] = ..., json: _Optional[bytes] = ...) -> None: ...
 
 class PostProcessRequest(_message.Message):
-    __slots__ = ("protocol", "task", "attempt", "time_left_ms", "traceparent", "idempotency_key", "result")
+    __slots__ = ("protocol", "task", "attempt", "time_left_ms", "traceparent", "idempotency_key", "result", "json")
     PROTOCOL_FIELD_NUMBER: _ClassVar[int]
     TASK_FIELD_NUMBER: _ClassVar[int]
     ATTEMPT_FIELD_NUMBER: _ClassVar[int]
@@ -62,6 +66,7 @@ class PostProcessRequest(_message.Message):
     TRACEPARENT_FIELD_NUMBER: _ClassVar[int]
     IDEMPOTENCY_KEY_FIELD_NUMBER: _ClassVar[int]
     RESULT_FIELD_NUMBER: _ClassVar[int]
+    JSON_FIELD_NUMBER: _ClassVar[int]
     protocol: int
     task: WireTask
     attempt: int
@@ -69,7 +74,8 @@ class PostProcessRequest(_message.Message):
     traceparent: str
     idempotency_key: str
     result: WireResult
-    def __init__(self, protocol: _Optional[int] = ..., task: _Optional[_Union[WireTask, _Mapping]] = ..., attempt: _Optional[int] = ..., time_left_ms: _Optional[int] = ..., traceparent: _Optional[str] = ..., idempotency_key: _Optional[str] = ..., result: _Optional[_Union[WireResult, _Mapping]] = ...) -> None: ...
+    json: bytes
+    def __init__(self, protocol: _Optional[int] = ..., task: _Optional[_Union[WireTask, _Mapping]] = ..., attempt: _Optional[int] = ..., time_left_ms: _Optional[int] = ..., traceparent: _Optional[str] = ..., idempotency_key: _Optional[str] = ..., result: _Optional[_Union[WireResult, _Mapping]] = ..., json: _Optional[bytes] = ...) -> None: ...
 
 class WireError(_message.Message):
     __slots__ = ("code", "message")
@@ -101,25 +107,31 @@ class WireResult(_message.Message):
     def __init__(self, status: _Optional[str] = ..., output: _Optional[_Union[_struct_pb2.Value, _Mapping]] = ..., error: _Optional[_Union[WireError, _Mapping]] = ..., degraded: _Optional[bool] = ..., metrics: _Optional[_Mapping[str, float]] = ...) -> None: ...
 
 class CanHandleResponse(_message.Message):
-    __slots__ = ("can_handle",)
+    __slots__ = ("can_handle", "json")
     CAN_HANDLE_FIELD_NUMBER: _ClassVar[int]
+    JSON_FIELD_NUMBER: _ClassVar[int]
     can_handle: bool
-    def __init__(self, can_handle: _Optional[bool] = ...) -> None: ...
+    json: bytes
+    def __init__(self, can_handle: _Optional[bool] = ..., json: _Optional[bytes] = ...) -> None: ...
 
 class PrepareContextResponse(_message.Message):
-    __slots__ = ("context",)
+    __slots__ = ("context", "json")
     CONTEXT_FIELD_NUMBER: _ClassVar[int]
+    JSON_FIELD_NUMBER: _ClassVar[int]
     context: _struct_pb2.Struct
-    def __init__(self, context: _Optional[_Union[_struct_pb2.Struct, _Mapping]] = ...) -> None: ...
+    json: bytes
+    def __init__(self, context: _Optional[_Union[_struct_pb2.Struct, _Mapping]] = ..., json: _Optional[bytes] = ...) -> None: ...
 
 class ExecuteResponse(_message.Message):
-    __slots__ = ("result",)
+    __slots__ = ("result", "json")
     RESULT_FIELD_NUMBER: _ClassVar[int]
+    JSON_FIELD_NUMBER: _ClassVar[int]
     result: WireResult
-    def __init__(self, result: _Optional[_Union[WireResult, _Mapping]] = ...) -> None: ...
+    json: bytes
+    def __init__(self, result: _Optional[_Union[WireResult, _Mapping]] = ..., json: _Optional[bytes] = ...) -> None: ...
 
 class PostProcessResponse(_message.Message):
-    __slots__ = ("result", "metrics")
+    __slots__ = ("result", "metrics", "json")
     class MetricsEntry(_message.Message):
         __slots__ = ("key", "value")
         KEY_FIELD_NUMBER: _ClassVar[int]
@@ -129,37 +141,45 @@ class PostProcessResponse(_message.Message):
         def __init__(self, key: _Optional[str] = ..., value: _Optional[float] = ...) -> None: ...
     RESULT_FIELD_NUMBER: _ClassVar[int]
     METRICS_FIELD_NUMBER: _ClassVar[int]
+    JSON_FIELD_NUMBER: _ClassVar[int]
     result: WireResult
     metrics: _containers.ScalarMap[str, float]
-    def __init__(self, result: _Optional[_Union[WireResult, _Mapping]] = ..., metrics: _Optional[_Mapping[str, float]] = ...) -> None: ...
+    json: bytes
+    def __init__(self, result: _Optional[_Union[WireResult, _Mapping]] = ..., metrics: _Optional[_Mapping[str, float]] = ..., json: _Optional[bytes] = ...) -> None: ...
 
 class RunResponse(_message.Message):
-    __slots__ = ("can_handle", "result")
+    __slots__ = ("can_handle", "result", "json")
     CAN_HANDLE_FIELD_NUMBER: _ClassVar[int]
     RESULT_FIELD_NUMBER: _ClassVar[int]
+    JSON_FIELD_NUMBER: _ClassVar[int]
     can_handle: bool
     result: WireResult
-    def __init__(self, can_handle: _Optional[bool] = ..., result: _Optional[_Union[WireResult, _Mapping]] = ...) -> None: ...
+    json: bytes
+    def __init__(self, can_handle: _Optional[bool] = ..., result: _Optional[_Union[WireResult, _Mapping]] = ..., json: _Optional[bytes] = ...) -> None: ...
 
 class RunBatchRequest(_message.Message):
-    __slots__ = ("protocol", "runs")
+    __slots__ = ("protocol", "runs", "json")
     PROTOCOL_FIELD_NUMBER: _ClassVar[int]
     RUNS_FIELD_NUMBER: _ClassVar[int]
+    JSON_FIELD_NUMBER: _ClassVar[int]
     protocol: int
     runs: _containers.RepeatedCompositeFieldContainer[StepRequest]
-    def __init__(self, protocol: _Optional[int] = ..., runs: _Optional[_Iterable[_Union[StepRequest, _Mapping]]] = ...) -> None: ...
+    json: bytes
+    def __init__(self, protocol: _Optional[int] = ..., runs: _Optional[_Iterable[_Union[StepRequest, _Mapping]]] = ..., json: _Optional[bytes] = ...) -> None: ...
 
 class RunAnswer(_message.Message):
-    __slots__ = ("id", "can_handle", "result", "problem")
+    __slots__ = ("id", "can_handle", "result", "problem", "json")
     ID_FIELD_NUMBER: _ClassVar[int]
     CAN_HANDLE_FIELD_NUMBER: _ClassVar[int]
     RESULT_FIELD_NUMBER: _ClassVar[int]
     PROBLEM_FIELD_NUMBER: _ClassVar[int]
+    JSON_FIELD_NUMBER: _ClassVar[int]
     id: str
     can_handle: bool
     result: WireResult
     problem: Problem
-    def __init__(self, id: _Optional[str] = ..., can_handle: _Optional[bool] = ..., result: _Optional[_Union[WireResult, _Mapping]] = ..., problem: _Optional[_Union[Problem, _Mapping]] = ...) -> None: ...
+    json: bytes
+    def __init__(self, id: _Optional[str] = ..., can_handle: _Optional[bool] = ..., result: _Optional[_Union[WireResult, _Mapping]] = ..., problem: _Optional[_Union[Problem, _Mapping]] = ..., json: _Optional[bytes] = ...) -> None: ...
 
 class RunBatchResponse(_message.Message):
     __slots__ = ("answers",)
@@ -172,16 +192,18 @@ class HealthRequest(_message.Message):
     def __init__(self) -> None: ...
 
 class HealthResponse(_message.Message):
-    __slots__ = ("status", "detail", "methods", "version")
+    __slots__ = ("status", "detail", "methods", "version", "json_bytes")
     STATUS_FIELD_NUMBER: _ClassVar[int]
     DETAIL_FIELD_NUMBER: _ClassVar[int]
     METHODS_FIELD_NUMBER: _ClassVar[int]
     VERSION_FIELD_NUMBER: _ClassVar[int]
+    JSON_BYTES_FIELD_NUMBER: _ClassVar[int]
     status: str
     detail: str
     methods: _containers.RepeatedScalarFieldContainer[str]
     version: str
-    def __init__(self, status: _Optional[str] = ..., detail: _Optional[str] = ..., methods: _Optional[_Iterable[str]] = ..., version: _Optional[str] = ...) -> None: ...
+    json_bytes: bool
+    def __init__(self, status: _Optional[str] = ..., detail: _Optional[str] = ..., methods: _Optional[_Iterable[str]] = ..., version: _Optional[str] = ..., json_bytes: _Optional[bool] = ...) -> None: ...
 
 class Problem(_message.Message):
     __slots__ = ("type", "title", "status", "detail")
