@@ -85,14 +85,17 @@ def chosen_command(argv: Sequence[str]) -> str:
 
 def main(argv: Sequence[str] | None = None) -> int:
     _without_httpx_cli()
-    argv = sys.argv[1:] if argv is None else list(argv)
+    own_process = argv is None  # the console script or ``python -m deepagents``
+    argv = sys.argv[1:] if own_process else list(argv)
     # No collector passes while the command's modules load: imports allocate thousands of
     # long-lived objects (classes, schemas) and free almost none, so each pass walks them for
     # nothing: 2% of the instructions of `deepagents worker --help` (callgrind, paired; in
     # docs/benchmarks.md). Once they are loaded, they leave the collector's view (frozen, as
     # ``freeze_startup_heap`` does): else the first young pass after ``gc.enable`` walks all
     # of them, about 90,000 objects for a worker, to free about 1,300 (30 ms of its start).
-    # What the command itself makes is collected as usual.
+    # Only in a process of its own: called with ``argv`` from a program (a test, say), the
+    # freeze would keep that program's uncollected cycles for good. What the command itself
+    # makes is collected as usual.
     gc.disable()
     hidden = _hide_otel_metrics_from_redis()
     try:
@@ -103,7 +106,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     finally:
         if hidden and sys.modules.get(OTEL_METRICS_SDK, _ABSENT) is None:
             del sys.modules[OTEL_METRICS_SDK]
-        gc.freeze()
+        if own_process:
+            gc.freeze()
         gc.enable()
 
     # JSON lines unless stderr is a terminal (DEEPAGENTS_LOG_FORMAT overrides).

@@ -35,14 +35,34 @@ def test_the_cli_freezes_what_its_imports_made_so_no_young_pass_walks_it() -> No
         "    if phase == 'start' and info['generation'] == 0:\n"
         "        walked.append(len(gc.get_objects(0)))\n"
         "gc.callbacks.append(seen)\n"
+        "import sys\n"
         "from deepagents.cli.main import main\n"
+        "sys.argv = ['deepagents', 'worker', '--help']  # as the console script runs it\n"
         "try:\n"
-        "    main(['worker', '--help'])\n"
+        "    main()\n"
         "except SystemExit:\n"
         "    pass\n"
         "junk = [[i] for i in range(5000)]  # enough to start young passes\n"
         "assert walked and max(walked) < 10_000, walked\n"
         "assert gc.get_freeze_count() > 50_000, gc.get_freeze_count()\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, timeout=60, check=False
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+
+
+def test_main_called_with_arguments_freezes_nothing_of_its_caller() -> None:
+    """Called from a program with ``argv`` (tests do), ``main`` leaves the caller's heap to
+    the collector: frozen, its uncollected cycles would be kept for good."""
+    code = (
+        "import gc\n"
+        "from deepagents.cli.main import main\n"
+        "try:\n"
+        "    main(['worker', '--help'])\n"
+        "except SystemExit:\n"
+        "    pass\n"
+        "assert gc.get_freeze_count() == 0, gc.get_freeze_count()\n"
     )
     done = subprocess.run(
         [sys.executable, "-c", code], capture_output=True, text=True, timeout=60, check=False
