@@ -86,7 +86,7 @@ def chosen_command(argv: Sequence[str]) -> str:
 def main(argv: Sequence[str] | None = None) -> int:
     _without_httpx_cli()
     own_process = argv is None  # the console script or ``python -m deepagents``
-    argv = sys.argv[1:] if own_process else list(argv)
+    argv = sys.argv[1:] if argv is None else list(argv)
     # No collector passes while the command's modules load: imports allocate thousands of
     # long-lived objects (classes, schemas) and free almost none, so each pass walks them for
     # nothing: 2% of the instructions of `deepagents worker --help` (callgrind, paired; in

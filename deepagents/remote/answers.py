@@ -106,27 +106,33 @@ class ReadAnswers:
         self.suspect = suspect
 
 
-def read_json_answers(ids: list[str], docs: list[bytes]) -> ReadAnswers:
-    """Each task's answer out of its own JSON document (``docs[i]`` answers ``ids[i]``), as
-    ``parse_answers`` reads a batch's body: a refused value, or a document that is not a
-    JSON object, fails its task only. orjson looks first (fast); the strict parse decides."""
+def read_json_answers(ids: list[str], docs: list[bytes | BadAnswer]) -> ReadAnswers:
+    """Each task's answer out of its own JSON document (``docs[i]`` answers ``ids[i]``; a
+    ``BadAnswer`` where it has none), as ``parse_answers`` reads a batch's body: a refused
+    value, or a document that is not a JSON object, fails its task only. orjson looks first
+    (fast); the strict parse decides."""
     items: list[Any] = [None] * len(docs)
     suspect = False
     objects: list[int] = []  # the documents orjson reads as objects: parsed together
+    texts: list[bytes] = []  # and those documents
     for i, doc in enumerate(docs):
+        if isinstance(doc, BadAnswer):
+            items[i], suspect = {"json": Refused(f"json: {doc}")}, True
+            continue
         try:
             is_object = isinstance(orjson.loads(doc), dict)
         except orjson.JSONDecodeError:
             is_object = False
         if is_object:
             objects.append(i)
+            texts.append(doc)
         else:
             items[i], refused = _one_answer(doc)
             suspect = suspect or refused
     try:  # each is JSON alone: their concatenation cannot mix two answers
-        together, refused = parse_answers(b"[" + b",".join(docs[i] for i in objects) + b"]")
+        together, refused = parse_answers(b"[" + b",".join(texts) + b"]")
     except BadAnswer:  # too deep for the strict parser: each alone, so one fails alone
-        read = [_one_answer(docs[i]) for i in objects]
+        read = [_one_answer(text) for text in texts]
         together, refused = [item for item, _ in read], any(r for _, r in read)
     for i, item in zip(objects, together, strict=True):
         items[i] = item

@@ -18,7 +18,7 @@ error of every task of the batch.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Iterable
 from typing import Any
 
 import orjson
@@ -110,16 +110,16 @@ class Batcher:
                 answers, suspect = raw.items, raw.suspect
             else:
                 answers, suspect = _answers(raw)
+            # A bug in reading them must end the batch's tasks too, not strand them.
+            outcomes = self._outcomes(answers, set(waiting), suspect)
         except Exception as exc:
-            for answer in waiting.values():
-                if not answer.done():
-                    answer.set_exception(exc)
+            _fail(waiting.values(), exc)
             return
         except BaseException:
             for answer in waiting.values():
                 answer.cancel()
             raise
-        for task_id, outcome in self._outcomes(answers, set(waiting), suspect).items():
+        for task_id, outcome in outcomes.items():
             answer = waiting.pop(task_id)
             if answer.done():
                 continue
@@ -169,7 +169,11 @@ class Batcher:
             if why is not None:
                 seen[task_id] = protocol_error(STEP, f"this task's answer is refused: {why}")
                 continue
-            size = len(orjson.dumps(item))
+            try:
+                size = len(orjson.dumps(item))
+            except TypeError as exc:  # a string no JSON holds: a lone surrogate's escape
+                seen[task_id] = protocol_error(STEP, f"this task's answer is refused: {exc}")
+                continue
             if size > self._max_answer_bytes:
                 over = f"this task's answer of {size} bytes is over {self._max_answer_bytes}"
                 seen[task_id] = protocol_error(STEP, over)
@@ -181,6 +185,12 @@ class Batcher:
         while self._pending or self._in_flight:
             self._flush()
             await asyncio.gather(*self._in_flight, return_exceptions=True)
+
+
+def _fail(answers: Iterable[asyncio.Future[RunAnswer]], exc: Exception) -> None:
+    for answer in answers:
+        if not answer.done():
+            answer.set_exception(exc)
 
 
 def _answers(raw: bytes) -> tuple[list[Any], bool]:

@@ -21,6 +21,8 @@ codes map onto the HTTP rules:
 
 from __future__ import annotations
 
+import contextlib
+import logging
 import math
 from typing import Any
 from urllib.parse import urlsplit
@@ -32,7 +34,7 @@ from google.protobuf.message import Message
 
 from deepagents.config.schema import RemoteConfig
 from deepagents.errors import InvalidInput, RetryableError
-from deepagents.remote.answers import ReadAnswers, read_json_answers
+from deepagents.remote.answers import BadAnswer, ReadAnswers, read_json_answers
 from deepagents.remote.errors import (
     RemoteRejected,
     ServiceDown,
@@ -43,6 +45,8 @@ from deepagents.remote.errors import (
     retry_after_s,
 )
 from deepagents.remote.rpc import remote_agents_pb2 as pb
+
+log = logging.getLogger("deepagents.remote")
 
 SERVICE = "/deepagents.remote.v1.RemoteAgent/"
 STEPS: dict[str, tuple[str, type[Message], type[Message]]] = {
@@ -169,14 +173,18 @@ class GrpcWire:
     async def run_batch(
         self, body: dict[str, Any], timeout: float, by_deadline: bool = False
     ) -> bytes | ReadAnswers:
-        """A batch's answer: as ``call``'s, or read per task when some are in the JSON form."""
+        """A batch's answer: as ``call``'s, or read per task when some are in the JSON form
+        or one of its ``Struct`` answers has no JSON document (a NaN): each then fails
+        alone."""
         answer = await self._invoke("run_batch", body, {}, timeout, by_deadline)
         assert isinstance(answer, pb.RunBatchResponse)
         if not any(one.json for one in answer.answers):
-            return orjson.dumps(_answer_doc(answer))
+            try:
+                return orjson.dumps(_answer_doc(answer))
+            except json_format.Error:
+                pass  # read per task below
         ids = [one.id for one in answer.answers]
-        docs = [one.json or orjson.dumps(_run_answer(one)) for one in answer.answers]
-        return read_json_answers(ids, docs)
+        return read_json_answers(ids, [_answer_json(one) for one in answer.answers])
 
     async def _invoke(
         self,
@@ -186,11 +194,40 @@ class GrpcWire:
         timeout: float,
         by_deadline: bool,
     ) -> Message:
+        """The call in the JSON form when the service declared it, else with ``Struct``s.
+
+        A service that declared the JSON form may not read it on every replica (an older
+        one behind the same address, a rollback): such a replica sees an empty request and
+        refuses it (INVALID_ARGUMENT) or answers an empty batch. The request then goes
+        again with ``Struct``s; if that is read, the service gets ``Struct``s until its
+        next health answer declares the JSON form again. A refusal of both forms is the
+        task's own."""
+        if not self.json_form or step == "health":
+            return await self._send(step, _request(step, body), headers, timeout, by_deadline)
+        in_json = STEPS[step][1](json=orjson.dumps(body))
+        with contextlib.suppress(InvalidInput):
+            answer = await self._send(step, in_json, headers, timeout, by_deadline)
+            if not (isinstance(answer, pb.RunBatchResponse) and not answer.answers):
+                return answer
+        answer = await self._send(step, _request(step, body), headers, timeout, by_deadline)
+        if self.json_form:
+            self.json_form = False
+            log.warning(
+                "remote service declared json_bytes but refused a request in the JSON form "
+                "and read it with Structs: Structs until its health declares it again",
+                extra={"action": "remote_json_form_refused", "step": step},
+            )
+        return answer
+
+    async def _send(
+        self,
+        step: str,
+        request: Message,
+        headers: dict[str, str],
+        timeout: float,
+        by_deadline: bool,
+    ) -> Message:
         metadata = self._metadata + tuple(headers.items())
-        if self.json_form and step != "health":
-            request = STEPS[step][1](json=orjson.dumps(body))
-        else:
-            request = _request(step, body)
         try:
             answer: Message = await self._calls[step](request, timeout=timeout, metadata=metadata)
         except grpc.aio.AioRpcError as exc:
@@ -228,6 +265,17 @@ def _answer_doc(answer: pb.RunBatchResponse | pb.RunResponse) -> dict[str, Any]:
     if answer.HasField("result"):
         doc["result"] = _result(answer.result)
     return doc
+
+
+def _answer_json(answer: pb.RunAnswer) -> bytes | BadAnswer:
+    """One answer of a batch as its JSON document; a ``Struct`` one that has none (a NaN,
+    an infinity) as the reason, which fails its task alone."""
+    if answer.json:
+        return bytes(answer.json)
+    try:
+        return orjson.dumps(_run_answer(answer))
+    except json_format.Error as exc:
+        return BadAnswer(str(exc)[:200])
 
 
 def _run_answer(answer: pb.RunAnswer) -> dict[str, Any]:
