@@ -32,8 +32,8 @@ _JSON = {"content-type": "application/json"}
 class GrpcClient:
     def __init__(self, url: str, timeout_s: float) -> None:
         self._timeout = timeout_s
+        config = RemoteConfig(url=url, timeout_s=timeout_s)  # refused before a loop exists
         self._loop = asyncio.new_event_loop()
-        config = RemoteConfig(url=url, timeout_s=timeout_s)
         self.wire: GrpcWire = self._loop.run_until_complete(self._open(config))
         self.declares_json = False
 
