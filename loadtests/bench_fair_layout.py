@@ -133,6 +133,26 @@ def lane_begin() -> str:
     return _swap(text, "redis.call('XADD', KEYS[2]", "redis.call('XADD', KEYS[1]")
 
 
+def _acks_per_stream(text: str) -> str:
+    """The rest of a several-stream ``commit.lua`` (its loop already picks ``si`` and ``s``
+    per entry): each entry checked in its own stream's PEL, acks and deletes once per stream
+    of the batch."""
+    text = _swap(text, "redis.call('XPENDING', KEYS[1]", "redis.call('XPENDING', s")
+    text = _swap(
+        text,
+        "done[#done + 1] = id",
+        "local d = done[si]\n    if not d then d = {}; done[si] = d end\n    d[#d + 1] = id",
+    )
+    text = _swap(
+        text,
+        "if #done > 0 then\n  redis.call('XACK', KEYS[1], ARGV[1], unpack(done))\n"
+        "  redis.call('XDEL', KEYS[1], unpack(done))\nend",
+        "for si, d in pairs(done) do\n  redis.call('XACK', KEYS[1 + si], ARGV[1], unpack(d))\n"
+        "  redis.call('XDEL', KEYS[1 + si], unpack(d))\nend",
+    )
+    return _swap(text, "redis.call('XADD', KEYS[2]", "redis.call('XADD', KEYS[1]")
+
+
 def lane_commit() -> str:
     """``commit.lua`` over several streams, laid out as ``lane_begin``'s (then the step
     records' keys); acks and deletes once per stream of the batch."""
@@ -149,20 +169,7 @@ def lane_commit() -> str:
         "  local id, result, reply, ev = ARGV[base + 1], ARGV[base + 2], ARGV[base + 3], "
         "ARGV[base + 4]",
     )
-    text = _swap(text, "redis.call('XPENDING', KEYS[1]", "redis.call('XPENDING', s")
-    text = _swap(
-        text,
-        "done[#done + 1] = id",
-        "local d = done[si]\n    if not d then d = {}; done[si] = d end\n    d[#d + 1] = id",
-    )
-    text = _swap(
-        text,
-        "if #done > 0 then\n  redis.call('XACK', KEYS[1], ARGV[1], unpack(done))\n"
-        "  redis.call('XDEL', KEYS[1], unpack(done))\nend",
-        "for si, d in pairs(done) do\n  redis.call('XACK', KEYS[1 + si], ARGV[1], unpack(d))\n"
-        "  redis.call('XDEL', KEYS[1 + si], unpack(d))\nend",
-    )
-    return _swap(text, "redis.call('XADD', KEYS[2]", "redis.call('XADD', KEYS[1]")
+    return _acks_per_stream(text)
 
 
 # The same two scripts with each stream's entries in one run: ARGV[5] ns, then ns counts
@@ -208,20 +215,7 @@ def lane_commit_runs() -> str:
         "  local id, result, reply, ev = ARGV[base], ARGV[base + 1], ARGV[base + 2], "
         "ARGV[base + 3]",
     )
-    text = _swap(text, "redis.call('XPENDING', KEYS[1]", "redis.call('XPENDING', s")
-    text = _swap(
-        text,
-        "done[#done + 1] = id",
-        "local d = done[si]\n    if not d then d = {}; done[si] = d end\n    d[#d + 1] = id",
-    )
-    text = _swap(
-        text,
-        "if #done > 0 then\n  redis.call('XACK', KEYS[1], ARGV[1], unpack(done))\n"
-        "  redis.call('XDEL', KEYS[1], unpack(done))\nend",
-        "for si, d in pairs(done) do\n  redis.call('XACK', KEYS[1 + si], ARGV[1], unpack(d))\n"
-        "  redis.call('XDEL', KEYS[1 + si], unpack(d))\nend",
-    )
-    return _swap(text, "redis.call('XADD', KEYS[2]", "redis.call('XADD', KEYS[1]")
+    return _acks_per_stream(text)
 
 
 def release_reading() -> str:
