@@ -161,13 +161,14 @@ class GrpcWire:
         timeout: float,
         by_deadline: bool,
     ) -> bytes:
-        """The answer as the JSON document the HTTP endpoint would give, or the error."""
+        """The answer as the JSON document the HTTP endpoint would give, or the error (a
+        batch: ``run_batch``)."""
         answer = await self._invoke(step, body, headers, timeout, by_deadline)
         in_json: bytes = getattr(answer, "json", b"")  # the JSON form's answer, if so sent
         if in_json:
             return bytes(in_json)
-        if isinstance(answer, pb.RunBatchResponse | pb.RunResponse):
-            return orjson.dumps(_answer_doc(answer))
+        if isinstance(answer, pb.RunResponse):
+            return orjson.dumps(_run_doc(answer))
         return _message_json(answer)
 
     async def run_batch(
@@ -180,7 +181,7 @@ class GrpcWire:
         assert isinstance(answer, pb.RunBatchResponse)
         if not any(one.json for one in answer.answers):
             try:
-                return orjson.dumps(_answer_doc(answer))
+                return orjson.dumps({"answers": [_run_answer(one) for one in answer.answers]})
             except json_format.Error:
                 pass  # read per task below
         ids = [one.id for one in answer.answers]
@@ -256,9 +257,7 @@ def _message_json(answer: Message) -> bytes:
 _NON_FINITE = {math.inf: "Infinity", -math.inf: "-Infinity"}
 
 
-def _answer_doc(answer: pb.RunBatchResponse | pb.RunResponse) -> dict[str, Any]:
-    if isinstance(answer, pb.RunBatchResponse):
-        return {"answers": [_run_answer(one) for one in answer.answers]}
+def _run_doc(answer: pb.RunResponse) -> dict[str, Any]:
     doc: dict[str, Any] = {}
     if answer.HasField("can_handle"):
         doc["can_handle"] = answer.can_handle

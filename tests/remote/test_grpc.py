@@ -180,7 +180,7 @@ def test_a_one_call_answer_read_field_by_field_is_the_document_message_to_json_g
     from google.protobuf import json_format
     from google.protobuf.message import Message
 
-    from deepagents.remote.grpc_wire import _answer_doc
+    from deepagents.remote.grpc_wire import _run_answer, _run_doc
     from deepagents.remote.rpc import remote_agents_pb2 as pb
 
     def reference(message: Message) -> object:
@@ -211,12 +211,13 @@ def test_a_one_call_answer_read_field_by_field_is_the_document_message_to_json_g
         pb.RunAnswer(id="f", problem=pb.Problem()),
     ]
     batch = pb.RunBatchResponse(answers=answers)
-    assert orjson.loads(orjson.dumps(_answer_doc(batch))) == reference(batch)
+    read = {"answers": [_run_answer(one) for one in batch.answers]}
+    assert orjson.loads(orjson.dumps(read)) == reference(batch)
     for one in (pb.RunResponse(result=full), pb.RunResponse(can_handle=False), pb.RunResponse()):
-        assert orjson.loads(orjson.dumps(_answer_doc(one))) == reference(one)
+        assert orjson.loads(orjson.dumps(_run_doc(one))) == reference(one)
     bad = pb.RunResponse(result=pb.WireResult(status="success"))
     bad.result.output.number_value = math.nan
     with pytest.raises(json_format.SerializeToJsonError, match="NaN"):
         reference(bad)
     with pytest.raises(json_format.SerializeToJsonError, match="NaN"):
-        _answer_doc(bad)
+        _run_doc(bad)
