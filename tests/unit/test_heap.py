@@ -7,7 +7,6 @@ import sys
 
 
 def test_freeze_startup_heap_freezes_and_spaces_young_passes_out() -> None:
-    # In a child: freezing the test process's own heap would outlive this test.
     code = (
         "import gc\n"
         "from deepagents._internal.heap import YOUNG_THRESHOLD, freeze_startup_heap\n"
@@ -21,8 +20,7 @@ def test_freeze_startup_heap_freezes_and_spaces_young_passes_out() -> None:
         "assert after == (YOUNG_THRESHOLD, *before[1:]), (before, after)\n"
         "assert YOUNG_THRESHOLD > before[0]\n"
     )
-    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
-    assert done.returncode == 0, done.stderr
+    _passes_in_a_child(code)
 
 
 def test_the_cli_freezes_what_its_imports_made_so_no_young_pass_walks_it() -> None:
@@ -46,10 +44,7 @@ def test_the_cli_freezes_what_its_imports_made_so_no_young_pass_walks_it() -> No
         "assert walked and max(walked) < 10_000, walked\n"
         "assert gc.get_freeze_count() > 50_000, gc.get_freeze_count()\n"
     )
-    done = subprocess.run(
-        [sys.executable, "-c", code], capture_output=True, text=True, timeout=60, check=False
-    )
-    assert done.returncode == 0, done.stderr[-2000:]
+    _passes_in_a_child(code)
 
 
 def test_main_called_with_arguments_freezes_nothing_of_its_caller() -> None:
@@ -64,6 +59,12 @@ def test_main_called_with_arguments_freezes_nothing_of_its_caller() -> None:
         "    pass\n"
         "assert gc.get_freeze_count() == 0, gc.get_freeze_count()\n"
     )
+    _passes_in_a_child(code)
+
+
+def _passes_in_a_child(code: str) -> None:
+    """Run ``code`` in a fresh interpreter (freezing the test process's own heap would
+    outlive the test) and fail with its traceback if an assertion in it failed."""
     done = subprocess.run(
         [sys.executable, "-c", code], capture_output=True, text=True, timeout=60, check=False
     )
