@@ -30,6 +30,12 @@ R = TypeVar("R", bound=BaseModel)
 _RUN_ANSWERS = TypeAdapter(list[wire.RunAnswer])
 
 _INT_MIN, _INT_MAX = -(2**63), 2**64 - 1  # what orjson encodes
+# Where an integer outside 64 bits may be: a run of 19 digits. Looked for as a run of "0"s in
+# the body with every digit made "0" and all else " ": two passes in C, where a regular
+# expression took ten times as long (about 1 µs per answer).
+_DIGITS_AS_ZERO = bytes(0x30 if 0x30 <= byte <= 0x39 else 0x20 for byte in range(256))
+_LONG_DIGITS = b"0" * 19
+_STRICT = object()  # _quick's "not read: parse strictly"
 # A header value shorter than this is not masked: it would mask ordinary words.
 _MIN_SECRET = 8
 
@@ -40,9 +46,26 @@ class BadAnswer(DeepAgentsError, ValueError):
     code = ErrorCode.REMOTE_PROTOCOL_ERROR
 
 
+def _quick(raw: bytes) -> Any:
+    """The JSON as orjson reads it (C, several times faster than the strict parse), when it
+    can only be what the strict parse would give: orjson refuses ``NaN``, ``Infinity``,
+    numbers too large for a double and lone surrogates itself, and a body without a run
+    of 19 digits holds no integer outside 64 bits (which orjson would read as a float).
+    ``_STRICT`` otherwise: the strict parse decides."""
+    if _LONG_DIGITS not in raw.translate(_DIGITS_AS_ZERO):
+        try:
+            return orjson.loads(raw)
+        except orjson.JSONDecodeError:
+            pass
+    return _STRICT
+
+
 def parse_answer(raw: bytes) -> Any:
     """The answer's JSON; ``BadAnswer`` for invalid JSON, a non-finite number or an
     integer outside 64 bits."""
+    doc = _quick(raw)
+    if doc is not _STRICT:
+        return doc
     try:
         return json.loads(
             raw, parse_constant=_no_constant, parse_int=_int, parse_float=_finite_float
@@ -68,7 +91,13 @@ class Refused:
 def parse_answers(raw: bytes) -> tuple[Any, bool]:
     """As ``parse_answer``, but for a body of several answers: a value ``parse_answer``
     refuses becomes a ``Refused`` in its place, so that only the answer holding it fails
-    (``refused_in``); and whether there is one. Invalid JSON still fails the whole body."""
+    (``refused_in``); and whether there may be one. Invalid JSON still fails the whole
+    body. Read by orjson, there is none (``_quick``); read strictly, the answers are looked
+    through (the strict parse may also leave a lone surrogate, which only orjson refuses:
+    a caller checks each answer by encoding it)."""
+    doc = _quick(raw)
+    if doc is not _STRICT:
+        return doc, False
     found: list[Refused] = []
 
     def refuse(read: Callable[[str], Any]) -> Callable[[str], Any]:
@@ -92,7 +121,7 @@ def parse_answers(raw: bytes) -> tuple[Any, bool]:
         raise BadAnswer("the answer is nested too deeply") from None
     except (ValueError, UnicodeDecodeError) as exc:
         raise BadAnswer(f"not JSON ({str(exc)[:100]})") from None
-    return doc, bool(found)
+    return doc, True
 
 
 class ReadAnswers:
