@@ -18,6 +18,7 @@ import asyncio
 import contextlib
 import os
 import ssl
+from collections.abc import Awaitable
 from contextvars import ContextVar
 from typing import TYPE_CHECKING, Any, ClassVar, TypeVar
 
@@ -57,6 +58,7 @@ from deepagents.remote.errors import (
     protocol_error,
     status_error,
 )
+from deepagents.remote.expiry import Expiries
 from deepagents.remote.http_wire import Answer, HttpWire, why
 from deepagents.store.breaker import BreakerState
 from deepagents.store.models import RedisClient
@@ -151,6 +153,7 @@ class RemoteAgent(AgentContract):
         self._learning: asyncio.Future[frozenset[str]] | None = None
         batch = config.batch
         self._batch_size = batch.max_tasks
+        self._expiries = Expiries()  # the batched tasks' timeouts
         self._batcher = Batcher(
             self._send_batch,
             max_tasks=batch.max_tasks,
@@ -210,17 +213,14 @@ class RemoteAgent(AgentContract):
     async def execute(self, context: dict[str, Any]) -> Result:
         task: Task = context["task"]
         if _delivery.get().whole:
-            return await self._run(task)
+            # The whole contract in one call (or one share of a batch): the service's
+            # can_handle said no, or the result its post_process left.
+            whole = await self._call(task, wire.RUN, {}, wire.RunResponse)
+            if not whole.can_handle or whole.result is None:
+                return Result.failed(ErrorCode.REJECTED, f"{self.name} cannot handle this task")
+            return _result(whole.result)
         body = {"context": context["remote"]}
         answer = await self._call(task, "execute", body, wire.ExecuteResponse)
-        return _result(answer.result)
-
-    async def _run(self, task: Task) -> Result:
-        """The whole contract in one call (or one share of a batch): the service's
-        can_handle said no, or the result its post_process left."""
-        answer = await self._call(task, wire.RUN, {}, wire.RunResponse)
-        if not answer.can_handle or answer.result is None:
-            return Result.failed(ErrorCode.REJECTED, f"{self.name} cannot handle this task")
         return _result(answer.result)
 
     async def post_process(self, result: Result) -> Result | dict[str, Any]:
@@ -340,16 +340,21 @@ class RemoteAgent(AgentContract):
 
     async def _call(self, task: Task, step: str, extra: dict[str, Any], model: type[R]) -> R:
         timeout, by_deadline, left_ms = self._call_timeout(task)
+        circuit = self._circuit
         try:
-            if self._circuit is None:
+            if circuit is None:
                 return await self._send(task, step, extra, model, timeout, by_deadline, left_ms)
-            permit = await self._circuit.permit(task, step, timeout)
+            # A circuit read closed moments ago lets the call go without an await.
+            permit = circuit.permit_now() or await circuit.permit(task, step, timeout)
             try:
                 answer = await self._send(task, step, extra, model, timeout, by_deadline, left_ms)
             except Exception as exc:
-                await self._circuit.record(permit, task, step, exc)  # may raise CircuitOpen
+                await circuit.record(permit, task, step, exc)  # may raise CircuitOpen
                 raise
-            await self._circuit.record(permit, task, step, None)
+            if permit.probe:
+                await circuit.record(permit, task, step, None)
+            else:
+                circuit.succeeded(step)
             return answer
         except RetryableError as exc:
             # A service's Retry-After is a floor on the next attempt: never past the
@@ -360,7 +365,7 @@ class RemoteAgent(AgentContract):
             exc.retry_after_s = min(exc.retry_after_s, cap)
             raise
 
-    async def _send(
+    def _send(
         self,
         task: Task,
         step: str,
@@ -369,14 +374,29 @@ class RemoteAgent(AgentContract):
         timeout: float,
         by_deadline: bool,
         left_ms: int | None,
-    ) -> R:
+    ) -> Awaitable[R]:
+        """The call's answer, by the way this service is reached. Not a coroutine: the
+        caller awaits the chosen one's own, one coroutine less per call."""
         fields = _delivery.get().fields
         document = {**fields, "time_left_ms": left_ms, **extra}
         if self._board is not None:
-            return await self._pulled(document, model, timeout, by_deadline)
+            return self._pulled(document, model, timeout, by_deadline)
         if step == wire.RUN and self._batched():
-            return await self._shared(document, model, timeout, by_deadline)
-        headers = {"idempotency-key": fields["idempotency_key"]}
+            return self._shared(document, model, timeout, by_deadline)
+        return self._send_alone(task, step, document, model, timeout, by_deadline, left_ms)
+
+    async def _send_alone(
+        self,
+        task: Task,
+        step: str,
+        document: dict[str, Any],
+        model: type[R],
+        timeout: float,
+        by_deadline: bool,
+        left_ms: int | None,
+    ) -> R:
+        """One request of this task's own, over gRPC or HTTP."""
+        headers = {"idempotency-key": document["idempotency_key"]}
         if task.traceparent is not None:
             headers["traceparent"] = task.traceparent
         if left_ms is not None:
@@ -400,12 +420,18 @@ class RemoteAgent(AgentContract):
         self, document: dict[str, Any], model: type[R], timeout: float, by_deadline: bool
     ) -> R:
         """This task's answer out of a batch, as ``run`` would have answered it."""
+        answer = self._batcher.submit(document)
+        due = self._expiries.add(answer, timeout)
         try:
-            item = await self._batcher.run(document, timeout)
+            item = await answer
         except TimeoutError as exc:
             if by_deadline:
                 raise TimeoutError("run: the task's deadline passed during the call") from exc
             raise ServiceDown(f"run: no answer within {timeout:g} s") from exc
+        finally:
+            self._expiries.discard(answer, due)
+            # Given up (a timeout, a cancelled task): nobody reads the answer any more.
+            answer.cancel()
         return self._answered(item, model)
 
     async def _pulled(
@@ -528,16 +554,22 @@ def _agent_metrics(metrics: ResultMetrics) -> dict[str, float]:
     return {k: float(v) for k, v in extra.items() if isinstance(v, int | float)}
 
 
+_STATUS = {status.value: status for status in ResultStatus}  # cheaper than ResultStatus(...)
+
+
 def _result(answer: wire.WireResult) -> Result:
+    status = _STATUS[answer.status]
     error = None
     if answer.error is not None:
         # A service's free text: secret-looking values masked, as in its problem bodies.
         message = mask_secrets(answer.error.message[:2000])
         error = ErrorInfo(code=answer.error.code, message=message)
-    elif answer.status == "failed":
+    elif status is ResultStatus.FAILED:
         error = ErrorInfo(code="agent_error", message="the remote agent gave no error")
+    if error is None and not answer.degraded and not answer.metrics:
+        return Result(status=status, output=answer.output)  # the usual answer: defaults
     return Result(
-        status=ResultStatus(answer.status),
+        status=status,
         output=answer.output,
         error=error,
         degraded=answer.degraded,

@@ -32,7 +32,6 @@ from deepagents.remote.answers import (
     run_answers,
 )
 from deepagents.remote.errors import protocol_error
-from deepagents.remote.expiry import expire_after
 from deepagents.remote.wire import RunAnswer
 
 STEP = "run_batch"
@@ -62,9 +61,12 @@ class Batcher:
         self._timer: asyncio.TimerHandle | asyncio.Handle | None = None
         self._in_flight: set[asyncio.Task[None]] = set()
 
-    async def run(self, request: dict[str, Any], timeout: float) -> RunAnswer:
-        """This task's answer (its secrets masked), within ``timeout``; the protocol error
-        of this task, or the error of the whole batch, otherwise."""
+    def submit(self, request: dict[str, Any]) -> asyncio.Future[RunAnswer]:
+        """Queue this task's request: the future holds its answer (its secrets masked), the
+        protocol error of this task, or the error of the whole batch. The caller bounds
+        the wait (``expire_after``), and cancels the future when it gives up: nobody reads
+        the answer any more. Not a coroutine: the caller's own awaits the future, one
+        coroutine less per remote task."""
         loop = asyncio.get_running_loop()
         answer: asyncio.Future[RunAnswer] = loop.create_future()
         self._pending.append((request, answer))
@@ -75,13 +77,7 @@ class Batcher:
                 self._timer = loop.call_later(self._max_wait_s, self._flush)
             else:
                 self._timer = loop.call_soon(self._flush)
-        expiry = expire_after(answer, timeout)
-        try:
-            return await answer
-        finally:
-            expiry.cancel()
-            # Given up (a timeout, a cancelled task): nobody reads the answer any more.
-            answer.cancel()
+        return answer
 
     def _flush(self) -> None:
         if self._timer is not None:
@@ -107,11 +103,14 @@ class Batcher:
         try:
             raw = await self._send([request for request, _ in batch])
             if isinstance(raw, ReadAnswers):
-                answers, suspect = raw.items, raw.suspect
+                answers, suspect, fits = raw.items, raw.suspect, False
             else:
                 answers, suspect = _answers(raw)
+                # Read by orjson, a body within one answer's limit holds answers that are
+                # within it and encode: nothing to measure per answer.
+                fits = not suspect and len(raw) <= self._max_answer_bytes
             # A bug in reading them must end the batch's tasks too, not strand them.
-            outcomes = self._outcomes(answers, set(waiting), suspect)
+            outcomes = self._outcomes(answers, set(waiting), suspect, fits)
         except Exception as exc:
             _fail(waiting.values(), exc)
             return
@@ -134,13 +133,14 @@ class Batcher:
                 )
 
     def _outcomes(
-        self, answers: list[Any], ids: set[str], suspect: bool
+        self, answers: list[Any], ids: set[str], suspect: bool, fits: bool
     ) -> dict[str, RunAnswer | Exception]:
         """Each answered task's answer, or the protocol error it ends with (``suspect``:
-        some answer holds a value the strict parse refused)."""
+        some answer may hold a value the strict parse refused; ``fits``: each answer is
+        known to encode within the size limit)."""
         outcomes: dict[str, RunAnswer | Exception] = {}
         items: dict[str, dict[str, Any]] = {}
-        for task_id, item in self._sorted(answers, ids, suspect).items():
+        for task_id, item in self._sorted(answers, ids, suspect, fits).items():
             if isinstance(item, Exception):
                 outcomes[task_id] = item
             else:
@@ -151,7 +151,7 @@ class Batcher:
         return outcomes
 
     def _sorted(
-        self, answers: list[Any], ids: set[str], suspect: bool
+        self, answers: list[Any], ids: set[str], suspect: bool, fits: bool
     ) -> dict[str, dict[str, Any] | Exception]:
         """Each task's answer, or the protocol error it ends with: an id answered twice
         fails its task (which answer is its own cannot be told); an answer naming no task of
@@ -168,6 +168,9 @@ class Batcher:
             why = refused_in(item) if suspect else None
             if why is not None:
                 seen[task_id] = protocol_error(STEP, f"this task's answer is refused: {why}")
+                continue
+            if fits:
+                seen[task_id] = item
                 continue
             try:
                 size = len(orjson.dumps(item))

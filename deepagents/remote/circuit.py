@@ -18,7 +18,7 @@ from deepagents.config.schema import RemoteBreakerConfig
 from deepagents.contract.task import Task, utcnow
 from deepagents.errors import CircuitOpen, RetryableError
 from deepagents.remote.errors import ServiceDown, ServiceUnreachable
-from deepagents.store.breaker import BreakerState, CircuitBreaker, Keyed, Permit
+from deepagents.store.breaker import ALLOWED, BreakerState, CircuitBreaker, Keyed, Permit
 from deepagents.store.models import RedisClient
 from deepagents.transport.keys import Keys
 
@@ -38,6 +38,11 @@ class FleetCircuit:
         self._config = config
         self._agent = agent
         self._background = Background()
+
+    def permit_now(self) -> Permit | None:
+        """Leave to call without awaiting anything while this worker read the circuit
+        closed moments ago; None when ``permit`` must ask."""
+        return ALLOWED if self._breaker.allowed_now() else None
 
     async def permit(self, task: Task, step: str, call_timeout_s: float) -> Permit:
         """Leave to call, or raise the error the refused task goes on with. A probe is held
@@ -88,8 +93,13 @@ class FleetCircuit:
             )
             if down and state is not BreakerState.CLOSED:
                 raise self._refusal(task, step, self._config.cooldown_s) from error
-        elif step in _WORK and error is None and self._breaker.note_success():
-            # A success in a closed circuit only feeds the window: the answer need not wait.
+        elif error is None:
+            self.succeeded(step)
+
+    def succeeded(self, step: str) -> None:
+        """A call's success outside a probe (``record`` of one, without awaiting): in a
+        closed circuit it only feeds the window, so the answer need not wait."""
+        if step in _WORK and self._breaker.note_success():
             self._background.send(self._breaker.flush())
 
     async def state(self) -> BreakerState:

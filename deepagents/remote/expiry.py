@@ -1,24 +1,62 @@
-"""A deadline on a future rather than on the task awaiting it.
+"""Deadlines on futures rather than on the tasks awaiting them, one timer per deadline.
 
 ``asyncio.timeout`` around ``await asyncio.shield(future)`` costs a timeout scope, a shield
 (an outer future and two callbacks) and a task cancellation per wait; the worker waits so
 for every remote task. A timer that sets ``TimeoutError`` on the future itself ends the
-wait the same way, for a fraction of that, and the future is done at once: whoever would
-answer it later (a batch, a puller) sees that nobody waits any more.
+wait the same way, and the future is done at once: whoever would answer it later (a batch,
+a puller) sees that nobody waits any more.
+
+A timer each still cost about 2 µs a task (uvloop, 1,000 waits in flight). Deadlines are
+kept to the millisecond (uvloop's own timers are), rounded up: a busy worker begins its
+deliveries in batches, all in one turn of the loop and with one timeout, so their futures
+get the same deadline and share its timer.
 """
 
 from __future__ import annotations
 
 import asyncio
+import math
 from typing import Any
 
 
-def expire_after(future: asyncio.Future[Any], delay_s: float) -> asyncio.TimerHandle:
-    """In ``delay_s``, unless it is done by then, end ``future`` with ``TimeoutError``;
-    cancel the handle once the wait is over."""
-    return asyncio.get_running_loop().call_later(delay_s, _expire, future)
+class Expiries:
+    """Owned by one object of one event loop (a batcher, a lease board)."""
 
+    def __init__(self) -> None:
+        # Keyed by the deadline in the loop's milliseconds.
+        self._due: dict[int, set[asyncio.Future[Any]]] = {}
+        self._timers: dict[int, asyncio.TimerHandle] = {}
 
-def _expire(future: asyncio.Future[Any]) -> None:
-    if not future.done():
-        future.set_exception(TimeoutError())
+    def add(self, future: asyncio.Future[Any], delay_s: float) -> int:
+        """In ``delay_s`` (at most a millisecond later), unless it is done by then, end
+        ``future`` with ``TimeoutError``. Returns its deadline, for ``discard`` once the
+        wait is over."""
+        loop = asyncio.get_running_loop()
+        due = math.ceil((loop.time() + delay_s) * 1000)
+        futures = self._due.get(due)
+        if futures is None:
+            futures = self._due[due] = set()
+            self._timers[due] = loop.call_at(due / 1000, self._expire, due)
+        futures.add(future)
+        return due
+
+    def discard(self, future: asyncio.Future[Any], due: int) -> None:
+        """The wait is over: the timer no longer holds ``future`` (nor runs, once it holds
+        none)."""
+        futures = self._due.get(due)
+        if futures is None:
+            return
+        futures.discard(future)
+        if not futures:
+            del self._due[due]
+            self._timers.pop(due).cancel()
+
+    def _expire(self, due: int) -> None:
+        del self._timers[due]
+        for future in self._due.pop(due):
+            if not future.done():
+                future.set_exception(TimeoutError())
+
+    def __len__(self) -> int:
+        """The deadlines with a timer (a test's check that none is left behind)."""
+        return len(self._timers)

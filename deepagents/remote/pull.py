@@ -43,7 +43,7 @@ from deepagents.remote.answers import (
     refused_in,
 )
 from deepagents.remote.errors import ServiceDown, ServiceUnreachable, protocol_error
-from deepagents.remote.expiry import expire_after
+from deepagents.remote.expiry import Expiries
 
 log = logging.getLogger("deepagents.remote.pull")
 _PROBLEM = "application/problem+json"
@@ -94,6 +94,7 @@ class LeaseBoard:
         self._ended: OrderedDict[str, str] = OrderedDict()
         self.version: str | None = None  # what the last puller said it runs
         self._closed = False
+        self._expiries = Expiries()
 
     # the worker's side ---------------------------------------------------------------
 
@@ -108,21 +109,21 @@ class LeaseBoard:
         try:
             # Timers on the futures (expiry.py): once one fires, no puller can lease the
             # task or complete it any more.
-            expiry = expire_after(waiting.leased, timeout)
+            due = self._expiries.add(waiting.leased, timeout)
             try:
                 lease_s = await waiting.leased
             except TimeoutError:
                 raise NotLeased(f"lease: no puller leased the task within {timeout:g} s") from None
             finally:
-                expiry.cancel()
-            expiry = expire_after(waiting.answer, lease_s)
+                self._expiries.discard(waiting.leased, due)
+            due = self._expiries.add(waiting.answer, lease_s)
             try:
                 return await waiting.answer
             except TimeoutError:
                 why = f"lease: not completed within its lease of {lease_s:g} s (retried)"
                 raise LeaseExpired(why) from None
             finally:
-                expiry.cancel()
+                self._expiries.discard(waiting.answer, due)
         finally:
             if waiting.lease is None:
                 with contextlib.suppress(ValueError):

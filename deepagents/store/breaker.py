@@ -173,6 +173,9 @@ class Permit:
     retry_in_s: float = 0.0
 
 
+ALLOWED = Permit(True)  # a closed circuit's leave: one shared instance (frozen)
+
+
 class CircuitBreaker:
     """Closed → open when the failure rate over the window passes the threshold; open →
     half-open after the cool-down, where a single probe decides: success closes it."""
@@ -191,17 +194,22 @@ class CircuitBreaker:
         window_ms = int(config.window_s * 1000)
         self._bucket_ms = max(100, window_ms // 30)
 
+    def allowed_now(self) -> bool:
+        """Whether a 'closed' read moments ago (within ``state_cache_s``) lets a call go
+        without asking ``allow``: the hot path then awaits nothing."""
+        return time.monotonic() < self._closed_until
+
     async def allow(self, probe_ttl_s: float) -> Permit:
         # A 'closed' read moments ago is trusted for state_cache_s: the hot path then costs
         # no round trip, and a breaker opened by another worker is seen that much later.
         if time.monotonic() < self._closed_until:
-            return Permit(True)
+            return ALLOWED
         # Calls arriving while another reads the state share its 'closed': a busy process
         # does not send one read per call each time the cache runs out. Any other answer
         # (open, a probe to give) each call reads for itself.
         reading = self._reading
         if reading is not None and not reading.done() and await asyncio.shield(reading):
-            return Permit(True)
+            return ALLOWED
         mine: asyncio.Future[bool] | None = None
         if self._reading is None or self._reading.done():
             mine = self._reading = asyncio.get_running_loop().create_future()
