@@ -55,6 +55,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import os
+import shlex
 import shutil
 import statistics
 import subprocess
@@ -286,12 +287,15 @@ def start_node(fault: str = "", methods: str = "") -> tuple[subprocess.Popen[byt
     return proc, f"http://127.0.0.1:{port}"
 
 
+WORKER_WRAPPER: list[str] = []  # --worker-wrapper: a command each worker runs under
+
+
 def start_worker(url: str, prefix: str, config_path: str, agent: str) -> subprocess.Popen[bytes]:
     args = ["agents.echo:EchoAgent"] if agent == "echo" else ["--remote", "noop"]
     env = {**os.environ, "DEEPAGENTS_REDIS_URL": url, "DEEPAGENTS_PREFIX": prefix,
            "DEEPAGENTS_CONFIG": config_path, "DEEPAGENTS_OUTBOX": "true"}  # fmt: skip
     return subprocess.Popen(
-        [sys.executable, "-m", "deepagents", "worker", *args], env=env, cwd=ROOT,
+        [*WORKER_WRAPPER, sys.executable, "-m", "deepagents", "worker", *args], env=env, cwd=ROOT,
         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
     )  # fmt: skip
 
@@ -477,9 +481,17 @@ def main() -> None:
         "Structs (as to a service older than the JSON form)",
     )
     parser.add_argument(
+        "--worker-wrapper",
+        default="",
+        help='--drain: a command each worker process runs under, e.g. "valgrind '
+        '--tool=callgrind --callgrind-out-file=/tmp/cg.%%p --log-file=/tmp/cg.%%p.log" '
+        "(instructions per task: the difference of two drains' counts over their tasks)",
+    )
+    parser.add_argument(
         "--redis-url", default=os.environ.get("DEEPAGENTS_REDIS_URL", "redis://127.0.0.1:6379/0")
     )
     args = parser.parse_args()
+    WORKER_WRAPPER[:] = shlex.split(args.worker_wrapper)
     if args.drain:
         print(
             orjson.dumps(

@@ -64,7 +64,7 @@ class Batcher:
     def submit(self, request: dict[str, Any]) -> asyncio.Future[RunAnswer]:
         """Queue this task's request: the future holds its answer (its secrets masked), the
         protocol error of this task, or the error of the whole batch. The caller bounds
-        the wait (``expire_after``), and cancels the future when it gives up: nobody reads
+        the wait (``expiry.Expiries``), and cancels the future when it gives up: nobody reads
         the answer any more. Not a coroutine: the caller's own awaits the future, one
         coroutine less per remote task."""
         loop = asyncio.get_running_loop()

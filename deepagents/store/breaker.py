@@ -202,7 +202,7 @@ class CircuitBreaker:
     async def allow(self, probe_ttl_s: float) -> Permit:
         # A 'closed' read moments ago is trusted for state_cache_s: the hot path then costs
         # no round trip, and a breaker opened by another worker is seen that much later.
-        if time.monotonic() < self._closed_until:
+        if self.allowed_now():
             return ALLOWED
         # Calls arriving while another reads the state share its 'closed': a busy process
         # does not send one read per call each time the cache runs out. Any other answer
