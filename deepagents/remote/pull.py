@@ -211,7 +211,10 @@ class LeaseBoard:
         why = refused_in(item) if suspect else None
         if why is not None:
             return protocol_error(wire.COMPLETE, f"the answer is refused: {why}")
-        size = len(orjson.dumps(item))
+        try:
+            size = len(orjson.dumps(item))
+        except TypeError as exc:  # a string no JSON holds: a lone surrogate's escape
+            return protocol_error(wire.COMPLETE, f"the answer is refused: {exc}")
         if size > self._max_answer_bytes:
             return protocol_error(
                 wire.COMPLETE, f"the answer of {size} bytes is over {self._max_answer_bytes}"

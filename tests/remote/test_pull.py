@@ -302,12 +302,20 @@ async def test_an_unleased_task_finds_the_service_down_a_leased_one_its_deadline
         await agent.aclose()
 
 
-async def test_a_number_refused_in_one_completion_fails_that_task_only(
-    monkeypatch: pytest.MonkeyPatch,
+@pytest.mark.parametrize(
+    ("hostile", "said"),
+    [
+        (b'"score":NaN', "NaN"),  # JSON has none; the strict read refuses it
+        # A lone surrogate's escape: the strict read takes it, no JSON encoding holds it.
+        (b'"score":1,"\\ud800":2', "surrogates"),
+    ],
+)
+async def test_a_value_refused_in_one_completion_fails_that_task_only(
+    monkeypatch: pytest.MonkeyPatch, hostile: bytes, said: str
 ) -> None:
-    """One answer of a completion holds NaN (JSON has none; the strict read refuses it):
-    that answer is refused and its task fails as a protocol error, while the other
-    answers of the same request are accepted."""
+    """One answer of a completion holds a value no result can keep: that answer is refused
+    and its task fails as a protocol error, while the other answers of the same request
+    are accepted."""
     monkeypatch.setenv("TEST_PULL_TOKEN", TOKEN)
     port = free_port()
     pull = {"listen": f"127.0.0.1:{port}", "token_from_env": "TEST_PULL_TOKEN"}
@@ -342,15 +350,15 @@ async def test_a_number_refused_in_one_completion_fails_that_task_only(
                  "result": {"status": "success", "output": {}, "metrics": {"score": i}}}
                 for i, t in enumerate(leased)
             ]  # fmt: skip
-            body = orjson.dumps({"answers": answers}).replace(b'"score":1', b'"score":NaN')
+            body = orjson.dumps({"answers": answers}).replace(b'"score":1', hostile)
             outcomes = (await http.post("/v1/complete", content=body, headers=AUTH)).json()
         assert [o["accepted"] for o in outcomes["outcomes"]] == [True, False, True]
-        assert "NaN" in outcomes["outcomes"][1]["problem"]["detail"]
+        assert said in outcomes["outcomes"][1]["problem"]["detail"]
         results = await asyncio.gather(*running, return_exceptions=True)
-        nan_task = leased[1]["task"]["id"]  # type: ignore[index]
+        hostile_task = leased[1]["task"]["id"]  # type: ignore[index]
         for task, result in zip(tasks, results, strict=True):
-            if task.task_id == nan_task:
-                assert isinstance(result, RemoteProtocolError) and "NaN" in str(result), result
+            if task.task_id == hostile_task:
+                assert isinstance(result, RemoteProtocolError) and said in str(result), result
             else:
                 assert isinstance(result, Result) and result.ok, result
     finally:
