@@ -7,6 +7,7 @@ in KEYS, so each runs in one hash slot on Redis Cluster.
 from __future__ import annotations
 
 import functools
+import re
 from dataclasses import dataclass
 from importlib import resources
 
@@ -41,8 +42,18 @@ _NAMES = (
 )
 
 
+# A line "-- include <name>" stands for lua/<name>.lua: Redis runs each script alone, so a
+# function two scripts share is written once and copied into both when they are read.
+_INCLUDE = re.compile(r"^-- include (\w+)$", re.MULTILINE)
+
+
 @functools.cache  # read once per process; a forked worker inherits them (compose.preload)
 def _source(name: str) -> str:
+    text = _read(name)
+    return _INCLUDE.sub(lambda line: _read(line.group(1)), text)
+
+
+def _read(name: str) -> str:
     return (
         resources.files("deepagents.transport.redis_streams")
         .joinpath(f"lua/{name}.lua")

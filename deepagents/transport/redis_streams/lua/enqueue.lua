@@ -34,13 +34,7 @@ local kstride, astride = (located and 3 or 2) + fk, (located and 7 or 6) + fa
 local n = (#KEYS - 2) / kstride
 local out, accepted, queued, first, again = {}, {}, {}, {}, {}
 
--- Entry ids compared as Redis orders them.
-local function id_less(a, b)
-  local am, as = string.match(a, '(%d+)-(%d+)')
-  local bm, bs = string.match(b, '(%d+)-(%d+)')
-  am, bm = tonumber(am), tonumber(bm)
-  return am < bm or (am == bm and tonumber(as) < tonumber(bs))
-end
+-- include ids
 
 -- Whether some group of the stream has not read its last entry yet (a reader will come
 -- back for it, and release the fair queue then).

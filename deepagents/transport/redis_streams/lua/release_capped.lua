@@ -20,13 +20,7 @@
 local stream, fset, fclock, frun, held = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5]
 local group, count, cap = ARGV[1], tonumber(ARGV[2]), tonumber(ARGV[3])
 
--- Entry ids compared as Redis orders them.
-local function id_less(a, b)
-  local am, as = string.match(a, '(%d+)-(%d+)')
-  local bm, bs = string.match(b, '(%d+)-(%d+)')
-  am, bm = tonumber(am), tonumber(bm)
-  return am < bm or (am == bm and tonumber(as) < tonumber(bs))
-end
+-- include ids
 
 local delivered  -- the group's last-delivered-id, read once, when first needed
 local function holds(id)
