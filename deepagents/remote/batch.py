@@ -106,9 +106,7 @@ class Batcher:
                 answers, suspect, fits = raw.items, raw.suspect, False
             else:
                 answers, suspect = _answers(raw)
-                # Read by orjson, a body within one answer's limit holds answers that are
-                # within it and encode: nothing to measure per answer.
-                fits = not suspect and len(raw) <= self._max_answer_bytes
+                fits = not suspect and _encodes_within(answers, self._max_answer_bytes)
             # A bug in reading them must end the batch's tasks too, not strand them.
             outcomes = self._outcomes(answers, set(waiting), suspect, fits)
         except Exception as exc:
@@ -136,8 +134,8 @@ class Batcher:
         self, answers: list[Any], ids: set[str], suspect: bool, fits: bool
     ) -> dict[str, RunAnswer | Exception]:
         """Each answered task's answer, or the protocol error it ends with (``suspect``:
-        some answer may hold a value the strict parse refused; ``fits``: each answer is
-        known to encode within the size limit)."""
+        some answer may hold a value the strict parse refused; ``fits``: all of them
+        together encode within one answer's size limit, so each does)."""
         outcomes: dict[str, RunAnswer | Exception] = {}
         items: dict[str, dict[str, Any]] = {}
         for task_id, item in self._sorted(answers, ids, suspect, fits).items():
@@ -196,8 +194,19 @@ def _fail(answers: Iterable[asyncio.Future[RunAnswer]], exc: Exception) -> None:
             answer.set_exception(exc)
 
 
+def _encodes_within(answers: list[Any], limit: int) -> bool:
+    """Whether the answers, all together, encode within ``limit`` bytes: then each answer
+    does, and need not be encoded alone to be measured. The body's own size does not tell:
+    a number may encode longer than it was sent (``1e15`` as ``1000000000000000.0``), and
+    orjson reads deeper nesting than it writes."""
+    try:
+        return len(orjson.dumps(answers)) <= limit
+    except orjson.JSONEncodeError:
+        return False
+
+
 def _answers(raw: bytes) -> tuple[list[Any], bool]:
-    """The answers of a batch, and whether one holds a value the strict parse refused;
+    """The answers of a batch, and whether one may hold a value the strict parse refused;
     the error of the whole batch when its body is not JSON or not a batch answer."""
     try:
         doc, suspect = parse_answers(raw)

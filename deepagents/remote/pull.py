@@ -180,7 +180,7 @@ class LeaseBoard:
     def complete(self, item: Any, suspect: bool = False) -> dict[str, Any]:
         """The outcome of one answer (``CompleteOutcome``): accepted, or the problem; a
         malformed answer of a held lease also fails that lease's task (``suspect``: some
-        answer of the request holds a value the strict parse refused)."""
+        answer of the request may hold a value the strict parse refused)."""
         lease = item.get("lease") if isinstance(item, dict) else None
         if not isinstance(lease, str):
             detail = "each answer needs its lease (a string)"
