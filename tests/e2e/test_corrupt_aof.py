@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import subprocess
+from collections.abc import Callable
 from pathlib import Path
 
 import orjson
@@ -26,6 +27,8 @@ from deepagents.errors import TransportError
 from deepagents.orchestrator import Orchestrator, TaskHandle
 from deepagents.transport.redis_streams import connect
 from tests.e2e.conftest import assert_committed_once, committed_events, worker_procs
+
+LAB = "tests.agents:LabAgent"
 
 pytestmark = pytest.mark.slow
 
@@ -63,15 +66,23 @@ async def _submitted_then_killed(
 
 
 async def _whole_or_absent(
-    client: Redis, url: str, prefix: str, config: FileConfig, batches: list[list[TaskHandle]]
+    client: Redis,
+    url: str,
+    prefix: str,
+    config: FileConfig,
+    batches: list[list[TaskHandle]],
+    start_worker: Callable[[], object],
 ) -> list[TaskHandle]:
-    """Every task Redis still knows completes exactly once under a worker; every other one
-    stays unknown. Returns the lost ones."""
+    """Every task Redis still knows completes exactly once under the worker
+    ``start_worker`` starts; every other one stays unknown. Returns the lost ones. The
+    states are read before the worker starts: a worker that began one first would show it
+    running."""
     settings = Settings(redis_url=url, prefix=prefix, outbox=True)
     async with Orchestrator.from_client(client, config=config, settings=settings) as orch:
         handles = [h for batch in batches for h in batch]
         states = await asyncio.gather(*(orch.task_state(h.task_id) for h in handles))
         assert set(states) <= {"queued", None}, set(states)
+        start_worker()
         kept = [h for h, state in zip(handles, states, strict=True) if state is not None]
         lost = [h for h, state in zip(handles, states, strict=True) if state is None]
         results = await asyncio.gather(*(orch.wait_result(h, 60) for h in kept))
@@ -95,8 +106,9 @@ async def test_a_cut_tail_loses_the_last_tasks_whole_and_the_rest_complete_once(
     procs = worker_procs(durable.url, prefix, config_path)
     client = connect(durable.url)
     try:
-        procs.worker("tests.agents:LabAgent")
-        lost = await _whole_or_absent(client, durable.url, prefix, config, batches)
+        lost = await _whole_or_absent(
+            client, durable.url, prefix, config, batches, lambda: procs.worker(LAB)
+        )
         assert lost, "the cut lost nothing: the test did not damage the file"
         assert {h.task_id for h in lost} <= {h.task_id for h in batches[-1]}
     finally:
@@ -149,10 +161,11 @@ async def test_a_damaged_frame_stops_redis_and_the_fixed_file_keeps_tasks_whole(
         )
         assert fixed.returncode == 0, fixed.stdout + fixed.stderr
         durable.start()
-        procs.worker("tests.agents:LabAgent")
         client = connect(durable.url)
         try:
-            lost = await _whole_or_absent(client, durable.url, prefix, config, batches)
+            lost = await _whole_or_absent(
+                client, durable.url, prefix, config, batches, lambda: procs.worker(LAB)
+            )
         finally:
             await client.aclose()
         # Exactly the tasks enqueued from the damage on are gone (the middle one too).
@@ -181,7 +194,7 @@ async def test_a_damaged_value_loads_and_its_entry_is_dead_lettered_with_the_rea
     procs = worker_procs(durable.url, prefix, config_path)
     client = connect(durable.url)
     try:
-        procs.worker("tests.agents:LabAgent")
+        procs.worker(LAB)
         settings = Settings(redis_url=durable.url, prefix=prefix, outbox=True)
         async with Orchestrator.from_client(client, config=config, settings=settings) as orch:
             others = [h for batch in batches for h in batch if h.task_id != damaged]
