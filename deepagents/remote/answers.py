@@ -69,8 +69,12 @@ def parse_answer(raw: bytes) -> Any:
     """The answer's JSON; ``BadAnswer`` for invalid JSON, a non-finite number or an
     integer outside 64 bits."""
     doc = _quick(raw)
-    if doc is not _STRICT:
-        return doc
+    return doc if doc is not _STRICT else strict_parse(raw)
+
+
+def strict_parse(raw: bytes) -> Any:
+    """``parse_answer`` without orjson's look first: the json module, refusing what a
+    result cannot keep."""
     try:
         return json.loads(
             raw, parse_constant=_no_constant, parse_int=_int, parse_float=_finite_float
